@@ -1,0 +1,26 @@
+# The two commands of the README. Both create .venv themselves on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+OUT ?= runs/smoke
+
+.PHONY: smoke test lint clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+smoke: $(VENV)/.installed
+	$(VENV)/bin/adascale-bench smoke --out $(OUT)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache
