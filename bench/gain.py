@@ -1,0 +1,127 @@
+"""AdaScale gain estimators (DESIGN §1).
+
+Both take the two per-iteration statistics of the S micro-batch gradients g_i,
+`sum_sq = Σ_i ||g_i||²` and `mean_sq = ||ḡ||²`, and return the gain r_t ∈ [1, S].
+
+The moving averages use θ = max(1 − S/1000, 0) and Adam-style bias correction. When S changes
+(elastic runs) θ changes with it, so the correction divides by 1 − Π_k θ_k, which is 1 − θⁿ for a
+constant θ and stays exact across a change of S. The averages estimate per-batch quantities, so they
+stay valid when S changes; only S in the gain formula changes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+VAR_FLOOR = 1e-6
+RATIO_EPS = 1e-6
+
+
+def theta(scale: int) -> float:
+    return max(1.0 - scale / 1000.0, 0.0)
+
+
+class _BiasCorrectedEMA:
+    """Two exponential moving averages that share θ and its bias correction."""
+
+    def __init__(self, first: float, second: float) -> None:
+        self.initial = (first, second)
+        self.raw = [0.0, 0.0]
+        self.theta_prod = 1.0  # Π θ_k over the updates so far
+        self.updates = 0
+
+    def update(self, x: float, y: float, th: float) -> None:
+        self.raw[0] = th * self.raw[0] + (1.0 - th) * x
+        self.raw[1] = th * self.raw[1] + (1.0 - th) * y
+        self.theta_prod *= th
+        self.updates += 1
+
+    def values(self) -> tuple[float, float]:
+        if self.updates == 0:
+            return self.initial
+        correction = 1.0 - self.theta_prod
+        return self.raw[0] / correction, self.raw[1] / correction
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"raw": list(self.raw), "theta_prod": self.theta_prod, "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.raw = [float(v) for v in state["raw"]]
+        self.theta_prod = float(state["theta_prod"])
+        self.updates = int(state["updates"])
+
+
+class UnbiasedGain:
+    """The default estimator: unbiased σ² and μ² from the S batch gradients, then the gain
+    r = (σ² + μ²) / (σ²/S + μ²) from their moving averages."""
+
+    name = "unbiased"
+
+    def __init__(self) -> None:
+        self.ema = _BiasCorrectedEMA(0.0, 1.0)  # before the first update: var_avg = 0, sqr_avg = 1
+
+    @property
+    def var_avg(self) -> float:
+        return self.ema.values()[0]
+
+    @property
+    def sqr_avg(self) -> float:
+        return self.ema.values()[1]
+
+    def update(self, sum_sq: float, mean_sq: float, scale: int) -> float:
+        """Fold in one iteration's statistics and return its gain (update, then gain)."""
+        if scale == 1:
+            return 1.0
+        var = (sum_sq - scale * mean_sq) / (scale - 1)
+        sqr = mean_sq - var / scale  # with the unclamped var
+        var = max(var, VAR_FLOOR)
+        sqr = max(sqr, 0.0)
+        self.ema.update(var, sqr, theta(scale))
+        return self.gain(scale)
+
+    def gain(self, scale: int) -> float:
+        if scale == 1:
+            return 1.0
+        var, sqr = self.ema.values()
+        return (var + sqr) / (var / scale + sqr)
+
+    def noise_scale(self, batch_size: float) -> float:
+        """Gradient-noise scale B_noise = b·σ²/μ² (McCandlish et al. 2018), in examples."""
+        var, sqr = self.ema.values()
+        return batch_size * var / sqr if sqr > 0 else math.inf
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ema": self.ema.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ema.load_state_dict(state["ema"])
+
+
+class RatioGain(UnbiasedGain):
+    """The paper's §3.4 recommendation: r = (m1 + ε) / (m2 + ε), with m1 the moving average of
+    sum_sq/S (≈ σ² + μ²) and m2 that of mean_sq (≈ σ²/S + μ²)."""
+
+    name = "ratio"
+
+    def __init__(self) -> None:
+        self.ema = _BiasCorrectedEMA(0.0, 0.0)
+
+    def update(self, sum_sq: float, mean_sq: float, scale: int) -> float:
+        if scale == 1:
+            return 1.0
+        self.ema.update(sum_sq / scale, mean_sq, theta(scale))
+        return self.gain(scale)
+
+    def gain(self, scale: int) -> float:
+        if scale == 1:
+            return 1.0
+        m1, m2 = self.ema.values()
+        return (m1 + RATIO_EPS) / (m2 + RATIO_EPS)
+
+    def noise_scale(self, batch_size: float) -> float:
+        # m1 = σ² + μ², m2 = σ²/S + μ² do not separate without S; report none.
+        return math.nan
+
+
+ESTIMATORS = {"unbiased": UnbiasedGain, "ratio": RatioGain}

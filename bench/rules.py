@@ -1,0 +1,111 @@
+"""The four learning-rate scaling rules of DESIGN §1 as per-iteration factors of one loop.
+
+Every method is the same loop:  η_t = m_t · w_t · lr(⌊τ_t⌋),  τ_{t+1} = τ_t + p_t,  stop when τ_t ≥ T1.
+A rule only says what m_t (lr multiplier), p_t (progress on τ) and w_t (warm-up factor) are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UserError
+from .schedules import ScaleSchedule
+
+WARMUP_FRACTION = 0.055  # Goyal et al. 2017's warm-up, as a fraction of the run's iterations
+TAU_RTOL = 1e-9  # τ is a float sum; "τ ≥ T1" tolerates this relative rounding error
+
+
+def finished(tau: float, T1: float) -> bool:
+    return tau >= T1 * (1.0 - TAU_RTOL)
+
+
+def iterations_for(scales: ScaleSchedule, T1: float, progress: float | None = None) -> int:
+    """Iterations a rule with a known progress per iteration takes to reach T1: p_t = S_t when
+    `progress` is None (LSW), else the constant `progress`."""
+    tau, t = 0.0, 0
+    while not finished(tau, T1):
+        tau += scales(tau) if progress is None else progress
+        t += 1
+    return t
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Single-batch SGD's rule (and plain large-batch SGD with the S = 1 schedule): m = p = w = 1."""
+
+    name = "identity"
+    uses_gain = False
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
+        return 1.0, 1.0, 1.0
+
+
+@dataclass(frozen=True)
+class AdaScale:
+    """m = p = r_t: the gain stretches both the step and the clock."""
+
+    name = "adascale"
+    uses_gain = True
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
+        return gain, gain, 1.0
+
+
+@dataclass(frozen=True)
+class LinearScalingWarmup:
+    """LSW: m = p = S_t, with w_t ramping linearly from 1/S_t to 1 over the first 5.5 % of the run's
+    `total_iterations`. LSW+ is the same with p = T1 / T_AS so that it runs T_AS iterations."""
+
+    total_iterations: int
+    progress: float | None = None  # None: p_t = S_t (LSW); else the constant T1 / T_AS (LSW+)
+    name: str = "lsw"
+    uses_gain = False
+
+    @property
+    def warmup_iterations(self) -> float:
+        return WARMUP_FRACTION * self.total_iterations
+
+    def warmup(self, t: int, scale: int) -> float:
+        wu = self.warmup_iterations
+        if wu <= 0 or t >= wu:
+            return 1.0
+        return 1.0 / scale + (1.0 - 1.0 / scale) * (t / wu)
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
+        p = float(scale) if self.progress is None else self.progress
+        return float(scale), p, self.warmup(t, scale)
+
+
+@dataclass(frozen=True)
+class ScaledSGD:
+    """Plain SGD at scale S with its own schedule compressed into T iterations: m = 1, p = T1 / T."""
+
+    progress: float
+    name = "scaled"
+    uses_gain = False
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
+        return 1.0, self.progress, 1.0
+
+
+METHODS = ("adascale", "lsw", "lsw+", "identity", "scaled")
+
+
+def make_rule(method: str, scales: ScaleSchedule, T1: float, T_AS: float | None = None, T: float | None = None):
+    """The rule object for a method name; LSW+ needs T_AS and scaled SGD needs T (iterations)."""
+    if method == "identity":
+        return Identity()
+    if method == "adascale":
+        return AdaScale()
+    if method == "lsw":
+        return LinearScalingWarmup(iterations_for(scales, T1))
+    if method == "lsw+":
+        if not T_AS or T_AS < 1:
+            raise UserError("lsw+ needs T_AS, the iteration count of its AdaScale run")
+        n = int(round(T_AS))
+        return LinearScalingWarmup(n, progress=T1 / n, name="lsw+")
+    if method == "scaled":
+        if not T or T < 1:
+            raise UserError("scaled needs T, its number of iterations (--set T=...)")
+        return ScaledSGD(T1 / int(round(T)))
+    raise UserError(f"unknown method {method!r}; expected one of: {', '.join(METHODS)}")
