@@ -1,0 +1,88 @@
+"""The global example stream: which items every micro-batch gets, whatever the number of ranks.
+
+Items are read in the order of a per-epoch permutation that depends only on (seed, epoch). The stream
+is cut into micro-batches of k consecutive positions: micro-batch j holds positions [j·k, (j+1)·k).
+Iteration t consumes the next S_t micro-batches; rank r of W takes micro-batches r·A … r·A + A − 1 of
+them (A = S/W). So the micro-batch cursor alone fixes what comes next: a resumed run, a run split over
+a different W and a run whose S changes all see the same examples with the same augmentation keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from .seeding import mix
+
+
+class ItemStream:
+    """Maps positions of the global stream to (item index, augmentation key)."""
+
+    def __init__(self, n_items: int, items_per_microbatch: int, seed: int) -> None:
+        self.n = int(n_items)
+        self.k = int(items_per_microbatch)
+        self.seed = int(seed)
+        self._perms: dict[int, np.ndarray] = {}
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        perm = self._perms.get(epoch)
+        if perm is None:
+            perm = np.random.default_rng([self.seed, epoch]).permutation(self.n)
+            self._perms = {e: p for e, p in self._perms.items() if e >= epoch - 1}
+            self._perms[epoch] = perm
+        return perm
+
+    def microbatch(self, j: int) -> list[tuple[int, int]]:
+        items = []
+        for pos in range(j * self.k, (j + 1) * self.k):
+            epoch, offset = divmod(pos, self.n)
+            items.append((int(self.permutation(epoch)[offset]), mix(self.seed, pos)))
+        return items
+
+
+class RankSampler:
+    """Batch sampler of one rank: yields its A micro-batches of every iteration, from a cursor on.
+    Infinite; the engine stops reading when the run ends or S changes."""
+
+    def __init__(self, stream: ItemStream, first_microbatch: int, scale: int, ranks: int, rank: int) -> None:
+        if scale % ranks:
+            raise ValueError(f"scale {scale} is not a multiple of {ranks} ranks")
+        self.stream = stream
+        self.first = int(first_microbatch)
+        self.scale = int(scale)
+        self.accum = scale // ranks
+        self.rank = rank
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        j = self.first
+        while True:
+            for a in range(self.accum):
+                yield self.stream.microbatch(j + self.rank * self.accum + a)
+            j += self.scale
+
+
+def loader(dataset: Any, sampler: RankSampler, num_workers: int = 0, pin_memory: bool = False) -> DataLoader:
+    """A DataLoader over the rank's micro-batches, with the task's own collate function."""
+    return DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        collate_fn=dataset.collate,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        prefetch_factor=4 if num_workers > 0 else None,
+    )
+
+
+def to_device(batch: Any, device: torch.device) -> Any:
+    """Move every tensor in a nest of dicts, lists and tuples to `device`."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, list | tuple):
+        return type(batch)(to_device(v, device) for v in batch)
+    return batch

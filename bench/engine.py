@@ -1,0 +1,438 @@
+"""The one training engine: every task, every method, every scale (DESIGN §1).
+
+One iteration at scale S: W ranks each run A = S/W micro-batches (forward and backward per
+micro-batch, so BatchNorm normalises over each micro-batch alone), gradient hooks observe every
+micro-batch gradient g_i, `.grad` ends as ḡ = (1/S) Σ g_i, the gain estimator folds in
+sum_sq = Σ||g_i||² and mean_sq = ||ḡ||², and the rule's (m_t, p_t, w_t) set the step:
+
+    η_t = m_t · w_t · lr(⌊τ_t⌋),   τ_{t+1} = τ_t + p_t,   stop when τ_t ≥ T1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from . import __version__
+from .checkpoint import load_checkpoint, save_checkpoint
+from .data import ItemStream, RankSampler, loader, to_device
+from .distributed import Dist
+from .errors import UserError
+from .gain import ESTIMATORS
+from .gradstats import SquaredNormHooks, squared_norm
+from .rules import finished, make_rule
+from .runfiles import CHECKPOINT, METRICS, SPEC, SUMMARY, MetricsLog, read_jsonl, write_json
+from .schedules import ScaleSchedule, lr_schedule
+from .seeding import mix
+
+_DROPOUT_STREAM = 0x0D20
+_stop_signal: int | None = None
+
+
+class Interrupted(Exception):
+    """The run was asked to stop (SIGTERM / SIGUSR2) and has checkpointed; run it again to resume."""
+
+
+def request_stop(signum: int, _frame: Any = None) -> None:
+    global _stop_signal
+    _stop_signal = signum
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGUSR2 (SLURM's and submitit's preemption signals) checkpoint at the end of the
+    current iteration and stop."""
+    for sig in (signal.SIGTERM, signal.SIGUSR2):
+        signal.signal(sig, request_stop)
+
+
+def stop_requested() -> bool:
+    return _stop_signal is not None
+
+
+def clear_stop() -> None:
+    global _stop_signal
+    _stop_signal = None
+
+
+def seed_generators(seed: int, device: torch.device) -> None:
+    """Seed the CPU generator and the run's CUDA device only (torch.manual_seed would also queue a lazy
+    seeding of every CUDA device, with a stack trace, on each call)."""
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        torch.cuda.default_generators[device.index or 0].manual_seed(seed)
+
+
+def scale_schedule(spec: dict[str, Any]) -> ScaleSchedule:
+    scale = spec["scale"]
+    if isinstance(scale, str):
+        return ScaleSchedule.from_fractions(spec["elastic"][scale.removeprefix("elastic-")], spec["T1"])
+    return ScaleSchedule.constant(scale)
+
+
+def prepare_data(task: Any, spec: dict[str, Any], dist: Dist) -> Path:
+    """The data root, with the tiny dataset written first if the tiny preset's root is empty."""
+    root = Path(spec["data_root"]) if spec.get("data_root") else Path()
+    if not task.needs_data:
+        return root
+    if spec["preset"] == "tiny" and not (root.exists() and any(root.iterdir())):
+        if dist.is_main:
+            write_tiny_atomically(task, root)
+        dist.barrier()
+    task.check_data(root, spec)
+    return root
+
+
+def write_tiny_atomically(task: Any, root: Path) -> None:
+    """Write into a sibling temporary folder and rename it into place: a reader never sees half a set."""
+    import shutil
+    import tempfile
+
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}."))
+    try:
+        task.write_tiny(tmp)
+        if root.exists() and not any(root.iterdir()):
+            root.rmdir()
+        tmp.rename(root)
+    except OSError:
+        if root.exists() and any(root.iterdir()):  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        return out.stdout.strip() if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def versions() -> dict[str, str]:
+    import torchvision
+
+    return {
+        "adascale_bench": __version__,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "python": sys.version.split()[0],
+    }
+
+
+@dataclass
+class State:
+    """Everything a checkpoint must carry beyond the model and optimizer to resume exactly."""
+
+    iteration: int = 0
+    tau: float = 0.0
+    microbatch: int = 0  # the global micro-batch cursor
+    metrics_offset: int = 0
+    wall_time: float = 0.0
+    last_eval: dict[str, float] = field(default_factory=dict)
+
+
+def accumulate(
+    model: nn.Module,
+    task: Any,
+    microbatches: Iterable[Any],
+    seeds: list[int],
+    params: list[nn.Parameter],
+    hooks: SquaredNormHooks | None,
+    scale: int,
+    dist: Dist,
+) -> tuple[float, float, float]:
+    """Forward and backward each of this rank's A micro-batches separately, leave ḡ = (1/S) Σ_i g_i in
+    `.grad`, and return (mean loss, sum_sq, mean_sq) over all S micro-batches of all ranks.
+
+    The first A − 1 backward passes skip DDP's all-reduce (no_sync); the last one averages the
+    accumulated gradients over the W ranks, so `.grad` holds A·ḡ and is divided by A. sum_sq comes from
+    the hooks (None: S = 1, where sum_sq = mean_sq, or statistics off, where it is NaN)."""
+    accum = len(seeds)
+    ddp = isinstance(model, nn.parallel.DistributedDataParallel)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=dist.device)
+    for a, (batch, seed) in enumerate(zip(microbatches, seeds, strict=True)):
+        seed_generators(seed, dist.device)  # dropout and the like: a function of the micro-batch
+        with model.no_sync() if ddp and a < accum - 1 else contextlib.nullcontext():
+            loss = task.loss(model, batch)
+            loss.backward()
+        loss_sum += loss.detach()
+    grads = [p.grad for p in params if p.grad is not None]
+    if accum > 1:
+        torch._foreach_div_(grads, accum)
+    mean_sq = squared_norm(grads)
+    if hooks is not None:
+        sum_sq = hooks.pop()
+    else:
+        sum_sq = mean_sq if scale == 1 else torch.full_like(mean_sq, math.nan)
+    reduced = dist.all_reduce_sum(torch.stack([loss_sum, sum_sq]))
+    loss_v, sum_sq_v, mean_sq_v = torch.stack([reduced[0] / scale, reduced[1], mean_sq]).tolist()
+    return loss_v, sum_sq_v, mean_sq_v
+
+
+class Engine:
+    """Trains one run described by a resolved spec (bench.spec.resolve) into `run_dir`."""
+
+    def __init__(self, spec: dict[str, Any], run_dir: Path, dist: Dist | None = None, progress: bool = True) -> None:
+        from tasks import get_task
+
+        self.spec = spec
+        self.run_dir = Path(run_dir)
+        self.dist = dist or Dist()
+        self.progress = progress
+        self.task = get_task(spec["task"])
+        self.T1 = float(spec["T1"])
+        self.scales = scale_schedule(spec)
+        self.rule = make_rule(spec["method"], self.scales, self.T1, spec.get("T_AS"), spec.get("T"))
+        if spec["estimator"] not in ESTIMATORS:
+            names = ", ".join(ESTIMATORS)
+            raise UserError(f"unknown estimator {spec['estimator']!r}; expected one of: {names}")
+        self.estimator = ESTIMATORS[spec["estimator"]]()
+        self.lr = lr_schedule(spec["lr_schedule"], self.T1)
+        for s in self.scales.scales:
+            if s % self.dist.world:
+                raise UserError(f"scale {s} is not a multiple of {self.dist.world} ranks")
+
+    # -- set-up -------------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        spec, dist = self.spec, self.dist
+        if spec.get("threads"):
+            torch.set_num_threads(int(spec["threads"]))
+        self.root = prepare_data(self.task, spec, dist)
+        torch.manual_seed(spec["seed"])
+        self.module = self.task.build_model(spec).to(dist.device)
+        self.model: nn.Module = self.module
+        if dist.world > 1:
+            ids = [dist.device.index] if dist.device.type == "cuda" else None
+            self.model = nn.parallel.DistributedDataParallel(self.module, device_ids=ids)
+        self.params = [p for p in self.module.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.SGD(
+            self.params, lr=0.0, momentum=spec["momentum"], weight_decay=spec["weight_decay"], foreach=True
+        )
+        self.train = self.task.train_set(spec, self.root)
+        self.evalset = self.task.eval_set(spec, self.root) if dist.is_main else None
+        self.stream = ItemStream(len(self.train), self.task.items_per_microbatch(spec), spec["seed"])
+        self.metrics = MetricsLog(self.run_dir / METRICS, enabled=dist.is_main)
+
+    def _restore(self) -> State:
+        path = self.run_dir / CHECKPOINT
+        if not path.exists():
+            self.metrics.truncate(0)
+            return State()
+        ckpt = load_checkpoint(path, self.dist.device)
+        self.module.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.estimator.load_state_dict(ckpt["estimator"])
+        state = State(**ckpt["state"])
+        self.metrics.truncate(state.metrics_offset)
+        return state
+
+    def _checkpoint(self, state: State) -> None:
+        if self.dist.is_main:
+            state.metrics_offset = self.metrics.offset()
+            save_checkpoint(
+                self.run_dir / CHECKPOINT,
+                {
+                    "model": self.module.state_dict(),
+                    "optimizer": self.optimizer.state_dict(),
+                    "estimator": self.estimator.state_dict(),
+                    "state": vars(state).copy(),
+                    "spec": self.spec,
+                },
+            )
+        self.dist.barrier()
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Train to the end (or to divergence) and write summary.json; raises Interrupted on a stop signal."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.dist.is_main:
+            write_json(self.run_dir / SPEC, self.spec)
+        self._build()
+        state = self._restore()
+        started = time.perf_counter() - state.wall_time
+        spec, dist = self.spec, self.dist
+        track = bool(spec["track_stats"])
+        eval_every = float(spec["eval_every"])
+        ckpt_every = int(spec["checkpoint_every"])
+        status = "completed"
+        hooks: SquaredNormHooks | None = None
+        batches = None
+        scale = 0
+        bar = tqdm(
+            total=self.T1,
+            initial=min(state.tau, self.T1),
+            unit="τ",
+            dynamic_ncols=True,
+            disable=not (self.progress and dist.is_main) or None,
+            leave=False,
+            desc=f"{spec['task']} {spec['method']} {spec['scale']} seed{spec['seed']}",
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| τ {n:.0f}/{total:.0f} [{elapsed}<{remaining}{postfix}]",
+        )
+        self.model.train()
+        try:
+            while not finished(state.tau, self.T1):
+                s = self.scales(state.tau)
+                if s != scale:  # a new S: a new slice of the stream for this rank, and hooks if S > 1
+                    scale, accum = s, s // dist.world
+                    sampler = RankSampler(self.stream, state.microbatch, scale, dist.world, dist.rank)
+                    batches = iter(
+                        loader(self.train, sampler, int(spec["num_workers"]), pin_memory=dist.device.type == "cuda")
+                    )
+                    if hooks is not None:
+                        hooks.remove()
+                    hooks = SquaredNormHooks(self.params) if track and scale > 1 else None
+
+                micro = (to_device(next(batches), dist.device) for _ in range(accum))  # streamed, one at a time
+                first = state.microbatch + dist.rank * accum
+                seeds = [mix(spec["seed"], first + a, _DROPOUT_STREAM) for a in range(accum)]
+                loss_v, sum_sq_v, mean_sq_v = accumulate(
+                    self.model, self.task, micro, seeds, self.params, hooks, scale, dist
+                )
+
+                finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
+                if not finite or (hooks is not None and not math.isfinite(sum_sq_v)):
+                    status = "diverged"
+                    self.metrics.append(
+                        {
+                            "iteration": state.iteration,
+                            "tau": state.tau,
+                            "scale": scale,
+                            "loss": loss_v,
+                            "mean_sq": mean_sq_v,
+                            "diverged": True,
+                        }
+                    )
+                    break
+                gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
+                m, p, w = self.rule.factors(state.iteration, scale, gain)
+                lr = m * w * self.lr(math.floor(state.tau))
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+
+                self.metrics.append(
+                    {
+                        "iteration": state.iteration,
+                        "tau": state.tau,
+                        "scale": scale,
+                        "gain": gain,
+                        "lr": lr,
+                        "loss": loss_v,
+                        "sum_sq": sum_sq_v if track else None,
+                        "mean_sq": mean_sq_v,
+                        "progress": p,
+                        "warmup": w,
+                        "var": self.estimator.var_avg if track and scale > 1 else None,
+                        "sqr": self.estimator.sqr_avg if track and scale > 1 else None,
+                    }
+                )
+                before = state.tau
+                state.tau += p
+                state.iteration += 1
+                state.microbatch += scale
+                bar.update(min(state.tau, self.T1) - min(before, self.T1))
+                if state.iteration % 10 == 0:
+                    bar.set_postfix_str(f"S={scale} gain={gain:.2f} loss={loss_v:.3f}", refresh=False)
+
+                done = finished(state.tau, self.T1)
+                if done or math.floor(state.tau / eval_every) > math.floor(before / eval_every):
+                    self._evaluate(state)
+                if self.metrics.pending() >= 1000:
+                    self.metrics.flush()
+                if stop_requested():
+                    state.wall_time = time.perf_counter() - started
+                    self._checkpoint(state)
+                    raise Interrupted(
+                        f"stopped by signal at iteration {state.iteration} (τ = {state.tau:.1f}); "
+                        "checkpoint saved, run the same command to resume"
+                    )
+                if ckpt_every and state.iteration % ckpt_every == 0 and not done:
+                    state.wall_time = time.perf_counter() - started
+                    self._checkpoint(state)
+        finally:
+            bar.close()
+            if hooks is not None:
+                hooks.remove()
+            self.metrics.flush()
+        state.wall_time = time.perf_counter() - started
+        return self._finish(state, status)
+
+    def _evaluate(self, state: State) -> None:
+        if self.dist.is_main:
+            self.module.eval()
+            with torch.no_grad():
+                result = self.task.evaluate(self.module, self.evalset, self.spec, self.dist.device)
+            self.module.train()
+            state.last_eval = {k: float(v) for k, v in result.items()}
+            self.metrics.append(
+                {
+                    "eval": True,
+                    "iteration": state.iteration,
+                    "tau": state.tau,
+                    "metric": state.last_eval[self.task.metric],
+                    **state.last_eval,
+                }
+            )
+            self.metrics.flush()
+        self.dist.barrier()
+
+    def _finish(self, state: State, status: str) -> dict[str, Any]:
+        spec = self.spec
+        summary: dict[str, Any] = {
+            "task": spec["task"],
+            "method": spec["method"],
+            "scale": spec["scale"],
+            "seed": spec["seed"],
+            "preset": spec["preset"],
+            "status": status,
+            "iterations": state.iteration,
+            "tau": state.tau,
+            "wall_time_s": round(state.wall_time, 3),
+            "metric": self.task.metric,
+            "val_metric": None,
+            "train_loss": None,
+            "T_AS": spec.get("T_AS"),
+            "versions": versions(),
+            "git_commit": git_commit(),
+        }
+        if status == "completed" and self.dist.is_main:
+            records = [r for r in read_jsonl(self.run_dir / METRICS) if not r.get("eval")]
+            window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
+            losses = [r["loss"] for r in records[-window:]]
+            gains = [r["gain"] for r in records if r.get("gain") is not None]
+            summary.update(
+                val_metric=state.last_eval.get(self.task.metric),
+                train_loss=sum(losses) / len(losses),
+                eval=state.last_eval,
+                mean_gain=sum(gains) / len(gains) if gains else None,
+            )
+            if spec["track_stats"] and self.estimator.ema.updates:
+                summary["noise_scale"] = self.estimator.noise_scale(spec["batch_size"])
+        if self.dist.is_main:
+            write_json(self.run_dir / SUMMARY, summary)
+            (self.run_dir / CHECKPOINT).unlink(missing_ok=True)
+        self.dist.barrier()
+        return summary

@@ -1,0 +1,105 @@
+"""Run directory files (DESIGN §4): written atomically, appended in whole lines, read tolerantly."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SPEC = "spec.json"
+METRICS = "metrics.jsonl"
+SUMMARY = "summary.json"
+CHECKPOINT = "checkpoint.pt"
+
+
+def _clean(obj: Any) -> Any:
+    """JSON has no NaN/inf: write them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(_clean(obj), indent=2, sort_keys=True) + "\n").encode())
+
+
+def read_json(path: Path) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """All complete records; a torn last line (a crash mid-append) is ignored."""
+    records = []
+    try:
+        with open(path) as f:
+            for line in f:
+                if not line.endswith("\n"):
+                    break
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break
+    except FileNotFoundError:
+        pass
+    return records
+
+
+class MetricsLog:
+    """Buffered appends to metrics.jsonl. `offset()` is the byte size of what is durably on disk, saved
+    in checkpoints; `truncate(offset)` on resume drops records written after that checkpoint."""
+
+    def __init__(self, path: Path, enabled: bool = True) -> None:
+        self.path = Path(path)
+        self.enabled = enabled
+        self._buffer: list[str] = []
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self.enabled:
+            self._buffer.append(json.dumps(_clean(record)) + "\n")
+
+    def flush(self) -> None:
+        if not self.enabled or not self._buffer:
+            return
+        with open(self.path, "a") as f:
+            f.write("".join(self._buffer))
+            f.flush()
+            os.fsync(f.fileno())
+        self._buffer.clear()
+
+    def offset(self) -> int:
+        self.flush()
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def truncate(self, offset: int) -> None:
+        self._buffer.clear()
+        if self.enabled and self.path.exists():
+            with open(self.path, "r+") as f:
+                f.truncate(offset)
+
+    def pending(self) -> int:
+        return len(self._buffer)

@@ -1,0 +1,70 @@
+"""Run one spec into its folder: skip it when done, resume it when checkpointed, record failures."""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .engine import Engine, Interrupted, git_commit, versions
+from .errors import UserError
+from .runfiles import SUMMARY, read_json, write_json
+from .spec import check_same, find_T_AS, run_name
+
+FINAL = ("completed", "diverged")
+
+
+def run_dir_of(out: Path, spec: dict[str, Any]) -> Path:
+    return Path(out) / run_name(spec)
+
+
+def existing_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The summary of a finished run (completed or diverged), else None: failed runs are retried."""
+    path = run_dir / SUMMARY
+    if not path.exists():
+        return None
+    try:
+        summary = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return summary if summary.get("status") in FINAL else None
+
+
+def run_spec(spec: dict[str, Any], out: Path, progress: bool = True, dist: Any = None) -> dict[str, Any]:
+    """Train `spec` under `out` (or return the summary it already has). A crash is recorded as a
+    `failed` summary, with the traceback in error.log, and re-raised."""
+    run_dir = run_dir_of(out, spec)
+    done = existing_summary(run_dir)
+    if done is not None:
+        return done
+    if spec["method"] == "lsw+" and not spec.get("T_AS"):
+        spec = {**spec, "T_AS": find_T_AS(Path(out), spec)}
+    check_same(run_dir, spec)
+    try:
+        return Engine(spec, run_dir, dist=dist, progress=progress).run()
+    except (UserError, Interrupted):
+        raise
+    except Exception as e:
+        if dist is None or dist.is_main:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "error.log").write_text(traceback.format_exc())
+            write_json(
+                run_dir / SUMMARY,
+                {
+                    "task": spec["task"],
+                    "method": spec["method"],
+                    "scale": spec["scale"],
+                    "seed": spec["seed"],
+                    "preset": spec["preset"],
+                    "status": "failed",
+                    "error": f"{type(e).__name__}: {e}",
+                    "val_metric": None,
+                    "train_loss": None,
+                    "iterations": None,
+                    "tau": None,
+                    "wall_time_s": None,
+                    "versions": versions(),
+                    "git_commit": git_commit(),
+                },
+            )
+        raise

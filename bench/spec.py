@@ -1,0 +1,207 @@
+"""Run specs: a task preset plus the user's choices, resolved into the one dict a run is made of.
+
+The resolved spec is written as spec.json; a run is a pure function of it (and the data on disk).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UserError
+from .rules import METHODS
+from .runfiles import SPEC, SUMMARY, read_json
+
+ELASTIC = ("elastic-up", "elastic-down")
+PRESETS = ("tiny", "paper")
+PRESET_KEYS = (
+    "T1",
+    "batch_size",
+    "lr_schedule",
+    "momentum",
+    "weight_decay",
+    "scales",
+    "elastic",
+    "eval_every",
+    "checkpoint_every",
+    "num_workers",
+    "model",
+    "data",
+)
+# Settings every run has, whatever the task.
+RUN_DEFAULTS: dict[str, Any] = {
+    "estimator": "unbiased",  # or "ratio", the paper's §3.4 estimator
+    "track_stats": True,  # observe sum_sq per iteration (off: plain training, e.g. the perf baseline)
+    "device": "auto",  # auto | cpu | cuda
+    "ranks": 1,  # W data-parallel processes; A = S / W micro-batches accumulated on each
+    "T_AS": None,  # LSW+: iterations of its AdaScale run (found in the results folder when unset)
+    "T": None,  # scaled SGD: its own number of iterations
+    "train_loss_window": 0.05,  # summary.train_loss: mean loss over this final fraction of iterations
+    "threads": None,  # torch intra-op threads on CPU; None: 1 for the tiny preset, torch's default otherwise
+}
+
+
+def parse_scale(value: str | int) -> int | str:
+    """A positive integer or an elastic schedule name."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    text = str(value).strip()
+    if text in ELASTIC:
+        return text
+    if re.fullmatch(r"[0-9]+", text) and int(text) >= 1:
+        return int(text)
+    raise UserError(f"scale {value!r} is not a positive integer or one of {', '.join(ELASTIC)}")
+
+
+def scale_label(scale: int | str) -> str:
+    return scale if isinstance(scale, str) else f"s{scale}"
+
+
+def default_data_root(task: str) -> Path:
+    base = os.environ.get("ADASCALE_BENCH_DATA") or Path.home() / ".cache" / "adascale-bench" / "tiny"
+    return Path(base) / task
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, Any]:
+    """`key=value` strings (dotted keys reach into nested mappings); values are read as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise UserError(f"--set {item!r}: expected key=value")
+        key, raw = item.split("=", 1)
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = raw
+    return out
+
+
+def _apply(spec: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = spec
+    for i, part in enumerate(parts[:-1]):
+        if not isinstance(node.get(part), dict):
+            raise UserError(f"--set {key}: {'.'.join(parts[: i + 1])!r} is not a mapping in the spec")
+        node = node[part]
+    last = parts[-1]
+    if last not in node and len(parts) == 1:
+        known = ", ".join(sorted(k for k in spec if k not in ("task", "method", "scale", "seed", "preset")))
+        raise UserError(f"--set {key}: unknown key; expected one of: {known}")
+    node[last] = value
+
+
+def resolve(
+    task: Any,
+    method: str,
+    scale: int | str,
+    seed: int,
+    preset: str,
+    data_root: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    ranks: int | None = None,
+) -> dict[str, Any]:
+    """The full spec of one run."""
+    if method not in METHODS:
+        raise UserError(f"unknown method {method!r}; expected one of: {', '.join(METHODS)}")
+    if preset not in task.presets:
+        raise UserError(f"unknown preset {preset!r} for task {task.name}; expected one of: {', '.join(task.presets)}")
+    scale = parse_scale(scale)
+    if not isinstance(seed, int) or seed < 0:
+        raise UserError(f"seed {seed!r} is not a non-negative integer")
+    spec: dict[str, Any] = {"task": task.name, "method": method, "scale": scale, "seed": seed, "preset": preset}
+    spec.update(copy.deepcopy(RUN_DEFAULTS))
+    spec.update(copy.deepcopy(task.presets[preset]))
+    spec["overrides"] = dict(overrides or {})
+    for key, value in (overrides or {}).items():
+        _apply(spec, key, value)
+    if ranks is not None:
+        spec["ranks"] = ranks
+    if spec["threads"] is None and preset == "tiny":
+        spec["threads"] = 1  # tiny models are too small for intra-op parallelism to pay
+    if not task.needs_data:
+        data_root = None
+    elif data_root is None:
+        if preset != "tiny":
+            raise UserError(f"--data-root is required for the {preset} preset of {task.name}")
+        data_root = default_data_root(task.name)
+    spec["data_root"] = str(Path(data_root).expanduser().resolve()) if data_root is not None else None
+    if isinstance(scale, str) and scale.removeprefix("elastic-") not in spec.get("elastic", {}):
+        raise UserError(f"task {task.name} preset {preset} has no {scale} schedule")
+    if not isinstance(spec["ranks"], int) or spec["ranks"] < 1:
+        raise UserError(f"ranks {spec['ranks']!r} is not a positive integer")
+    return spec
+
+
+def run_name(spec: dict[str, Any]) -> str:
+    """<task>/<method>/<s8|elastic-up>/seed<k>[,key=value...]: readable and unique per spec."""
+    leaf = f"seed{spec['seed']}"
+    for key, value in sorted(spec.get("overrides", {}).items()):
+        if key in ("T_AS",):
+            continue
+        leaf += f",{key}={value}"
+    leaf = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", leaf)
+    return f"{spec['task']}/{spec['method']}/{scale_label(spec['scale'])}/{leaf}"
+
+
+def identity_of(spec: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a spec that decide a run's results (the data root may move)."""
+    return {k: v for k, v in spec.items() if k not in ("data_root", "device", "T_AS")}
+
+
+def adascale_twin(spec: dict[str, Any]) -> dict[str, Any]:
+    twin = dict(spec)
+    twin["method"] = "adascale"
+    return twin
+
+
+def find_T_AS(out: Path, spec: dict[str, Any]) -> float:
+    """LSW+ runs as many iterations as the AdaScale run of the same task, scale and seed; when that
+    seed is missing, the mean over the AdaScale seeds that completed."""
+    twin = adascale_twin(spec)
+    seed_dir = Path(out) / run_name(twin)
+    summary = seed_dir / SUMMARY
+    if summary.exists():
+        s = read_json(summary)
+        if s.get("status") != "completed":
+            raise UserError(f"lsw+ needs its AdaScale run, but {summary} has status {s.get('status')!r}")
+        return float(s["iterations"])
+    parent = seed_dir.parent
+    suffix = seed_dir.name.split(",", 1)[1] if "," in seed_dir.name else None
+    counts = []
+    if parent.is_dir():
+        for d in sorted(parent.iterdir()):
+            other = d.name.split(",", 1)[1] if "," in d.name else None
+            if other == suffix and (d / SUMMARY).exists():
+                s = read_json(d / SUMMARY)
+                if s.get("status") == "completed":
+                    counts.append(float(s["iterations"]))
+    if not counts:
+        raise UserError(
+            f"lsw+ needs the AdaScale run {seed_dir} (or another seed of it) to have completed; "
+            "run it first or pass --set T_AS=<iterations>"
+        )
+    return sum(counts) / len(counts)
+
+
+def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
+    """A run folder holds one spec; refuse to mix another run into it."""
+    path = run_dir / SPEC
+    if not path.exists():
+        return
+    try:
+        old = read_json(path)
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path} is unreadable ({e}); delete the run folder to start over") from None
+    if identity_of(old) != identity_of(spec):
+        diff = sorted(
+            k for k in set(old) | set(spec) if old.get(k) != spec.get(k) and k not in ("data_root", "device", "T_AS")
+        )
+        raise UserError(
+            f"{run_dir} holds a run with a different spec (differs in: {', '.join(diff)}); "
+            "use another --out or delete it"
+        )

@@ -1,0 +1,35 @@
+"""Task adapters, looked up by name. Imports are lazy: a task's heavy dependencies load only when used."""
+
+from __future__ import annotations
+
+import importlib
+
+from bench.errors import UserError
+
+from .base import Task
+
+_REGISTRY = {
+    "logreg": "tasks.logreg:LogReg",
+    "cifar10": "tasks.cifar10:Cifar10",
+    "imagenet": "tasks.imagenet:ImageNet",
+    "speech": "tasks.speech:Speech",
+    "transformer": "tasks.transformer:Transformer",
+    "yolo": "tasks.yolo:Yolo",
+}
+
+
+def available() -> list[str]:
+    """Names of the tasks whose adapter module is present in this checkout."""
+    names = []
+    for name, target in _REGISTRY.items():
+        module = target.split(":")[0]
+        if importlib.util.find_spec(module) is not None:
+            names.append(name)
+    return names
+
+
+def get_task(name: str) -> Task:
+    if name not in _REGISTRY or name not in available():
+        raise UserError(f"unknown task {name!r}; expected one of: {', '.join(available())}")
+    module, cls = _REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), cls)()

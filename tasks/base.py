@@ -1,0 +1,98 @@
+"""The task protocol: what a task supplies to the one training engine, and nothing more.
+
+A task adapter owns its model, its data on disk, its loss and its evaluation. It never owns an
+optimizer loop: `bench.engine` drives every task the same way.
+
+How the engine uses a task (per run):
+
+    task.check_data(root, cfg)                     # one-line UserError if the layout is wrong
+    torch.manual_seed(cfg["seed"]); model = task.build_model(cfg)
+    train = task.train_set(cfg, root)              # TrainSet, see below
+    evalset = task.eval_set(cfg, root)             # anything; handed back to task.evaluate
+    for each micro-batch:                          # items picked by bench.data, never by the task
+        batch = train.collate([train[(index, key)] for (index, key) in microbatch])
+        batch = bench.data.to_device(batch, device)
+        loss = task.loss(model, batch)             # mean over the micro-batch's own examples
+    metrics = task.evaluate(model, evalset, cfg, device)   # model in eval mode, under no_grad
+    metrics[task.metric] is the Table 2 metric
+
+`(index, key)`: `index` is the item's position in the training set; `key` is an integer seed that
+fixes the item's augmentation randomness (use `seeded(key)` around random transforms). Both depend
+only on the run seed and the item's position in the global example stream, so a resumed run, or one
+split over a different number of ranks, sees the same items with the same augmentations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import torch
+from torch import nn
+
+
+class TrainSet(Protocol):
+    """A map-style dataset indexed by `(index, key)`, with its own collate function."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, item: tuple[int, int]) -> Any: ...
+
+    def collate(self, samples: Sequence[Any]) -> Any: ...
+
+
+class Task:
+    """Base class of task adapters. Subclasses set the class attributes and override the methods."""
+
+    name: ClassVar[str]
+    metric: ClassVar[str]  # key of the Table 2 metric in evaluate()'s result, e.g. "top1"
+    metric_label: ClassVar[str]  # human label, e.g. "top-1 %"
+    higher_is_better: ClassVar[bool] = True
+    needs_data: ClassVar[bool] = True  # False: the data is generated in memory (no data root)
+    # Presets: complete configurations, see bench.spec for the common keys. Task-specific settings
+    # live under "model" and "data" (plain JSON values). Each preset documents its provenance.
+    presets: ClassVar[dict[str, dict[str, Any]]]
+
+    def items_per_microbatch(self, cfg: dict[str, Any]) -> int:
+        """How many items of the TrainSet make one micro-batch (b for example-level data, 1 when
+        each item is already a batch, e.g. length-bucketed or max-tokens batches)."""
+        return int(cfg["batch_size"])
+
+    def write_tiny(self, root: Path) -> None:
+        """Write the tiny preset's dataset under `root`, in the task's real on-disk format."""
+        raise NotImplementedError
+
+    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
+        """Raise UserError naming the path and the expected layout if `root` is not usable."""
+        raise NotImplementedError
+
+    def build_model(self, cfg: dict[str, Any]) -> nn.Module:
+        raise NotImplementedError
+
+    def train_set(self, cfg: dict[str, Any], root: Path) -> TrainSet:
+        raise NotImplementedError
+
+    def eval_set(self, cfg: dict[str, Any], root: Path) -> Any:
+        raise NotImplementedError
+
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        """Scalar loss: the mean over this micro-batch's own examples."""
+        raise NotImplementedError
+
+    def evaluate(self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device) -> dict:
+        """Validation metrics as floats; must contain `self.metric`. Called in eval mode, no_grad."""
+        raise NotImplementedError
+
+
+@contextlib.contextmanager
+def seeded(key: int) -> Iterator[None]:
+    """Run random transforms (torchvision, torchaudio) with the global CPU RNG seeded by `key`,
+    restoring the previous RNG state afterwards."""
+    state = torch.random.get_rng_state()
+    torch.default_generator.manual_seed(key)
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(state)

@@ -1,0 +1,132 @@
+"""Synthetic logistic regression: the textbook demonstration of the critical batch size (DESIGN §1).
+
+N = 20 000 examples in d = 30 dimensions, drawn from numpy.random.default_rng(7) in this order:
+X ~ N(0, I), then w* ~ N(0, I), then labels = uniform(N) < σ(X w*). The model is a linear score
+without intercept (the generating model has none), weights start at zero, the loss is the logistic
+loss. The metric is the loss over the whole data set (lower is better); the sweep's target is the loss
+after 4 000 full-batch gradient steps at lr 1 from zero, + 0.010.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .base import Task
+
+N, D, SEED = 20_000, 30, 7
+REFERENCE_BATCH, REFERENCE_LR = 32, 0.05
+TARGET_MARGIN = 0.010
+
+
+@functools.cache
+def dataset() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(SEED)
+    x = rng.standard_normal((N, D))
+    w = rng.standard_normal(D)
+    y = (rng.uniform(size=N) < 1.0 / (1.0 + np.exp(-(x @ w)))).astype(np.float64)
+    return x, y
+
+
+def full_loss(w: np.ndarray) -> float:
+    x, y = dataset()
+    z = x @ w
+    return float(np.mean(np.logaddexp(0.0, z) - y * z))
+
+
+@functools.cache
+def target_loss() -> float:
+    """Loss after 4 000 full-batch gradient steps at lr 1 from zero, plus the 0.010 margin."""
+    x, y = dataset()
+    w = np.zeros(D)
+    for _ in range(4000):
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        w -= 1.0 * x.T @ (p - y) / N
+    return full_loss(w) + TARGET_MARGIN
+
+
+class _Examples:
+    """All examples in memory; an item is an index (no augmentation, so the key is unused)."""
+
+    def __init__(self) -> None:
+        x, y = dataset()
+        self.x = torch.from_numpy(x).float()
+        self.y = torch.from_numpy(y).float()
+
+    def __len__(self) -> int:
+        return N
+
+    def __getitem__(self, item: tuple[int, int]) -> int:
+        return item[0]
+
+    def collate(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.as_tensor(indices)
+        return self.x[idx], self.y[idx]
+
+
+_COMMON: dict[str, Any] = {
+    "batch_size": REFERENCE_BATCH,  # the textbook's reference batch
+    "lr_schedule": {"kind": "constant", "lr0": REFERENCE_LR},  # the textbook's reference lr, constant
+    "momentum": 0.0,  # the textbook's plain SGD
+    "weight_decay": 0.0,
+    "scales": [1, 2, 4, 8],
+    "elastic": {"up": [[0.0, 2], [0.25, 4], [0.5, 8]], "down": [[0.0, 8], [0.25, 4], [0.5, 2]]},
+    "num_workers": 0,
+    "model": {},
+    "data": {},
+}
+
+
+class LogReg(Task):
+    name = "logreg"
+    metric = "loss"
+    metric_label = "full loss"
+    higher_is_better = False
+    needs_data = False
+    presets = {
+        # 80 epochs of 625 iterations: the textbook's cap on a run
+        "paper": {
+            **_COMMON,
+            "T1": 80 * N // REFERENCE_BATCH,
+            "eval_every": N / REFERENCE_BATCH,
+            "checkpoint_every": 5000,
+            "scales": [1, 2, 4, 8, 16, 32, 64, 128],
+        },
+        # two epochs: enough for the loss to settle near the target at S = 1
+        "tiny": {**_COMMON, "T1": 2 * N // REFERENCE_BATCH, "eval_every": 125, "checkpoint_every": 500},
+    }
+
+    def write_tiny(self, root: Path) -> None:
+        """Nothing to write: the data is generated in memory."""
+
+    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
+        """Nothing to check: the data is generated in memory."""
+
+    def build_model(self, cfg: dict[str, Any]) -> nn.Module:
+        model = nn.Linear(D, 1, bias=False)
+        nn.init.zeros_(model.weight)
+        return model
+
+    def train_set(self, cfg: dict[str, Any], root: Path) -> _Examples:
+        return _Examples()
+
+    def eval_set(self, cfg: dict[str, Any], root: Path) -> _Examples:
+        return _Examples()
+
+    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = batch
+        return F.binary_cross_entropy_with_logits(model(x).squeeze(-1), y)
+
+    def evaluate(self, model: nn.Module, evalset: _Examples, cfg: dict[str, Any], device: torch.device) -> dict:
+        z = model(evalset.x.to(device)).squeeze(-1)
+        y = evalset.y.to(device)
+        loss = F.binary_cross_entropy_with_logits(z.double(), y.double())
+        acc = ((z > 0).float() == y).float().mean() * 100
+        return {"loss": float(loss), "accuracy": float(acc)}
