@@ -1,0 +1,163 @@
+"""CIFAR-10 on disk (`cifar-10-batches-py` pickles) read by torchvision's own CIFAR10 reader, and the
+training/evaluation sets built on it."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torchvision.datasets import CIFAR10
+from torchvision.datasets.utils import check_integrity
+from torchvision.transforms import v2
+
+from bench.errors import UserError
+from tasks.base import seeded
+
+BASE_FOLDER = CIFAR10.base_folder  # "cifar-10-batches-py"
+TRAIN_FILES = [name for name, _ in CIFAR10.train_list]  # data_batch_1 .. data_batch_5
+TEST_FILES = [name for name, _ in CIFAR10.test_list]  # test_batch
+META_FILE = CIFAR10.meta["filename"]  # batches.meta
+EXPECTED = (
+    f"a {BASE_FOLDER}/ folder with {', '.join(TRAIN_FILES + TEST_FILES)} and {META_FILE} "
+    "(the CIFAR-10 python pickles, torchvision CIFAR10 layout)"
+)
+
+# Per-channel mean and standard deviation of the CIFAR-10 training images (pixel values in [0, 1]).
+MEAN = (0.4914, 0.4822, 0.4465)
+STD = (0.2470, 0.2435, 0.2616)
+
+
+class CIFAR10Pickles(CIFAR10):
+    """torchvision's CIFAR10, reading the same pickles with the same code, with the md5 check optional.
+
+    torchvision 0.26 checks files against the official md5s held in the class attributes `train_list`,
+    `test_list` and `meta` (`_check_integrity` on construction, `_load_meta` for batches.meta). Files in
+    the same format that are not the official ones (the tiny preset's, a re-pickled copy) can never
+    match, so with `verify_md5=False` this subclass shadows those three attributes on the instance with
+    md5 = None, which torchvision's `check_integrity` treats as "file exists". No reading code is
+    overridden, and `download` is always False: nothing is ever fetched.
+    """
+
+    def __init__(self, root: Path, train: bool, verify_md5: bool) -> None:
+        if not verify_md5:
+            self.train_list = [[name, None] for name, _ in CIFAR10.train_list]
+            self.test_list = [[name, None] for name, _ in CIFAR10.test_list]
+            self.meta = {**CIFAR10.meta, "md5": None}
+        super().__init__(str(root), train=train, download=False)
+
+
+def resolve_root(root: Path) -> Path:
+    """The folder that holds `cifar-10-batches-py` (torchvision's `root`); accepts that folder itself."""
+    root = Path(root)
+    if not (root / BASE_FOLDER).is_dir() and root.name == BASE_FOLDER and root.is_dir():
+        return root.parent
+    return root
+
+
+def check_files(root: Path, verify_md5: bool) -> None:
+    """One-line UserError unless every pickle is present (and official, when `verify_md5`)."""
+    folder = resolve_root(root) / BASE_FOLDER
+    if not folder.is_dir():
+        raise UserError(f"{folder}: folder not found; expected {EXPECTED}")
+    missing = [n for n in TRAIN_FILES + TEST_FILES + [META_FILE] if not (folder / n).is_file()]
+    if missing:
+        raise UserError(f"{folder}: missing {', '.join(missing)}; expected {EXPECTED}")
+    if verify_md5:
+        for name, md5 in CIFAR10.train_list + CIFAR10.test_list + [[META_FILE, CIFAR10.meta["md5"]]]:
+            if not check_integrity(str(folder / name), md5):
+                raise UserError(
+                    f"{folder / name}: md5 differs from the official CIFAR-10 file; expected {EXPECTED} "
+                    "(set data.verify_md5=false to accept other files in this format)"
+                )
+    try:
+        with open(folder / META_FILE, "rb") as f:
+            names = pickle.load(f, encoding="latin1")[CIFAR10.meta["key"]]
+    except Exception as exc:  # any unpickling failure means a malformed file
+        kind = exc.__class__.__name__
+        raise UserError(f"{folder / META_FILE}: unreadable ({kind}); expected {EXPECTED}") from None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise UserError(f"{folder / META_FILE}: 'label_names' is not a list of names; expected {EXPECTED}")
+
+
+def load_split(root: Path, train: bool, verify_md5: bool) -> CIFAR10Pickles:
+    """Read one split with torchvision's reader; malformed files become a one-line UserError."""
+    check_files(root, verify_md5)
+    folder = resolve_root(root) / BASE_FOLDER
+    files = ", ".join(TRAIN_FILES if train else TEST_FILES)
+    try:
+        ds = CIFAR10Pickles(resolve_root(root), train=train, verify_md5=verify_md5)
+    except Exception as exc:  # torchvision raises whatever pickle/numpy raise on a bad file
+        detail = " ".join(str(exc).split())  # the CLI prints one line
+        raise UserError(
+            f"{folder}: cannot read {files} ({exc.__class__.__name__}: {detail}); expected {EXPECTED}"
+        ) from None
+    n = len(ds.data)
+    if ds.data.dtype.name != "uint8" or len(ds.targets) != n or n == 0:
+        raise UserError(
+            f"{folder}: {files} hold {n} images ({ds.data.dtype}) and {len(ds.targets)} labels; "
+            f"expected as many uint8 32x32x3 images as labels"
+        )
+    if min(ds.targets) < 0 or max(ds.targets) >= len(ds.classes):
+        raise UserError(f"{folder}: labels in {files} outside 0..{len(ds.classes) - 1} ({META_FILE})")
+    return ds
+
+
+def _to_tensors(ds: CIFAR10) -> tuple[torch.Tensor, torch.Tensor]:
+    """uint8 images as one (N, 3, 32, 32) tensor, labels as int64: kept in memory, indexed per item."""
+    images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
+    return images, torch.tensor(ds.targets, dtype=torch.int64)
+
+
+# uint8 -> float in [0, 1] -> per-channel standardisation; applied to whole batches (vectorised).
+_normalize = v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+
+
+def normalize(images: torch.Tensor) -> torch.Tensor:
+    """Float, standardised images from uint8 images (N, 3, H, W)."""
+    return _normalize(images)
+
+
+class TrainSet:
+    """The training split in memory as uint8; items are augmented with the standard CIFAR recipe.
+
+    Items stay uint8 (cheap to crop, flip and stack); `collate` normalises the stacked micro-batch in
+    one vectorised op rather than per item. Augmentation randomness is a pure function of `key`.
+    """
+
+    def __init__(self, ds: CIFAR10) -> None:
+        self.images, self.labels = _to_tensors(ds)
+        self.classes: list[str] = list(ds.classes)
+        self.augment = v2.Compose([v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip()])
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, item: tuple[int, int]) -> tuple[torch.Tensor, int]:
+        index, key = item
+        with seeded(key):
+            image = self.augment(self.images[index])
+        return image, int(self.labels[index])
+
+    def collate(self, samples: Sequence[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        images = normalize(torch.stack([s[0] for s in samples]))
+        return images, torch.tensor([s[1] for s in samples], dtype=torch.int64)
+
+
+@dataclass
+class EvalSet:
+    """The test split in memory: uint8 images (N, 3, 32, 32), int64 labels, class names."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    classes: list[str]
+
+    @classmethod
+    def from_dataset(cls, ds: CIFAR10) -> EvalSet:
+        images, labels = _to_tensors(ds)
+        return cls(images, labels, list(ds.classes))
+
+    def __len__(self) -> int:
+        return len(self.labels)
