@@ -1,0 +1,123 @@
+"""`adascale-bench` (also `python -m bench`): the public command line (DESIGN §4)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import UserError
+
+PROG = "adascale-bench"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
+    return value
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tasks import get_task
+
+    from .engine import install_signal_handlers
+    from .runner import run_dir_of, run_spec
+    from .spec import parse_overrides, resolve
+
+    task = get_task(args.task)
+    spec = resolve(
+        task, args.method, args.scale, args.seed, args.preset, args.data_root, parse_overrides(args.set), args.ranks
+    )
+    if spec["ranks"] > 1:
+        from .launch import launch_local
+
+        return launch_local(spec, Path(args.out))
+    install_signal_handlers()
+    summary = run_spec(spec, Path(args.out))
+    print_summary(summary, run_dir_of(Path(args.out), spec))
+    return 0
+
+
+def print_summary(summary: dict, run_dir: Path) -> None:
+    metric = summary.get("val_metric")
+    loss = summary.get("train_loss")
+    print(
+        f"{summary['status']}: {summary['task']} {summary['method']} S={summary['scale']} seed={summary['seed']}"
+        f"  {summary.get('metric', 'metric')}={'N/A' if metric is None else f'{metric:.4g}'}"
+        f"  train_loss={'N/A' if loss is None else f'{loss:.4g}'}  iterations={summary['iterations']}"
+        f"  ({summary.get('wall_time_s')} s)  -> {run_dir}"
+    )
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from .smoke import smoke
+
+    return smoke(Path(args.out), seeds=args.seeds)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (with a pointer to --help), like every other user error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .rules import METHODS
+
+    parser = _Parser(prog=PROG, description="AdaScale SGD benchmark suite")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="train one run")
+    p.add_argument("--task", required=True)
+    p.add_argument("--method", required=True, choices=METHODS)
+    p.add_argument("--scale", required=True, help="a positive integer S, elastic-up or elastic-down")
+    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--preset", default="tiny", choices=("tiny", "paper"))
+    p.add_argument("--ranks", type=_positive_int, default=None, help="W local data-parallel processes")
+    p.add_argument("--data-root", default=None, help="dataset folder (tiny: written on first use if absent)")
+    p.add_argument("--out", default="runs", help="results folder (default: runs)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value (repeatable)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("smoke", help="the whole tiny matrix on this machine, then the report")
+    p.add_argument("--out", default="runs/smoke")
+    p.add_argument("--seeds", type=_positive_int, default=2)
+    p.set_defaults(func=cmd_smoke)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from .engine import Interrupted
+
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except Interrupted as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

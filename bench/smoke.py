@@ -1,0 +1,67 @@
+"""`adascale-bench smoke`: the tiny matrix on this machine, then the report."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from . import matrix as matrices
+from .engine import Interrupted, install_signal_handlers
+from .runner import run_spec
+from .spec import resolve
+
+
+def run_matrix(m: matrices.Matrix, out: Path, progress: bool = True) -> dict[str, int]:
+    """Run every run of a matrix in this process, in dependency order; a failed run is reported and
+    the matrix goes on. Returns counts per final status."""
+    from tasks import get_task
+
+    counts: dict[str, int] = {}
+    bar = tqdm(m.runs, desc="runs", unit="run", disable=not progress or None, dynamic_ncols=True)
+    for req in bar:
+        task = get_task(req.task)
+        spec = resolve(
+            task,
+            req.method,
+            req.scale,
+            req.seed,
+            m.preset,
+            m.data_roots.get(req.task),
+            {**m.overrides, **req.overrides},
+        )
+        bar.set_postfix_str(f"{req.task} {req.method} {req.scale} seed{req.seed}", refresh=True)
+        try:
+            status = run_spec(spec, out, progress=progress)["status"]
+        except Interrupted:
+            raise
+        except Exception as e:  # a failed run (UserError included) is reported; the matrix goes on
+            status = "failed"
+            tqdm.write(f"failed: {req.task} {req.method} {req.scale} seed{req.seed}: {e}", file=sys.stderr)
+        counts[status] = counts.get(status, 0) + 1
+    bar.close()
+    return counts
+
+
+def smoke(out: Path, seeds: int = 2) -> int:
+    from reports.collect import runs
+    from reports.table2 import cells, markdown
+
+    install_signal_handlers()
+    start = time.perf_counter()
+    m = matrices.load("smoke")
+    m.runs = [r for r in m.runs if r.seed < seeds]
+    out.mkdir(parents=True, exist_ok=True)
+    counts = run_matrix(m, out)
+    c = cells(runs(out))
+    c.to_csv(out / "table2.csv", index=False)
+    (out / "table2.md").write_text(markdown(c))
+    print(markdown(c))
+    print(
+        f"smoke: {sum(counts.values())} runs ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}) "
+        f"in {time.perf_counter() - start:.0f} s"
+    )
+    print(f"table: {out / 'table2.md'} (CSV: {out / 'table2.csv'})")
+    return 0 if counts.get("failed", 0) == 0 else 1

@@ -1,0 +1,54 @@
+"""Bad input: one line naming what is wrong and what was expected, a non-zero exit, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=300)
+
+
+BASE = ["run", "--method", "adascale", "--scale", "2", "--seed", "0"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--task", "mnist", "--method", "adascale", "--scale", "2"], "unknown task 'mnist'"),
+        (["run", "--task", "logreg", "--method", "adam", "--scale", "2"], "invalid choice: 'adam'"),
+        (["run", "--task", "logreg", "--method", "lsw", "--scale", "0"], "scale '0' is not a positive integer"),
+        (["run", "--task", "logreg", "--method", "lsw", "--scale", "elastic-sideways"], "elastic-up"),
+        (["run", "--task", "logreg", "--method", "lsw", "--scale", "2", "--seed", "-1"], "non-negative integer"),
+        (["run", "--task", "logreg", "--method", "lsw", "--scale", "2", "--set", "T1"], "expected key=value"),
+        (["run", "--task", "logreg", "--method", "lsw", "--scale", "2", "--set", "nope=1"], "unknown key"),
+        (["run", "--task", "cifar10", "--method", "lsw", "--scale", "2", "--preset", "paper"], "--data-root"),
+    ],
+)
+def test_bad_input_is_one_line(args: list[str], needle: str) -> None:
+    res = run(*args)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1, res.stderr
+    assert needle in res.stderr and "Traceback" not in res.stderr
+
+
+def test_missing_and_malformed_data_root_name_the_path_and_the_layout(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    res = run(*BASE, "--task", "cifar10", "--preset", "paper", "--data-root", str(missing), "--out", str(tmp_path))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert str(missing) in res.stderr and "cifar-10-batches-py" in res.stderr
+    bad = tmp_path / "bad"
+    (bad / "cifar-10-batches-py").mkdir(parents=True)
+    (bad / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"garbage")
+    res = run(*BASE, "--task", "cifar10", "--preset", "paper", "--data-root", str(bad), "--out", str(tmp_path))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert str(bad) in res.stderr and "Traceback" not in res.stderr
+
+
+def test_lsw_plus_without_its_adascale_run_says_what_to_do(tmp_path: Path) -> None:
+    res = run("run", "--task", "logreg", "--method", "lsw+", "--scale", "2", "--out", str(tmp_path))
+    assert res.returncode == 2 and "run it first" in res.stderr and res.stderr.count("\n") == 1
