@@ -1,0 +1,161 @@
+"""ImageNet data: torchvision's ImageFolder over `<root>/train` and `<root>/val`, the standard
+Inception-style augmentation, and a layout check that fails in one line before any run starts.
+
+Training: RandomResizedCrop(size) + RandomHorizontalFlip (the augmentation of Goyal et al. 2017 and
+torchvision's reference recipe); evaluation: Resize(size·256/224) + CenterCrop(size) (the standard
+single-crop protocol, 256 -> 224 at full size). Both normalise with the ImageNet mean/std.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torchvision.datasets import ImageFolder
+from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension
+from torchvision.transforms import v2
+
+from bench.errors import UserError
+from tasks.base import seeded
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+LAYOUT = "<root>/{train,val}/<class>/<image>.JPEG (ImageFolder: one folder per class, same classes in both)"
+
+
+def eval_resize(size: int) -> int:
+    """Shorter side before the centre crop: the 256/224 ratio of the standard protocol."""
+    return round(size * 256 / 224)
+
+
+def train_transform(size: int, crop_scale: Sequence[float] = (0.08, 1.0)) -> v2.Compose:
+    # Crop and resize on the PIL image first (cheaper than converting the full-size image).
+    return v2.Compose(
+        [
+            v2.RandomResizedCrop(size, scale=tuple(crop_scale), antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.PILToTensor(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    )
+
+
+def eval_transform(size: int) -> v2.Compose:
+    return v2.Compose(
+        [
+            v2.Resize(eval_resize(size), antialias=True),
+            v2.CenterCrop(size),
+            v2.PILToTensor(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(MEAN, STD),
+        ]
+    )
+
+
+def collate(samples: Sequence[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    images = torch.stack([image for image, _ in samples])
+    labels = torch.tensor([label for _, label in samples], dtype=torch.long)
+    return images, labels
+
+
+class TrainSet:
+    """ImageFolder items indexed by `(index, key)`: the random crop and flip are a function of `key`."""
+
+    def __init__(self, folder: Path, size: int, crop_scale: Sequence[float] = (0.08, 1.0)) -> None:
+        self.folder = ImageFolder(str(folder))  # no transform: applied below under seeded(key)
+        self.transform = train_transform(size, crop_scale)
+        self.classes = self.folder.classes
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def __getitem__(self, item: tuple[int, int]) -> tuple[torch.Tensor, int]:
+        index, key = item
+        image, label = self.folder[index]
+        with seeded(key):
+            x = self.transform(image)
+        return x, label
+
+    def collate(self, samples: Sequence[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        return collate(samples)
+
+
+def eval_folder(folder: Path, size: int) -> ImageFolder:
+    return ImageFolder(str(folder), transform=eval_transform(size))
+
+
+def _has_image(directory: str) -> bool:
+    """Whether ImageFolder would find at least one image under `directory` (it walks recursively,
+    following links); stops at the first one, so it is cheap on a full ImageNet class folder."""
+    subdirs = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_dir():
+                subdirs.append(entry.path)
+            elif has_file_allowed_extension(entry.name, IMG_EXTENSIONS):
+                return True
+    return any(_has_image(sub) for sub in subdirs)
+
+
+def _names(names: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _split_classes(root: Path, split: str) -> list[str]:
+    path = root / split
+    if not path.is_dir():
+        raise UserError(f"imagenet: missing split folder {path}; expected {LAYOUT}")
+    classes = sorted(entry.name for entry in os.scandir(path) if entry.is_dir())
+    if not classes:
+        if _has_image(str(path)):
+            # The official ImageNet val archive is flat; ImageFolder needs it sorted into class folders.
+            raise UserError(
+                f"imagenet: {path} holds images but no class folders; sort them into one folder per class "
+                f"(e.g. with the usual valprep.sh); expected {LAYOUT}"
+            )
+        raise UserError(f"imagenet: split {path} has no images; expected {LAYOUT}")
+    empty = [name for name in classes if not _has_image(str(path / name))]
+    if len(empty) == len(classes):
+        raise UserError(f"imagenet: split {path} has no images; expected {LAYOUT}")
+    if empty:
+        raise UserError(f"imagenet: class folders with no images in {path}: {_names(empty)}; expected {LAYOUT}")
+    return classes
+
+
+def check_layout(root: Path, train_dir: str = "train", val_dir: str = "val") -> list[str]:
+    """Check the ImageFolder layout without reading the images; return the class names."""
+    root = Path(root)
+    if not root.is_dir():
+        raise UserError(f"imagenet: data root {root} does not exist; expected {LAYOUT}")
+    train = _split_classes(root, train_dir)
+    val = _split_classes(root, val_dir)
+    if train != val:
+        only_train = sorted(set(train) - set(val))
+        only_val = sorted(set(val) - set(train))
+        parts = [
+            f"only in {train_dir}/: {_names(only_train)}" if only_train else "",
+            f"only in {val_dir}/: {_names(only_val)}" if only_val else "",
+        ]
+        raise UserError(
+            f"imagenet: {root / train_dir} and {root / val_dir} have different class folders ("
+            + "; ".join(p for p in parts if p)
+            + f"); expected {LAYOUT}"
+        )
+    return train
+
+
+def data_settings(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The preset's data settings with their defaults filled in."""
+    data = dict(cfg.get("data", {}))
+    data.setdefault("train_dir", "train")
+    data.setdefault("val_dir", "val")
+    data.setdefault("image_size", 224)
+    data.setdefault("crop_scale", [0.08, 1.0])
+    data.setdefault("eval_batch_size", int(cfg.get("batch_size", 256)))
+    data.setdefault("pin_memory", False)
+    return data
