@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -23,6 +24,14 @@ class Dist:
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()
+
+    def broadcast(self, value: Any) -> Any:
+        """Rank 0's value of a small picklable object, on every rank."""
+        if self.world == 1:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
 
     def all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
         if self.world > 1:

@@ -151,6 +151,7 @@ class State:
     metrics_offset: int = 0
     wall_time: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
+    target_epochs: float | None = None  # data epochs at the first evaluation that reached spec["target"]
 
 
 def accumulate(
@@ -275,7 +276,9 @@ class Engine:
         spec, dist = self.spec, self.dist
         track = bool(spec["track_stats"])
         eval_every = float(spec["eval_every"])
+        by_epochs = spec["eval_unit"] == "epochs"
         ckpt_every = int(spec["checkpoint_every"])
+        extra_warmup = spec["warmup_iterations"]
         status = "completed"
         hooks: SquaredNormHooks | None = None
         batches = None
@@ -292,7 +295,7 @@ class Engine:
         )
         self.model.train()
         try:
-            while not finished(state.tau, self.T1):
+            while not self._done(state):
                 s = self.scales(state.tau)
                 if s != scale:  # a new S: a new slice of the stream for this rank, and hooks if S > 1
                     scale, accum = s, s // dist.world
@@ -327,6 +330,8 @@ class Engine:
                     break
                 gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
                 m, p, w = self.rule.factors(state.iteration, scale, gain)
+                if extra_warmup:
+                    w *= min(1.0, (state.iteration + 1) / extra_warmup)
                 lr = m * w * self.lr(math.floor(state.tau))
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
@@ -349,7 +354,7 @@ class Engine:
                         "sqr": self.estimator.sqr_avg if track and scale > 1 else None,
                     }
                 )
-                before = state.tau
+                before, epochs_before = state.tau, self.epochs(state)
                 state.tau += p
                 state.iteration += 1
                 state.microbatch += scale
@@ -357,9 +362,10 @@ class Engine:
                 if state.iteration % 10 == 0:
                     bar.set_postfix_str(f"S={scale} gain={gain:.2f} loss={loss_v:.3f}", refresh=False)
 
-                done = finished(state.tau, self.T1)
-                if done or math.floor(state.tau / eval_every) > math.floor(before / eval_every):
+                clock, clock_before = (self.epochs(state), epochs_before) if by_epochs else (state.tau, before)
+                if self._done(state) or math.floor(clock / eval_every) > math.floor(clock_before / eval_every):
                     self._evaluate(state)
+                done = self._done(state)
                 if self.metrics.pending() >= 1000:
                     self.metrics.flush()
                 if stop_requested():
@@ -380,6 +386,24 @@ class Engine:
         state.wall_time = time.perf_counter() - started
         return self._finish(state, status)
 
+    def epochs(self, state: State) -> float:
+        """Epochs of training data consumed so far."""
+        return state.microbatch * self.stream.k / self.stream.n
+
+    def _done(self, state: State) -> bool:
+        max_epochs = self.spec["max_epochs"]
+        return (
+            finished(state.tau, self.T1)
+            or (max_epochs is not None and self.epochs(state) >= max_epochs * (1 - 1e-12))
+            or state.target_epochs is not None
+        )
+
+    def _reached(self, value: float) -> bool:
+        target = self.spec["target"]
+        if target is None:
+            return False
+        return value <= target if not self.task.higher_is_better else value >= target
+
     def _evaluate(self, state: State) -> None:
         if self.dist.is_main:
             self.module.eval()
@@ -392,12 +416,15 @@ class Engine:
                     "eval": True,
                     "iteration": state.iteration,
                     "tau": state.tau,
+                    "epochs": self.epochs(state),
                     "metric": state.last_eval[self.task.metric],
                     **state.last_eval,
                 }
             )
             self.metrics.flush()
-        self.dist.barrier()
+            if self._reached(state.last_eval[self.task.metric]):
+                state.target_epochs = self.epochs(state)
+        state.target_epochs = self.dist.broadcast(state.target_epochs)
 
     def _finish(self, state: State, status: str) -> dict[str, Any]:
         spec = self.spec
@@ -410,6 +437,8 @@ class Engine:
             "status": status,
             "iterations": state.iteration,
             "tau": state.tau,
+            "epochs": self.epochs(state),
+            "target_epochs": state.target_epochs,
             "wall_time_s": round(state.wall_time, 3),
             "metric": self.task.metric,
             "val_metric": None,

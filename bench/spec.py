@@ -43,6 +43,11 @@ RUN_DEFAULTS: dict[str, Any] = {
     "T": None,  # scaled SGD: its own number of iterations
     "train_loss_window": 0.05,  # summary.train_loss: mean loss over this final fraction of iterations
     "threads": None,  # torch intra-op threads on CPU; None: 1 for the tiny preset, torch's default otherwise
+    "eval_unit": "tau",  # evaluate every eval_every scale-invariant iterations ("tau") or data epochs ("epochs")
+    "max_epochs": None,  # also stop after this many epochs of data
+    "target": None,  # also stop at the first evaluation whose metric reaches this value
+    "warmup_iterations": None,  # an extra ramp: iteration k uses (k + 1) / n of its lr for k < n (textbook)
+    "experiment": None,  # which experiment of a matrix the run belongs to (metadata for the report)
 }
 
 
@@ -148,9 +153,12 @@ def run_name(spec: dict[str, Any]) -> str:
     return f"{spec['task']}/{spec['method']}/{scale_label(spec['scale'])}/{leaf}"
 
 
+_NOT_IDENTITY = ("data_root", "device", "T_AS", "T", "experiment", "threads", "num_workers")
+
+
 def identity_of(spec: dict[str, Any]) -> dict[str, Any]:
     """The parts of a spec that decide a run's results (the data root may move)."""
-    return {k: v for k, v in spec.items() if k not in ("data_root", "device", "T_AS")}
+    return {k: v for k, v in spec.items() if k not in _NOT_IDENTITY}
 
 
 def adascale_twin(spec: dict[str, Any]) -> dict[str, Any]:
@@ -198,9 +206,7 @@ def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is unreadable ({e}); delete the run folder to start over") from None
     if identity_of(old) != identity_of(spec):
-        diff = sorted(
-            k for k in set(old) | set(spec) if old.get(k) != spec.get(k) and k not in ("data_root", "device", "T_AS")
-        )
+        diff = sorted(k for k in set(old) | set(spec) if old.get(k) != spec.get(k) and k not in _NOT_IDENTITY)
         raise UserError(
             f"{run_dir} holds a run with a different spec (differs in: {', '.join(diff)}); "
             "use another --out or delete it"

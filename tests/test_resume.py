@@ -22,16 +22,31 @@ def cli(*args: str) -> list[str]:
 
 
 def run_args(out: Path, task: str, scale: str, *extra: str) -> list[str]:
-    return cli("run", "--task", task, "--method", "adascale", "--scale", scale, "--seed", "3", "--out", str(out),
-               "--set", "checkpoint_every=5", *extra)
+    return cli(
+        "run",
+        "--task",
+        task,
+        "--method",
+        "adascale",
+        "--scale",
+        scale,
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--set",
+        "checkpoint_every=5",
+        *extra,
+    )
 
 
 def _strip(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if k != "wall_time_s"}
 
 
-@pytest.mark.parametrize(("task", "scale", "extra"), [("logreg", "4", ("--set", "T1=1500")),
-                                                      ("cifar10", "elastic-up", ())])
+@pytest.mark.parametrize(
+    ("task", "scale", "extra"), [("logreg", "4", ("--set", "T1=1500")), ("cifar10", "elastic-up", ())]
+)
 def test_sigterm_then_same_command_resumes_exactly(tmp_path: Path, task: str, scale: str, extra: tuple) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     ref = subprocess.run(run_args(tmp_path / "ref", task, scale, *extra), env=env, capture_output=True, text=True)

@@ -20,8 +20,18 @@ from tasks.cifar10.tiny import LABEL_NAMES, write_tiny
 TASK = Cifar10()
 TINY = {**Cifar10.presets["tiny"], "seed": 0}
 PRESET_KEYS = {
-    "T1", "batch_size", "lr_schedule", "momentum", "weight_decay", "scales", "elastic", "eval_every",
-    "checkpoint_every", "num_workers", "model", "data",
+    "T1",
+    "batch_size",
+    "lr_schedule",
+    "momentum",
+    "weight_decay",
+    "scales",
+    "elastic",
+    "eval_every",
+    "checkpoint_every",
+    "num_workers",
+    "model",
+    "data",
 }
 
 
