@@ -58,8 +58,9 @@ def write_tiny(root: Path) -> Path:
     colours = rng.uniform(70, 185, (k, 3))
     folder = Path(root) / BASE_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    splits = [(name, TRAIN_PER_BATCH, f"training batch {i + 1} of {len(TRAIN_FILES)}")
-              for i, name in enumerate(TRAIN_FILES)]
+    splits = [
+        (name, TRAIN_PER_BATCH, f"training batch {i + 1} of {len(TRAIN_FILES)}") for i, name in enumerate(TRAIN_FILES)
+    ]
     splits += [(TEST_FILES[0], TEST_SIZE, "testing batch 1 of 1")]
     for name, n, batch_label in splits:
         labels = rng.permutation(np.arange(n) % k)
@@ -71,6 +72,8 @@ def write_tiny(root: Path) -> Path:
             "filenames": [f"tiny_{LABEL_NAMES[v]}_{name}_{i:04d}.png" for i, v in enumerate(labels)],
         }
         _dump(entry, folder / name)
-    _dump({"label_names": LABEL_NAMES, "num_cases_per_batch": TRAIN_PER_BATCH, "num_vis": 3 * SIZE * SIZE},
-          folder / META_FILE)
+    _dump(
+        {"label_names": LABEL_NAMES, "num_cases_per_batch": TRAIN_PER_BATCH, "num_vis": 3 * SIZE * SIZE},
+        folder / META_FILE,
+    )
     return folder
