@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,21 +264,85 @@ class Engine:
             )
         self.dist.barrier()
 
+    def step(self, state: State, scale: int, batches: Iterator[Any], hooks: SquaredNormHooks | None) -> bool:
+        """One iteration at scale S on this rank's next A micro-batches from `batches`: gradients,
+        statistics, gain, the rule's step, the metrics record, and the clocks. False if it diverged
+        (nothing is stepped then)."""
+        spec, dist = self.spec, self.dist
+        accum = scale // dist.world
+        track = bool(spec["track_stats"])
+        micro = (to_device(next(batches), dist.device) for _ in range(accum))  # streamed, one at a time
+        first = state.microbatch + dist.rank * accum
+        seeds = [mix(spec["seed"], first + a, _DROPOUT_STREAM) for a in range(accum)]
+        loss_v, sum_sq_v, mean_sq_v = accumulate(self.model, self.task, micro, seeds, self.params, hooks, scale, dist)
+        finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
+        if not finite or (hooks is not None and not math.isfinite(sum_sq_v)):
+            self.metrics.append(
+                {
+                    "iteration": state.iteration,
+                    "tau": state.tau,
+                    "scale": scale,
+                    "loss": loss_v,
+                    "mean_sq": mean_sq_v,
+                    "diverged": True,
+                }
+            )
+            return False
+        gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
+        m, p, w = self.rule.factors(state.iteration, scale, gain)
+        if spec["warmup_iterations"]:
+            w *= min(1.0, (state.iteration + 1) / spec["warmup_iterations"])
+        lr = m * w * self.lr(math.floor(state.tau))
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.metrics.append(
+            {
+                "iteration": state.iteration,
+                "tau": state.tau,
+                "scale": scale,
+                "gain": gain,
+                "lr": lr,
+                "loss": loss_v,
+                "sum_sq": sum_sq_v if track else None,
+                "mean_sq": mean_sq_v,
+                "progress": p,
+                "warmup": w,
+                "var": self.estimator.var_avg if track and scale > 1 else None,
+                "sqr": self.estimator.sqr_avg if track and scale > 1 else None,
+            }
+        )
+        state.tau += p
+        state.iteration += 1
+        state.microbatch += scale
+        self._last = (scale, gain, loss_v)
+        return True
+
     # -- the loop -------------------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
-        """Train to the end (or to divergence) and write summary.json; raises Interrupted on a stop signal."""
+    def setup(self) -> State:
+        """Write spec.json, build model, optimizer and data, and restore the checkpoint if there is one."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.dist.is_main:
             write_json(self.run_dir / SPEC, self.spec)
         self._build()
-        state = self._restore()
+        return self._restore()
+
+    def batches(self, state: State, scale: int) -> Iterator[Any]:
+        """This rank's micro-batches from the stream cursor on, at scale S (each yielded once, in order)."""
+        sampler = RankSampler(self.stream, state.microbatch, scale, self.dist.world, self.dist.rank)
+        pin = self.dist.device.type == "cuda"
+        return iter(loader(self.train, sampler, int(self.spec["num_workers"]), pin_memory=pin))
+
+    def run(self) -> dict[str, Any]:
+        """Train to the end (or to divergence) and write summary.json; raises Interrupted on a stop signal."""
+        state = self.setup()
         started = time.perf_counter() - state.wall_time
         spec, dist = self.spec, self.dist
         track = bool(spec["track_stats"])
         eval_every = float(spec["eval_every"])
         by_epochs = spec["eval_unit"] == "epochs"
         ckpt_every = int(spec["checkpoint_every"])
-        extra_warmup = spec["warmup_iterations"]
         status = "completed"
         hooks: SquaredNormHooks | None = None
         batches = None
@@ -298,69 +362,19 @@ class Engine:
             while not self._done(state):
                 s = self.scales(state.tau)
                 if s != scale:  # a new S: a new slice of the stream for this rank, and hooks if S > 1
-                    scale, accum = s, s // dist.world
-                    sampler = RankSampler(self.stream, state.microbatch, scale, dist.world, dist.rank)
-                    batches = iter(
-                        loader(self.train, sampler, int(spec["num_workers"]), pin_memory=dist.device.type == "cuda")
-                    )
+                    scale = s
+                    batches = self.batches(state, scale)
                     if hooks is not None:
                         hooks.remove()
                     hooks = SquaredNormHooks(self.params) if track and scale > 1 else None
 
-                micro = (to_device(next(batches), dist.device) for _ in range(accum))  # streamed, one at a time
-                first = state.microbatch + dist.rank * accum
-                seeds = [mix(spec["seed"], first + a, _DROPOUT_STREAM) for a in range(accum)]
-                loss_v, sum_sq_v, mean_sq_v = accumulate(
-                    self.model, self.task, micro, seeds, self.params, hooks, scale, dist
-                )
-
-                finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
-                if not finite or (hooks is not None and not math.isfinite(sum_sq_v)):
-                    status = "diverged"
-                    self.metrics.append(
-                        {
-                            "iteration": state.iteration,
-                            "tau": state.tau,
-                            "scale": scale,
-                            "loss": loss_v,
-                            "mean_sq": mean_sq_v,
-                            "diverged": True,
-                        }
-                    )
-                    break
-                gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
-                m, p, w = self.rule.factors(state.iteration, scale, gain)
-                if extra_warmup:
-                    w *= min(1.0, (state.iteration + 1) / extra_warmup)
-                lr = m * w * self.lr(math.floor(state.tau))
-                for group in self.optimizer.param_groups:
-                    group["lr"] = lr
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-
-                self.metrics.append(
-                    {
-                        "iteration": state.iteration,
-                        "tau": state.tau,
-                        "scale": scale,
-                        "gain": gain,
-                        "lr": lr,
-                        "loss": loss_v,
-                        "sum_sq": sum_sq_v if track else None,
-                        "mean_sq": mean_sq_v,
-                        "progress": p,
-                        "warmup": w,
-                        "var": self.estimator.var_avg if track and scale > 1 else None,
-                        "sqr": self.estimator.sqr_avg if track and scale > 1 else None,
-                    }
-                )
                 before, epochs_before = state.tau, self.epochs(state)
-                state.tau += p
-                state.iteration += 1
-                state.microbatch += scale
+                if not self.step(state, scale, batches, hooks):
+                    status = "diverged"
+                    break
                 bar.update(min(state.tau, self.T1) - min(before, self.T1))
                 if state.iteration % 10 == 0:
-                    bar.set_postfix_str(f"S={scale} gain={gain:.2f} loss={loss_v:.3f}", refresh=False)
+                    bar.set_postfix_str("S={} gain={:.2f} loss={:.3f}".format(*self._last), refresh=False)
 
                 clock, clock_before = (self.epochs(state), epochs_before) if by_epochs else (state.tau, before)
                 if self._done(state) or math.floor(clock / eval_every) > math.floor(clock_before / eval_every):
