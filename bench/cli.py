@@ -76,6 +76,52 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from .matrix import describe, load
+
+    print(describe(load(args.matrix)))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports.build import build_report
+
+    out = Path(args.dir)
+    if not out.is_dir():
+        raise UserError(f"results folder {out} does not exist")
+    formats = [f.strip() for f in args.format.split(",") if f.strip()]
+    unknown = sorted(set(formats) - {"md", "tex", "html", "csv"})
+    if unknown:
+        raise UserError(f"--format {','.join(unknown)}: expected a comma-separated list of md, tex, html, csv")
+    html = build_report(out, formats, std=args.std)
+    print(f"report: {html}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .sweep import sweep
+
+    return sweep(args.task, Path(args.out))
+
+
+def cmd_perf(args: argparse.Namespace) -> int:
+    from .perf import perf
+
+    return perf(args)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from slurm.submit import submit
+
+    return submit(args)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from slurm.status import status
+
+    return status(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .rules import METHODS
 
@@ -98,6 +144,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/smoke")
     p.add_argument("--seeds", type=_positive_int, default=2)
     p.set_defaults(func=cmd_smoke)
+
+    p = sub.add_parser("matrix", help="print the runs a matrix file expands to")
+    p.add_argument("matrix", help="a matrix YAML file, or a shipped one: smoke, paper")
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser("report", help="rebuild every table and figure from the run files in DIR")
+    p.add_argument("dir")
+    p.add_argument("--format", default="md,tex,html,csv", help="comma-separated: md, tex, html, csv")
+    p.add_argument("--std", action="store_true", help="show mean ± std over seeds")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("sweep", help="the critical-batch sweep (epochs-to-target against global batch)")
+    p.add_argument("--task", default="logreg", choices=("logreg",))
+    p.add_argument("--out", default="runs/sweep")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("perf", help="overhead benchmark: engine vs identity vs a bare PyTorch loop")
+    p.add_argument("--task", action="append", help="a task (repeatable; default: every task)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--preset", default="tiny", choices=("tiny", "paper"))
+    p.add_argument("--scales", default="1,4,16", help="comma-separated scales")
+    p.add_argument("--repeats", type=_positive_int, default=20, help="timed iterations per variant")
+    p.add_argument("--data-root", default=None, help="dataset folder for the paper preset")
+    p.add_argument("--out", default="runs/perf")
+    p.set_defaults(func=cmd_perf)
+
+    from slurm.options import add_submit_arguments
+
+    p = sub.add_parser("submit", help="expand a matrix and submit its runs (skips completed ones)")
+    p.add_argument("matrix", help="a matrix YAML file, or a shipped one: smoke, paper")
+    add_submit_arguments(p)
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("status", help="the state of every cell of a results folder")
+    p.add_argument("dir")
+    p.set_defaults(func=cmd_status)
     return parser
 
 
@@ -114,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 3
+    except BrokenPipeError:  # output piped into head and the like
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -8,10 +8,18 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
     experiments:
       - table2: {tasks: [cifar10], methods: [adascale, lsw, lsw+], scales: [1, 8, 16]}
       - elastic: {tasks: [imagenet], methods: [adascale, lsw], schedules: [elastic-up, elastic-down]}
+      - heatmap: {name: cifar10-grid, task: cifar10, scale: 16, lr0: [...], decay: [...], threshold: 94.0}
+      - sweep: {task: logreg, batches: [32, 64, ..., 4096], max_epochs: 80}
+
+A heat map is the paper's Figure 5: a grid of exponential-decay schedules (initial lr × total decrease),
+four panels: S = 1, AdaScale at S, LSW at S, and scaled SGD at S whose T is the mean iteration count of
+the grid's AdaScale runs that reach the threshold. The sweep is the textbook's critical-batch
+demonstration on logreg: epochs-to-target under a fixed lr, linear scaling with warm-up, and AdaScale.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +31,8 @@ from .rules import METHODS
 from .spec import ELASTIC, parse_scale
 
 PRESET_DIR = Path(__file__).parent / "matrices"
-KINDS = ("table2", "elastic")
+KINDS = ("table2", "elastic", "heatmap", "sweep")
+PANELS = ("S=1", "AdaScale", "LSW", "scaled SGD")
 
 
 @dataclass(frozen=True)
@@ -35,7 +44,7 @@ class RunRequest:
     scale: int | str
     seed: int
     overrides: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    experiment: str = "table2"
+    experiment: dict[str, Any] = field(default_factory=lambda: {"kind": "table2"}, hash=False, compare=False)
 
     @property
     def key(self) -> tuple:
@@ -49,6 +58,29 @@ class Matrix:
     runs: list[RunRequest]
     data_roots: dict[str, str]
     overrides: dict[str, Any]
+
+    def spec(self, req: RunRequest) -> dict[str, Any]:
+        """The resolved spec of one of this matrix's runs."""
+        from tasks import get_task
+
+        from .spec import resolve
+
+        root = self.data_roots.get(req.task)
+        if root is not None:
+            root = os.path.expandvars(str(root))
+            if "$" in root:
+                raise UserError(f"{self.path}: data_roots.{req.task} = {root!r}: set the environment variable it names")
+        spec = resolve(
+            get_task(req.task),
+            req.method,
+            req.scale,
+            req.seed,
+            self.preset,
+            root,
+            {**self.overrides, **req.overrides},
+        )
+        spec["experiment"] = dict(req.experiment)
+        return spec
 
 
 def _fail(path: Path, where: str, expected: str) -> UserError:
@@ -105,23 +137,169 @@ def load(name: str | Path) -> Matrix:
         if not isinstance(exp, dict) or len(exp) != 1 or next(iter(exp)) not in KINDS:
             raise _fail(path, where, f"a mapping with one key among {', '.join(KINDS)}")
         kind, body = next(iter(exp.items()))
+        where = f"{where}.{kind}"
         if not isinstance(body, dict):
-            raise _fail(path, f"{where}.{kind}", "a mapping")
-        exp_seeds = _list(path, f"{where}.{kind}.seeds", body.get("seeds", seeds), int)
-        exp_tasks = _list(path, f"{where}.{kind}.tasks", body.get("tasks"), str, tuple(tasks))
-        methods = _list(path, f"{where}.{kind}.methods", body.get("methods"), str, METHODS)
-        if kind == "table2":
-            scales = _list(path, f"{where}.{kind}.scales", body.get("scales"), int)
-            if any(s < 1 for s in scales):
-                raise _fail(path, f"{where}.{kind}.scales", "positive integers")
-        else:
-            scales = _list(path, f"{where}.{kind}.schedules", body.get("schedules", list(ELASTIC)), str, ELASTIC)
-        for task in exp_tasks:
-            for method in methods:
-                for scale in scales:
-                    for seed in exp_seeds:
-                        runs.append(RunRequest(task, method, parse_scale(scale), seed, experiment=kind))
+            raise _fail(path, where, "a mapping")
+        exp_seeds = _list(path, f"{where}.seeds", body.get("seeds", seeds), int)
+        expand = {"table2": _cells, "elastic": _cells, "heatmap": _heatmap, "sweep": _sweep}[kind]
+        runs += expand(path, where, kind, body, exp_seeds, tuple(tasks), preset)
     return Matrix(path, preset, order(dedupe(runs)), dict(doc.get("data_roots") or {}), dict(doc.get("set") or {}))
+
+
+def _keys(path: Path, where: str, body: dict, allowed: set[str]) -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise _fail(path, f"{where}.{unknown[0]}", f"one of {', '.join(sorted(allowed))}")
+
+
+def _cells(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
+    scale_key = "scales" if kind == "table2" else "schedules"
+    _keys(path, where, body, {"tasks", "methods", scale_key, "seeds"})
+    exp_tasks = _list(path, f"{where}.tasks", body.get("tasks"), str, tasks)
+    methods = _list(path, f"{where}.methods", body.get("methods"), str, METHODS)
+    if kind == "table2":
+        scales = _list(path, f"{where}.scales", body.get("scales"), int)
+        if any(s < 1 for s in scales):
+            raise _fail(path, f"{where}.scales", "positive integers")
+    else:
+        scales = _list(path, f"{where}.schedules", body.get("schedules", list(ELASTIC)), str, ELASTIC)
+    return [
+        RunRequest(t, m, parse_scale(s), seed, experiment={"kind": kind})
+        for t in exp_tasks
+        for m in methods
+        for s in scales
+        for seed in seeds
+    ]
+
+
+def _number(path: Path, where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(path, where, f"a number, got {value!r}")
+    return float(value)
+
+
+def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
+    from tasks import get_task
+
+    _keys(path, where, body, {"name", "task", "scale", "lr0", "decay", "threshold", "seeds"})
+    task = body.get("task")
+    if task not in tasks:
+        raise _fail(path, f"{where}.task", f"one of {', '.join(tasks)}")
+    schedule = get_task(task).presets[preset]["lr_schedule"]
+    if schedule.get("kind") != "exponential":
+        raise _fail(
+            path,
+            f"{where}.task",
+            f"a task whose {preset} schedule is exponential decay ({task} has {schedule.get('kind')})",
+        )
+    scale = body.get("scale", 16)
+    if not isinstance(scale, int) or isinstance(scale, bool) or scale < 2:
+        raise _fail(path, f"{where}.scale", "an integer ≥ 2")
+    lr0s = [_number(path, f"{where}.lr0", v) for v in _list(path, f"{where}.lr0", body.get("lr0"), object)]
+    decays = [_number(path, f"{where}.decay", v) for v in _list(path, f"{where}.decay", body.get("decay"), object)]
+    threshold = _number(path, f"{where}.threshold", body.get("threshold"))
+    name = str(body.get("name", f"{task}-grid"))
+    runs = []
+    for panel, method, s in (
+        ("S=1", "identity", 1),
+        ("AdaScale", "adascale", scale),
+        ("LSW", "lsw", scale),
+        ("scaled SGD", "scaled", scale),
+    ):
+        label = panel if s == 1 else f"{panel} S={s}"
+        for lr0 in lr0s:
+            for decay in decays:
+                for seed in seeds:
+                    exp = {
+                        "kind": "heatmap",
+                        "grid": name,
+                        "panel": label,
+                        "threshold": threshold,
+                        "lr0": lr0,
+                        "decay": decay,
+                    }
+                    over = {"lr_schedule.lr0": lr0, "lr_schedule.decay": decay}
+                    runs.append(RunRequest(task, method, s, seed, over, exp))
+    return runs
+
+
+SWEEP_BATCHES = [32, 64, 128, 256, 512, 1024, 2048, 4096]
+
+
+def sweep_runs(batches: list[int], max_epochs: int, seeds: list[int]) -> list[RunRequest]:
+    """The critical-batch sweep on logreg (DESIGN §1): for each global batch B, epochs to the target loss
+    under a fixed lr, under linear scaling with the textbook's warm-up, and with AdaScale at S = B/32."""
+    from tasks.logreg import REFERENCE_BATCH, REFERENCE_LR, N, target_loss
+
+    target = target_loss()
+    common = {"eval_unit": "epochs", "eval_every": 1, "max_epochs": max_epochs, "target": target}
+    runs = []
+    for B in batches:
+        if B % REFERENCE_BATCH:
+            raise UserError(f"sweep batch {B} is not a multiple of {REFERENCE_BATCH}")
+        S = B // REFERENCE_BATCH
+        iterations = -(-max_epochs * N // B) + 1
+        for seed in seeds:
+
+            def exp(method: str, batch: int = B) -> dict[str, Any]:
+                return {"kind": "sweep", "batch": batch, "method": method, "target": target}
+
+            # one micro-batch of B examples: the same mean gradient as S micro-batches of 32 (no BatchNorm here)
+            runs.append(
+                RunRequest("logreg", "identity", 1, seed, {**common, "batch_size": B, "T1": iterations}, exp("fixed"))
+            )
+            runs.append(
+                RunRequest(
+                    "logreg",
+                    "identity",
+                    1,
+                    seed,
+                    {
+                        **common,
+                        "batch_size": B,
+                        "T1": iterations,
+                        "lr_schedule.lr0": REFERENCE_LR * S,
+                        "warmup_iterations": 5 * S,
+                    },
+                    exp("linear"),
+                )
+            )
+            runs.append(
+                RunRequest(
+                    "logreg", "adascale", S, seed, {**common, "T1": max_epochs * N // REFERENCE_BATCH}, exp("adascale")
+                )
+            )
+    return runs
+
+
+def _sweep(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
+    _keys(path, where, body, {"task", "batches", "max_epochs", "seeds"})
+    if body.get("task", "logreg") != "logreg":
+        raise _fail(path, f"{where}.task", "logreg (the sweep is the logreg textbook demonstration)")
+    batches = _list(path, f"{where}.batches", body.get("batches", SWEEP_BATCHES), int)
+    max_epochs = body.get("max_epochs", 80)
+    if not isinstance(max_epochs, int) or max_epochs < 1:
+        raise _fail(path, f"{where}.max_epochs", "a positive integer")
+    return sweep_runs(batches, max_epochs, seeds)
+
+
+def describe(m: Matrix) -> str:
+    """The expansion of a matrix: one line per run, in submission order, and the counts."""
+    lines = [f"{m.path}: preset {m.preset}, {len(m.runs)} runs"]
+    counts: dict[str, int] = {}
+    for r in m.runs:
+        counts[r.experiment["kind"]] = counts.get(r.experiment["kind"], 0) + 1
+    lines.append("  " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    for r in m.runs:
+        extra = ",".join(f"{k}={v}" for k, v in sorted(r.overrides.items()))
+        after = " (after its AdaScale run)" if r.method == "lsw+" else ""
+        after = " (after the grid's AdaScale runs)" if r.method == "scaled" else after
+        lines.append(
+            f"  {r.experiment['kind']:8s} {r.task:12s} {r.method:9s} {str(r.scale):13s} seed{r.seed}"
+            f"{' ' + extra if extra else ''}{after}"
+        )
+    lines.append(f"{len(m.runs)} runs")
+    return "\n".join(lines)
 
 
 def dedupe(runs: list[RunRequest]) -> list[RunRequest]:
@@ -134,12 +312,15 @@ def dedupe(runs: list[RunRequest]) -> list[RunRequest]:
 
 
 def order(runs: list[RunRequest]) -> list[RunRequest]:
-    """Runs that others depend on first: AdaScale before LSW+ (which needs its iteration count)."""
-    return sorted(runs, key=lambda r: r.method == "lsw+")
+    """Runs that others depend on first: AdaScale before LSW+ (which needs its iteration count) and before
+    the heat map's scaled SGD (whose T is their mean iteration count)."""
+    return sorted(runs, key=lambda r: r.method in ("lsw+", "scaled"))
 
 
 def depends_on(run: RunRequest, runs: list[RunRequest]) -> list[RunRequest]:
     """The runs that must finish before `run` can start."""
+    if run.method == "scaled" and run.experiment.get("kind") == "heatmap":
+        return [r for r in runs if r.method == "adascale" and r.experiment.get("grid") == run.experiment["grid"]]
     if run.method != "lsw+":
         return []
     return [

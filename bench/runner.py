@@ -9,7 +9,7 @@ from typing import Any
 from .engine import Engine, Interrupted, git_commit, versions
 from .errors import UserError
 from .runfiles import SUMMARY, read_json, write_json
-from .spec import check_same, find_T_AS, run_name
+from .spec import check_same, find_T, find_T_AS, run_name
 
 FINAL = ("completed", "diverged")
 
@@ -39,6 +39,8 @@ def run_spec(spec: dict[str, Any], out: Path, progress: bool = True, dist: Any =
         return done
     if spec["method"] == "lsw+" and not spec.get("T_AS"):
         spec = {**spec, "T_AS": find_T_AS(Path(out), spec)}
+    if spec["method"] == "scaled" and not spec.get("T"):
+        spec = {**spec, "T": find_T(Path(out), spec)}
     check_same(run_dir, spec)
     try:
         return Engine(spec, run_dir, dist=dist, progress=progress).run()

@@ -11,27 +11,15 @@ from tqdm import tqdm
 from . import matrix as matrices
 from .engine import Interrupted, install_signal_handlers
 from .runner import run_spec
-from .spec import resolve
 
 
 def run_matrix(m: matrices.Matrix, out: Path, progress: bool = True) -> dict[str, int]:
     """Run every run of a matrix in this process, in dependency order; a failed run is reported and
     the matrix goes on. Returns counts per final status."""
-    from tasks import get_task
-
     counts: dict[str, int] = {}
     bar = tqdm(m.runs, desc="runs", unit="run", disable=not progress or None, dynamic_ncols=True)
     for req in bar:
-        task = get_task(req.task)
-        spec = resolve(
-            task,
-            req.method,
-            req.scale,
-            req.seed,
-            m.preset,
-            m.data_roots.get(req.task),
-            {**m.overrides, **req.overrides},
-        )
+        spec = m.spec(req)
         bar.set_postfix_str(f"{req.task} {req.method} {req.scale} seed{req.seed}", refresh=True)
         try:
             status = run_spec(spec, out, progress=progress)["status"]

@@ -196,6 +196,33 @@ def find_T_AS(out: Path, spec: dict[str, Any]) -> float:
     return sum(counts) / len(counts)
 
 
+def find_T(out: Path, spec: dict[str, Any]) -> float:
+    """Scaled SGD's own length in a heat map: the mean iteration count of the grid's AdaScale runs that
+    reach the grid's threshold (all of its completed AdaScale runs when none does)."""
+    from tasks import get_task
+
+    exp = spec.get("experiment") or {}
+    if exp.get("kind") != "heatmap":
+        raise UserError("scaled needs T, its number of iterations (--set T=...), or a heat map to derive it from")
+    higher = get_task(spec["task"]).higher_is_better
+    reached, completed = [], []
+    for path in sorted((Path(out) / spec["task"] / "adascale").rglob(SUMMARY)):
+        try:
+            other_spec, s = read_json(path.parent / SPEC), read_json(path)
+        except (OSError, ValueError):
+            continue
+        if (other_spec.get("experiment") or {}).get("grid") != exp["grid"] or s.get("status") != "completed":
+            continue
+        completed.append(float(s["iterations"]))
+        metric = s.get("val_metric")
+        if metric is not None and (metric >= exp["threshold"] if higher else metric <= exp["threshold"]):
+            reached.append(float(s["iterations"]))
+    counts = reached or completed
+    if not counts:
+        raise UserError(f"scaled SGD of heat map {exp['grid']!r} needs the grid's AdaScale runs to have completed")
+    return sum(counts) / len(counts)
+
+
 def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
     """A run folder holds one spec; refuse to mix another run into it."""
     path = run_dir / SPEC

@@ -1,0 +1,100 @@
+"""Matrix files: validation with messages naming the file and the key, expansion, dependencies, and the
+heat map's scaled-SGD length derived from the grid's AdaScale runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import matrix
+from bench.errors import UserError
+from bench.runfiles import write_json
+from bench.spec import find_T
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_matrices_expand() -> None:
+    smoke = matrix.load("smoke")
+    kinds = {r.experiment["kind"] for r in smoke.runs}
+    assert kinds == {"table2", "elastic", "heatmap", "sweep"}
+    assert {r.task for r in smoke.runs} >= {"logreg", "cifar10", "imagenet", "speech", "transformer", "yolo"}
+    assert max(r.scale for r in smoke.runs if isinstance(r.scale, int) and r.experiment["kind"] != "sweep") == 8
+    paper = matrix.load("paper")
+    cells = [r for r in paper.runs if r.experiment["kind"] == "table2"]
+    assert len(cells) == 5 * 3 * 5 * 5  # tasks × methods × scales × seeds
+    grid = [r for r in paper.runs if r.experiment["kind"] == "heatmap"]
+    assert len(grid) == 13 * 13 * 4
+    assert {r.experiment["panel"] for r in grid} == {"S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16"}
+
+
+def test_dependencies_come_first() -> None:
+    runs = matrix.load("smoke").runs
+    position = {r.key: i for i, r in enumerate(runs)}
+    for r in runs:
+        deps = matrix.depends_on(r, runs)
+        if r.method in ("lsw+", "scaled"):
+            assert deps, r
+        assert all(position[d.key] < position[r.key] for d in deps)
+    scaled = next(r for r in runs if r.method == "scaled")
+    assert len(matrix.depends_on(scaled, runs)) == 9  # the whole 3 × 3 AdaScale grid
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("experiments: [{table2: {tasks: [cifar10], methods: [sgd], scales: [1]}}]", "experiments[0].table2.methods"),
+        ("experiments: [{table2: {tasks: [mnist], methods: [lsw], scales: [1]}}]", "experiments[0].table2.tasks"),
+        ("experiments: [{table2: {tasks: [logreg], methods: [lsw], scales: [0]}}]", "scales"),
+        ("experiments: [{table3: {}}]", "experiments[0]"),
+        ("preset: huge\nexperiments: []", "preset"),
+        ("seeds: one\nexperiments: [{table2: {tasks: [logreg], methods: [lsw], scales: [1]}}]", "seeds"),
+        ("experiments: [{heatmap: {task: logreg, lr0: [1], decay: [1], threshold: 1}}]", "exponential"),
+        ("experiments: [{heatmap: {task: cifar10, lr0: [x], decay: [1], threshold: 1}}]", "lr0"),
+        ("experiments: [{table2: {tasks: [logreg], methods: [lsw], scales: [1], extra: 1}}]", "table2.extra"),
+        ("[1, 2", "not valid YAML"),
+    ],
+)
+def test_invalid_files_name_the_file_and_the_key(tmp_path: Path, text: str, needle: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as err:
+        matrix.load(path)
+    assert str(path) in str(err.value) and needle in str(err.value)
+
+
+def test_matrix_command_prints_the_expansion_and_count(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "seeds: [0, 1]\nexperiments: [{table2: {tasks: [logreg], methods: [adascale, lsw+], scales: [1, 4]}}]"
+    )
+    res = subprocess.run([sys.executable, "-m", "bench", "matrix", str(path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().endswith("8 runs")
+    assert "after its AdaScale run" in res.stdout
+    res = subprocess.run(
+        [sys.executable, "-m", "bench", "matrix", str(tmp_path / "none.yaml")], capture_output=True, text=True
+    )
+    assert res.returncode == 2 and "none.yaml" in res.stderr and res.stderr.count("\n") == 1
+
+
+def _grid_run(out: Path, lr0: float, iterations: int, metric: float, grid: str = "g") -> None:
+    d = out / "cifar10" / "adascale" / "s4" / f"seed0,lr_schedule.lr0={lr0}"
+    write_json(d / "spec.json", {"experiment": {"kind": "heatmap", "grid": grid}})
+    write_json(d / "summary.json", {"status": "completed", "iterations": iterations, "val_metric": metric})
+
+
+def test_scaled_sgd_T_is_the_mean_adascale_iterations_of_grid_runs_reaching_the_threshold(tmp_path: Path) -> None:
+    _grid_run(tmp_path, 0.1, 30, 60.0)
+    _grid_run(tmp_path, 0.2, 40, 70.0)
+    _grid_run(tmp_path, 0.4, 90, 20.0)  # below the threshold: left out
+    _grid_run(tmp_path, 0.8, 10, 99.0, grid="other")  # another grid: left out
+    spec = {"task": "cifar10", "experiment": {"kind": "heatmap", "grid": "g", "threshold": 50.0}}
+    assert find_T(tmp_path, spec) == 35.0
+    spec["experiment"]["threshold"] = 99.5  # none reaches it: all of the grid's completed runs
+    assert find_T(tmp_path, spec) == pytest.approx((30 + 40 + 90) / 3)
