@@ -34,8 +34,10 @@ def run_matrix(m: matrices.Matrix, out: Path, progress: bool = True) -> dict[str
 
 
 def smoke(out: Path, seeds: int = 2) -> int:
-    from reports.collect import runs
-    from reports.table2 import cells, markdown
+    """Run the shipped `smoke` matrix (at most `seeds` seeds per experiment), then build the report."""
+    from reports.build import build_report
+
+    from .sweep import sweep_table, write_sweep_csv
 
     install_signal_handlers()
     start = time.perf_counter()
@@ -43,13 +45,10 @@ def smoke(out: Path, seeds: int = 2) -> int:
     m.runs = [r for r in m.runs if r.seed < seeds]
     out.mkdir(parents=True, exist_ok=True)
     counts = run_matrix(m, out)
-    c = cells(runs(out))
-    c.to_csv(out / "table2.csv", index=False)
-    (out / "table2.md").write_text(markdown(c))
-    print(markdown(c))
-    print(
-        f"smoke: {sum(counts.values())} runs ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}) "
-        f"in {time.perf_counter() - start:.0f} s"
-    )
-    print(f"table: {out / 'table2.md'} (CSV: {out / 'table2.csv'})")
+    write_sweep_csv(sweep_table(m, out), out / "sweep.csv")
+    html = build_report(out, ["md", "tex", "html", "csv"])
+    print(f"smoke: {sum(counts.values())} runs ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}) "
+          f"in {time.perf_counter() - start:.0f} s")
+    print(f"report: {html}")
+    print(f"tables: {html.parent / 'table2.md'} (also .tex, .csv)")
     return 0 if counts.get("failed", 0) == 0 else 1

@@ -1,14 +1,32 @@
-"""Read a results folder into pandas: one row per run, from its summary.json and spec.json only."""
+"""Read a results folder into pandas, from the run files only (DESIGN §4): spec.json, summary.json and
+metrics.jsonl of every run folder under it. Nothing is imported from the training code.
+
+`load(dir)` gives a `Results`: one row per run folder (`runs`), the list of warnings about files it
+skipped (each naming the file), and a cached reader of each run's metrics.jsonl.
+
+Run status: the summary's status (completed | diverged | failed); `running` while there is no
+summary.json yet (a checkpoint or metrics on disk), `pending` when there is only spec.json, and
+`unreadable` when summary.json is corrupt, not an object, or lacks its `status` (the run is then left
+out of every table, with a warning naming the file).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from bench.runfiles import METRICS, SPEC, SUMMARY, read_jsonl
+SPEC, SUMMARY, METRICS, CHECKPOINT = "spec.json", "summary.json", "metrics.jsonl", "checkpoint.pt"
+STATUSES = ("completed", "diverged", "failed")
+ELASTIC = ("elastic-up", "elastic-down")
+# Overrides that do not change what a run computes: they do not split a table into variants.
+_NOT_VARIANT = ("T_AS", "T", "data_root", "device", "threads", "num_workers", "experiment")
 
 RUN_COLUMNS = [
     "task",
@@ -22,60 +40,281 @@ RUN_COLUMNS = [
     "iterations",
     "tau",
     "wall_time_s",
+    "epochs",
+    "target_epochs",
+    "mean_gain",
+    "noise_scale",
+    "metric",
     "batch_size",
     "T1",
-    "metric",
+    "max_epochs",
+    "lr_kind",
+    "lr0",
+    "decay",
+    "experiment_kind",
+    "grid",
+    "panel",
+    "threshold",
+    "sweep_batch",
+    "sweep_method",
+    "sweep_target",
     "overrides",
+    "variant",
+    "git_commit",
+    "versions",
+    "error",
+    "has_metrics",
+    "has_checkpoint",
     "run_dir",
 ]
 
 
-def _read(path: Path) -> dict | None:
+class ReportWarning(UserWarning):
+    """A file of the results folder that the report skipped or could only partly use."""
+
+
+def _read_json(path: Path) -> tuple[dict | None, str | None]:
+    """(object, None) or (None, why it could not be used)."""
     try:
-        with open(path) as f:
-            obj = json.load(f)
-        return obj if isinstance(obj, dict) else None
-    except (OSError, ValueError):
-        return None
+        text = path.read_text()
+    except OSError as e:
+        return None, f"cannot read ({e.strerror or e})"
+    if not text.strip():
+        return None, "empty file"
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        return None, f"corrupt JSON ({e.msg}: line {e.lineno}, column {e.colno})"
+    if not isinstance(obj, dict):
+        return None, f"not a JSON object ({type(obj).__name__})"
+    return obj, None
+
+
+def _num(value: Any) -> float:
+    """A finite float, or NaN for anything else (None, strings, inf)."""
+    if isinstance(value, bool):
+        return math.nan
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return v if math.isfinite(v) else math.nan
+
+
+def scale_str(scale: Any) -> str:
+    """Scales as table labels: "8", "elastic-up"."""
+    if isinstance(scale, float) and scale.is_integer():
+        scale = int(scale)
+    return str(scale)
+
+
+def scale_order(scale: Any) -> tuple[int, float]:
+    """Numeric scales in order, then elastic-up, elastic-down, then anything else."""
+    s = scale_str(scale)
+    if s in ELASTIC:
+        return (1, float(ELASTIC.index(s)))
+    try:
+        return (0, float(s))
+    except ValueError:
+        return (2, 0.0)
+
+
+def experiment_of(spec: dict) -> dict:
+    """spec["experiment"] as a dict ({} for ad-hoc runs; a bare string is read as its kind)."""
+    exp = spec.get("experiment")
+    if isinstance(exp, str):
+        return {"kind": exp}
+    return exp if isinstance(exp, dict) else {}
+
+
+def variant_of(overrides: dict) -> str:
+    """The overrides that make a run differ from its preset, as a stable string ("" for none)."""
+    keep = {k: v for k, v in (overrides or {}).items() if k not in _NOT_VARIANT}
+    return ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(keep.items()))
+
+
+def read_metrics(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
+    """(training records, eval records, problem or None) of one metrics.jsonl. A torn last line is
+    ignored silently (a run being written); other undecodable lines are skipped and reported."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        return pd.DataFrame(), pd.DataFrame(), f"cannot read ({e.strerror or e})"
+    lines = text.split("\n")
+    if not text.endswith("\n"):
+        lines = lines[:-1]  # torn (or empty) last line
+    train, evals, bad = [], [], 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(rec, dict):
+            bad += 1
+        elif rec.get("eval"):
+            evals.append(rec)
+        else:
+            train.append(rec)
+    problem = f"{bad} undecodable line(s) skipped" if bad else None
+    if not train and not evals:
+        problem = "no records" + (f" ({problem})" if problem else "")
+    t, e = pd.DataFrame(train), pd.DataFrame(evals)
+    t, e = (df.sort_values("tau", kind="stable") if "tau" in df else df for df in (t, e))
+    return t, e, problem
+
+
+@dataclass
+class Results:
+    """A results folder as read from disk."""
+
+    root: Path
+    runs: pd.DataFrame
+    warnings: list[str] = field(default_factory=list)
+    _metrics: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict, repr=False)
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+            warnings.warn(message, ReportWarning, stacklevel=3)
+
+    def metrics(self, run_dir: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(training records, eval records) of one run, read once; empty frames (and a warning naming
+        the file) when unusable."""
+        key = str(run_dir)
+        if key not in self._metrics:
+            path = Path(run_dir) / METRICS
+            if not path.exists():
+                self.warn(f"skipped {path}: missing (run left out of the figures)")
+                self._metrics[key] = (pd.DataFrame(), pd.DataFrame())
+            else:
+                train, evals, problem = read_metrics(path)
+                if problem:
+                    what = "skipped" if train.empty and evals.empty else "partly read"
+                    self.warn(f"{what} {path}: {problem}")
+                self._metrics[key] = (train, evals)
+        return self._metrics[key]
+
+
+def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
+    exp = experiment_of(spec)
+    sched = spec.get("lr_schedule") if isinstance(spec.get("lr_schedule"), dict) else {}
+    overrides = spec.get("overrides") if isinstance(spec.get("overrides"), dict) else {}
+    row: dict[str, Any] = {
+        "task": str(spec.get("task", "?")),
+        "method": str(spec.get("method", "?")),
+        "scale": scale_str(spec.get("scale", "?")),
+        "seed": spec.get("seed"),
+        "preset": str(spec.get("preset") or ""),
+        "batch_size": _num(spec.get("batch_size")),
+        "T1": _num(spec.get("T1")),
+        "max_epochs": _num(spec.get("max_epochs")),
+        "lr_kind": sched.get("kind"),
+        "lr0": _num(sched.get("lr0")),
+        "decay": _num(sched.get("decay")),
+        "experiment_kind": exp.get("kind"),
+        "grid": exp.get("grid"),
+        "panel": exp.get("panel"),
+        "threshold": _num(exp.get("threshold")),
+        "sweep_batch": _num(exp.get("batch")),
+        "sweep_method": exp.get("method"),
+        "sweep_target": _num(exp.get("target")),
+        "overrides": json.dumps(overrides, sort_keys=True, default=str),
+        "variant": variant_of(overrides),
+        "has_metrics": (run_dir / METRICS).exists(),
+        "has_checkpoint": (run_dir / CHECKPOINT).exists(),
+        "run_dir": str(run_dir),
+    }
+    if summary is not None:
+        row["status"] = summary["status"]
+        for k in (
+            "val_metric",
+            "train_loss",
+            "iterations",
+            "tau",
+            "wall_time_s",
+            "epochs",
+            "target_epochs",
+            "mean_gain",
+            "noise_scale",
+        ):
+            row[k] = _num(summary.get(k))
+        row["metric"] = summary.get("metric")
+        row["git_commit"] = summary.get("git_commit")
+        versions = summary.get("versions")
+        row["versions"] = json.dumps(versions, sort_keys=True) if isinstance(versions, dict) else None
+        row["error"] = summary.get("error")
+    return row
+
+
+def load(out: Path) -> Results:
+    """Every run folder under `out` (a folder holding spec.json), with warnings naming skipped files."""
+    root = Path(out)
+    res = Results(root, pd.DataFrame(columns=RUN_COLUMNS))
+    if not root.is_dir():
+        res.warn(f"results folder {root} does not exist")
+        return res
+    rows = []
+    for spec_path in sorted(root.rglob(SPEC)):
+        run_dir = spec_path.parent
+        spec, why = _read_json(spec_path)
+        if spec is None:
+            res.warn(f"skipped {spec_path}: {why}")
+            continue
+        summary_path = run_dir / SUMMARY
+        summary = None
+        if summary_path.exists():
+            summary, why = _read_json(summary_path)
+            if summary is not None and summary.get("status") not in STATUSES:
+                status = summary.get("status")
+                why = "no status" if status is None else f"unknown status {status!r}"
+                summary = None
+            if summary is None:
+                res.warn(f"skipped {summary_path}: {why} (run left out of the tables)")
+        row = _row(run_dir, spec, summary)
+        if summary is None:
+            if summary_path.exists():
+                row["status"] = "unreadable"
+            elif row["has_checkpoint"] or row["has_metrics"]:
+                row["status"] = "running"
+                res.warn(f"skipped {run_dir}: in progress (no {SUMMARY} yet; left out of the tables)")
+            else:
+                row["status"] = "pending"
+                res.warn(f"skipped {run_dir}: not started (only {SPEC})")
+        elif not row["has_metrics"] and row["experiment_kind"] not in ("heatmap", "sweep"):  # those need none
+            res.warn(f"{run_dir / METRICS}: missing (run in the tables, not in the figures)")
+        rows.append(row)
+    if rows:
+        res.runs = pd.DataFrame(rows).reindex(columns=RUN_COLUMNS)
+    return res
 
 
 def runs(out: Path) -> pd.DataFrame:
-    """Every run folder under `out` (a folder holding spec.json). Runs without a final summary show as
-    `running` (a checkpoint or metrics present) or `pending`; unreadable files are skipped with a warning."""
-    rows, skipped = [], []
-    for spec_path in sorted(Path(out).rglob(SPEC)):
-        run_dir = spec_path.parent
-        spec = _read(spec_path)
-        if spec is None:
-            skipped.append(str(spec_path))
-            continue
-        summary_path = run_dir / SUMMARY
-        summary = _read(summary_path) if summary_path.exists() else None
-        if summary_path.exists() and summary is None:
-            skipped.append(str(summary_path))
-        row = {k: spec.get(k) for k in ("task", "method", "scale", "seed", "preset", "batch_size", "T1")}
-        row["overrides"] = json.dumps(spec.get("overrides") or {}, sort_keys=True)
-        row["run_dir"] = str(run_dir)
-        if summary is not None:
-            row.update(
-                {
-                    k: summary.get(k)
-                    for k in ("status", "val_metric", "train_loss", "iterations", "tau", "wall_time_s", "metric")
-                }
-            )
-        else:
-            row["status"] = "running" if (run_dir / METRICS).exists() else "pending"
-        rows.append(row)
-    if skipped:
-        warnings.warn(f"skipped unreadable files: {', '.join(skipped)}", stacklevel=2)
-    df = pd.DataFrame(rows, columns=RUN_COLUMNS)
-    df["scale"] = df["scale"].astype(str)
+    """One row per run folder (see `load`); the warnings are also in `df.attrs["warnings"]`."""
+    res = load(out)
+    df = res.runs
+    df.attrs["warnings"] = list(res.warnings)
     return df
 
 
 def metrics(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(training records, eval records) of one run's metrics.jsonl."""
-    records = read_jsonl(Path(run_dir) / METRICS)
-    train = pd.DataFrame([r for r in records if not r.get("eval")])
-    evals = pd.DataFrame([r for r in records if r.get("eval")])
+    train, evals, _ = read_metrics(Path(run_dir) / METRICS)
     return train, evals
+
+
+@functools.cache
+def task_info(task: str, metric_key: str | None = None) -> tuple[str, bool]:
+    """(metric label, higher is better) from the task adapter; when it cannot be imported, a guess
+    from the metric's key: losses and error rates are lower-is-better, anything else higher."""
+    try:
+        from tasks import get_task
+
+        t = get_task(task)
+        return str(t.metric_label), bool(t.higher_is_better)
+    except Exception:  # the task module may be absent or broken; the report still renders
+        key = metric_key or "metric"
+        lower = any(w in key.lower() for w in ("loss", "err", "wer", "perplexity", "ppl"))
+        return key, not lower

@@ -1,84 +1,247 @@
-"""Table 2 of the paper from a results folder: per task, rows = scales, columns = total batch and,
-for each method, validation metric, training loss and iterations (means over seeds)."""
+"""Table 2 of the paper from a results folder (DESIGN §5).
+
+One table per task (and per preset and variant: runs made with different `--set` overrides are never
+averaged together). Rows = scales in numeric order, then elastic-up, elastic-down; columns = total batch
+(S·b; empty for elastic rows), then validation metric, training loss and total iterations, each for
+AS / LSW / LSW+.
+
+A cell is the mean over the seeds of the completed runs. It is
+- N/A (metric and loss) when any seed diverged; the iterations are still shown, as in the paper;
+- – when there is no completed run (not run, still running, or failed);
+- grey when significantly worse than S = 1 of the same method: see `significance.worse_than`.
+
+Which runs: methods adascale, lsw, lsw+ from the `table2` and `elastic` experiments and ad-hoc runs
+(no experiment); heat-map and sweep runs have their own figures.
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
+
+from .collect import scale_order, task_info
+from .significance import ALPHA, worse_than
 
 METHODS = ("adascale", "lsw", "lsw+")
 LABELS = {"adascale": "AS", "lsw": "LSW", "lsw+": "LSW+"}
+TABLE_KINDS = ("table2", "elastic")
 NA, MISSING = "N/A", "–"
+QUANTITIES = ("val_metric", "train_loss", "iterations")
+GREY_MARK = "†"
+LEGEND = (
+    f"{GREY_MARK} grey: significantly worse than S = 1 of the same method (one-sided Welch t-test over the "
+    f"seeds, p < {ALPHA:g}; needs ≥ 2 completed seeds on both sides). N/A: a seed diverged. "
+    f"{MISSING}: not run (or not finished)."
+)
+
+CELL_COLUMNS = [
+    "table",
+    "task",
+    "preset",
+    "variant",
+    "scale",
+    "total_batch",
+    "method",
+    "n_seeds",
+    "n_runs",
+    "n_diverged",
+    "n_running",
+    "diverged",
+    "val_metric",
+    "val_metric_std",
+    "train_loss",
+    "train_loss_std",
+    "iterations",
+    "iterations_std",
+    "grey_metric",
+    "p_metric",
+    "grey_loss",
+    "p_loss",
+    "metric_label",
+    "higher_is_better",
+]
 
 
-def scale_order(scale: str) -> tuple[int, float]:
-    return (1, 0.0 if scale == "elastic-up" else 1.0) if scale.startswith("elastic") else (0, float(scale))
+def table_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """The runs that make Table 2."""
+    if df.empty:
+        return df
+    kind = df["experiment_kind"] if "experiment_kind" in df else pd.Series(None, index=df.index)
+    keep = df["method"].isin(METHODS) & (kind.isna() | kind.isin(TABLE_KINDS))
+    return df[keep]
+
+
+def table_name(task: str, preset: str, variant: str, several_presets: bool) -> str:
+    name = task
+    if several_presets and preset:
+        name += f" ({preset})"
+    if variant:
+        name += f" [{variant}]"
+    return name
+
+
+def _std(x: np.ndarray) -> float:
+    return float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (task, scale, method): means over completed seeds, `diverged` if any seed diverged."""
+    """Tidy Table 2: one row per table × scale × method, with numbers, seed counts and grey flags."""
+    df = table_runs(df)
+    if df.empty:
+        return pd.DataFrame(columns=CELL_COLUMNS)
+    df = df.copy()
+    for col in ("preset", "variant"):
+        df[col] = df[col].fillna("") if col in df else ""
+    presets_per_task = df.groupby("task")["preset"].nunique()
     rows = []
-    for (task, scale, method), g in df[df["method"].isin(METHODS)].groupby(["task", "scale", "method"]):
-        done = g[g["status"] == "completed"]
-        diverged = bool((g["status"] == "diverged").any())
-        b = g["batch_size"].iloc[0]
-        rows.append(
-            {
+    for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):
+        metric_key = next((m for m in t["metric"].dropna()), None) if "metric" in t else None
+        label, higher = task_info(task, metric_key)
+        name = table_name(task, preset, variant, presets_per_task[task] > 1)
+        done_vals: dict[tuple[str, str], pd.DataFrame] = {}
+        for (scale, method), g in t.groupby(["scale", "method"]):
+            done_vals[(scale, method)] = g[g["status"] == "completed"]
+        for (scale, method), g in t.groupby(["scale", "method"]):
+            done = done_vals[(scale, method)]
+            n_div = int((g["status"] == "diverged").sum())
+            diverged = n_div > 0
+            finished = g[g["status"].isin(("completed", "diverged"))]
+            b = g["batch_size"].dropna()
+            total = "" if scale_order(scale)[0] != 0 or b.empty else int(round(float(scale) * float(b.iloc[0])))
+            row = {
+                "table": name,
                 "task": task,
+                "preset": preset,
+                "variant": variant,
                 "scale": scale,
+                "total_batch": total,
                 "method": method,
-                "seeds": len(done),
+                "n_seeds": len(done),
+                "n_runs": len(g),
+                "n_diverged": n_div,
+                "n_running": int(g["status"].isin(("running", "pending")).sum()),
                 "diverged": diverged,
-                "total_batch": "" if scale.startswith("elastic") else int(float(scale) * b),
-                "val_metric": done["val_metric"].mean() if len(done) else math.nan,
-                "val_metric_std": done["val_metric"].std() if len(done) > 1 else math.nan,
-                "train_loss": done["train_loss"].mean() if len(done) else math.nan,
-                "iterations": done["iterations"].mean() if len(done) else (g["iterations"].mean()),
+                "metric_label": label,
+                "higher_is_better": higher,
             }
-        )
-    out = pd.DataFrame(
-        rows,
-        columns=[
-            "task",
-            "scale",
-            "method",
-            "seeds",
-            "diverged",
-            "total_batch",
-            "val_metric",
-            "val_metric_std",
-            "train_loss",
-            "iterations",
-        ],
-    )
+            for q in QUANTITIES:
+                source = finished if q == "iterations" and diverged else done
+                x = source[q].dropna().to_numpy(dtype=float)
+                blank = diverged and q != "iterations"
+                row[q] = float(np.mean(x)) if len(x) and not blank else math.nan
+                row[f"{q}_std"] = _std(x) if not blank else math.nan
+            base = done_vals.get(("1", method))
+            for q, flag, hib in (("val_metric", "metric", higher), ("train_loss", "loss", False)):
+                grey, p = False, math.nan
+                if base is not None and scale != "1" and not diverged:
+                    grey, p = worse_than(done[q].dropna().to_numpy(float), base[q].dropna().to_numpy(float), hib)
+                row[f"grey_{flag}"], row[f"p_{flag}"] = grey, p
+            rows.append(row)
+    out = pd.DataFrame(rows, columns=CELL_COLUMNS)
+    out["_order"] = out["scale"].map(scale_order)
+    out["_m"] = out["method"].map(METHODS.index)
+    return out.sort_values(["table", "_order", "_m"], kind="stable").drop(columns=["_order", "_m"])
+
+
+# ---------------------------------------------------------------- a format-neutral view of the tables
+
+
+@dataclass
+class Cell:
+    text: str
+    grey: bool = False
+    kind: str = "value"  # value | na | missing
+
+
+@dataclass
+class TableView:
+    name: str
+    task: str
+    preset: str
+    metric_label: str
+    higher_is_better: bool
+    rows: list[tuple[str, str, list[Cell]]] = field(default_factory=list)  # scale, total batch, 9 cells
+
+    @property
+    def groups(self) -> list[str]:
+        arrow = "↑" if self.higher_is_better else "↓"
+        return [f"val. {self.metric_label} {arrow}", "train loss ↓", "iterations"]
+
+    @property
+    def short_groups(self) -> list[str]:
+        return [self.metric_label, "train loss", "iterations"]
+
+
+def decimals(v: float) -> int:
+    a = abs(v)
+    return 1 if a >= 100 else 2 if a >= 10 else 3 if a >= 1 else 4
+
+
+def fmt_value(v: float, digits: int | None = None) -> str:
+    """A few significant digits, fixed-point (accuracies 94.12, losses 0.2564)."""
+    if v is None or not math.isfinite(v):
+        return MISSING
+    return f"{v:.{decimals(v) if digits is None else digits}f}"
+
+
+def fmt_iterations(v: float, digits: int | None = None) -> str:
+    return MISSING if v is None or not math.isfinite(v) else f"{round(v):d}"
+
+
+def _text(row: pd.Series, q: str, std: bool, pm: str) -> str:
+    f = fmt_iterations if q == "iterations" else fmt_value
+    text = f(row[q])
+    s = row[f"{q}_std"]
+    if std and text != MISSING and s is not None and math.isfinite(s):
+        text += f"{pm}{f(s, decimals(row[q]))}"
+    return text
+
+
+def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableView]:
+    out = []
+    for name, t in c.groupby("table", sort=False):
+        first = t.iloc[0]
+        view = TableView(name, first["task"], first["preset"], first["metric_label"], bool(first["higher_is_better"]))
+        for scale in sorted(t["scale"].unique(), key=scale_order):
+            rows = t[t["scale"] == scale].set_index("method")
+            total = next((str(v) for v in rows["total_batch"] if str(v) not in ("", "nan")), "")
+            line = []
+            for q in QUANTITIES:
+                for m in METHODS:
+                    if m not in rows.index or (rows.loc[m, "n_seeds"] == 0 and not rows.loc[m, "diverged"]):
+                        line.append(Cell(MISSING, kind="missing"))
+                    elif rows.loc[m, "diverged"] and q != "iterations":
+                        line.append(Cell(NA, kind="na"))
+                    else:
+                        r = rows.loc[m]
+                        grey = bool(r["grey_metric"]) if q == "val_metric" else bool(r["grey_loss"])
+                        grey = grey and q != "iterations"
+                        text = _text(r, q, std, pm)
+                        line.append(Cell(text, grey, "missing" if text == MISSING else "value"))
+            view.rows.append((scale, total, line))
+        out.append(view)
     return out
 
 
-def _fmt(value: float, digits: int) -> str:
-    return MISSING if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
-
-
-def markdown(c: pd.DataFrame) -> str:
-    """Table 2 in Markdown, one table per task."""
+def markdown(c: pd.DataFrame, std: bool = False) -> str:
+    """Table 2 in Markdown, one table per task; grey cells carry a trailing †."""
+    if c.empty:
+        return "_No Table 2 runs (adascale / lsw / lsw+) with a summary in this folder._\n"
     parts = []
-    for task, g in c.groupby("task"):
-        header = ["S", "total batch"]
-        for what in ("metric", "train loss", "iterations"):
-            header += [f"{what} {LABELS[m]}" for m in METHODS]
-        lines = [f"### {task}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for scale in sorted(g["scale"].unique(), key=scale_order):
-            rows = g[g["scale"] == scale].set_index("method")
-            tb = next((str(v) for v in rows["total_batch"]), "")
-            out = [scale, tb]
-            for col, digits in (("val_metric", 2), ("train_loss", 3), ("iterations", 0)):
-                for m in METHODS:
-                    if m not in rows.index:
-                        out.append(MISSING)
-                    elif rows.loc[m, "diverged"] and col != "iterations":
-                        out.append(NA)
-                    else:
-                        out.append(_fmt(rows.loc[m, col], digits))
-            lines.append("| " + " | ".join(out) + " |")
+    for v in views(c, std):
+        header = ["S", "total batch"] + [f"{g} {LABELS[m]}" for g in v.short_groups for m in METHODS]
+        lines = [f"### {v.name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * 9]
+        for scale, total, line in v.rows:
+            texts = [cell.text + (GREY_MARK if cell.grey else "") for cell in line]
+            lines.append("| " + " | ".join([scale, total, *texts]) + " |")
+        direction = "higher" if v.higher_is_better else "lower"
+        lines += ["", f"Validation metric: {v.metric_label} ({direction} is better)."]
         parts.append("\n".join(lines))
-    return "\n\n".join(parts) + "\n"
+    return "\n\n".join(parts) + "\n\n" + LEGEND + "\n"
+
+
+def to_csv(c: pd.DataFrame) -> str:
+    return c.to_csv(index=False, float_format="%.6g")

@@ -1,0 +1,116 @@
+"""`adascale-bench report DIR`: rebuild every table and figure of a results folder from its run files.
+
+    build_report(DIR, ["md", "tex", "html", "csv"]) -> DIR/report/report.html
+
+Writes under DIR/report/: report.html (always: one self-contained file), table2.md (md), table2.tex (tex),
+table2.csv, paper_comparison.csv and sweep.csv (csv), and the figures as PNG. Unreadable or partial
+files never stop the build: they are skipped, named in a warning (`collect.ReportWarning`) and listed in
+the HTML. Also runnable as `python -m reports.build DIR [--format md,tex,html,csv] [--std]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import traceback
+from pathlib import Path
+
+import pandas as pd
+
+from . import figures as F
+from . import html as H
+from .collect import load
+from .latex import latex
+from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
+from .table2 import cells, markdown, to_csv
+
+FORMATS = ("md", "tex", "html", "csv")
+REPORT_DIR = "report"
+
+
+def build_report(out: Path, formats: list[str] | None = None, std: bool = False) -> Path:
+    """Write the report of the results folder `out` under `out/report/`; return the path of report.html."""
+    formats = list(FORMATS if not formats else formats)
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown:
+        raise ValueError(f"unknown report format(s) {', '.join(unknown)}; expected some of {', '.join(FORMATS)}")
+    out = Path(out)
+    dest = out / REPORT_DIR
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("*.png"):  # figures of an earlier build that may no longer apply
+        old.unlink()
+
+    res = load(out)
+    c = cells(res.runs)
+    try:
+        paper = load_paper()
+        comp = compare(c, paper)
+        paper_tasks = set(paper["task"])
+    except Exception as e:  # a broken paper table costs the comparison, not the report
+        res.warn(f"skipped paper comparison: {type(e).__name__}: {e}")
+        comp, paper_tasks = pd.DataFrame(columns=COMPARISON_COLUMNS), set()
+    sweep_tab = F.sweep_table(res)
+
+    if "md" in formats:
+        (dest / "table2.md").write_text(markdown(c, std))
+    if "tex" in formats:
+        (dest / "table2.tex").write_text(latex(c, std))
+    if "csv" in formats:
+        (dest / "table2.csv").write_text(to_csv(c))
+        (dest / "paper_comparison.csv").write_text(comp.to_csv(index=False, float_format="%.6g"))
+        if not sweep_tab.empty:
+            sweep_tab.to_csv(dest / "sweep.csv", index=False, float_format="%.6g")
+
+    sections = []
+    for kind, (fn, heading, empty_note) in F.KINDS.items():
+        try:
+            figs = fn(res, dest)
+        except Exception as e:  # one figure kind failing must not cost the others
+            tb = traceback.extract_tb(e.__traceback__)[-1]
+            res.warn(f"figure kind {kind!r} failed: {type(e).__name__}: {e} ({Path(tb.filename).name}:{tb.lineno})")
+            figs, empty_note = [], f"drawing failed ({type(e).__name__}: {e})"
+        sections.append((f"fig-{kind}", heading, figs, empty_note))
+
+    tasks = sorted(set(c["task"])) if not c.empty else []
+    without_paper = [t for t in tasks if t not in paper_tasks]
+    note = header_note(comp)
+    generated = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    body = [
+        "<h1>AdaScale SGD benchmark report</h1>",
+        H.meta_html(out, res.runs, len(res.warnings), generated),
+        '<nav><a href="#table2">Table 2</a><a href="#paper">Paper comparison</a><a href="#figures">Figures</a>'
+        '<a href="#warnings">Warnings</a></nav>',
+        '<h2 id="table2">Table 2</h2>',
+        H.table2_html(c, std),
+        '<h2 id="paper">Comparison with the paper\'s Table 2'
+        + (" <small>(tiny preset: values not comparable)</small>" if note else "")
+        + "</h2>",
+        H.comparison_html(comp, note, without_paper),
+        '<h2 id="figures">Figures</h2>',
+        H.figures_html(sections),
+        H.sweep_table_html(sweep_tab),
+        f'<h2 id="warnings">Warnings ({len(res.warnings)})</h2>',
+        H.warnings_html(res.warnings),
+    ]
+    report = dest / "report.html"
+    report.write_text(H.page(f"AdaScale report: {out}", "\n".join(body)))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m reports.build", description=__doc__.splitlines()[0])
+    p.add_argument("dir", type=Path, help="results folder")
+    p.add_argument("--format", default=",".join(FORMATS), help="comma-separated: md,tex,html,csv")
+    p.add_argument("--std", action="store_true", help="cells as mean ± std over seeds")
+    args = p.parse_args(argv)
+    if not args.dir.is_dir():
+        print(f"error: {args.dir} is not a folder", file=sys.stderr)
+        return 2
+    path = build_report(args.dir, [f.strip() for f in args.format.split(",") if f.strip()], std=args.std)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

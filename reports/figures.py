@@ -1,0 +1,589 @@
+"""The report's figures (matplotlib, Agg backend, PNG), each drawn from the run files only.
+
+Kinds (each function returns the figures it wrote; no data -> an empty list, never an exception):
+- `heatmaps`: per heat-map grid, the panels of the paper's Figure 5 side by side (S=1, AdaScale S=16,
+  LSW S=16, scaled SGD S=16; whichever exist): filled contours of the validation metric over initial lr
+  × total decrease (both log scale), one shared colour scale, grid points marked, the threshold as a
+  red contour line. Diverged points are marked × and take the worst colour.
+- `curves`: per task and method, validation metric, lr and gain against τ, one line per scale (the
+  lowest seed of each scale): AdaScale's gain starts near 1 and rises — its emergent warm-up.
+- `elastic`: per task and method, scale, gain, lr and metric against τ for the elastic-up/down runs,
+  with the fixed-scale runs as thin dashed lines.
+- `sweep`: per task, data epochs to reach the target against global batch (log–log), one line per
+  method; points not reached (by every finished seed) are open markers at the epoch cap; the gradient
+  noise scale (median over the sweep's AdaScale runs) is a vertical line: the critical-batch estimate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib import colors as mcolors  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+
+from .collect import Results, scale_order, task_info  # noqa: E402
+from .table2 import table_runs  # noqa: E402
+
+STYLE = {
+    "font.size": 12,
+    "axes.titlesize": 13,
+    "axes.labelsize": 12,
+    "xtick.labelsize": 11,
+    "ytick.labelsize": 11,
+    "legend.fontsize": 10,
+    "figure.titlesize": 15,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "savefig.dpi": 100,
+}
+PANELS = ("S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16")
+SWEEP_METHODS = {"fixed": "fixed lr", "linear": "linear scaling + warm-up", "adascale": "AdaScale"}
+SWEEP_COLORS = {"fixed": "tab:gray", "linear": "tab:orange", "adascale": "tab:blue"}
+METHOD_NAMES = {"adascale": "AdaScale", "lsw": "LSW", "lsw+": "LSW+", "identity": "identity", "scaled": "scaled SGD"}
+DEFAULT_EPOCH_CAP = 80.0
+MAX_POINTS = 3000  # training records drawn per line (evenly thinned)
+
+
+@dataclass
+class Figure:
+    kind: str
+    title: str
+    path: Path
+    caption: str = ""
+
+
+def _slug(*parts: object) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", "_".join(str(p) for p in parts if p not in (None, ""))).strip("_")
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight", facecolor="white")
+    plt.close(fig)
+    return path
+
+
+def _thin(df: pd.DataFrame) -> pd.DataFrame:
+    if len(df) <= MAX_POINTS:
+        return df
+    step = math.ceil(len(df) / MAX_POINTS)
+    return pd.concat([df.iloc[::step], df.iloc[[-1]]])
+
+
+def _finite(s: pd.Series) -> np.ndarray:
+    x = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+    return x[np.isfinite(x)]
+
+
+def _pick_run(g: pd.DataFrame) -> pd.Series | None:
+    """The run drawn for one scale: the lowest seed among completed runs with metrics, else any with metrics."""
+    g = g[g["has_metrics"].astype(bool)]
+    if g.empty:
+        return None
+    g = g.assign(_done=(g["status"] != "completed").astype(int), _seed=pd.to_numeric(g["seed"], errors="coerce"))
+    return g.sort_values(["_done", "_seed"]).iloc[0]
+
+
+def _scale_colors(scales: list[str]) -> dict[str, tuple]:
+    cmap = plt.get_cmap("viridis")
+    n = max(len(scales) - 1, 1)
+    return {s: cmap(0.9 * i / n) for i, s in enumerate(scales)}
+
+
+def _plot_series(ax, df: pd.DataFrame, y: str, **kw) -> bool:
+    if df.empty or "tau" not in df or y not in df:
+        return False
+    d = df[["tau", y]].apply(pd.to_numeric, errors="coerce").dropna()
+    if d.empty:
+        return False
+    ax.plot(d["tau"], d[y], **kw)
+    return True
+
+
+def _log_if_positive(ax, axis: str = "y") -> None:
+    lines = ax.get_lines()
+    vals = np.concatenate([np.asarray(ln.get_ydata(), float) for ln in lines]) if lines else np.array([])
+    vals = vals[np.isfinite(vals)]
+    if len(vals) and (vals > 0).all():
+        ax.set_yscale("log")
+        _plain_log(ax, "y", vals)
+
+
+def _plain_log(ax, axis: str, vals: np.ndarray) -> None:
+    """Log-axis tick labels as plain numbers (20, not 2×10¹); minor ticks labelled too over a short range."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    target.set_major_formatter(plain)
+    vals = np.asarray(vals, float)
+    vals = vals[np.isfinite(vals) & (vals > 0)]
+    span = vals.max() / vals.min() if len(vals) else math.inf
+    keep = (2, 3, 4, 5, 6, 7) if span < 10 else (2, 3, 5) if span < 100 else (2, 5) if span < 1000 else ()
+
+    def minor(v: float, _: object) -> str:  # label minor ticks over short ranges, where majors are few
+        if v <= 0:
+            return ""
+        mantissa = round(v / 10 ** math.floor(math.log10(v) + 1e-9))
+        return f"{v:g}" if mantissa in keep else ""
+
+    target.set_minor_formatter(FuncFormatter(minor))
+
+
+def _run_label(r: pd.Series, scale_name: str) -> str:
+    label = f"{scale_name} (seed {r['seed']})"
+    return label + (f" [{r['status']}]" if r["status"] != "completed" else "")
+
+
+# ------------------------------------------------------------------------------------------- curves
+
+
+def curves(res: Results, outdir: Path) -> list[Figure]:
+    """Metric, lr and gain against τ per task and method, one line per fixed scale."""
+    df = table_runs(res.runs)
+    df = df[df["scale"].map(lambda s: scale_order(s)[0] == 0)] if not df.empty else df
+    figs: list[Figure] = []
+    if df.empty:
+        return figs
+    for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
+        label, higher = task_info(task, next(iter(g["metric"].dropna()), None))
+        scales = sorted(g["scale"].unique(), key=scale_order)
+        picked = [(s, _pick_run(g[g["scale"] == s])) for s in scales]
+        picked = [(s, r) for s, r in picked if r is not None]
+        if not picked:
+            continue
+        colors = _scale_colors([s for s, _ in picked])
+        with plt.rc_context(STYLE):
+            fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), constrained_layout=True)
+            drawn = False
+            for s, r in picked:
+                train, evals = res.metrics(r["run_dir"])
+                kw = {"color": colors[s], "label": _run_label(r, f"S={s}"), "lw": 1.8}
+                drawn |= _plot_series(axes[0], evals, "metric", marker="o", ms=3, **kw)
+                t = _thin(train)
+                drawn |= _plot_series(axes[1], t, "lr", **kw)
+                drawn |= _plot_series(axes[2], t, "gain", **kw)
+            if not drawn:
+                plt.close(fig)
+                continue
+            arrow = "higher" if higher else "lower"
+            for ax, (what, ylabel) in zip(
+                axes,
+                (("validation metric", f"{label} ({arrow} is better)"), ("learning rate", "lr"), ("gain", "gain r")),
+                strict=True,
+            ):
+                ax.set_title(what)
+                ax.set_xlabel("scale-invariant iterations τ")
+                ax.set_ylabel(ylabel)
+            _log_if_positive(axes[1])
+            _log_if_positive(axes[2])
+            handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[0]))
+            fig.legend(handles, labels, loc="outside right center", title="scale")
+            name = f"{task}{f' [{variant}]' if variant else ''}: {METHOD_NAMES.get(method, method)}"
+            fig.suptitle(f"{name} — metric, lr and gain against τ ({preset} preset)")
+            path = _save(fig, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
+        figs.append(
+            Figure(
+                "curves",
+                name,
+                path,
+                "One line per scale S (lowest seed); gain on a log axis."
+                + (
+                    " With AdaScale the gain starts low and rises towards S: the warm-up emerges from the "
+                    "gain ratio instead of being scheduled."
+                    if method == "adascale"
+                    else ""
+                ),
+            )
+        )
+    return figs
+
+
+# ------------------------------------------------------------------------------------------ elastic
+
+
+def elastic(res: Results, outdir: Path) -> list[Figure]:
+    """Scale, gain, lr and metric against τ for elastic runs, against the fixed-scale runs."""
+    df = table_runs(res.runs)
+    figs: list[Figure] = []
+    if df.empty or not df["scale"].isin(("elastic-up", "elastic-down")).any():
+        return figs
+    for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
+        el = [(s, _pick_run(g[g["scale"] == s])) for s in ("elastic-up", "elastic-down")]
+        el = [(s, r) for s, r in el if r is not None]
+        if not el:
+            continue
+        label, higher = task_info(task, next(iter(g["metric"].dropna()), None))
+        fixed_scales = sorted((s for s in g["scale"].unique() if scale_order(s)[0] == 0), key=scale_order)
+        fixed = [(s, _pick_run(g[g["scale"] == s])) for s in fixed_scales]
+        fixed = [(s, r) for s, r in fixed if r is not None]
+        greys = {s: plt.get_cmap("Greys")(0.35 + 0.6 * i / max(len(fixed) - 1, 1)) for i, (s, _) in enumerate(fixed)}
+        with plt.rc_context(STYLE):
+            fig, axes = plt.subplots(2, 2, figsize=(15, 9), constrained_layout=True)
+            axes = axes.ravel()
+            keys = (("scale", "scale S"), ("gain", "gain r"), ("lr", "learning rate"), ("metric", label))
+            for s, r in fixed:
+                train, evals = res.metrics(r["run_dir"])
+                kw = {"color": greys[s], "lw": 1.2, "ls": "--", "label": _run_label(r, f"S={s}")}
+                t = _thin(train)
+                for ax, (k, _) in zip(axes, keys, strict=True):
+                    _plot_series(ax, evals if k == "metric" else t, k, **kw)
+            for s, r in el:
+                train, evals = res.metrics(r["run_dir"])
+                color = "tab:red" if s == "elastic-up" else "tab:blue"
+                kw = {"color": color, "lw": 2.4, "label": _run_label(r, s)}
+                t = _thin(train)
+                for ax, (k, _) in zip(axes, keys, strict=True):
+                    _plot_series(
+                        ax,
+                        evals if k == "metric" else t,
+                        k,
+                        **({"marker": "o", "ms": 3} if k == "metric" else {}),
+                        **kw,
+                    )
+            arrow = "higher" if higher else "lower"
+            for ax, (k, ylabel) in zip(axes, keys, strict=True):
+                ax.set_title({"metric": "validation metric"}.get(k, k))
+                ax.set_xlabel("scale-invariant iterations τ")
+                ax.set_ylabel(f"{ylabel} ({arrow} is better)" if k == "metric" else ylabel)
+            _log_if_positive(axes[1])
+            handles, labels = axes[0].get_legend_handles_labels()
+            fig.legend(handles, labels, loc="outside right center", title="run")
+            name = f"{task}{f' [{variant}]' if variant else ''}: {METHOD_NAMES.get(method, method)}"
+            fig.suptitle(f"{name} — elastic scaling ({preset} preset)")
+            path = _save(fig, outdir / f"elastic_{_slug(task, preset, variant, method)}.png")
+        figs.append(
+            Figure(
+                "elastic",
+                name,
+                path,
+                "Elastic-up (red) and elastic-down (blue) against the fixed-scale runs (dashed grey, darker = "
+                "larger S), lowest seed of each.",
+            )
+        )
+    return figs
+
+
+# ----------------------------------------------------------------------------------------- heat maps
+
+
+def heatmap_points(g: pd.DataFrame) -> pd.DataFrame:
+    """Per (panel, lr0, decay): mean validation metric of the completed seeds and a diverged flag."""
+    fin = g[g["status"].isin(("completed", "diverged"))]
+    fin = fin[np.isfinite(fin["lr0"].astype(float)) & np.isfinite(fin["decay"].astype(float))]
+    fin = fin[(fin["lr0"] > 0) & (fin["decay"] > 0)]
+    rows = []
+    for (panel, lr0, decay), p in fin.groupby(["panel", "lr0", "decay"], dropna=False):
+        done = _finite(p.loc[p["status"] == "completed", "val_metric"])
+        diverged = bool((p["status"] == "diverged").any()) or not len(done)
+        rows.append(
+            {
+                "panel": panel,
+                "lr0": float(lr0),
+                "decay": float(decay),
+                "value": math.nan if diverged else float(done.mean()),
+                "diverged": diverged,
+                "n": len(p),
+            }
+        )
+    return pd.DataFrame(rows, columns=["panel", "lr0", "decay", "value", "diverged", "n"])
+
+
+def _log_ticks(ax, values: np.ndarray, axis: str) -> None:
+    fmt = FuncFormatter(lambda v, _: f"{10**v:.3g}")
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    u = np.unique(np.round(values, 9))
+    if 1 < len(u) <= 7:
+        target.set_ticks(u)
+    else:
+        target.set_major_locator(MaxNLocator(6))
+    target.set_major_formatter(fmt)
+
+
+def _draw_surface(ax, x, y, z, levels, cmap, norm):
+    """Filled contours on a complete regular grid, else on a triangulation; None when neither works."""
+    ux, uy = np.unique(x), np.unique(y)
+    if len(ux) >= 2 and len(uy) >= 2 and len(ux) * len(uy) == len(x):
+        grid = pd.DataFrame({"x": x, "y": y, "z": z}).pivot(index="y", columns="x", values="z")
+        if grid.notna().all().all():
+            X, Y = np.meshgrid(grid.columns.to_numpy(float), grid.index.to_numpy(float))
+            return ax.contourf(X, Y, grid.to_numpy(float), levels=levels, cmap=cmap, norm=norm, extend="both"), (
+                X,
+                Y,
+                grid.to_numpy(float),
+            )
+    if len(x) >= 3:
+        try:
+            cs = ax.tricontourf(x, y, z, levels=levels, cmap=cmap, norm=norm, extend="both")
+            return cs, (x, y, z)
+        except (ValueError, RuntimeError):  # collinear or degenerate points
+            pass
+    return None, None
+
+
+def heatmaps(res: Results, outdir: Path) -> list[Figure]:
+    df = res.runs
+    df = df[df["experiment_kind"] == "heatmap"] if not df.empty else df
+    figs: list[Figure] = []
+    if df.empty:
+        return figs
+    for (task, grid), g in df.groupby(["task", df["grid"].fillna("grid")]):
+        pts = heatmap_points(g)
+        if pts.empty:
+            continue
+        label, higher = task_info(task, next(iter(g["metric"].dropna()), None))
+        present = list(pts["panel"].dropna().unique())
+        panels = [p for p in PANELS if p in present] + sorted(p for p in present if p not in PANELS)
+        values = pts["value"].to_numpy(float)
+        finite = values[np.isfinite(values)]
+        vmin, vmax = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+        if vmax <= vmin:
+            pad = abs(vmin) * 0.05 or 0.5
+            vmin, vmax = vmin - pad, vmax + pad
+        worst = vmin if higher else vmax
+        levels = np.linspace(vmin, vmax, 15)
+        cmap = plt.get_cmap("viridis" if higher else "viridis_r")
+        norm = mcolors.Normalize(vmin, vmax)
+        thr = _finite(g["threshold"])
+        threshold = float(thr[0]) if len(thr) else None
+        n = len(panels)
+        big = {
+            "font.size": 15,
+            "axes.titlesize": 16,
+            "axes.labelsize": 15,
+            "xtick.labelsize": 14,
+            "ytick.labelsize": 14,
+            "legend.fontsize": 14,
+            "figure.titlesize": 18,
+        }  # four panels get scaled down
+        with plt.rc_context({**STYLE, **big, "axes.grid": False}):
+            fig, axes = plt.subplots(
+                1, n, figsize=(4.4 * n + 1.8, 5.2), squeeze=False, constrained_layout=True, sharex=True, sharey=True
+            )
+            axes = axes[0]
+            for ax, panel in zip(axes, panels, strict=True):
+                p = pts[pts["panel"] == panel]
+                x, y = np.log10(p["lr0"].to_numpy(float)), np.log10(p["decay"].to_numpy(float))
+                z = np.where(p["diverged"].to_numpy(bool), worst, p["value"].to_numpy(float))
+                cs, surface = _draw_surface(ax, x, y, z, levels, cmap, norm)
+                if cs is None:
+                    ax.scatter(x, y, c=z, cmap=cmap, norm=norm, s=400, marker="s")
+                elif threshold is not None and vmin < threshold < vmax:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        sx, sy, sz = surface
+                        draw = ax.contour if np.ndim(sx) == 2 else ax.tricontour
+                        draw(sx, sy, sz, levels=[threshold], colors="red", linewidths=2.2)
+                ok = ~p["diverged"].to_numpy(bool)
+                ax.scatter(x[ok], y[ok], c="black", s=14, zorder=3, clip_on=False)
+                if (~ok).any():
+                    ax.scatter(x[~ok], y[~ok], c="red", marker="x", s=90, linewidths=2.5, zorder=4, clip_on=False)
+                _log_ticks(ax, x, "x")
+                _log_ticks(ax, y, "y")
+                ax.set_title(f"{panel}  ({len(p)} points)")
+                ax.set_xlabel("initial lr (log scale)")
+            fig.get_layout_engine().set(wspace=0.06)  # room between one panel's last x label and the next's first
+            for ax in axes[1:]:
+                ax.tick_params(labelleft=False)
+            axes[0].set_ylabel("total decrease (log scale)")
+            sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+            fig.colorbar(
+                sm, ax=list(axes), label=f"validation {label} ({'higher' if higher else 'lower'} is better)", shrink=0.9
+            )
+            handles = [Line2D([], [], color="black", marker="o", ls="", label="grid point")]
+            if (pts["diverged"]).any():
+                handles.append(Line2D([], [], color="red", marker="x", ls="", mew=2, label="diverged (worst colour)"))
+            if threshold is not None:
+                handles.append(Line2D([], [], color="red", lw=2.2, label=f"threshold {threshold:g}"))
+            fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
+            fig.suptitle(f"{task} heat map '{grid}': validation {label} over exponential-decay schedules")
+            path = _save(fig, outdir / f"heatmap_{_slug(task, grid)}.png")
+        figs.append(
+            Figure(
+                "heatmap",
+                f"{task}: {grid}",
+                path,
+                f"Panels: {', '.join(panels)}; mean over seeds; one colour scale for all panels.",
+            )
+        )
+    return figs
+
+
+# --------------------------------------------------------------------------------------------- sweep
+
+
+def sweep_points(g: pd.DataFrame) -> tuple[pd.DataFrame, float]:
+    """Per (method, batch): epochs to target (mean over finished seeds) or not reached; and the epoch cap.
+    A point counts as reached only when every finished seed reached the target."""
+    cap_vals = _finite(g["max_epochs"])
+    if not len(cap_vals):
+        cap_vals = _finite(g["epochs"])
+    reached_all = _finite(g["target_epochs"])
+    cap = float(cap_vals.max()) if len(cap_vals) else DEFAULT_EPOCH_CAP
+    cap = max(cap, float(reached_all.max()) if len(reached_all) else cap)
+    fin = g[g["status"].isin(("completed", "diverged"))]
+    rows = []
+    for (method, batch), p in fin.groupby(["sweep_method", "sweep_batch"]):
+        reached = _finite(p["target_epochs"])
+        ok = len(reached) == len(p) and (p["status"] == "completed").all()
+        rows.append(
+            {
+                "batch": int(batch) if float(batch).is_integer() else batch,
+                "method": method,
+                "epochs_to_target": float(reached.mean()) if ok else math.nan,
+                "reached": ok,
+                "n_seeds": len(p),
+            }
+        )
+    return pd.DataFrame(rows, columns=["batch", "method", "epochs_to_target", "reached", "n_seeds"]), cap
+
+
+def sweep_runs(res: Results) -> pd.DataFrame:
+    df = res.runs
+    if df.empty:
+        return df
+    df = df[df["experiment_kind"] == "sweep"].copy()
+    if df.empty:
+        return df
+    # the sweep's method falls back to the run's own method; its batch to S·b
+    df["sweep_method"] = df["sweep_method"].where(df["sweep_method"].notna(), df["method"])
+    sb = pd.to_numeric(df["scale"], errors="coerce") * df["batch_size"].astype(float)
+    df["sweep_batch"] = df["sweep_batch"].where(np.isfinite(df["sweep_batch"].astype(float)), sb)
+    return df[np.isfinite(df["sweep_batch"].astype(float))]
+
+
+def sweep_table(res: Results) -> pd.DataFrame:
+    """batch, method, epochs_to_target (empty where not reached), reached, n_seeds, task."""
+    df = sweep_runs(res)
+    parts = []
+    if not df.empty:
+        for task, g in df.groupby("task"):
+            pts, _ = sweep_points(g)
+            parts.append(pts.assign(task=task))
+    cols = ["task", "batch", "method", "epochs_to_target", "reached", "n_seeds"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts)[cols]
+    order = out["method"].map(lambda m: list(SWEEP_METHODS).index(m) if m in SWEEP_METHODS else len(SWEEP_METHODS))
+    return out.assign(_o=order).sort_values(["task", "_o", "method", "batch"]).drop(columns="_o")
+
+
+def _sweep_plot(pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, path: Path) -> Path:
+    """Epochs to target against global batch (log–log), one line per method; unreached points as open
+    markers at the cap; the median noise scale as the predicted critical batch."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(9.5, 6.2), constrained_layout=True)
+        methods = [m for m in SWEEP_METHODS if m in set(pts["method"])]
+        methods += sorted(m for m in set(pts["method"]) if m not in SWEEP_METHODS)
+        for m in methods:
+            p = pts[pts["method"] == m].sort_values("batch")
+            name = SWEEP_METHODS.get(m, m)
+            color = SWEEP_COLORS.get(m)
+            line = ax.plot(p["batch"], p["epochs_to_target"], marker="o", ms=8, lw=2, color=color, label=name)[0]
+            miss = p[~p["reached"].astype(bool)]
+            if len(miss):
+                ax.scatter(
+                    miss["batch"],
+                    [cap] * len(miss),
+                    s=90,
+                    facecolors="none",
+                    linewidths=2,
+                    edgecolors=line.get_color(),
+                    zorder=3,
+                )
+        if (~pts["reached"].astype(bool)).any():
+            ax.scatter(
+                [],
+                [],
+                s=90,
+                facecolors="none",
+                edgecolors="black",
+                linewidths=2,
+                label=f"target not reached (shown at the {cap:g}-epoch cap)",
+            )
+            ax.axhline(cap, color="black", lw=0.8, ls=":")
+        if len(noise):
+            b_crit = float(np.median(noise))
+            ax.axvline(
+                b_crit,
+                color="tab:red",
+                ls="--",
+                lw=2,
+                label=f"gradient noise scale B_noise ≈ {b_crit:,.0f}\n(median over {len(noise)} "
+                "AdaScale runs): predicted critical batch",
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _plain_log(ax, "x", pts["batch"].to_numpy(float))
+        _plain_log(ax, "y", np.append(pts["epochs_to_target"].to_numpy(float), cap))
+        ax.set_xlabel("global batch size (examples)")
+        ax.set_ylabel("data epochs to reach the target")
+        ax.set_title(title)
+        ax.legend(loc="best")
+        return _save(fig, path)
+
+
+SWEEP_CAPTION = "Filled markers: mean epochs over seeds that all reached the target; open markers: not reached."
+
+
+def sweep(res: Results, outdir: Path) -> list[Figure]:
+    df = sweep_runs(res)
+    figs: list[Figure] = []
+    if df.empty:
+        return figs
+    for task, g in df.groupby("task"):
+        pts, cap = sweep_points(g)
+        if pts.empty:
+            continue
+        ada = g[(g["sweep_method"] == "adascale") | (g["method"] == "adascale")]
+        noise = _finite(ada["noise_scale"])
+        targets = _finite(g["sweep_target"])
+        tgt = f" (target {targets[0]:g})" if len(targets) else ""
+        title = f"{task}: critical-batch sweep — epochs to target vs batch{tgt}"
+        path = _sweep_plot(pts, cap, noise, title, outdir / f"sweep_{_slug(task)}.png")
+        note = "" if len(noise) else " No AdaScale run recorded a noise scale: no critical-batch line."
+        figs.append(Figure("sweep", task, path, SWEEP_CAPTION + note))
+    return figs
+
+
+def sweep_figure(df: pd.DataFrame, path: Path, cap: float = DEFAULT_EPOCH_CAP, title: str | None = None) -> Path | None:
+    """The sweep figure from a per-run table (columns batch, method, epochs_to_target, and optionally status
+    and noise_scale), as `bench.sweep` has it; None when nothing finished."""
+    if df.empty:
+        return None
+    d = df.copy()
+    if "status" not in d:
+        d["status"] = "completed"
+    d = d[d["status"].isin(("completed", "diverged"))]
+    rows = []
+    for (method, batch), p in d.groupby(["method", "batch"]):
+        reached = _finite(p["epochs_to_target"])
+        ok = len(reached) == len(p) and (p["status"] == "completed").all()
+        rows.append(
+            {"batch": batch, "method": method, "epochs_to_target": reached.mean() if ok else math.nan, "reached": ok}
+        )
+    if not rows:
+        return None
+    pts = pd.DataFrame(rows)
+    noise = _finite(d.loc[d["method"] == "adascale", "noise_scale"]) if "noise_scale" in d else np.array([])
+    reached_all = _finite(pts["epochs_to_target"])
+    cap = max(cap, float(reached_all.max()) if len(reached_all) else cap)
+    return _sweep_plot(pts, cap, noise, title or "critical-batch sweep — epochs to target vs batch", Path(path))
+
+
+KINDS = {
+    "heatmap": (heatmaps, "heat maps", "no heat-map runs (experiment kind 'heatmap') with a summary"),
+    "curves": (curves, "metric, lr and gain against τ", "no Table 2 runs with metrics"),
+    "elastic": (elastic, "elastic scaling", "no elastic-up/down runs with metrics"),
+    "sweep": (sweep, "critical-batch sweep", "no sweep runs (experiment kind 'sweep') with a summary"),
+}

@@ -1,0 +1,220 @@
+"""report.html: one self-contained file (inline CSS, figures inlined as base64 PNG, no external links)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .figures import Figure
+from .table2 import LABELS, LEGEND, METHODS, MISSING, NA, decimals, fmt_iterations, fmt_value, views
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; font-size: 15px; line-height: 1.45;
+       color: #1a1a1a; margin: 24px auto; max-width: 1500px; padding: 0 24px; background: #fff; }
+h1 { font-size: 28px; margin-bottom: 6px; }
+h2 { font-size: 22px; border-bottom: 2px solid #ddd; padding-bottom: 4px; margin-top: 36px; }
+h3 { font-size: 18px; margin: 22px 0 8px; }
+table { border-collapse: collapse; margin: 8px 0 6px; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #c8c8c8; padding: 4px 9px; }
+th { background: #f0f3f7; font-weight: 600; }
+td.num { text-align: right; }
+td.grey { background: #c4c4c4; font-weight: 600; }
+td.na { text-align: center; color: #8a1c1c; }
+td.missing { text-align: center; color: #9a9a9a; }
+td.label { font-weight: 600; white-space: nowrap; }
+tr.first-elastic td { border-top: 2px solid #777; }
+tr.group-start td { border-top: 2px solid #999; }
+table.meta td, table.meta th { text-align: left; border: none; padding: 2px 14px 2px 0; background: none; }
+table.meta th { color: #555; font-weight: 600; }
+.note { color: #555; font-style: italic; }
+.warn-box { background: #fff6e0; border: 1px solid #e6c56e; padding: 10px 16px; }
+.caveat { background: #fdecea; border-left: 5px solid #c0392b; padding: 8px 14px; font-weight: 600; }
+figure { margin: 14px 0 28px; }
+figure img { max-width: 100%; height: auto; border: 1px solid #ddd; }
+figcaption { color: #444; margin-top: 4px; }
+.legend { color: #333; font-size: 14px; }
+.grey-swatch { background: #c4c4c4; padding: 0 8px; border: 1px solid #999; }
+nav a { margin-right: 16px; }
+code { background: #f4f4f4; padding: 1px 4px; }
+"""
+
+E = html.escape
+
+
+def _td(text: str, cls: str = "num") -> str:
+    return f'<td class="{cls}">{E(text)}</td>'
+
+
+def table2_html(c: pd.DataFrame, std: bool = False) -> str:
+    if c.empty:
+        return '<p class="note">No Table 2 runs (adascale / lsw / lsw+) with a summary in this folder.</p>'
+    out = []
+    for v in views(c, std):
+        direction = "higher" if v.higher_is_better else "lower"
+        out.append(f"<h3>{E(v.name)} <small>— validation {E(v.metric_label)}, {direction} is better</small></h3>")
+        out.append("<table>")
+        out.append(
+            '<tr><th rowspan="2">S</th><th rowspan="2">total batch</th>'
+            + "".join(f'<th colspan="3">{E(g)}</th>' for g in v.groups)
+            + "</tr>"
+        )
+        out.append("<tr>" + "".join(f"<th>{LABELS[m]}</th>" for _ in v.groups for m in METHODS) + "</tr>")
+        first_elastic = True
+        for scale, total, cells in v.rows:
+            cls = ""
+            if scale.startswith("elastic") and first_elastic:
+                cls, first_elastic = ' class="first-elastic"', False
+            tds = [_td(scale, "label"), _td(total)]
+            for cell in cells:
+                kind = "grey num" if cell.grey else {"na": "na", "missing": "missing"}.get(cell.kind, "num")
+                title = ' title="significantly worse than S = 1"' if cell.grey else ""
+                tds.append(f'<td class="{kind}"{title}>{E(cell.text)}</td>')
+            out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
+        out.append("</table>")
+    legend = LEGEND.replace("† grey:", "").strip()
+    out.append(f'<p class="legend"><span class="grey-swatch">&nbsp;</span> {E(legend)}</p>')
+    return "\n".join(out)
+
+
+def _fmt(v: float, iterations: bool) -> str:
+    return fmt_iterations(v) if iterations else fmt_value(v)
+
+
+def _diff(v: float, ref: float, iterations: bool) -> str:
+    if not math.isfinite(v):
+        return MISSING
+    if iterations:
+        return f"{round(v):+d}"
+    return f"{v:+.{decimals(ref if math.isfinite(ref) else v)}f}"
+
+
+def comparison_html(comp: pd.DataFrame, note: str, tasks_without_paper: Sequence[str]) -> str:
+    out = []
+    if note:
+        out.append(f'<p class="caveat">{E(note)}</p>')
+    if comp.empty:
+        out.append('<p class="note">No task of this folder is in the paper\'s Table 2.</p>')
+    for name, t in comp.groupby("table", sort=False):
+        out.append(f"<h3>{E(name)}</h3><table>")
+        out.append(
+            '<tr><th rowspan="2">S</th><th rowspan="2">method</th><th colspan="2">total batch</th>'
+            '<th colspan="3">validation metric</th><th colspan="3">training loss</th>'
+            '<th colspan="3">iterations</th><th rowspan="2">seeds</th></tr>'
+        )
+        out.append("<tr>" + "<th>ours</th><th>paper</th>" + "<th>ours</th><th>paper</th><th>Δ</th>" * 3 + "</tr>")
+        prev = None
+        for r in t.itertuples():
+            cls = ' class="group-start"' if prev is not None and r.scale != prev else ""
+            prev = r.scale
+            tds = [_td(r.scale, "label"), _td(LABELS.get(r.method, r.method), "label")]
+            tds += [_td(fmt_iterations(r.total_batch_ours)), _td(fmt_iterations(r.total_batch_paper))]
+            for short in ("metric", "loss", "iterations"):
+                it = short == "iterations"
+                ours, paper, diff = (getattr(r, f"{short}_{k}") for k in ("ours", "paper", "diff"))
+                for val, status in ((ours, r.status_ours), (paper, r.status_paper)):
+                    if status == "na" and not it:
+                        tds.append(_td(NA, "na"))
+                    elif status == "missing" or not math.isfinite(val):
+                        tds.append(_td(MISSING, "missing"))
+                    else:
+                        tds.append(_td(_fmt(val, it)))
+                d = _diff(diff, paper, it)
+                tds.append(_td(d, "missing" if d == MISSING else "num"))
+            tds.append(_td(str(r.n_seeds)))
+            out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
+        out.append("</table>")
+    if len(comp):
+        out.append('<p class="legend">Δ = ours − paper. N/A: diverged. –: no value on that side.</p>')
+    if tasks_without_paper:
+        out.append(f'<p class="note">Not in the paper\'s Table 2: {E(", ".join(tasks_without_paper))}.</p>')
+    return "\n".join(out)
+
+
+def img_tag(path: Path, alt: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return f'<img alt="{E(alt)}" src="data:image/png;base64,{data}">'
+
+
+def figures_html(sections: list[tuple[str, str, list[Figure], str]]) -> str:
+    """sections: (anchor, heading, figures, note when there are none)."""
+    out = []
+    for anchor, heading, figs, note in sections:
+        out.append(f'<h3 id="{anchor}">{E(heading)}</h3>')
+        if not figs:
+            out.append(f'<p class="note">Omitted: {E(note)}.</p>')
+        for f in figs:
+            out.append(
+                f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{E(f.title)}.</b> {E(f.caption)} "
+                f"<code>{E(f.path.name)}</code></figcaption></figure>"
+            )
+    return "\n".join(out)
+
+
+def sweep_table_html(st: pd.DataFrame) -> str:
+    if st.empty:
+        return ""
+    out = []
+    for task, t in st.groupby("task"):
+        methods = list(dict.fromkeys(t["method"]))
+        out.append(f"<h4>{E(str(task))}: epochs to target</h4><table><tr><th>batch</th>")
+        out.append("".join(f"<th>{E(str(m))}</th>" for m in methods) + "</tr>")
+        for batch, b in t.groupby("batch"):
+            tds = [_td(str(batch), "label")]
+            for m in methods:
+                r = b[b["method"] == m]
+                if r.empty:
+                    tds.append(_td(MISSING, "missing"))
+                elif not bool(r["reached"].iloc[0]):
+                    tds.append(_td("not reached", "na"))
+                else:
+                    tds.append(_td(f"{r['epochs_to_target'].iloc[0]:.2f}"))
+            out.append("<tr>" + "".join(tds) + "</tr>")
+        out.append("</table>")
+    return "\n".join(out)
+
+
+def meta_html(root: Path, runs: pd.DataFrame, n_warnings: int, generated: str) -> str:
+    counts = runs["status"].value_counts().to_dict() if not runs.empty else {}
+    order = ["completed", "diverged", "failed", "running", "pending", "unreadable"]
+    status = ", ".join(f"{counts[k]} {k}" for k in order if k in counts) or "none"
+    rows = [
+        ("results folder", f"<code>{E(str(Path(root).resolve()))}</code>"),
+        ("generated", E(generated)),
+        ("runs", f"{len(runs)} ({E(status)})"),
+    ]
+    if not runs.empty:
+        rows.append(("tasks", E(", ".join(sorted(runs["task"].dropna().unique())))))
+        presets = sorted(p for p in runs["preset"].dropna().unique() if p)
+        rows.append(("presets", E(", ".join(presets) or "?")))
+        commits = sorted(c for c in runs["git_commit"].dropna().unique() if c)
+        rows.append(("git commit", E(", ".join(commits) or "unknown")))
+        versions = sorted(v for v in runs["versions"].dropna().unique() if v)
+        for v in versions or [None]:
+            text = "unknown" if v is None else ", ".join(f"{k} {val}" for k, val in json.loads(v).items())
+            rows.append(("versions", E(text)))
+        failed = runs[runs["status"] == "failed"]
+        for r in failed.itertuples():
+            rows.append(("failed run", f"<code>{E(r.run_dir)}</code>: {E(str(r.error or ''))[:300]}"))
+    warn = f'<a href="#warnings">{n_warnings} warning(s)</a>' if n_warnings else "none"
+    rows.append(("warnings", warn))
+    return '<table class="meta">' + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def warnings_html(items: Sequence[str]) -> str:
+    if not items:
+        return '<p class="note">None: every file was read.</p>'
+    lis = "".join(f"<li><code>{E(w)}</code></li>" for w in items)
+    return f'<div class="warn-box"><ul>{lis}</ul></div>'
+
+
+def page(title: str, body: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{E(title)}</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+    )

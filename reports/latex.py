@@ -1,0 +1,88 @@
+"""Table 2 as a LaTeX fragment: one booktabs `table` per task, grey cells via \\cellcolor{gray!25}.
+
+The fragment is meant for \\input in a document whose preamble has
+    \\usepackage{booktabs}
+    \\usepackage[table]{xcolor}   % loads colortbl, which provides \\cellcolor
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from .table2 import LABELS, METHODS, MISSING, Cell, views
+
+PREAMBLE = "% Needs: \\usepackage{booktabs} and \\usepackage[table]{xcolor} (xcolor + colortbl for \\cellcolor)\n"
+_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "↑": r"$\uparrow$",
+    "↓": r"$\downarrow$",
+    "±": r"$\pm$",
+    "–": "--",
+    "†": r"$^\dagger$",
+    "≥": r"$\geq$",
+}
+_RE = re.compile("|".join(re.escape(k) for k in _SPECIAL))
+
+
+def escape(text: str) -> str:
+    return _RE.sub(lambda m: _SPECIAL[m.group(0)], str(text))
+
+
+def _cell(c: Cell) -> str:
+    text = escape(c.text)
+    return f"\\cellcolor{{gray!25}}{text}" if c.grey else text
+
+
+def latex(c: pd.DataFrame, std: bool = False) -> str:
+    """The whole fragment (an empty-table comment when there are no Table 2 runs)."""
+    out = [PREAMBLE]
+    if c.empty:
+        return "".join(out) + "% No Table 2 runs (adascale / lsw / lsw+) with a summary in this folder.\n"
+    for v in views(c, std):
+        label = re.sub(r"[^A-Za-z0-9]+", "-", v.name).strip("-")
+        groups = [escape(g) for g in v.groups]
+        lines = [
+            "\\begin{table}[htbp]",
+            "\\centering",
+            "\\small",
+            "\\setlength{\\tabcolsep}{4pt}",
+            "\\begin{tabular}{lr" + "rrr" * 3 + "}",
+            "\\toprule",
+            " & & " + " & ".join(f"\\multicolumn{{3}}{{c}}{{{g}}}" for g in groups) + " \\\\",
+            "\\cmidrule(lr){3-5} \\cmidrule(lr){6-8} \\cmidrule(lr){9-11}",
+            "$S$ & total batch & " + " & ".join(LABELS[m] for _ in groups for m in METHODS) + " \\\\",
+            "\\midrule",
+        ]
+        elastic_started = False
+        for scale, total, cells in v.rows:
+            if scale.startswith("elastic") and not elastic_started:
+                lines.append("\\midrule")
+                elastic_started = True
+            lines.append(" & ".join([escape(scale), escape(total), *(_cell(x) for x in cells)]) + " \\\\")
+        direction = "higher" if v.higher_is_better else "lower"
+        caption = (
+            f"Table 2, {escape(v.name)}: validation {escape(v.metric_label)} ({direction} is better), training "
+            f"loss and iterations; mean over seeds. Grey: significantly worse than $S=1$ of the same method "
+            f"(one-sided Welch $t$-test, 0.95). N/A: diverged. {escape(MISSING)}: not run."
+        )
+        lines += [
+            "\\bottomrule",
+            "\\end{tabular}",
+            f"\\caption{{{caption}}}",
+            f"\\label{{tab:table2-{label}}}",
+            "\\end{table}",
+            "",
+        ]
+        out.append("\n".join(lines) + "\n")
+    return "".join(out)

@@ -1,0 +1,107 @@
+"""Our Table 2 beside the paper's (reports/paper_table2.csv, a copy of the paper's Table 2).
+
+Cells are matched on task, scale (elastic rows by name) and method. Differences are ours − paper, for
+the validation metric, the training loss and the iterations, where both sides have a number. A paper
+cell with diverged=true is N/A (its iterations are still given). Only tasks that appear in both
+tables are compared.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from .collect import scale_order, scale_str
+from .table2 import METHODS
+
+PAPER_CSV = Path(__file__).with_name("paper_table2.csv")
+QUANTS = (("val_metric", "metric"), ("train_loss", "loss"), ("iterations", "iterations"))
+COMPARISON_COLUMNS = [
+    "table",
+    "task",
+    "preset",
+    "scale",
+    "method",
+    "total_batch_ours",
+    "total_batch_paper",
+    "n_seeds",
+    "status_ours",
+    "status_paper",
+    "metric_ours",
+    "metric_paper",
+    "metric_diff",
+    "loss_ours",
+    "loss_paper",
+    "loss_diff",
+    "iterations_ours",
+    "iterations_paper",
+    "iterations_diff",
+]
+
+
+def load_paper(path: Path | None = None) -> pd.DataFrame:
+    """The paper's Table 2: task, scale (str), total_batch, method, val_metric, train_loss, iterations,
+    diverged (bool)."""
+    df = pd.read_csv(path or PAPER_CSV, dtype={"task": str, "scale": str, "method": str})
+    df["scale"] = df["scale"].map(scale_str)
+    df["diverged"] = df["diverged"].astype(str).str.strip().str.lower().isin(("true", "1", "yes"))
+    for col in ("total_batch", "val_metric", "train_loss", "iterations"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def _f(v) -> float:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return v if math.isfinite(v) else math.nan
+
+
+def compare(c: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (our table, scale, method) of the union of our cells and the paper's, for the
+    tasks in both."""
+    paper = load_paper() if paper is None else paper
+    rows = []
+    for name, t in c.groupby("table", sort=False):
+        task = t["task"].iloc[0]
+        p = paper[paper["task"] == task]
+        if p.empty:
+            continue
+        ours = {(r.scale, r.method): r for r in t.itertuples()}
+        theirs = {(r.scale, r.method): r for r in p.itertuples()}
+        keys = sorted(
+            set(ours) | set(theirs), key=lambda k: (scale_order(k[0]), METHODS.index(k[1]) if k[1] in METHODS else 99)
+        )
+        for key in keys:
+            o, q = ours.get(key), theirs.get(key)
+            row = {"table": name, "task": task, "preset": t["preset"].iloc[0], "scale": key[0], "method": key[1]}
+            if o is None or (o.n_seeds == 0 and not o.diverged):
+                row["status_ours"], row["n_seeds"] = "missing", 0 if o is None else int(o.n_seeds)
+            else:
+                row["status_ours"], row["n_seeds"] = ("na" if o.diverged else "value"), int(o.n_seeds)
+            row["status_paper"] = "missing" if q is None else "na" if q.diverged else "value"
+            row["total_batch_ours"] = _f(o.total_batch) if o is not None else math.nan
+            row["total_batch_paper"] = _f(q.total_batch) if q is not None else math.nan
+            for col, short in QUANTS:
+                ov = _f(getattr(o, col)) if o is not None and row["status_ours"] != "missing" else math.nan
+                pv = _f(getattr(q, col)) if q is not None else math.nan
+                if q is not None and q.diverged and col != "iterations":
+                    pv = math.nan
+                row[f"{short}_ours"], row[f"{short}_paper"] = ov, pv
+                row[f"{short}_diff"] = ov - pv if math.isfinite(ov) and math.isfinite(pv) else math.nan
+            rows.append(row)
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def header_note(comp: pd.DataFrame) -> str:
+    """The caveat for the section header: tiny-preset values are not comparable with the paper's."""
+    presets = sorted({p for p in comp["preset"].dropna() if p}) if not comp.empty else []
+    if "tiny" in presets:
+        return (
+            "tiny preset: small models on small synthetic data — these values are NOT comparable with the "
+            "paper's; the table shows that the pipeline works, not that the paper reproduces."
+        )
+    return ""

@@ -1,0 +1,420 @@
+"""The report generator (reports/): tables, grey rule, paper comparison, figures and robustness, on tiny
+synthetic results folders written by `write_run` (spec.json / summary.json / metrics.jsonl)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reports import figures
+from reports.build import build_report
+from reports.collect import ReportWarning, load, task_info
+from reports.latex import latex
+from reports.paper import compare, header_note, load_paper
+from reports.significance import worse_than
+from reports.table2 import cells, markdown
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def write_run(
+    root: Path,
+    task: str,
+    method: str,
+    scale: int | str,
+    seed: int,
+    *,
+    val: float | None = 90.0,
+    loss: float | None = 0.5,
+    iterations: int = 100,
+    status: str | None = "completed",
+    metric: str = "top1",
+    batch_size: int = 16,
+    experiment: dict | None = None,
+    lr0: float = 0.1,
+    decay: float = 0.1,
+    preset: str = "tiny",
+    summary_extra: dict | None = None,
+    with_metrics: bool = True,
+    checkpoint: bool = False,
+    n_records: int = 20,
+) -> Path:
+    """One run folder as the engine writes it. status=None: no summary.json (a run in progress)."""
+    label = scale if isinstance(scale, str) else f"s{scale}"
+    run = root / task / method / label / f"seed{seed}"
+    run.mkdir(parents=True)
+    spec = {
+        "task": task,
+        "method": method,
+        "scale": scale,
+        "seed": seed,
+        "preset": preset,
+        "T1": iterations,
+        "batch_size": batch_size,
+        "lr_schedule": {"kind": "exponential", "lr0": lr0, "decay": decay},
+        "momentum": 0.9,
+        "elastic": {"up": [[0.0, 2], [0.5, 4]], "down": [[0.0, 4], [0.5, 2]]},
+        "overrides": {},
+        "max_epochs": None,
+        "experiment": experiment,
+    }
+    (run / "spec.json").write_text(json.dumps(spec))
+    s = 8 if isinstance(scale, str) else scale
+    if with_metrics:
+        lines = []
+        for i in range(n_records):
+            tau = i * s * 0.8
+            gain = 1 + (s - 1) * (1 - math.exp(-i / 5))  # small first, rising: the emergent warm-up
+            lines.append(
+                {
+                    "iteration": i,
+                    "tau": tau,
+                    "scale": s,
+                    "gain": gain,
+                    "lr": lr0 * gain * 0.9**i,
+                    "loss": 1 / (i + 1),
+                    "sum_sq": 1.0,
+                    "mean_sq": 1.0,
+                    "progress": 1.0,
+                    "warmup": 1.0,
+                    "var": None,
+                    "sqr": None,
+                }
+            )
+            if i % 5 == 4:
+                lines.append({"eval": True, "iteration": i, "tau": tau, "epochs": i / 10, "metric": 50 + i})
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    if checkpoint:
+        (run / "checkpoint.pt").write_bytes(b"\0")
+    if status is not None:
+        summary = {
+            "task": task,
+            "method": method,
+            "scale": scale,
+            "seed": seed,
+            "preset": preset,
+            "status": status,
+            "metric": metric,
+            "val_metric": val if status == "completed" else None,
+            "train_loss": loss if status == "completed" else None,
+            "iterations": iterations,
+            "tau": iterations * s,
+            "wall_time_s": 1.0,
+            "epochs": 2.0,
+            "target_epochs": None,
+            "mean_gain": 2.0,
+            "noise_scale": None,
+            "versions": {"python": "3.11", "torch": "2.x"},
+            "git_commit": "abc1234",
+            **(summary_extra or {}),
+        }
+        (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def seeds(root: Path, task: str, method: str, scale, vals, losses=None, **kw) -> None:
+    for k, v in enumerate(vals):
+        write_run(root, task, method, scale, k, val=v, loss=(losses[k] if losses else 0.5), **kw)
+
+
+def cell(c: pd.DataFrame, task: str, scale: str, method: str) -> pd.Series:
+    return c[(c["task"] == task) & (c["scale"] == scale) & (c["method"] == method)].iloc[0]
+
+
+def quiet_load(root: Path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReportWarning)
+        return load(root)
+
+
+# ------------------------------------------------------------------------------------ the grey rule
+
+
+def test_worse_than_edge_cases():
+    assert worse_than([80, 81, 79], [90, 91, 89], higher_is_better=True)[0]
+    assert not worse_than([80, 81, 79], [90, 91, 89], higher_is_better=False)[0]  # better when lower is better
+    assert worse_than([0.9, 1.0, 1.1], [0.2, 0.3, 0.25], higher_is_better=False)[0]
+    grey, p = worse_than([80.0], [90, 91, 89], higher_is_better=True)  # one seed: no test
+    assert not grey and math.isnan(p)
+    assert worse_than([80, 80], [90, 90], True) == (True, 0.0)  # zero variance both sides: the gap is certain
+    assert worse_than([90, 90], [90, 90], True) == (False, 1.0)
+    assert worse_than([80, 80], [90, 91, 89], True)[0]  # zero variance on one side: Welch still defined
+
+
+def test_grey_rule_higher_is_better(tmp_path):
+    seeds(tmp_path, "cifar10", "adascale", 1, [90.0, 90.5, 89.5], [0.30, 0.31, 0.29])
+    seeds(tmp_path, "cifar10", "adascale", 8, [80.0, 80.6, 79.4], [0.60, 0.62, 0.58])  # clearly worse
+    seeds(tmp_path, "cifar10", "adascale", 2, [90.1, 90.4, 89.6], [0.30, 0.32, 0.29])  # equal
+    c = cells(quiet_load(tmp_path).runs)
+    assert cell(c, "cifar10", "8", "adascale")["grey_metric"]
+    assert cell(c, "cifar10", "8", "adascale")["grey_loss"]  # training loss: higher is worse
+    assert not cell(c, "cifar10", "2", "adascale")["grey_metric"]
+    assert not cell(c, "cifar10", "2", "adascale")["grey_loss"]
+    assert not cell(c, "cifar10", "1", "adascale")["grey_metric"]
+    assert cell(c, "cifar10", "8", "adascale")["val_metric"] == pytest.approx(80.0)
+    assert cell(c, "cifar10", "8", "adascale")["n_seeds"] == 3
+    md = markdown(c)
+    assert "80.00†" in md and "90.00†" not in md and "†" in md.splitlines()[-1]
+
+
+def test_grey_rule_respects_lower_is_better(tmp_path):
+    kw = {"metric": "loss"}
+    assert task_info("logreg") == ("full loss", False)
+    seeds(tmp_path, "logreg", "lsw", 1, [0.250, 0.252, 0.248], **kw)
+    seeds(tmp_path, "logreg", "lsw", 4, [0.350, 0.352, 0.348], **kw)  # higher loss: worse
+    seeds(tmp_path, "logreg", "lsw", 2, [0.150, 0.152, 0.148], **kw)  # lower loss: better, never grey
+    c = cells(quiet_load(tmp_path).runs)
+    assert cell(c, "logreg", "4", "lsw")["grey_metric"]
+    assert not cell(c, "logreg", "2", "lsw")["grey_metric"]
+    assert cell(c, "logreg", "4", "lsw")["p_metric"] < 0.05 < cell(c, "logreg", "2", "lsw")["p_metric"]
+
+
+def test_unknown_task_falls_back_on_the_metric_key():
+    assert task_info("no-such-task", "loss") == ("loss", False)
+    assert task_info("no-such-task", "top1") == ("top1", True)
+
+
+# ------------------------------------------------------------------------------- N/A and – in every format
+
+
+@pytest.fixture
+def na_folder(tmp_path):
+    seeds(tmp_path, "cifar10", "adascale", 1, [90.0, 90.5, 89.5])
+    seeds(tmp_path, "cifar10", "lsw", 1, [90.0, 90.5, 89.5])
+    seeds(tmp_path, "cifar10", "lsw", 8, [60.0, 61.0, 59.0])  # grey
+    write_run(tmp_path, "cifar10", "adascale", 8, 0, val=88.0)
+    write_run(tmp_path, "cifar10", "adascale", 8, 1, status="diverged", iterations=77)
+    return tmp_path
+
+
+def test_na_and_missing_cells_in_markdown(na_folder):
+    c = cells(quiet_load(na_folder).runs)
+    row = cell(c, "cifar10", "8", "adascale")
+    assert row["diverged"] and math.isnan(row["val_metric"]) and row["iterations"] == pytest.approx((100 + 77) / 2)
+    md = markdown(c)
+    line = next(x for x in md.splitlines() if x.startswith("| 8 |"))
+    parts = [p.strip() for p in line.strip("|").split("|")]
+    # S, total, metric AS/LSW/LSW+, loss AS/LSW/LSW+, iterations AS/LSW/LSW+
+    assert parts[:2] == ["8", "128"]
+    assert parts[2] == "N/A" and parts[3] == "60.00†" and parts[4] == "–"
+    assert parts[5] == "N/A" and parts[7] == "–"
+    assert parts[8] == "88" and parts[10] == "–"  # iterations of a diverged cell are still shown
+
+
+def test_na_and_missing_cells_in_latex(na_folder):
+    tex = latex(cells(quiet_load(na_folder).runs))
+    assert "\\usepackage{booktabs}" in tex and "xcolor" in tex  # the packages it needs, in a comment
+    assert tex.count("\\begin{tabular}") == tex.count("\\end{tabular}") == 1
+    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
+    assert "\\cellcolor{gray!25}60.00" in tex
+    row = next(x for x in tex.splitlines() if x.startswith("8 &"))
+    assert "N/A" in row and "--" in row
+    assert row.count("&") == 10 and row.endswith("\\\\")
+    assert "top-1 \\%" in tex  # % escaped
+    body = re.sub(r"\\[{}%]", "", tex)
+    assert body.count("{") == body.count("}")
+
+
+def test_na_missing_and_grey_cells_in_html(na_folder):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReportWarning)  # nothing to warn about here
+        report = build_report(na_folder, ["md", "tex", "html", "csv"])
+    text = report.read_text()
+    assert '<td class="na">N/A</td>' in text
+    assert '<td class="missing">–</td>' in text
+    assert re.search(r'<td class="grey num"[^>]*>60\.00</td>', text)
+    assert "td.grey { background" in text
+    csv = pd.read_csv(report.parent / "table2.csv")
+    assert {"task", "scale", "method", "n_seeds", "grey_metric", "grey_loss", "val_metric"} <= set(csv.columns)
+    assert len(csv) == 4  # one row per task × scale × method that has runs
+    assert (report.parent / "table2.md").exists() and (report.parent / "table2.tex").exists()
+
+
+# -------------------------------------------------------------------------------------- paper comparison
+
+
+def test_paper_comparison_reads_table2_and_computes_differences(tmp_path):
+    paper = load_paper()
+    assert paper.loc[(paper.task == "speech") & (paper.scale == "16") & (paper.method == "lsw"), "diverged"].all()
+    assert len(paper) == 79 and set(paper["task"]) == {"cifar10", "imagenet", "speech", "transformer", "yolo"}
+    seeds(tmp_path, "cifar10", "adascale", 1, [94.5, 94.7], [0.20, 0.20], iterations=39000, batch_size=128)
+    seeds(tmp_path, "cifar10", "lsw", 8, [93.0, 93.2], [0.16, 0.17], iterations=4880, batch_size=128)
+    seeds(tmp_path, "speech", "lsw", 16, [70.0, 71.0], metric="wacc", batch_size=32, iterations=5000)
+    comp = compare(cells(quiet_load(tmp_path).runs), paper)
+    a = comp[(comp.task == "cifar10") & (comp.scale == "1") & (comp.method == "adascale")].iloc[0]
+    assert a.metric_paper == pytest.approx(94.1) and a.metric_diff == pytest.approx(94.6 - 94.1)
+    assert a.loss_diff == pytest.approx(0.20 - 0.157) and a.iterations_diff == pytest.approx(39000 - 39100)
+    assert a.total_batch_ours == 128 and a.total_batch_paper == 128
+    b = comp[(comp.task == "cifar10") & (comp.scale == "8") & (comp.method == "lsw")].iloc[0]
+    assert b.metric_diff == pytest.approx(93.1 - 94.0)
+    sp = comp[(comp.task == "speech") & (comp.scale == "16") & (comp.method == "lsw")].iloc[0]
+    assert sp.status_paper == "na" and math.isnan(sp.metric_paper) and math.isnan(sp.metric_diff)
+    assert sp.iterations_paper == 5300 and sp.iterations_diff == -300
+    missing = comp[(comp.task == "cifar10") & (comp.scale == "64") & (comp.method == "lsw")].iloc[0]
+    assert missing.status_ours == "missing" and missing.metric_paper == pytest.approx(76.6)
+    assert "not comparable" in header_note(comp).lower()
+    report = build_report(tmp_path, ["csv", "html"])
+    html = report.read_text()
+    assert "tiny preset: values not comparable" in html and "+0.50" in html
+    assert len(pd.read_csv(report.parent / "paper_comparison.csv")) == len(comp)
+
+
+# ----------------------------------------------------------------------------------------- robustness
+
+
+def test_broken_partial_and_running_runs_still_give_a_report(tmp_path):
+    seeds(tmp_path, "cifar10", "adascale", 1, [90.0, 91.0])
+    corrupt = write_run(tmp_path, "cifar10", "adascale", 2, 0)
+    (corrupt / "summary.json").write_text('{"task": "cifar10", "status": "compl')  # torn write
+    partial = write_run(tmp_path, "cifar10", "adascale", 2, 1)
+    (partial / "summary.json").write_text(json.dumps({"task": "cifar10", "method": "adascale"}))  # no status
+    running = write_run(tmp_path, "cifar10", "adascale", 4, 0, status=None, checkpoint=True)
+    with open(running / "metrics.jsonl", "a") as f:
+        f.write('{"iteration": 99, "ta')  # torn last line: ignored
+    no_metrics = write_run(tmp_path, "cifar10", "adascale", 8, 0, with_metrics=False)
+    with pytest.warns(ReportWarning) as record:
+        report = build_report(tmp_path, ["md", "tex", "html", "csv"])
+    messages = "\n".join(str(w.message) for w in record)
+    for path in (corrupt / "summary.json", partial / "summary.json", running, no_metrics / "metrics.jsonl"):
+        assert str(path) in messages
+    html = report.read_text()
+    for path in (corrupt / "summary.json", partial / "summary.json", running, no_metrics / "metrics.jsonl"):
+        assert str(path) in html
+    runs = quiet_load(tmp_path).runs.set_index("run_dir")["status"]
+    assert runs[str(corrupt)] == "unreadable" and runs[str(running)] == "running"
+    md = (report.parent / "table2.md").read_text()
+    assert "| 8 | 128 | 90.00 |" in md  # the run without metrics is still in the table
+    assert "| 4 | 64 | – |" in md  # the running one is not
+
+
+def test_empty_folder_gives_a_report(tmp_path):
+    report = build_report(tmp_path, ["md", "tex", "html", "csv"])
+    html = report.read_text()
+    assert "No Table 2 runs" in html and "Omitted" in html
+
+
+# --------------------------------------------------------------------------------------------- figures
+
+
+def test_heatmap_panels_render(tmp_path):
+    exp = {"kind": "heatmap", "grid": "g3", "threshold": 85.0}
+    k = 0
+    for panel, shift in (("S=1", 0.0), ("AdaScale S=16", -1.0), ("LSW S=16", -6.0)):
+        for lr0 in (0.01, 0.1, 1.0):
+            for decay in (1.0, 10.0, 100.0):
+                status = "diverged" if panel == "LSW S=16" and lr0 == 1.0 and decay == 1.0 else "completed"
+                val = 90 + shift - 3 * abs(math.log10(lr0) + 1) - 2 * abs(math.log10(decay) - 1)
+                write_run(
+                    tmp_path,
+                    "cifar10",
+                    "scaled" if "LSW" in panel else "adascale",
+                    16,
+                    k,
+                    val=val,
+                    status=status,
+                    lr0=lr0,
+                    decay=decay,
+                    experiment={**exp, "panel": panel},
+                    with_metrics=False,
+                )
+                k += 1
+    res = quiet_load(tmp_path)
+    pts = figures.heatmap_points(res.runs)
+    assert len(pts) == 27 and pts["diverged"].sum() == 1
+    figs = figures.heatmaps(res, tmp_path / "out")
+    assert len(figs) == 1 and figs[0].path.read_bytes().startswith(PNG)
+    assert "S=1, AdaScale S=16, LSW S=16" in figs[0].caption
+    assert figures.sweep(res, tmp_path / "out") == []  # no sweep runs: no sweep figure, no crash
+
+
+def test_sweep_figure_renders(tmp_path):
+    k = 0
+    for method, base in (("fixed", 4.0), ("linear", 3.0), ("adascale", 2.0)):
+        for batch in (32, 128, 512, 2048):
+            reached = not (method == "fixed" and batch >= 512)
+            write_run(
+                tmp_path,
+                "logreg",
+                "adascale" if method == "adascale" else "identity",
+                batch // 32,
+                k,
+                metric="loss",
+                batch_size=32,
+                with_metrics=False,
+                experiment={"kind": "sweep", "batch": batch, "method": method, "target": 0.3},
+                summary_extra={
+                    "target_epochs": base * (1 + batch / 256) if reached else None,
+                    "noise_scale": 300.0 + batch if method == "adascale" else None,
+                    "epochs": base * (1 + batch / 256) if reached else 80.0,
+                },
+            )
+            k += 1
+    res = quiet_load(tmp_path)
+    table = figures.sweep_table(res)
+    assert len(table) == 12 and (~table["reached"]).sum() == 2
+    figs = figures.sweep(res, tmp_path / "out")
+    assert len(figs) == 1 and figs[0].path.read_bytes().startswith(PNG)
+    assert "noise scale" not in figs[0].caption  # the critical-batch line is drawn
+    report = build_report(tmp_path, ["csv", "html"])
+    assert (report.parent / "sweep_logreg.png").exists()
+    csv = pd.read_csv(report.parent / "sweep.csv")
+    assert {"batch", "method", "epochs_to_target"} <= set(csv.columns)
+    assert np.isnan(csv.loc[(csv.method == "fixed") & (csv.batch == 2048), "epochs_to_target"]).all()
+
+
+def test_report_is_self_contained_with_curves_and_elastic(tmp_path):
+    for scale in (1, 4, "elastic-up", "elastic-down"):
+        seeds(tmp_path, "cifar10", "adascale", scale, [90.0, 90.2])
+    report = build_report(tmp_path, ["html"])
+    html = report.read_text()
+    names = sorted(p.name for p in report.parent.glob("*.png"))
+    assert names == ["curves_cifar10_tiny_adascale.png", "elastic_cifar10_tiny_adascale.png"]
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert len(srcs) == 2 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', html))
+    assert "<link" not in html and "<script" not in html and "url(" not in html
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="needs pdflatex")
+def test_latex_fragment_compiles(na_folder, tmp_path):
+    (tmp_path / "t.tex").write_text(latex(cells(quiet_load(na_folder).runs), std=True))
+    doc = "\\documentclass{article}\\usepackage{booktabs}\\usepackage[table]{xcolor}\\begin{document}"
+    (tmp_path / "doc.tex").write_text(doc + "\\input{t.tex}\\end{document}\n")
+    run = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path, capture_output=True
+    )
+    assert run.returncode == 0, run.stdout.decode(errors="replace")[-2000:]
+
+
+def test_std_cells_and_command_line(na_folder, capsys):
+    from reports.build import main
+
+    assert main([str(na_folder), "--format", "md", "--std"]) == 0
+    assert capsys.readouterr().out.strip().endswith("report.html")
+    md = (na_folder / "report" / "table2.md").read_text()
+    assert "90.00 ± 0.50" in md and "60.00 ± 1.00†" in md
+
+
+def test_sweep_figure_from_a_per_run_table(tmp_path):
+    df = pd.DataFrame(
+        {
+            "batch": [32, 256, 2048, 32, 256, 2048],
+            "method": ["linear"] * 3 + ["adascale"] * 3,
+            "seed": [0] * 6,
+            "epochs_to_target": [3.0, 5.0, None, 2.0, 3.0, 9.0],
+            "status": ["completed"] * 6,
+            "noise_scale": [None, None, None, 400.0, 420.0, 410.0],
+        }
+    )
+    path = figures.sweep_figure(df, tmp_path / "sweep.png")
+    assert path is not None and path.read_bytes().startswith(PNG)
+    assert figures.sweep_figure(df.iloc[0:0], tmp_path / "none.png") is None
