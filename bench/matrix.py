@@ -9,6 +9,7 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
       - table2: {tasks: [cifar10], methods: [adascale, lsw, lsw+], scales: [1, 8, 16]}
       - elastic: {tasks: [imagenet], methods: [adascale, lsw], schedules: [elastic-up, elastic-down]}
       - heatmap: {name: cifar10-grid, task: cifar10, scale: 16, lr0: [...], decay: [...], threshold: 94.0}
+        # any experiment may carry `set: {key: value}`: spec overrides for its runs only
       - sweep: {task: logreg, batches: [32, 64, ..., 4096], max_epochs: 80}
 
 A heat map is the paper's Figure 5: a grid of exponential-decay schedules (initial lr × total decrease),
@@ -142,7 +143,11 @@ def load(name: str | Path) -> Matrix:
             raise _fail(path, where, "a mapping")
         exp_seeds = _list(path, f"{where}.seeds", body.get("seeds", seeds), int)
         expand = {"table2": _cells, "elastic": _cells, "heatmap": _heatmap, "sweep": _sweep}[kind]
-        runs += expand(path, where, kind, body, exp_seeds, tuple(tasks), preset)
+        extra = body.pop("set", None) or {}
+        if not isinstance(extra, dict):
+            raise _fail(path, f"{where}.set", "a mapping of spec keys to values")
+        for r in expand(path, where, kind, body, exp_seeds, tuple(tasks), preset):
+            runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, r.experiment))
     return Matrix(path, preset, order(dedupe(runs)), dict(doc.get("data_roots") or {}), dict(doc.get("set") or {}))
 
 
@@ -154,7 +159,7 @@ def _keys(path: Path, where: str, body: dict, allowed: set[str]) -> None:
 
 def _cells(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
     scale_key = "scales" if kind == "table2" else "schedules"
-    _keys(path, where, body, {"tasks", "methods", scale_key, "seeds"})
+    _keys(path, where, body, {"tasks", "methods", scale_key, "seeds", "set"})
     exp_tasks = _list(path, f"{where}.tasks", body.get("tasks"), str, tasks)
     methods = _list(path, f"{where}.methods", body.get("methods"), str, METHODS)
     if kind == "table2":
@@ -181,7 +186,7 @@ def _number(path: Path, where: str, value: Any) -> float:
 def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
     from tasks import get_task
 
-    _keys(path, where, body, {"name", "task", "scale", "lr0", "decay", "threshold", "seeds"})
+    _keys(path, where, body, {"name", "task", "scale", "lr0", "decay", "threshold", "seeds", "set"})
     task = body.get("task")
     if task not in tasks:
         raise _fail(path, f"{where}.task", f"one of {', '.join(tasks)}")

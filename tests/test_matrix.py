@@ -27,6 +27,8 @@ def test_shipped_matrices_expand() -> None:
     assert kinds == {"table2", "elastic", "heatmap", "sweep"}
     assert {r.task for r in smoke.runs} >= {"logreg", "cifar10", "imagenet", "speech", "transformer", "yolo"}
     assert max(r.scale for r in smoke.runs if isinstance(r.scale, int) and r.experiment["kind"] != "sweep") == 8
+    grid = [r for r in smoke.runs if r.experiment["kind"] == "heatmap"]
+    assert len(grid) == 36 and all(r.overrides["T1"] == 50 for r in grid)  # the experiment's own `set`
     paper = matrix.load("paper")
     cells = [r for r in paper.runs if r.experiment["kind"] == "table2"]
     assert len(cells) == 5 * 3 * 5 * 5  # tasks × methods × scales × seeds
