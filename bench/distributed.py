@@ -1,13 +1,25 @@
-"""Process-group context: who this process is among the W data-parallel ranks, and its device."""
+"""Process-group context: who this process is among the W data-parallel ranks, and its device.
+
+A run at scale S is split over W ranks that each accumulate A = S / W micro-batches (DESIGN §1). W is
+fixed for one process group; a run whose S schedule needs another W (spec key `accumulation`: A is
+held fixed, so W_t = S_t / A) checkpoints and raises `bench.engine.RanksChange(ranks)`, and whoever
+launched it (bench.launch locally, the SLURM submitter on a cluster) starts it again with that many ranks.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from .errors import UserError
+
+TIMEOUT_ENV = "ADASCALE_BENCH_DIST_TIMEOUT"
+DEFAULT_TIMEOUT_S = 300.0  # a collective waits this long for a silent peer before the job fails
 
 
 @dataclass(frozen=True)
@@ -38,20 +50,43 @@ class Dist:
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return t
 
+    def any(self, flag: bool) -> bool:
+        """True on every rank if it is true on some rank: ranks must agree on when to stop, even when a
+        signal reaches them in different iterations."""
+        if self.world == 1:
+            return flag
+        t = torch.tensor([1.0 if flag else 0.0], device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
 
 def pick_device(choice: str, local_rank: int = 0) -> torch.device:
     if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        from .errors import UserError
-
         raise UserError("--set device=cuda asked for, but no CUDA device is visible")
     return torch.device("cuda", local_rank % torch.cuda.device_count())
 
 
-def from_env(device: str = "auto") -> Dist:
-    """This process's place in the job, from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK); a
-    single process when they are absent. Initialises the default process group when W > 1."""
+def timeout_s(value: float | str | None = None) -> float:
+    """The process-group timeout in seconds: `value`, else $ADASCALE_BENCH_DIST_TIMEOUT, else 300."""
+    raw = value if value is not None else os.environ.get(TIMEOUT_ENV)
+    if raw is None or raw == "":
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise UserError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    if not seconds > 0:
+        raise UserError(f"{TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
+    return seconds
+
+
+def from_env(device: str = "auto", timeout: float | None = None) -> Dist:
+    """This process's place in the job, from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, set by
+    torch's elastic launcher, torchrun, or a SLURM wrapper); a single process when they are absent.
+    Initialises the default process group when W > 1 (gloo on CPU, NCCL on CUDA), with a bounded
+    timeout so that a rank that stops answering fails the job instead of hanging it."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -59,5 +94,38 @@ def from_env(device: str = "auto") -> Dist:
     if world > 1 and not dist.is_initialized():
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", rank=rank, world_size=world)
+        dist.init_process_group(
+            "nccl" if dev.type == "cuda" else "gloo",
+            rank=rank,
+            world_size=world,
+            timeout=timedelta(seconds=timeout_s(timeout)),
+        )
     return Dist(rank=rank, world=world, local_rank=local, device=dev)
+
+
+def shutdown() -> None:
+    """Destroy the default process group, if any (torch warns at exit when it is left alive)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def accumulation_of(spec: dict[str, Any]) -> int | None:
+    """The spec's fixed accumulation A (None: W stays as launched and A = S / W follows S)."""
+    value = spec.get("accumulation")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"accumulation {value!r} is not a positive integer (or null to keep the ranks fixed)")
+    return value
+
+
+def ranks_for(spec: dict[str, Any], scale: int, world: int) -> int:
+    """How many ranks scale S needs: S / A when the spec fixes the accumulation A, else the current W."""
+    accum = accumulation_of(spec)
+    if accum is None:
+        if scale % world:
+            raise UserError(f"scale {scale} is not a multiple of {world} ranks")
+        return world
+    if scale % accum:
+        raise UserError(f"scale {scale} is not a multiple of accumulation {accum}")
+    return scale // accum

@@ -10,7 +10,6 @@ sum_sq = Σ||g_i||² and mean_sq = ||ḡ||², and the rule's (m_t, p_t, w_t) set
 
 from __future__ import annotations
 
-import contextlib
 import math
 import signal
 import subprocess
@@ -28,10 +27,11 @@ from tqdm import tqdm
 from . import __version__
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import ItemStream, RankSampler, loader, to_device
-from .distributed import Dist
+from .distributed import Dist, ranks_for
 from .errors import UserError
 from .gain import ESTIMATORS
-from .gradstats import SquaredNormHooks, squared_norm
+from .gradstats import SquaredNormHooks
+from .reduction import SplitInvariance
 from .rules import finished, make_rule
 from .runfiles import CHECKPOINT, METRICS, SPEC, SUMMARY, MetricsLog, read_jsonl, write_json
 from .schedules import ScaleSchedule, lr_schedule
@@ -43,6 +43,16 @@ _stop_signal: int | None = None
 
 class Interrupted(Exception):
     """The run was asked to stop (SIGTERM / SIGUSR2) and has checkpointed; run it again to resume."""
+
+
+class RanksChange(Interrupted):
+    """The S schedule now needs `ranks` data-parallel ranks (spec `accumulation` fixes A, so W = S / A):
+    the run has checkpointed; start it again with that many ranks (bench.launch does it locally, the
+    SLURM submitter requeues it)."""
+
+    def __init__(self, ranks: int, message: str) -> None:
+        super().__init__(message)
+        self.ranks = ranks
 
 
 def request_stop(signum: int, _frame: Any = None) -> None:
@@ -169,27 +179,58 @@ def accumulate(
 
     The first A − 1 backward passes skip DDP's all-reduce (no_sync); the last one averages the
     accumulated gradients over the W ranks, so `.grad` holds A·ḡ and is divided by A. sum_sq comes from
-    the hooks (None: S = 1, where sum_sq = mean_sq, or statistics off, where it is NaN)."""
+    the hooks (None: S = 1, where sum_sq = mean_sq, or statistics off, where it is NaN).
+
+    Everything stays on the device until one transfer at the end (the only host sync of the iteration):
+    the A losses and the norms of every g_i's and of ḡ's tensors (float32), squared exactly in float64 and
+    summed with math.fsum on the host. The sums are thus exactly rounded, so they do not depend on the
+    order of the terms, nor on how S is split into W × A (for W > 1 the ranks' terms are all-gathered,
+    not all-reduced). Few small ops, because on tiny models every op's fixed cost shows (see
+    `adascale-bench perf`)."""
     accum = len(seeds)
     ddp = isinstance(model, nn.parallel.DistributedDataParallel)
-    loss_sum = torch.zeros((), dtype=torch.float64, device=dist.device)
+    losses: list[torch.Tensor] = []
     for a, (batch, seed) in enumerate(zip(microbatches, seeds, strict=True)):
         seed_generators(seed, dist.device)  # dropout and the like: a function of the micro-batch
-        with model.no_sync() if ddp and a < accum - 1 else contextlib.nullcontext():
+        if ddp and a < accum - 1:
+            with model.no_sync():
+                loss = task.loss(model, batch)
+                loss.backward()
+        else:
+            if hooks is not None:
+                hooks.synced = ddp  # DDP all-reduces this pass's .grad in place
             loss = task.loss(model, batch)
             loss.backward()
-        loss_sum += loss.detach()
+        if hooks is not None:
+            hooks.end_backward()
+            hooks.synced = False
+        losses.append(loss.detach())
     grads = [p.grad for p in params if p.grad is not None]
     if accum > 1:
         torch._foreach_div_(grads, accum)
-    mean_sq = squared_norm(grads)
-    if hooks is not None:
-        sum_sq = hooks.pop()
+    kept, observed = hooks.take() if hooks is not None else ([], [])
+    norms = torch._foreach_norm([*kept, *grads] if kept else grads)  # one fused op: kept g_i, then ḡ's tensors
+    mine = torch.stack([*losses, *observed, *norms])  # [A losses | norms of the g_i | of ḡ], exact as floats
+    n_obs = len(observed) + len(kept)
+    if dist.world > 1:  # every rank's losses and g_i norms (ḡ is the same on every rank)
+        import torch.distributed as torch_dist
+
+        part = mine[: accum + n_obs].contiguous()  # (equal lengths: DDP and pairwise need every parameter used)
+        parts = [torch.empty_like(part) for _ in range(dist.world)]
+        torch_dist.all_gather(parts, part)
+        host = torch.cat([*parts, mine[accum + n_obs :]]).tolist()  # one transfer
+        rows = [host[r * len(part) : (r + 1) * len(part)] for r in range(dist.world)]
+        loss_total = math.fsum(v for row in rows for v in row[:accum])
+        sum_sq = math.fsum(v * v for row in rows for v in row[accum:])
+        mean_sq = math.fsum(v * v for v in host[dist.world * len(part) :])
     else:
-        sum_sq = mean_sq if scale == 1 else torch.full_like(mean_sq, math.nan)
-    reduced = dist.all_reduce_sum(torch.stack([loss_sum, sum_sq]))
-    loss_v, sum_sq_v, mean_sq_v = torch.stack([reduced[0] / scale, reduced[1], mean_sq]).tolist()
-    return loss_v, sum_sq_v, mean_sq_v
+        host = mine.tolist()
+        loss_total = math.fsum(host[:accum])
+        sum_sq = math.fsum(v * v for v in host[accum : accum + n_obs])
+        mean_sq = math.fsum(v * v for v in host[accum + n_obs :])
+    if hooks is None:
+        sum_sq = mean_sq if scale == 1 else math.nan
+    return loss_total / scale, sum_sq, mean_sq
 
 
 class Engine:
@@ -212,8 +253,7 @@ class Engine:
         self.estimator = ESTIMATORS[spec["estimator"]]()
         self.lr = lr_schedule(spec["lr_schedule"], self.T1)
         for s in self.scales.scales:
-            if s % self.dist.world:
-                raise UserError(f"scale {s} is not a multiple of {self.dist.world} ranks")
+            ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
 
     # -- set-up -------------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -226,8 +266,10 @@ class Engine:
         self.model: nn.Module = self.module
         if dist.world > 1:
             ids = [dist.device.index] if dist.device.type == "cuda" else None
-            self.model = nn.parallel.DistributedDataParallel(self.module, device_ids=ids)
+            # Each rank keeps its own BatchNorm statistics; self.split merges them into the W = 1 ones.
+            self.model = nn.parallel.DistributedDataParallel(self.module, device_ids=ids, broadcast_buffers=False)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
+        self.split = SplitInvariance(self.model, self.module, self.params, dist, spec["reduction"])
         self.optimizer = torch.optim.SGD(
             self.params, lr=0.0, momentum=spec["momentum"], weight_decay=spec["weight_decay"], foreach=True
         )
@@ -238,10 +280,12 @@ class Engine:
 
     def _restore(self) -> State:
         path = self.run_dir / CHECKPOINT
-        if not path.exists():
+        if not self.dist.broadcast(path.exists()):  # every rank follows rank 0's view
             self.metrics.truncate(0)
+            self.dist.barrier()  # nobody writes a checkpoint before every rank has looked
             return State()
         ckpt = load_checkpoint(path, self.dist.device)
+        self.dist.barrier()
         self.module.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.estimator.load_state_dict(ckpt["estimator"])
@@ -274,7 +318,9 @@ class Engine:
         micro = (to_device(next(batches), dist.device) for _ in range(accum))  # streamed, one at a time
         first = state.microbatch + dist.rank * accum
         seeds = [mix(spec["seed"], first + a, _DROPOUT_STREAM) for a in range(accum)]
+        self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
         loss_v, sum_sq_v, mean_sq_v = accumulate(self.model, self.task, micro, seeds, self.params, hooks, scale, dist)
+        self.split.end()
         finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
         if not finite or (hooks is not None and not math.isfinite(sum_sq_v)):
             self.metrics.append(
@@ -297,6 +343,7 @@ class Engine:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        var, sqr = self.estimator.ema.values() if track and scale > 1 else (None, None)
         self.metrics.append(
             {
                 "iteration": state.iteration,
@@ -309,8 +356,8 @@ class Engine:
                 "mean_sq": mean_sq_v,
                 "progress": p,
                 "warmup": w,
-                "var": self.estimator.var_avg if track and scale > 1 else None,
-                "sqr": self.estimator.sqr_avg if track and scale > 1 else None,
+                "var": var,
+                "sqr": sqr,
             }
         )
         state.tau += p
@@ -362,6 +409,15 @@ class Engine:
             while not self._done(state):
                 s = self.scales(state.tau)
                 if s != scale:  # a new S: a new slice of the stream for this rank, and hooks if S > 1
+                    ranks = ranks_for(spec, s, dist.world)
+                    if ranks != dist.world:
+                        state.wall_time = time.perf_counter() - started
+                        self._checkpoint(state)
+                        raise RanksChange(
+                            ranks,
+                            f"S = {s} at τ = {state.tau:.1f} needs {ranks} ranks (accumulation "
+                            f"{spec['accumulation']}); checkpoint saved, run it again with --ranks {ranks}",
+                        )
                     scale = s
                     batches = self.batches(state, scale)
                     if hooks is not None:
@@ -382,7 +438,7 @@ class Engine:
                 done = self._done(state)
                 if self.metrics.pending() >= 1000:
                     self.metrics.flush()
-                if stop_requested():
+                if dist.any(stop_requested()):  # every rank stops in the same iteration
                     state.wall_time = time.perf_counter() - started
                     self._checkpoint(state)
                     raise Interrupted(

@@ -39,6 +39,8 @@ RUN_DEFAULTS: dict[str, Any] = {
     "track_stats": True,  # observe sum_sq per iteration (off: plain training, e.g. the perf baseline)
     "device": "auto",  # auto | cpu | cuda
     "ranks": 1,  # W data-parallel processes; A = S / W micro-batches accumulated on each
+    "accumulation": None,  # fix A instead: W_t = S_t / A, and a change of W restarts the run on S_t / A ranks
+    "reduction": "pairwise",  # ḡ summed as a binary tree, bit-identical for any W × A; "native": autograd + DDP
     "T_AS": None,  # LSW+: iterations of its AdaScale run (found in the results folder when unset)
     "T": None,  # scaled SGD: its own number of iterations
     "train_loss_window": 0.05,  # summary.train_loss: mean loss over this final fraction of iterations
@@ -153,7 +155,7 @@ def run_name(spec: dict[str, Any]) -> str:
     return f"{spec['task']}/{spec['method']}/{scale_label(spec['scale'])}/{leaf}"
 
 
-_NOT_IDENTITY = ("data_root", "device", "T_AS", "T", "experiment", "threads", "num_workers")
+_NOT_IDENTITY = ("data_root", "device", "T_AS", "T", "experiment", "threads", "num_workers", "ranks")
 
 
 def identity_of(spec: dict[str, Any]) -> dict[str, Any]:

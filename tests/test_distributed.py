@@ -1,0 +1,390 @@
+"""Data parallelism over torch.distributed (gloo on CPU): S = W × A gives the same run for every split,
+elastic runs change W through a checkpoint, and a rank that dies fails the job in bounded time.
+
+Run the slow ones with `pytest tests/test_distributed.py -m slow -s` to see the equivalence table."""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from bench.batchnorm import RunningStatsMerge
+from bench.distributed import TIMEOUT_ENV, Dist, accumulation_of, ranks_for, timeout_s
+from bench.engine import Engine, RanksChange
+from bench.errors import UserError
+from bench.launch import initial_ranks
+from bench.reduction import PairwiseGrads
+from bench.runfiles import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
+from bench.runner import run_dir_of
+from bench.spec import check_same
+
+from .helpers import spec_for
+
+TOL = 1e-5
+
+
+# -- BatchNorm running statistics: the merge equals the sequential W = 1 update ---------------------------
+class ThreadRanks:
+    """W ranks as threads with a summing all-reduce: enough to run the merge's collectives for real."""
+
+    def __init__(self, world: int) -> None:
+        self.world = world
+        self.barrier = threading.Barrier(world)
+        self.slots: list[torch.Tensor | None] = [None] * world
+
+    def dist(self, rank: int) -> Any:
+        group = self
+
+        class _Dist:
+            world = group.world
+
+            def __init__(self) -> None:
+                self.rank = rank
+
+            def all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
+                group.slots[rank] = t.clone()
+                group.barrier.wait()
+                total = sum(group.slots[1:], start=group.slots[0].clone())  # type: ignore[union-attr]
+                group.barrier.wait()
+                t.copy_(total)
+                return t
+
+        return _Dist()
+
+
+class BNNet(nn.Module):
+    """Three ways a layer meets the micro-batches: once each (momentum 0.1), twice each (momentum
+    0.3) and a cumulative average (momentum None) used only by micro-batches whose first value is > 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.bn = nn.BatchNorm2d(6)
+        self.twice = nn.BatchNorm2d(6, momentum=0.3)
+        self.sometimes = nn.BatchNorm2d(6, momentum=None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.twice(self.twice(self.bn(self.conv(x))))
+        return self.sometimes(h) if float(x[0, 0, 0, 0]) > 0 else h
+
+
+def _stats(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in model.state_dict().items() if "running" in k or "num_batches" in k}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_merged_batchnorm_statistics_equal_the_sequential_update(world: int) -> None:
+    S, iterations = 8, 3
+    torch.manual_seed(0)
+    seq = BNNet()
+    ranks = [copy.deepcopy(seq) for _ in range(world)]
+    group = ThreadRanks(world)
+    merges = [RunningStatsMerge.for_model(m, group.dist(k)) for k, m in enumerate(ranks)]
+    g = torch.Generator().manual_seed(1)
+    for _ in range(iterations):
+        mbs = [torch.randn(4, 3, 5, 5, generator=g) * 2 + 1 for _ in range(S)]
+        for x in mbs:
+            seq(x)
+
+        def rank_step(k: int, mbs: list[torch.Tensor] = mbs) -> None:
+            merges[k].begin()  # type: ignore[union-attr]
+            for x in mbs[k * (S // world) : (k + 1) * (S // world)]:
+                ranks[k](x)
+            merges[k].end()  # type: ignore[union-attr]
+
+        threads = [threading.Thread(target=rank_step, args=(k,)) for k in range(world)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    want = _stats(seq)
+    used = int(want["sometimes.num_batches_tracked"])
+    assert 0 < used < S * iterations  # the conditional layer was skipped by some micro-batches
+    assert int(want["twice.num_batches_tracked"]) == 2 * S * iterations
+    for model in ranks:
+        got = _stats(model)
+        for key, value in want.items():
+            if "num_batches" in key:
+                assert torch.equal(got[key], value), key
+            else:
+                torch.testing.assert_close(got[key], value, rtol=1e-6, atol=1e-6, msg=key)
+
+
+def test_no_merge_on_one_rank_or_without_batchnorm() -> None:
+    assert RunningStatsMerge.for_model(BNNet(), Dist()) is None
+    assert RunningStatsMerge.for_model(nn.Linear(3, 1), ThreadRanks(2).dist(0)) is None
+
+
+# -- pairwise accumulation: .grad is the binary tree over the micro-batches, bit for bit ------------------
+def _grads(model: nn.Module, mbs: list[torch.Tensor]) -> list[torch.Tensor]:
+    out = []
+    for x in mbs:
+        model.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+        out.append(model.weight.grad.clone())
+    return out
+
+
+@pytest.mark.parametrize("accum", [2, 3, 4, 8])
+def test_pairwise_grads_sum_the_microbatches_as_a_balanced_tree(accum: int) -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(50, 7)
+    mbs = [torch.randn(5, 50) * 10 ** (i % 3) for i in range(accum)]
+    g = _grads(model, mbs)
+    model.zero_grad(set_to_none=True)
+    pairwise = PairwiseGrads(list(model.parameters()))
+    pairwise.begin(accum)
+    for x in mbs:
+        model(x).square().mean().backward()
+    pairwise.end()
+    tree = {
+        2: lambda: g[0] + g[1],
+        3: lambda: (g[0] + g[1]) + g[2],
+        4: lambda: (g[0] + g[1]) + (g[2] + g[3]),
+        8: lambda: ((g[0] + g[1]) + (g[2] + g[3])) + ((g[4] + g[5]) + (g[6] + g[7])),
+    }
+    assert torch.equal(model.weight.grad, tree[accum]())
+    if accum == 8:  # and the tree is not what autograd's running sum gives (so the test can fail)
+        running = g[0].clone()
+        for x in g[1:]:
+            running += x
+        assert not torch.equal(running, tree[8]())
+    pairwise.remove()
+
+
+def test_pairwise_grads_refuse_a_parameter_missing_from_a_microbatch() -> None:
+    model = nn.ModuleDict({"a": nn.Linear(3, 1), "b": nn.Linear(3, 1)})
+    pairwise = PairwiseGrads(list(model.parameters()))
+    pairwise.begin(3)
+    for i in range(3):
+        x = torch.randn(2, 3)
+        loss = model["a"](x).sum() + (model["b"](x).sum() if i != 1 else 0)
+        loss.backward()
+    with pytest.raises(RuntimeError, match="2 of 3 micro-batches"):
+        pairwise.end()
+
+
+# -- spec keys, ranks, timeouts ------------------------------------------------------------------------
+def test_ranks_follow_the_accumulation_or_stay_fixed() -> None:
+    assert ranks_for({"accumulation": None}, 8, 2) == 2
+    assert ranks_for({"accumulation": 2}, 8, 1) == 4
+    with pytest.raises(UserError, match="not a multiple of 3 ranks"):
+        ranks_for({"accumulation": None}, 8, 3)
+    with pytest.raises(UserError, match="not a multiple of accumulation 4"):
+        ranks_for({"accumulation": 4}, 2, 1)
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(UserError, match="accumulation"):
+            accumulation_of({"accumulation": bad})
+
+
+def test_process_group_timeout_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TIMEOUT_ENV, raising=False)
+    assert timeout_s() == 300
+    monkeypatch.setenv(TIMEOUT_ENV, "7.5")
+    assert timeout_s() == 7.5
+    for bad in ("soon", "0", "-3"):
+        monkeypatch.setenv(TIMEOUT_ENV, bad)
+        with pytest.raises(UserError, match=TIMEOUT_ENV):
+            timeout_s()
+
+
+def test_the_number_of_ranks_is_not_part_of_a_runs_identity(tmp_path: Path) -> None:
+    one = spec_for("logreg", "adascale", 4, T1=40)
+    engine = Engine(one, tmp_path, progress=False)
+    engine.setup()
+    check_same(tmp_path, {**one, "ranks": 4})  # the same run on 4 ranks: accepted
+    with pytest.raises(UserError, match="accumulation"):
+        check_same(tmp_path, {**one, "accumulation": 2})
+
+
+def test_a_scale_that_needs_more_ranks_checkpoints_and_raises_ranks_change(tmp_path: Path) -> None:
+    spec = spec_for("logreg", "adascale", "elastic-up", T1=200, accumulation=2)  # S = 2, 4, 8: W = 1, 2, 4
+    assert initial_ranks(spec, tmp_path) == 1
+    with pytest.raises(RanksChange, match="needs 2 ranks") as info:
+        Engine(spec, tmp_path, progress=False).run()
+    assert info.value.ranks == 2
+    ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=False)
+    assert ckpt["state"]["tau"] >= 0.25 * 200 and not (tmp_path / SUMMARY).exists()
+    assert initial_ranks(spec, tmp_path) == 2  # where the launcher restarts it
+
+
+# -- real processes: the launcher, gloo, DDP ----------------------------------------------------------
+def cli_run(out: Path, task: str, scale: str, ranks: int | None, *sets: str) -> list[str]:
+    args = [sys.executable, "-m", "bench", "run", "--task", task, "--method", "adascale", "--scale", scale]
+    args += ["--seed", "0", "--out", str(out)] + (["--ranks", str(ranks)] if ranks else [])
+    for s in sets:
+        args += ["--set", s]
+    return args
+
+
+ENV = {**os.environ, TIMEOUT_ENV: "20", "PYTHONUNBUFFERED": "1"}
+SETS = {"logreg": ("T1=400",), "cifar10": ("T1=40",)}
+
+
+def _records(run_dir: Path) -> tuple[list[dict], list[dict]]:
+    recs = read_jsonl(run_dir / METRICS)
+    return [r for r in recs if not r.get("eval")], [r for r in recs if r.get("eval")]
+
+
+def _compare(ref_dir: Path, run_dir: Path) -> dict[str, Any]:
+    """Same iterations, and every number within TOL (relative); returns the table row."""
+    (ref, ref_eval), (got, got_eval) = _records(ref_dir), _records(run_dir)
+    a, b = read_json(ref_dir / SUMMARY), read_json(run_dir / SUMMARY)
+    assert b["status"] == "completed" and b["iterations"] == a["iterations"] == len(got) == len(ref)
+    assert len(got_eval) == len(ref_eval)
+    for x, y in zip(ref + ref_eval, got + got_eval, strict=True):
+        assert x.keys() == y.keys()
+        for key, value in x.items():
+            if isinstance(value, float):
+                assert y[key] == pytest.approx(value, rel=TOL, abs=1e-12), (x["iteration"], key)
+            else:
+                assert y[key] == value, (x["iteration"], key)
+    for key in ("train_loss", "val_metric", "tau"):
+        assert b[key] == pytest.approx(a[key], rel=TOL)
+    gain_diff = max(abs(x["gain"] - y["gain"]) for x, y in zip(ref, got, strict=True))
+    return {"iterations": b["iterations"], "train_loss": b["train_loss"], "metric": b["val_metric"], "gain": gain_diff}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The W = 1, A = 4 runs (one process, no process group)."""
+    out = tmp_path_factory.mktemp("w1")
+    dirs = {}
+    for task, sets in SETS.items():
+        res = subprocess.run(cli_run(out, task, "4", None, *sets), env=ENV, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        dirs[task] = next((out / task).glob("*/*/*"))
+    return dirs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["logreg", "cifar10"])
+def test_any_split_of_S_gives_the_same_run(tmp_path: Path, reference: dict[str, Path], task: str) -> None:
+    rows = [f"\n{task}, S = 4: W  A  iterations  final train loss  metric  max |gain diff| vs W=1"]
+    ref = read_json(reference[task] / SUMMARY)
+    rows.append(f"  1  4  {ref['iterations']}  {ref['train_loss']:.10g}  {ref['val_metric']:.10g}  0")
+    for world in (2, 4):
+        out = tmp_path / f"w{world}"
+        res = subprocess.run(cli_run(out, task, "4", world, *SETS[task]), env=ENV, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        row = _compare(reference[task], run_dir_of(out, read_json(next(out.glob("*/*/*/*/spec.json")))))
+        rows.append(
+            f"  {world}  {4 // world}  {row['iterations']}  {row['train_loss']:.10g}  {row['metric']:.10g}"
+            f"  {row['gain']:.1e}"
+        )
+    print("\n".join(rows))
+
+
+@pytest.mark.slow
+def test_elastic_up_changes_the_number_of_ranks_and_matches_accumulation(tmp_path: Path) -> None:
+    sets = ("T1=40", "elastic.up=[[0, 2], [0.5, 4]]")
+    res = subprocess.run(
+        cli_run(tmp_path / "acc", "cifar10", "elastic-up", None, *sets), env=ENV, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr
+    res = subprocess.run(
+        cli_run(tmp_path / "ranks", "cifar10", "elastic-up", 2, *sets, "accumulation=2"),
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "needs 2 ranks (accumulation 2): restarting on 2 ranks" in res.stderr
+    ref, run = next((tmp_path / "acc").glob("*/*/*/*")), next((tmp_path / "ranks").glob("*/*/*/*"))
+    row = _compare(ref, run)
+    scales = [r["scale"] for r in _records(run)[0]]
+    assert scales[0] == 2 and scales[-1] == 4
+    assert read_json(run / "spec.json")["ranks"] == 2  # the last launch ran on two processes
+    print(f"\nelastic-up cifar10 W 1 -> 2 vs W = 1: {row}")
+
+
+def _rank_pid(root: int, rank: int, world: int) -> int | None:
+    """The pid of local rank `rank` under the launcher `root`: torch's agent starts the W workers in rank
+    order from its forkserver (a child of `root`), so they are its children ordered by start time.
+    (/proc/<pid>/environ cannot tell: RANK is set after the fork.)"""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                stats[int(entry.name)] = (int(fields[1]), int(fields[19]))  # parent, start time
+            except (OSError, IndexError, ValueError):
+                continue
+    for server in (pid for pid, (parent, _) in stats.items() if parent == root):
+        workers = sorted((start, pid) for pid, (parent, start) in stats.items() if parent == server)
+        if len(workers) == world:
+            return workers[rank][1]
+    return None
+
+
+def _start_and_wait_for_checkpoint(out: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
+    args = cli_run(out, "cifar10", "4", 2, *SETS["cifar10"], "checkpoint_every=1", *extra)
+    proc = subprocess.Popen(args, env=ENV, stderr=subprocess.PIPE, text=True)
+    run_dir = out / "cifar10/adascale/s4/seed0,T1=40,checkpoint_every=1"
+    deadline = time.time() + 240
+    while not (run_dir / CHECKPOINT).exists():
+        assert proc.poll() is None and time.time() < deadline, "no checkpoint appeared"
+        time.sleep(0.02)
+    return proc, run_dir
+
+
+@pytest.mark.slow
+def test_a_dead_rank_fails_the_job_quickly_and_the_same_command_resumes(
+    tmp_path: Path, reference: dict[str, Path]
+) -> None:
+    proc, run_dir = _start_and_wait_for_checkpoint(tmp_path)
+    victim = _rank_pid(proc.pid, 1, 2)
+    assert victim is not None
+    os.kill(victim, signal.SIGKILL)  # a node that dies mid-run
+    killed = time.time()
+    _, err = proc.communicate(timeout=120)
+    elapsed = time.time() - killed
+    assert proc.returncode == 1, err
+    assert elapsed < 40, elapsed  # bounded: the agent notices within 0.1 s, gloo times out in 20 s at worst
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert f"rank 1 (pid {victim}) was killed by SIGKILL" in lines[0] and "resumes" in lines[0]
+    summary = read_json(run_dir / SUMMARY)
+    assert summary["status"] == "failed" and "SIGKILL" in summary["error"]
+    ckpt = torch.load(run_dir / CHECKPOINT, weights_only=False)
+    assert ckpt["state"]["iteration"] >= 1
+    again = subprocess.run(
+        cli_run(tmp_path, "cifar10", "4", 2, *SETS["cifar10"], "checkpoint_every=1"),
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0, again.stderr
+    _compare(reference["cifar10"], run_dir)  # resumed exactly: the same run as W = 1 uninterrupted
+    assert not (run_dir / CHECKPOINT).exists()
+    print(f"\nrank 1 killed at iteration >= {ckpt['state']['iteration']}: job failed after {elapsed:.1f} s")
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_rank_at_the_same_iteration_and_resumes(tmp_path: Path, reference: dict[str, Path]) -> None:
+    proc, run_dir = _start_and_wait_for_checkpoint(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    assert "resume" in err and not (run_dir / SUMMARY).exists()
+    again = subprocess.run(
+        cli_run(tmp_path, "cifar10", "4", 2, *SETS["cifar10"], "checkpoint_every=1"),
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0, again.stderr
+    _compare(reference["cifar10"], run_dir)
+    assert math.isfinite(read_json(run_dir / SUMMARY)["train_loss"])
