@@ -1,0 +1,358 @@
+"""`adascale-bench perf`: what AdaScale and the engine cost over plain training (DESIGN §4).
+
+Per task and scale S, three variants train the same model from the same initial weights, with the same
+optimizer settings (the preset's), on the same pre-fetched micro-batches:
+
+- `adascale`: the real engine (Engine.setup, then Engine.step, as Engine.run drives it) with the
+  AdaScale rule, the gradient hooks at S > 1 and the metrics log, exactly as a run uses them;
+- `identity`: the same engine with identity scaling and statistics off (track_stats=False);
+- `bare`: a hand-written PyTorch loop with the identity engine's arithmetic: per micro-batch the same
+  dropout seed, forward and backward; the accumulated gradient divided by A; torch.optim.SGD's step at
+  the same lr; the mean loss read once per iteration (every real loop watches its loss). At S ≤ 2 it
+  ends with the identity engine's weights bit for bit; at larger S the engine's pairwise reduction sums
+  the micro-batch gradients in another order (see bench.reduction), which is part of what it costs.
+
+adascale_over_identity is the price of AdaScale (hooks, statistics, gain); engine_over_bare the price
+of the engine itself. They run in one process, interleaved (a, b, c, then b, c, a, ...), so whatever
+else the machine does hits all three alike and cancels in the ratios, which are medians of per-round
+ratios. Data loading is not compared: the micro-batches are loaded and moved to the device once, before
+timing. A timed sample is a block of iterations of about 50 ms (tiny models iterate in well under a
+millisecond). On a CPU with one torch thread the clock is the process's CPU time (see `clock_for`);
+wall-clock ratios are reported too. The metrics log is serialised when it is flushed, every 1000
+iterations (as in Engine.run), so the medians leave that out; `flush_us_per_iteration` reports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from .data import to_device
+from .distributed import Dist, pick_device
+from .engine import _DROPOUT_STREAM, Engine, seed_generators
+from .errors import UserError
+from .gradstats import SquaredNormHooks
+from .runfiles import atomic_write_bytes
+from .schedules import lr_schedule
+from .seeding import mix
+from .spec import resolve
+
+VARIANTS = ("adascale", "identity", "bare")
+WARMUP = 3  # untimed iterations per variant: lazy allocations, optimizer state, first-call caches
+DISTINCT = 2  # iterations' worth of micro-batches pre-fetched and cycled through
+SAMPLE_S = 0.05  # target duration of one timed sample (a block of iterations)
+MAX_BLOCK = 200
+COLUMNS = [
+    "task",
+    "scale",
+    "examples_per_iteration",
+    *(f"examples_per_s_{v}" for v in VARIANTS),
+    *(f"ms_{v}" for v in VARIANTS),
+    *(f"iqr_ms_{v}" for v in VARIANTS),
+    "adascale_over_identity",
+    "engine_over_bare",
+    "adascale_over_bare",
+    *(f"wall_ms_{v}" for v in VARIANTS),
+    "adascale_over_identity_wall",
+    "engine_over_bare_wall",
+    "flush_us_per_iteration",
+    "clock",
+    "iterations_per_sample",
+    "samples",
+    "device",
+    "threads",
+    "load_1min",
+]
+
+
+class BareLoop:
+    """What one would write by hand: the model, torch.optim.SGD and the loop, nothing else."""
+
+    def __init__(self, task: Any, spec: dict[str, Any], device: torch.device) -> None:
+        self.task, self.spec, self.device = task, spec, device
+        torch.manual_seed(spec["seed"])  # the engine's initial weights
+        self.model = task.build_model(spec).to(device)
+        self.model.train()
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.SGD(
+            self.params, lr=0.0, momentum=spec["momentum"], weight_decay=spec["weight_decay"], foreach=True
+        )
+        self.lr = lr_schedule(spec["lr_schedule"], float(spec["T1"]))
+        self.iteration = 0
+        self.microbatch = 0
+
+    def step(self, micro: list[Any]) -> float:
+        accum = len(micro)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        for a, batch in enumerate(micro):
+            # the engine's dropout seeds, so the two do the same arithmetic (see tests/test_perf.py)
+            seed_generators(mix(self.spec["seed"], self.microbatch + a, _DROPOUT_STREAM), self.device)
+            loss = self.task.loss(self.model, to_device(batch, self.device))
+            loss.backward()
+            loss_sum += loss.detach()
+        if accum > 1:
+            torch._foreach_div_([p.grad for p in self.params if p.grad is not None], accum)
+        lr = self.lr(self.iteration)
+        if self.spec["warmup_iterations"]:
+            lr *= min(1.0, (self.iteration + 1) / self.spec["warmup_iterations"])
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.iteration += 1
+        self.microbatch += accum
+        return (loss_sum / accum).item()
+
+
+class EngineLoop:
+    """The real engine, driven one iteration at a time the way Engine.run drives it."""
+
+    def __init__(self, spec: dict[str, Any], run_dir: Path, dist: Dist) -> None:
+        self.engine = Engine(spec, run_dir, dist=dist, progress=False)
+        self.state = self.engine.setup()
+        self.engine.model.train()
+        self.scale = int(spec["scale"])
+        track = bool(spec["track_stats"]) and self.scale > 1
+        self.hooks = SquaredNormHooks(self.engine.params) if track else None
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.engine.module
+
+    def step(self, micro: list[Any]) -> None:
+        if not self.engine.step(self.state, self.scale, iter(micro), self.hooks):
+            raise UserError(f"{self.engine.spec['task']} diverged at S = {self.scale} during the benchmark")
+        if self.engine.metrics.pending() >= 1000:  # as Engine.run
+            self.engine.metrics.flush()
+
+    def flush_us_per_iteration(self) -> float:
+        """Flush what the metrics log holds (serialise, write, fsync) and return the wall µs per record:
+        what a run pays per iteration for its metrics, outside the timed medians."""
+        log = self.engine.metrics
+        n = log.pending()
+        start = time.perf_counter()
+        log.flush()
+        return (time.perf_counter() - start) * 1e6 / n if n else math.nan
+
+    def close(self) -> None:
+        if self.hooks is not None:
+            self.hooks.remove()
+        self.engine.metrics.flush()
+
+
+@dataclass
+class Setup:
+    """The three variants of one (task, S) cell and the micro-batches they share."""
+
+    loops: dict[str, EngineLoop | BareLoop]
+    iterations: list[list[Any]]  # DISTINCT iterations of S micro-batches each, already on the device
+    examples: int
+
+    def step(self, variant: str, i: int) -> None:
+        self.loops[variant].step(self.iterations[i % len(self.iterations)])
+
+    def close(self) -> None:
+        for loop in self.loops.values():
+            if isinstance(loop, EngineLoop):
+                loop.close()
+
+
+def specs(task: Any, scale: int, preset: str, data_root: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The AdaScale spec and its identity twin without statistics: the same preset otherwise."""
+    adascale = resolve(task, "adascale", scale, 0, preset, data_root)
+    identity = resolve(task, "identity", scale, 0, preset, data_root, {"track_stats": False})
+    return adascale, identity
+
+
+def build(task: Any, scale: int, preset: str, data_root: str | None, dist: Dist, tmp: Path) -> Setup:
+    """Build the three variants of one cell and pre-fetch DISTINCT iterations of micro-batches."""
+    spec_a, spec_b = specs(task, scale, preset, data_root)
+    loops: dict[str, EngineLoop | BareLoop] = {
+        "adascale": EngineLoop(spec_a, tmp / task.name / f"s{scale}" / "adascale", dist),
+        "identity": EngineLoop(spec_b, tmp / task.name / f"s{scale}" / "identity", dist),
+    }
+    loops["bare"] = BareLoop(task, spec_b, dist.device)
+    first = loops["adascale"]
+    assert isinstance(first, EngineLoop)
+    stream = first.engine.batches(first.state, scale)
+    micro = [to_device(next(stream), dist.device) for _ in range(DISTINCT * scale)]
+    del stream  # stops a paper preset's loader workers
+    iterations = [micro[i * scale : (i + 1) * scale] for i in range(DISTINCT)]
+    return Setup(loops, iterations, scale * int(spec_a["batch_size"]))
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def clock_for(device: torch.device) -> str:
+    """`cpu`: the process's CPU time, on a CPU run with one torch thread: on a shared machine wall time
+    also counts the slices other processes take, which is noise, not cost (it can vary 2x under load).
+    `wall` otherwise (a GPU computes asynchronously; several CPU threads' times would add up)."""
+    return "cpu" if device.type == "cpu" and torch.get_num_threads() == 1 else "wall"
+
+
+def measure(
+    setup: Setup, repeats: int, device: torch.device, tick: Callable[[], None] = lambda: None
+) -> dict[str, Any]:
+    """Interleaved timings of the three variants: median ms per iteration, IQR, paired ratios (on the
+    clock of `clock_for`, and on wall time as well)."""
+    clock = clock_for(device)
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    last: dict[str, float] = {}
+    for _ in range(WARMUP):
+        for v in VARIANTS:
+            _sync(device)
+            start = time.perf_counter()
+            setup.step(v, 0)
+            _sync(device)
+            last[v] = time.perf_counter() - start
+    block = max(1, min(MAX_BLOCK, math.ceil(SAMPLE_S / max(statistics.median(last.values()), 1e-9))))
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    walls: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for r in range(repeats):
+        order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]  # rotate, so no variant always follows the same one
+        for v in order:
+            _sync(device)
+            start, wall = now(), time.perf_counter()
+            for i in range(block):
+                setup.step(v, i)
+            _sync(device)
+            times[v].append((now() - start) / block)
+            walls[v].append((time.perf_counter() - wall) / block)
+        tick()
+    row: dict[str, Any] = {"examples_per_iteration": setup.examples, "iterations_per_sample": block, "clock": clock}
+    for v in VARIANTS:
+        ms = sorted(t * 1e3 for t in times[v])
+        median = statistics.median(ms)
+        q1, q3 = (statistics.quantiles(ms, n=4)[i] for i in (0, 2)) if len(ms) > 1 else (median, median)
+        row[f"ms_{v}"] = median
+        row[f"iqr_ms_{v}"] = q3 - q1
+        row[f"examples_per_s_{v}"] = setup.examples / (median / 1e3)
+        row[f"wall_ms_{v}"] = statistics.median(walls[v]) * 1e3
+
+    def paired(t: dict[str, list[float]], a: str, b: str) -> float:
+        return statistics.median(x / y for x, y in zip(t[a], t[b], strict=True))
+
+    row["adascale_over_identity"] = paired(times, "adascale", "identity")
+    row["engine_over_bare"] = paired(times, "identity", "bare")
+    row["adascale_over_bare"] = paired(times, "adascale", "bare")
+    row["adascale_over_identity_wall"] = paired(walls, "adascale", "identity")
+    row["engine_over_bare_wall"] = paired(walls, "identity", "bare")
+    row["samples"] = repeats
+    return row
+
+
+def parse_scales(text: str) -> list[int]:
+    try:
+        scales = [int(s) for s in str(text).split(",") if s.strip()]
+    except ValueError:
+        scales = []
+    if not scales or any(s < 1 for s in scales):
+        raise UserError(f"--scales {text!r}: expected comma-separated positive integers, e.g. 1,4,16")
+    return scales
+
+
+def _data_root(args: argparse.Namespace, name: str, several: bool) -> str | None:
+    """--data-root is the task's root for one task, and a folder of <task>/ roots for several."""
+    if args.data_root is None:
+        return None
+    return str(Path(args.data_root) / name) if several else args.data_root
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The measured table: median ms per iteration (± IQR) and examples/s per variant, and the ratios."""
+    head = (
+        f"{'task':<12}{'S':>4}  {'ms adascale':>16}  {'ms identity':>16}  {'ms bare':>16}"
+        f"  {'ex/s adascale':>13}  {'ex/s identity':>13}  {'ex/s bare':>10}  {'as/identity':>11}  {'engine/bare':>11}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        ms = "".join(f"  {r[f'ms_{v}']:>9.3f} ±{r[f'iqr_ms_{v}']:>5.2g}" for v in VARIANTS)
+        eps = "".join(f"  {r[f'examples_per_s_{v}']:>{w}.0f}" for v, w in zip(VARIANTS, (13, 13, 10), strict=True))
+        ratios = f"  {r['adascale_over_identity']:>11.3f}  {r['engine_over_bare']:>11.3f}"
+        lines.append(f"{r['task']:<12}{r['scale']:>4}{ms}{eps}{ratios}")
+    return "\n".join(lines)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    atomic_write_bytes(path, buf.getvalue().encode())
+
+
+def perf(args: argparse.Namespace) -> int:
+    """Run the benchmark for every requested task and scale; print the table and write perf.csv."""
+    from tasks import available, get_task
+
+    names = list(args.task) if args.task else available()
+    tasks = [get_task(n) for n in names]
+    scales = parse_scales(args.scales)
+    repeats = int(args.repeats)
+    device = pick_device(args.device)
+    dist = Dist(device=device)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    threads_before = torch.get_num_threads()
+    bar = tqdm(total=len(tasks) * len(scales) * repeats, unit="round", dynamic_ncols=True, leave=False)
+    try:
+        with tempfile.TemporaryDirectory(prefix="perf-", dir=out) as tmp:
+            for task in tasks:
+                root = _data_root(args, task.name, len(tasks) > 1)
+                for s in scales:
+                    bar.set_description(f"{task.name} S={s} (setting up)")
+                    setup = build(task, s, args.preset, root, dist, Path(tmp))
+                    bar.set_description(f"{task.name} S={s}")
+                    try:
+                        row = measure(setup, repeats, device, lambda: bar.update(1))
+                        adascale = setup.loops["adascale"]
+                        assert isinstance(adascale, EngineLoop)
+                        row["flush_us_per_iteration"] = adascale.flush_us_per_iteration()
+                    finally:
+                        setup.close()
+                    row.update(
+                        task=task.name,
+                        scale=s,
+                        device=str(device),
+                        threads=torch.get_num_threads(),
+                        load_1min=round(os.getloadavg()[0], 2),
+                    )
+                    rows.append(row)
+                    tqdm.write(
+                        f"{task.name} S={s}: adascale/identity {row['adascale_over_identity']:.3f}, "
+                        f"engine/bare {row['engine_over_bare']:.3f}"
+                    )
+                    del setup
+    finally:
+        bar.close()
+        torch.set_num_threads(threads_before)
+    path = out / "perf.csv"
+    write_csv(path, rows)
+    print(table(rows))
+    clock = rows[0]["clock"] if rows else clock_for(device)
+    print(
+        f"device {device}, {rows[0]['threads'] if rows else '?'} torch thread(s), clock: "
+        f"{'process CPU time' if clock == 'cpu' else 'wall time'}; load average now "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}. Medians (± IQR) over {repeats} interleaved samples; "
+        "ratios: medians of per-round ratios. Micro-batches pre-fetched: data loading is not compared."
+    )
+    print(f"perf: {path}")
+    return 0

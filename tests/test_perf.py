@@ -1,0 +1,210 @@
+"""The overhead benchmark compares like with like, and the hot-path shortcuts it led to keep the numbers.
+
+No timings are asserted: the machine is shared. What is asserted is that the three variants of
+`adascale-bench perf` do the same arithmetic (so their time ratios mean something), that perf.csv has
+its columns, and that the faster statistics, data stream and metrics log give the same values as the
+straightforward versions they replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from bench import perf
+from bench.data import ItemStream
+from bench.distributed import Dist
+from bench.engine import accumulate
+from bench.gradstats import SquaredNormHooks
+from bench.reduction import PairwiseGrads
+from bench.runfiles import MetricsLog, read_jsonl
+from bench.seeding import mix, mix_array
+from tasks import get_task
+
+
+def _weights(module: nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def _run(setup: perf.Setup, variants: tuple[str, ...], iterations: int) -> None:
+    for i in range(iterations):
+        for v in variants:
+            setup.step(v, i)
+
+
+@pytest.mark.parametrize(("task", "scale"), [("logreg", 2), ("transformer", 2), ("cifar10", 2)])
+def test_identity_engine_and_bare_loop_end_with_the_same_weights(tmp_path: Path, task: str, scale: int) -> None:
+    """Same data, dropout seeds, accumulation, division, lr, momentum and weight decay: bit for bit
+    (transformer: dropout; cifar10: BatchNorm, weight decay)."""
+    setup = perf.build(get_task(task), scale, "tiny", None, Dist(), tmp_path)
+    before = _weights(setup.loops["bare"].model)
+    _run(setup, ("identity", "bare"), 3)
+    engine, bare = _weights(setup.loops["identity"].model), _weights(setup.loops["bare"].model)
+    assert any(not torch.equal(a, b) for a, b in zip(before, bare, strict=True))  # it did train
+    for a, b in zip(engine, bare, strict=True):
+        assert torch.equal(a, b)
+    setup.close()
+
+
+def test_at_larger_scales_only_the_summation_order_differs(tmp_path: Path) -> None:
+    """S = 4: the engine's pairwise reduction adds the micro-batch gradients as a tree, the bare loop
+    in autograd's order; the weights agree to rounding."""
+    setup = perf.build(get_task("transformer"), 4, "tiny", None, Dist(), tmp_path)
+    _run(setup, ("identity", "bare"), 2)
+    for a, b in zip(_weights(setup.loops["identity"].model), _weights(setup.loops["bare"].model), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    setup.close()
+
+
+@pytest.mark.parametrize("task", ["logreg", "transformer"])
+def test_adascale_at_scale_one_is_the_identity_engine(tmp_path: Path, task: str) -> None:
+    setup = perf.build(get_task(task), 1, "tiny", None, Dist(), tmp_path)
+    _run(setup, ("adascale", "identity"), 3)
+    for a, b in zip(_weights(setup.loops["adascale"].model), _weights(setup.loops["identity"].model), strict=True):
+        assert torch.equal(a, b)
+    setup.close()
+
+
+def test_perf_writes_the_table_and_perf_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = argparse.Namespace(
+        task=["logreg"], device="cpu", preset="tiny", scales="1,2", repeats=2, data_root=None, out=str(tmp_path)
+    )
+    assert perf.perf(args) == 0
+    with open(tmp_path / "perf.csv") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == perf.COLUMNS
+        rows = list(reader)
+    assert [(r["task"], r["scale"]) for r in rows] == [("logreg", "1"), ("logreg", "2")]
+    for r in rows:
+        for v in perf.VARIANTS:
+            assert float(r[f"ms_{v}"]) > 0 and float(r[f"examples_per_s_{v}"]) > 0
+        assert float(r["adascale_over_identity"]) > 0 and float(r["engine_over_bare"]) > 0
+        assert int(r["examples_per_iteration"]) == 32 * int(r["scale"])
+    out = capsys.readouterr().out
+    assert "as/identity" in out and "engine/bare" in out and "perf.csv" in out
+    assert [p.name for p in tmp_path.iterdir()] == ["perf.csv"]  # the engines' run folders are gone
+
+
+def test_bad_scales_are_a_user_error() -> None:
+    from bench.errors import UserError
+
+    with pytest.raises(UserError, match="--scales"):
+        perf.parse_scales("1,x")
+    with pytest.raises(UserError, match="--scales"):
+        perf.parse_scales("0")
+
+
+# -- the statistics: every path of the hooks against brute force ------------------------------------------
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.relu(self.conv(x)).mean((2, 3)))
+
+
+class CE:
+    def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return F.cross_entropy(model(batch[0]), batch[1])
+
+
+@pytest.mark.parametrize("reduction", ["native", "pairwise"])
+@pytest.mark.parametrize("small_model", [0, 1 << 30], ids=["per-pass", "keep-all"])
+def test_hooks_see_every_microbatch_gradient(reduction: str, small_model: int) -> None:
+    """Kept or aliased, under autograd's accumulation or the pairwise tree (which takes every gradient
+    out of .grad and adds into it in place): Σ||g_i||² and ḡ as computed one micro-batch at a time."""
+    S = 4
+    torch.manual_seed(0)
+    model = Net()
+    brute = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(1)
+    mbs = [(torch.randn(6, 3, 8, 8, generator=g), torch.randint(0, 5, (6,), generator=g)) for _ in range(S)]
+    params = list(model.parameters())
+    pairwise = PairwiseGrads(params) if reduction == "pairwise" else None
+    hooks = SquaredNormHooks(params, small_model=small_model)
+    for _ in range(2):  # a second iteration: nothing left over from the first
+        for p in params:
+            p.grad = None
+        if pairwise is not None:
+            pairwise.begin(S)
+        _, sum_sq, mean_sq = accumulate(model, CE(), iter(mbs), [0] * S, params, hooks, S, Dist())
+        if pairwise is not None:
+            pairwise.end()
+    grads = []
+    for x, y in mbs:
+        brute.zero_grad()
+        F.cross_entropy(brute(x), y).backward()
+        grads.append(torch.cat([p.grad.flatten() for p in brute.parameters()]).double())
+    gbar = torch.stack(grads).mean(0)
+    assert sum_sq == pytest.approx(sum(float(v.square().sum()) for v in grads), rel=1e-6)
+    assert mean_sq == pytest.approx(float(gbar.square().sum()), rel=1e-6)
+    got = torch.cat([p.grad.flatten() for p in params]).double()
+    assert float((got - gbar).norm() / gbar.norm()) < 1e-6
+    hooks.remove()
+
+
+def test_hooks_do_not_make_autograd_copy_gradients() -> None:
+    """Larger models: when autograd adopts the gradient as .grad, it gets an alias, not a copy."""
+    torch.manual_seed(0)
+    model = Net()
+    params = list(model.parameters())
+    hooks = SquaredNormHooks(params, small_model=0)
+    seen: dict[nn.Parameter, int] = {}
+    probes = [p.register_hook(lambda grad, p=p: seen.__setitem__(p, grad.untyped_storage().data_ptr())) for p in params]
+    F.cross_entropy(model(torch.randn(4, 3, 8, 8)), torch.tensor([0, 1, 2, 3])).backward()
+    assert all(p.grad.untyped_storage().data_ptr() == seen[p] for p in params)
+    hooks.end_backward()
+    for h in probes:
+        h.remove()
+    hooks.remove()
+
+
+# -- the data stream's keys, the seeds, the metrics log ------------------------------------------------------
+
+
+def test_vectorised_mix_is_mix() -> None:
+    pos = np.array([0, 1, 2, 77, 2**31, 2**40 + 3, 2**63 - 1, -1], dtype=np.int64)
+    for seed in (0, 1, 7, 2**62 + 5):
+        assert mix_array(seed, pos).tolist() == [mix(seed, int(p)) for p in pos]
+        assert mix_array(seed, pos, 0x0D20).tolist() == [mix(seed, int(p), 0x0D20) for p in pos]
+
+
+@pytest.mark.parametrize(("n", "k"), [(100, 7), (10, 32), (5, 5), (20_000, 32)])
+def test_stream_items_and_keys_are_the_per_example_ones(n: int, k: int) -> None:
+    """Micro-batch j holds positions j·k … (j+1)·k − 1: item = the epoch's permutation at the offset,
+    key = mix(seed, position), across epoch boundaries and for micro-batches larger than an epoch."""
+    stream, ref = ItemStream(n, k, 3), ItemStream(n, k, 3)
+    for j in [*range(40), 999]:
+        want = []
+        for pos in range(j * k, (j + 1) * k):
+            epoch, offset = divmod(pos, n)
+            want.append((int(ref.permutation(epoch)[offset]), mix(3, pos)))
+        assert stream.microbatch(j) == want
+
+
+def test_metrics_log_buffers_and_writes_non_finite_numbers_as_null(tmp_path: Path) -> None:
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    record = {"iteration": 0, "loss": float("nan"), "gain": 1.5, "sum_sq": float("inf")}
+    log.append(record)
+    record["gain"] = 99.0  # the log kept its own copy
+    log.append({"iteration": 1, "loss": 0.25, "note": "NaN is a fine string"})
+    assert log.pending() == 2 and not (tmp_path / "metrics.jsonl").exists()
+    log.flush()
+    assert read_jsonl(tmp_path / "metrics.jsonl") == [
+        {"iteration": 0, "loss": None, "gain": 1.5, "sum_sq": None},
+        {"iteration": 1, "loss": 0.25, "note": "NaN is a fine string"},
+    ]
+    assert all(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines())
