@@ -5,6 +5,89 @@ from __future__ import annotations
 import argparse
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
+
+
+def _sbatch_param(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    key = key.strip().lstrip("-")
+    if not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE (an sbatch long option without --)")
+    return key, value.strip() if sep else ""
+
+
 def add_submit_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", default="local", choices=("local", "slurm", "debug"))
+    p.add_argument(
+        "--executor",
+        default="local",
+        choices=("local", "slurm", "debug"),
+        help="local: jobs on this machine (default); slurm: a SLURM cluster; debug: in this process, one by one",
+    )
     p.add_argument("--out", default="runs", help="results folder (default: runs)")
+    g = p.add_argument_group("resources (a run at scale S gets W = S/A ranks, one per GPU)")
+    g.add_argument(
+        "--gpus-per-node",
+        type=_non_negative_int,
+        default=None,
+        help="GPUs per node (slurm default 0: CPU jobs, one rank per node; local default: visible CUDA devices)",
+    )
+    g.add_argument("--max-nodes", type=_positive_int, default=1, help="most nodes one run may span (default 1)")
+    g.add_argument("--cpus-per-task", type=_positive_int, default=None, help="default: the task's data workers + 1")
+    g.add_argument(
+        "--mem-per-task-gb", type=_positive_float, default=None, help="memory per rank (default: the cluster's)"
+    )
+    g.add_argument("--time", type=_positive_int, default=None, help="time limit per job in minutes (slurm default 240)")
+    g.add_argument(
+        "--max-requeues",
+        type=_non_negative_int,
+        default=20,
+        help="times a job may hit its time limit and be requeued from its checkpoint (default 20)",
+    )
+    g.add_argument(
+        "--array-parallelism", type=_positive_int, default=None, help="runs of one array at a time (local: at once)"
+    )
+    s = p.add_argument_group("slurm")
+    s.add_argument("--partition", default=None)
+    s.add_argument("--account", default=None)
+    s.add_argument("--qos", default=None)
+    s.add_argument("--constraint", default=None, help="node features, as sbatch --constraint")
+    s.add_argument(
+        "--sbatch",
+        action="append",
+        type=_sbatch_param,
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other sbatch option, e.g. --sbatch exclude=node7 (repeatable)",
+    )
+    s.add_argument(
+        "--setup", action="append", default=[], metavar="LINE", help="a shell line run before each job (repeatable)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the job arrays it would submit, submit nothing")
+    p.add_argument("--wait", action="store_true", help="slurm: wait until every submitted job has ended")

@@ -1,0 +1,208 @@
+"""One place that turns a run plus the user's options into a submitit executor (DESIGN §6).
+
+A run at scale S (the largest S of an elastic schedule included) gets W data-parallel ranks, one per GPU
+(one per node on CPU-only jobs), with W ≤ GPUs per node × max nodes and W dividing every S the run uses,
+so each rank accumulates A = S / W micro-batches. Runs of the same resource shape share a job array.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from bench.errors import UserError
+
+SLURM_DEFAULT_TIME_MIN = 240
+# Local jobs have no scheduler limit; submitit's local controller still needs one (it signals at the end).
+LOCAL_TIME_MIN = 60 * 24 * 30
+# Seconds between submitit's USR2 and the time limit: room for the engine to finish an iteration and save.
+SIGNAL_DELAY_S = 120
+MAX_ARRAY = 1000  # SLURM's default MaxArraySize is 1001
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the user lets one job ask for, and where."""
+
+    executor: str = "local"
+    gpus_per_node: int = 0
+    max_nodes: int = 1
+    cpus_per_task: int | None = None
+    mem_per_task_gb: float | None = None
+    time_min: int | None = None
+    max_requeues: int = 20
+    array_parallelism: int | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    sbatch: dict[str, str] = field(default_factory=dict)
+    setup: tuple[str, ...] = ()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Resources:
+        executor = args.executor
+        gpus = args.gpus_per_node
+        if gpus is None:
+            gpus = _visible_cuda_devices() if executor == "local" else 0
+        if executor != "slurm" and args.max_nodes > 1:
+            raise UserError(f"--max-nodes {args.max_nodes}: the {executor} executor runs on this machine only")
+        return cls(
+            executor=executor,
+            gpus_per_node=gpus if executor != "debug" else 0,
+            max_nodes=args.max_nodes,
+            cpus_per_task=args.cpus_per_task,
+            mem_per_task_gb=args.mem_per_task_gb,
+            time_min=args.time,
+            max_requeues=args.max_requeues,
+            array_parallelism=args.array_parallelism,
+            partition=args.partition,
+            account=args.account,
+            qos=args.qos,
+            constraint=args.constraint,
+            sbatch=dict(args.sbatch or []),
+            setup=tuple(args.setup or ()),
+        )
+
+    @property
+    def ranks_per_node(self) -> int:
+        """One rank per GPU; CPU-only jobs run one rank per node."""
+        return max(1, self.gpus_per_node)
+
+    @property
+    def max_ranks(self) -> int:
+        return 1 if self.executor == "debug" else self.ranks_per_node * self.max_nodes
+
+
+def _visible_cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """The allocation of one job: W ranks as nodes × tasks per node, a GPU per task when there are GPUs."""
+
+    ranks: int
+    nodes: int
+    tasks_per_node: int
+    gpus_per_node: int
+    cpus_per_task: int
+
+    def describe(self) -> str:
+        gpus = f"{self.gpus_per_node} GPU{'s' if self.gpus_per_node != 1 else ''}/node" if self.gpus_per_node else "CPU"
+        return (
+            f"W={self.ranks} ({self.nodes} node{'s' if self.nodes > 1 else ''} × {self.tasks_per_node} "
+            f"task{'s' if self.tasks_per_node > 1 else ''}, {gpus}, {self.cpus_per_task} CPU/task)"
+        )
+
+
+def run_scales(spec: dict[str, Any]) -> list[int]:
+    """Every scale S a run uses: one, or each step of its elastic schedule."""
+    scale = spec["scale"]
+    if isinstance(scale, int):
+        return [scale]
+    steps = spec["elastic"][scale.removeprefix("elastic-")]
+    return sorted({int(s) for _, s in steps})
+
+
+def fits(ranks: int, res: Resources) -> bool:
+    """W ranks fit the user's bound, and fill whole nodes when they span several."""
+    if ranks < 1 or ranks > res.max_ranks:
+        return False
+    return ranks <= res.ranks_per_node or ranks % res.ranks_per_node == 0
+
+
+def feasible(ranks: int, scales: list[int], res: Resources) -> bool:
+    """W ranks fit, and divide every S the run uses (each rank accumulates the same A = S / W)."""
+    return fits(ranks, res) and not any(s % ranks for s in scales)
+
+
+def choose_ranks(scales: list[int], res: Resources) -> int:
+    """The most ranks the run can use (fewer micro-batches accumulated per rank means a faster run)."""
+    return next(w for w in range(res.max_ranks, 0, -1) if feasible(w, scales, res))
+
+
+def shape_for(spec: dict[str, Any], ranks: int, res: Resources) -> Shape:
+    per_node = min(ranks, res.ranks_per_node)
+    nodes = ranks // per_node
+    cpus = res.cpus_per_task or int(spec.get("num_workers") or 0) + 1  # data workers + the training process
+    return Shape(ranks, nodes, per_node, per_node if res.gpus_per_node else 0, cpus)
+
+
+def accumulation(spec: dict[str, Any], ranks: int) -> dict[int, int]:
+    """A for each scale of the run: S / W, or the spec's fixed A (then W follows S instead)."""
+    fixed = spec.get("accumulation")
+    return {s: int(fixed) if fixed else s // ranks for s in run_scales(spec)}
+
+
+def require_slurm() -> None:
+    missing = [c for c in ("sbatch", "srun", "sacct") if shutil.which(c) is None]
+    if missing:
+        raise UserError(
+            f"--executor slurm: no SLURM on this machine ({', '.join(missing)} not found on PATH); "
+            "run on a cluster's login node, start a local one with slurm/local/start.sh, or use --executor local"
+        )
+
+
+def make_executor(
+    res: Resources, shape: Shape, folder: Path, name: str, after: list[str] | None = None
+) -> submitit.Executor:
+    """A submitit executor for jobs of one shape; `after` are job ids that must end before these start."""
+    kind = res.executor
+    if kind == "debug":
+        return submitit.AutoExecutor(folder=folder, cluster="debug")
+    if kind == "local":
+        ex = submitit.AutoExecutor(folder=folder, cluster="local", local_max_num_timeout=res.max_requeues)
+        ex.update_parameters(
+            name=name,
+            timeout_min=res.time_min or LOCAL_TIME_MIN,
+            nodes=1,
+            tasks_per_node=shape.tasks_per_node,
+            gpus_per_node=shape.gpus_per_node,
+        )
+        return ex
+    if kind != "slurm":
+        raise UserError(f"unknown executor {kind!r}; expected local, slurm or debug")
+    extra: dict[str, Any] = {"requeue": True, **res.sbatch}
+    if after:
+        deps = "afterany:" + ":".join(after)
+        extra["dependency"] = f"{extra['dependency']},{deps}" if extra.get("dependency") else deps
+    ex = submitit.AutoExecutor(folder=folder, cluster="slurm", slurm_max_num_timeout=res.max_requeues)
+    params: dict[str, Any] = dict(
+        name=name,
+        timeout_min=res.time_min or SLURM_DEFAULT_TIME_MIN,
+        nodes=shape.nodes,
+        tasks_per_node=shape.tasks_per_node,
+        cpus_per_task=shape.cpus_per_task,
+        gpus_per_node=shape.gpus_per_node or None,
+        mem_gb=res.mem_per_task_gb * shape.tasks_per_node if res.mem_per_task_gb else None,
+        slurm_partition=res.partition,
+        slurm_account=res.account,
+        slurm_qos=res.qos,
+        slurm_constraint=res.constraint,
+        slurm_signal_delay_s=signal_delay_s(res.time_min or SLURM_DEFAULT_TIME_MIN),
+        slurm_additional_parameters=extra,
+        slurm_setup=list(res.setup) or None,
+    )
+    if res.array_parallelism:
+        params["slurm_array_parallelism"] = res.array_parallelism
+    ex.update_parameters(**{k: v for k, v in params.items() if v is not None})
+    return ex
+
+
+def signal_delay_s(time_min: int) -> int:
+    """USR2 comes this long before the time limit; never in the first 80 % of a short job."""
+    return int(min(SIGNAL_DELAY_S, max(10, time_min * 60 // 5)))
+
+
+def local_parallelism(res: Resources) -> int:
+    """Runs at once on this machine: the user's choice, else half the cores (tiny runs use one thread)."""
+    return res.array_parallelism or max(1, (os.cpu_count() or 1) // 2)

@@ -1,0 +1,261 @@
+"""The submitit job that trains one run, and survives preemption and time limits.
+
+Stopping a run exactly is the engine's business: bench.engine.request_stop() raises a flag that the
+engine checks after each iteration, and then it writes checkpoint.pt and raises Interrupted. A signal
+handler cannot wait for the end of an iteration while it runs on the thread that is training, so the
+run trains on a worker thread and the main thread only waits. Then:
+
+- USR2 (submitit's preemption and time-limit signal, rank 0): submitit calls `checkpoint()`, which asks
+  the engine to stop, waits for checkpoint.pt, and hands submitit a fresh job to requeue. The requeued
+  job starts the engine on the same folder, and the engine resumes from the checkpoint.
+- SIGTERM (scancel, `scontrol requeue`, a preemption without USR2): submitit ignores it; here it also
+  asks the engine to stop, so that the run checkpoints before SLURM's SIGKILL, and the job then waits for
+  that end instead of reporting a failure that would race a requeue.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import submitit
+
+from bench.engine import Interrupted, RanksChange, clear_stop, git_commit, request_stop, versions
+from bench.errors import UserError
+from bench.runfiles import SUMMARY, read_json, write_json
+from bench.runner import existing_summary, run_dir_of, run_spec
+
+JOB = "job.json"  # written by `submit`: which job runs this folder
+ATTEMPTS = "attempts.json"  # written by the job: each start (a requeued job starts again)
+CHECKPOINT_WAIT_S = 100.0  # < executors.SIGNAL_DELAY_S: submitit's USR2 comes that long before the limit
+STOPPED_WAIT_S = 120.0  # after a SIGTERM stop: how long to wait for SLURM's SIGKILL or submitit's USR2
+
+
+def master_port(job_id: str) -> int:
+    """A port for torch.distributed's rendezvous, fixed per job so that every rank agrees on it."""
+    digits = "".join(c for c in job_id if c.isdigit()) or "0"
+    return 20000 + int(digits) % 20000
+
+
+def dist_environment(env: Any) -> dict[str, str]:
+    """torch.distributed's variables for this task of a multi-task job (empty for a single task)."""
+    if env.num_tasks <= 1:
+        return {}
+    return {
+        "RANK": str(env.global_rank),
+        "WORLD_SIZE": str(env.num_tasks),
+        "LOCAL_RANK": str(env.local_rank),
+        "MASTER_ADDR": env.hostnames[0],
+        "MASTER_PORT": str(master_port(env.raw_job_id)),
+    }
+
+
+def record_failure(spec: dict[str, Any], run_dir: Path, message: str, details: str | None = None) -> dict[str, Any]:
+    """A `failed` summary and error.log, as bench.runner writes them for a crash, for failures that happen
+    outside the engine (an unmet dependency, a user error found when the run starts)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.log").write_text((details or "") + message + "\n")
+    summary = {
+        "task": spec["task"],
+        "method": spec["method"],
+        "scale": spec["scale"],
+        "seed": spec["seed"],
+        "preset": spec["preset"],
+        "status": "failed",
+        "error": message,
+        "val_metric": None,
+        "train_loss": None,
+        "iterations": None,
+        "tau": None,
+        "wall_time_s": None,
+        "versions": versions(),
+        "git_commit": git_commit(),
+    }
+    write_json(run_dir / SUMMARY, summary)
+    return summary
+
+
+class RunFailed(RuntimeError):
+    """The run failed; its summary.json and error.log say why. Raised so that the scheduler sees a failure."""
+
+
+class RunJob(submitit.helpers.Checkpointable):
+    """Train one resolved spec into its folder under `out`; `needs` are run names (relative to `out`) that
+    must have ended first (LSW+ needs its AdaScale run). `resources` lets a SLURM job submit the run's
+    continuation when its S schedule needs another number of ranks (spec `accumulation`)."""
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        out: str | Path,
+        needs: list[str] | None = None,
+        raise_on_failure: bool = True,
+        resources: Any = None,
+    ) -> None:
+        self.spec = spec
+        self.out = str(out)
+        self.needs = list(needs or [])
+        self.raise_on_failure = raise_on_failure
+        self.resources = resources
+        self._worker: threading.Thread | None = None
+        self._outcome: tuple[str, Any, str] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the thread and the outcome belong to one process; a requeued job starts clean
+        return {k: v for k, v in self.__dict__.items() if k not in ("_worker", "_outcome")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _worker=None, _outcome=None)
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir_of(Path(self.out), self.spec)
+
+    def fresh(self, **changes: Any) -> RunJob:
+        """The same job, without this process's state (what submitit requeues)."""
+        spec = {**self.spec, **changes}
+        return RunJob(spec, self.out, self.needs, self.raise_on_failure, self.resources)
+
+    # -- submitit's side ---------------------------------------------------------------------------------
+    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
+        """Called by submitit on USR2 (preemption or time limit): let the engine save, then requeue."""
+        request_stop(signal.SIGUSR2)
+        worker = self._worker
+        if worker is not None:
+            worker.join(CHECKPOINT_WAIT_S)
+        return submitit.helpers.DelayedSubmission(self.fresh())
+
+    def __call__(self) -> dict[str, Any]:
+        clear_stop()
+        env = submitit.JobEnvironment()
+        out, run_dir = Path(self.out), self.run_dir
+        main = env.global_rank == 0
+        if main:
+            self._record_attempt(env)
+        done = existing_summary(run_dir)
+        if done is not None:
+            return done
+        unmet = self._unmet_need()
+        if unmet:
+            if main:
+                record_failure(self.spec, run_dir, unmet)
+            return self._failed(unmet)
+        os.environ.update(dist_environment(env))
+        from bench.distributed import from_env, shutdown
+
+        dist = from_env(self.spec.get("device") or "auto")
+        threaded = env.cluster != "debug" and threading.current_thread() is threading.main_thread()
+        try:
+            if threaded:
+                self._install_handlers(local=env.cluster == "local")
+                self._worker = threading.Thread(target=self._train, args=(out, dist), name="train", daemon=True)
+                self._worker.start()
+                while self._worker.is_alive():
+                    self._worker.join(1.0)  # wakes for signals: their handlers run on this thread
+            else:
+                self._train(out, dist)
+        finally:
+            if not self._worker or not self._worker.is_alive():
+                shutdown()
+        assert self._outcome is not None
+        kind, value, _ = self._outcome
+        if kind == "done":
+            return value
+        if isinstance(value, RanksChange):
+            return self._continue(env, value)
+        if isinstance(value, Interrupted):
+            if threaded and env.cluster == "slurm":
+                self._await_end()
+            raise value
+        if isinstance(value, UserError):  # found by the runner before training: not recorded by it
+            if main:
+                record_failure(self.spec, run_dir, str(value))
+            return self._failed(str(value))
+        # a crash in training: bench.runner has written the failed summary and error.log
+        return self._failed(f"{type(value).__name__}: {value}", value)
+
+    def _continue(self, env: Any, change: RanksChange) -> dict[str, Any]:
+        """The S schedule needs `change.ranks` ranks now (the checkpoint is saved). On SLURM, rank 0 submits
+        the continuation with that allocation and records its job; elsewhere the submitter does it."""
+        result = {"status": "ranks-change", "ranks": change.ranks, "message": str(change)}
+        if env.cluster != "slurm" or env.global_rank != 0 or self.resources is None:
+            return result
+        from .submit import submit_continuation
+
+        try:
+            result["job_id"] = submit_continuation(self, change.ranks)
+        except UserError as e:
+            record_failure(self.spec, self.run_dir, f"{change}; but {e}")
+            return self._failed(str(e))
+        return result
+
+    # -- helpers -------------------------------------------------------------------------------------------
+    def _train(self, out: Path, dist: Any) -> None:
+        try:
+            self._outcome = ("done", run_spec(self.spec, out, progress=False, dist=dist), "")
+        except BaseException as e:  # handed to the main thread, which decides
+            self._outcome = ("error", e, traceback.format_exc())
+
+    def _install_handlers(self, local: bool = False) -> None:
+        """SIGTERM and submitit's USR2 also raise the engine's stop flag, on every rank (submitit checkpoints
+        on rank 0 only, but the engine makes every rank stop in the same iteration). Local jobs also stop
+        cleanly on Ctrl-C (SIGINT reaches them from the terminal)."""
+        preempt = getattr(signal, "SIG" + submitit.JobEnvironment.USR_SIG)
+        for sig in {signal.SIGTERM, preempt} | ({signal.SIGINT} if local else set()):
+            previous = signal.getsignal(sig)
+
+            def handler(signum: int, frame: Any, previous: Any = previous) -> None:
+                request_stop(signum)
+                if callable(previous) and previous is not signal.default_int_handler:  # no KeyboardInterrupt
+                    previous(signum, frame)
+
+            signal.signal(sig, handler)
+
+    def _await_end(self) -> None:
+        """Stopped by SIGTERM with the checkpoint saved: SLURM kills or requeues the job next (or submitit's
+        USR2 arrives and requeues it); failing now would race that. Give up after STOPPED_WAIT_S."""
+        deadline = time.monotonic() + STOPPED_WAIT_S
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def _unmet_need(self) -> str | None:
+        for need in self.needs:
+            path = Path(self.out) / need / SUMMARY
+            try:
+                status = read_json(path).get("status") if path.exists() else None
+            except (OSError, ValueError):
+                status = "unreadable"
+            if status is None:  # its job ended (afterany) without a summary: cancelled, killed, out of time
+                return f"{self.spec['method']} needs the run {need}, which did not finish (no summary.json)"
+            if status == "unreadable":
+                return f"{self.spec['method']} needs the run {need}, whose summary.json is unreadable"
+        return None
+
+    def _failed(self, message: str, cause: BaseException | None = None) -> dict[str, Any]:
+        if self.raise_on_failure:
+            raise RunFailed(message) from cause
+        path = self.run_dir / SUMMARY
+        return read_json(path) if path.exists() else {"status": "failed", "error": message}
+
+    def _record_attempt(self, env: Any) -> None:
+        path = self.run_dir / ATTEMPTS
+        try:
+            attempts = read_json(path) if path.exists() else []
+        except (OSError, ValueError):
+            attempts = []
+        attempts.append(
+            {
+                "job_id": env.job_id,
+                "cluster": env.cluster,
+                "host": socket.gethostname(),
+                "tasks": env.num_tasks,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+        )
+        write_json(path, attempts)

@@ -1,0 +1,263 @@
+"""`adascale-bench status DIR`: the state of every cell of a results folder.
+
+A run's state comes from its own files first (summary.json says done, diverged or failed), then from
+the scheduler for the job that `submit` recorded in job.json (sacct through submitit's SlurmInfoWatcher,
+squeue for what sacct does not know yet; a local job is its process). A run that a matrix submitted but
+that has no folder yet is `missing`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.errors import UserError
+from bench.runfiles import CHECKPOINT, METRICS, SPEC, SUMMARY, read_json, write_json
+
+from .job import JOB
+
+MANIFEST = "matrix.json"  # the runs that `submit` was asked for, so that status can name missing ones
+SUBMITIT_DIR = ".submitit"
+STATES = ("done", "running", "pending", "failed", "diverged", "missing")
+# Scheduler states of a job that has not ended (submitit treats PREEMPTED as not ended too: it is requeued).
+ACTIVE = {
+    "PENDING",
+    "RUNNING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "CONFIGURING",
+    "COMPLETING",
+    "SUSPENDED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "PREEMPTED",
+    "READY",
+}
+STALE_S = 600  # a run folder without a job whose metrics have not moved for this long has stopped
+METHOD_ORDER = {"adascale": 0, "lsw": 1, "lsw+": 2, "identity": 3, "scaled": 4}
+
+
+@dataclass
+class RunState:
+    name: str  # the run's folder relative to the results folder: task/method/s8/seed0[,key=value...]
+    state: str
+    job_id: str | None = None
+    scheduler: str | None = None
+    detail: str | None = None
+
+    @property
+    def parts(self) -> tuple[str, str, str, int, str]:
+        """(task, method, scale label, seed, variant) parsed from the run name (bench.spec.run_name)."""
+        task, method, scale, leaf = self.name.split("/", 3)
+        seed_part, _, variant = leaf.partition(",")
+        seed = int(seed_part.removeprefix("seed")) if seed_part.removeprefix("seed").isdigit() else -1
+        return task, method, scale.removeprefix("s") if scale[1:].isdigit() else scale, seed, variant
+
+
+# -- the files ------------------------------------------------------------------------------------------------
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        obj = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def read_manifest(out: Path) -> dict[str, dict[str, Any]]:
+    obj = _read(Path(out) / MANIFEST)
+    return dict(obj.get("runs", {})) if obj else {}
+
+
+def add_to_manifest(out: Path, runs: dict[str, dict[str, Any]], matrix: str) -> None:
+    old = _read(Path(out) / MANIFEST) or {}
+    merged = {**old.get("runs", {}), **runs}
+    matrices = list(dict.fromkeys([*old.get("matrices", []), matrix]))
+    write_json(Path(out) / MANIFEST, {"matrices": matrices, "runs": dict(sorted(merged.items()))})
+
+
+def run_names(out: Path) -> list[str]:
+    """Every run the folder knows of: submitted by a matrix, or a folder holding a run's files."""
+    out = Path(out)
+    names = set(read_manifest(out))
+    for marker in (SPEC, SUMMARY, JOB):
+        for path in out.rglob(marker):
+            rel = path.parent.relative_to(out)
+            if rel.parts and rel.parts[0] != SUBMITIT_DIR and len(rel.parts) == 4:
+                names.add(rel.as_posix())
+    return sorted(names)
+
+
+def last_line(path: Path | str | None) -> str | None:
+    """The last non-empty line of a log (progress bars' carriage returns count as line ends)."""
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 16384))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    lines = [line.strip() for line in re.split(r"[\r\n]+", text) if line.strip()]
+    return lines[-1] if lines else None
+
+
+# -- the scheduler --------------------------------------------------------------------------------------------
+def _pid_is_submitit(pid: str) -> bool:
+    try:
+        return b"submitit" in Path(f"/proc/{int(pid)}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return False
+
+
+def _squeue(ids: list[str]) -> dict[str, str]:
+    if not ids or shutil.which("squeue") is None:
+        return {}
+    mains = sorted({i.split("_")[0] for i in ids})
+    try:
+        res = subprocess.run(
+            ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(mains)], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    states = {}
+    for line in res.stdout.splitlines():
+        jid, _, state = line.partition("|")
+        states[jid.strip()] = state.strip()
+    return states
+
+
+def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
+    """Job id -> scheduler state (first word: 'CANCELLED by 0' -> CANCELLED) for the recorded jobs.
+    SLURM: one sacct call through submitit's watcher, squeue for jobs sacct has not seen yet; local:
+    RUNNING while the job's controller process lives, else ENDED. UNKNOWN when nothing answers."""
+    states: dict[str, str] = {}
+    slurm_ids = sorted({j["job_id"] for j in jobs if j.get("executor") == "slurm" and j.get("job_id")})
+    if slurm_ids and shutil.which("sacct"):
+        from submitit.slurm.slurm import SlurmInfoWatcher
+
+        watcher = SlurmInfoWatcher(delay_s=0)
+        for jid in slurm_ids:
+            watcher.register_job(jid)
+        watcher.update()
+        for jid in slurm_ids:
+            state = watcher.get_state(jid, mode="cache")
+            if state != "UNKNOWN":
+                states[jid] = state.split()[0].upper()
+        unknown = [jid for jid in slurm_ids if jid not in states]
+        states.update({k: v for k, v in _squeue(unknown).items() if k in unknown})
+    for j in jobs:
+        if j.get("executor") == "local" and j.get("job_id"):
+            states[j["job_id"]] = "RUNNING" if _pid_is_submitit(j["job_id"]) else "ENDED"
+        elif j.get("executor") == "debug" and j.get("job_id"):
+            states[j["job_id"]] = "ENDED"  # ran inside the submitting process, which has returned
+    return states
+
+
+# -- one run --------------------------------------------------------------------------------------------------
+def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str | None) -> RunState:
+    run_dir = Path(out) / name
+    summary = _read(run_dir / SUMMARY)
+    status = summary.get("status") if summary else None
+    job_id = job.get("job_id") if job else None
+    if status == "completed":
+        return RunState(name, "done", job_id, scheduler)
+    if status == "diverged":
+        return RunState(name, "diverged", job_id, scheduler)
+    if job is not None and scheduler in ACTIVE:  # a new attempt is under way, whatever the last one left
+        return RunState(name, "running" if scheduler in ("RUNNING", "COMPLETING") else "pending", job_id, scheduler)
+    if job is not None and scheduler == "UNKNOWN" and time.time() - float(job.get("submitted_at", 0)) < 60:
+        return RunState(name, "pending", job_id, scheduler)  # sacct and squeue lag a fresh submission
+    if status == "failed":
+        line = last_line(run_dir / "error.log") or summary.get("error") or last_line(job and job.get("stderr"))
+        return RunState(name, "failed", job_id, scheduler, line)
+    if job is not None:
+        why = f"job {job_id} ended ({scheduler or 'UNKNOWN'}) without a summary"
+        if (run_dir / CHECKPOINT).exists():
+            why += "; checkpoint saved, submit again to resume"
+        line = last_line(job.get("stderr"))
+        return RunState(name, "failed", job_id, scheduler, f"{why}; log: {line}" if line else why)
+    if (run_dir / METRICS).exists() or (run_dir / CHECKPOINT).exists():  # started outside `submit`
+        recent = max(p.stat().st_mtime for p in (run_dir / METRICS, run_dir / CHECKPOINT) if p.exists())
+        if time.time() - recent < STALE_S:
+            return RunState(name, "running")
+        return RunState(name, "failed", detail="stopped without a summary; submit again to resume")
+    return RunState(name, "missing")
+
+
+def collect(out: Path) -> list[RunState]:
+    """The state of every run of a results folder."""
+    out = Path(out)
+    names = run_names(out)
+    jobs = {name: _read(out / name / JOB) for name in names}
+    states = scheduler_states([j for j in jobs.values() if j])
+    result = []
+    for name in names:
+        job = jobs[name]
+        result.append(run_state(out, name, job, states.get(job["job_id"], "UNKNOWN") if job else None))
+    return result
+
+
+# -- the table ------------------------------------------------------------------------------------------------
+def _scale_key(scale: str) -> tuple[int, int | str]:
+    return (0, int(scale)) if scale.isdigit() else (1, scale)
+
+
+def _cell_state(states: list[str]) -> str:
+    counts = Counter(states)
+    if len(counts) == 1:
+        return states[0]
+    return ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])
+
+
+def _jobs(ids: list[str]) -> str:
+    unique = list(dict.fromkeys(i for i in ids if i))
+    return ",".join(unique[:4]) + (f",… ({len(unique)})" if len(unique) > 4 else "") if unique else "-"
+
+
+def table(runs: list[RunState]) -> str:
+    """One row per cell (task, method, scale, variant) with its seeds, state and job ids; then the failed
+    runs, each with the last line of its log."""
+    cells: dict[tuple, list[RunState]] = {}
+    for r in runs:
+        task, method, scale, _, variant = r.parts
+        cells.setdefault((task, method, scale, variant), []).append(r)
+    order = sorted(cells, key=lambda k: (k[0], METHOD_ORDER.get(k[1], 9), k[1], _scale_key(k[2]), k[3]))
+    rows = [("task", "method", "scale", "variant", "seeds", "state", "jobs")]
+    for key in order:
+        members = sorted(cells[key], key=lambda r: r.parts[3])
+        seeds = ",".join(str(r.parts[3]) for r in members)
+        state = _cell_state([r.state for r in members])
+        rows.append((*key[:3], key[3] or "-", seeds, state, _jobs([r.job_id or "" for r in members])))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    failed = [r for r in runs if r.state == "failed"]
+    if failed:
+        lines += ["", "failed:"]
+        for r in failed:
+            job = f" (job {r.job_id}{', ' + r.scheduler if r.scheduler else ''})" if r.job_id else ""
+            lines.append(f"  {r.name}{job}: {r.detail or 'no log'}")
+    counts = Counter(r.state for r in runs)
+    lines += ["", f"{len(runs)} runs: " + ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])]
+    return "\n".join(lines)
+
+
+def status(args: argparse.Namespace) -> int:
+    out = Path(args.dir)
+    if not out.is_dir():
+        raise UserError(f"results folder {out} does not exist")
+    runs = collect(out)
+    if not runs:
+        raise UserError(f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})")
+    print(table(runs))
+    return 1 if any(r.state == "failed" for r in runs) else 0

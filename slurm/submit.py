@@ -1,0 +1,453 @@
+"""`adascale-bench submit MATRIX --executor {local,slurm,debug}`: expand a matrix and submit its runs.
+
+Complete runs are skipped, runs whose job is still queued or running are left alone, incomplete ones are
+submitted again and resume from their checkpoint (the engine does that when started on the same folder).
+Runs of one resource shape share a job array. Runs that depend on others (LSW+ on its AdaScale run) go in
+a later array that starts after those have ended (SLURM: afterany, so that a diverged or failed AdaScale
+run makes its LSW+ run fail with that reason instead of waiting forever); locally they are started after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import matrix as matrices
+from bench.errors import UserError
+from bench.runfiles import SPEC, SUMMARY, read_json, write_json
+from bench.runner import existing_summary
+from bench.spec import run_name
+
+from .executors import (
+    MAX_ARRAY,
+    Resources,
+    Shape,
+    accumulation,
+    choose_ranks,
+    feasible,
+    fits,
+    local_parallelism,
+    make_executor,
+    require_slurm,
+    run_scales,
+    shape_for,
+)
+from .job import JOB, RunJob
+from .status import ACTIVE, SUBMITIT_DIR, add_to_manifest, collect, scheduler_states, table
+
+
+@dataclass
+class Planned:
+    """A run to submit: its resolved spec, its allocation, and what it waits for."""
+
+    request: matrices.RunRequest
+    spec: dict[str, Any]
+    name: str
+    shape: Shape
+    needs: list[str] = field(default_factory=list)  # run names that must have ended first
+    wave: int = 0  # 0: nothing to wait for in this submission; k: after runs of wave k - 1
+
+
+@dataclass
+class Plan:
+    todo: list[Planned]
+    complete: list[str]
+    queued: dict[str, str]  # run name -> the job id that already runs or waits for it
+    names: dict[tuple, str]  # RunRequest.key -> run name
+
+    def groups(self) -> list[tuple[int, Shape, list[Planned]]]:
+        """(wave, shape, runs) in submission order, each at most one job array long."""
+        by: dict[tuple[int, Shape], list[Planned]] = {}
+        for p in self.todo:
+            by.setdefault((p.wave, p.shape), []).append(p)
+        out = []
+        for (wave, shape), runs in sorted(by.items(), key=lambda kv: kv[0]):
+            for i in range(0, len(runs), MAX_ARRAY):
+                out.append((wave, shape, runs[i : i + MAX_ARRAY]))
+        return out
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        obj = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
+    """Resolve every run of the matrix, give it W ranks, and sort it into complete, queued and to-do."""
+
+    specs: dict[tuple, dict[str, Any]] = {}
+    names: dict[tuple, str] = {}
+    for req in m.runs:
+        spec = m.spec(req)
+        spec["ranks"] = ranks_to_start(spec, out / run_name(spec), res)
+        specs[req.key], names[req.key] = spec, run_name(spec)
+
+    jobs = {name: _read(out / name / JOB) for name in names.values()}
+    states = scheduler_states([j for j in jobs.values() if j])
+    complete, queued, todo = [], {}, []
+    for req in m.runs:
+        name = names[req.key]
+        job = jobs[name]
+        if existing_summary(out / name) is not None:
+            complete.append(name)
+        elif job and states.get(job.get("job_id", ""), "UNKNOWN") in ACTIVE:
+            queued[name] = job["job_id"]
+        else:
+            spec = specs[req.key]
+            needs = [names[d.key] for d in matrices.depends_on(req, m.runs)]
+            todo.append(Planned(req, spec, name, shape_for(spec, spec["ranks"], res), needs))
+    waves: dict[str, int] = {}
+    pending = {p.name: p for p in todo}
+
+    def wave(p: Planned, seen: tuple[str, ...] = ()) -> int:
+        if p.name not in waves:
+            if p.name in seen:
+                raise UserError(f"matrix {m.path}: runs depend on each other in a cycle ({' -> '.join(seen)})")
+            inner = [wave(pending[n], (*seen, p.name)) + 1 for n in p.needs if n in pending]
+            waves[p.name] = max(inner, default=0)
+        return waves[p.name]
+
+    for p in todo:
+        p.wave = wave(p)
+    return Plan(todo, complete, queued, names)
+
+
+def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
+    """W for the run's next job. Usually the most ranks the resources allow (an incomplete run keeps the W
+    it started with); a spec that fixes the accumulation A needs W = S / A at its checkpoint's τ."""
+    if spec.get("accumulation"):
+        from bench.launch import initial_ranks
+
+        ranks = initial_ranks({**spec, "ranks": 1}, run_dir)
+        if not fits(ranks, res):
+            raise UserError(
+                f"{run_name(spec)} needs {ranks} ranks (accumulation {spec['accumulation']}), more than "
+                f"--gpus-per-node × --max-nodes allow ({res.max_ranks}) as whole nodes"
+            )
+        return ranks
+    scales = run_scales(spec)
+    before = _read(run_dir / SPEC)
+    if before and isinstance(before.get("ranks"), int) and feasible(before["ranks"], scales, res):
+        return before["ranks"]
+    return choose_ranks(scales, res)
+
+
+def describe_group(runs: list[Planned], shape: Shape) -> str:
+    methods = ", ".join(dict.fromkeys(p.spec["method"] for p in runs))
+    tasks = ", ".join(dict.fromkeys(p.spec["task"] for p in runs))
+    acc: dict[int, int] = {}
+    for p in runs:
+        acc.update(accumulation(p.spec, shape.ranks))
+    s_to_a = ", ".join(f"{s}→{a}" for s, a in sorted(acc.items()))
+    return f"{len(runs)} run{'s' if len(runs) != 1 else ''} ({tasks}; {methods}), {shape.describe()}, S→A: {s_to_a}"
+
+
+def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
+    print(
+        f"matrix {m.path} ({m.preset}): {len(m.runs)} runs: {len(plan.complete)} complete, "
+        f"{len(plan.queued)} already queued or running, {len(plan.todo)} to submit ({res.executor})"
+    )
+    for i, (wave, shape, runs) in enumerate(plan.groups(), 1):
+        after = " after the runs they need" if wave else ""
+        print(f"  array {i}{after}: {describe_group(runs, shape)}")
+
+
+def job_record(p: Planned, job: Any, res: Resources, after: list[str] | None = None) -> dict[str, Any]:
+    paths = job.paths
+    return {
+        "executor": res.executor,
+        "job_id": str(job.job_id),
+        "submitted_at": time.time(),
+        "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "task": p.spec["task"],
+        "method": p.spec["method"],
+        "scale": p.spec["scale"],
+        "seed": p.spec["seed"],
+        "ranks": p.shape.ranks,
+        "nodes": p.shape.nodes,
+        "tasks_per_node": p.shape.tasks_per_node,
+        "gpus_per_node": p.shape.gpus_per_node,
+        "cpus_per_task": p.shape.cpus_per_task,
+        "accumulation": {str(s): a for s, a in accumulation(p.spec, p.shape.ranks).items()},
+        "needs": p.needs,
+        "after": after or [],
+        "stdout": str(paths.stdout),
+        "stderr": str(paths.stderr),
+        # the sbatch script (one per array: named after the array's id)
+        "script": str(paths.folder / f"{str(job.job_id).split('_')[0]}_submission.sh")
+        if res.executor == "slurm"
+        else None,
+    }
+
+
+def submit(args: argparse.Namespace) -> int:
+    res = Resources.from_args(args)
+    if res.executor == "slurm" and not args.dry_run:
+        require_slurm()
+    m = matrices.load(args.matrix)
+    out = Path(args.out).expanduser().resolve()
+    plan = make_plan(m, out, res)
+    print_plan(m, plan, res)
+    if args.dry_run:
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        plan.names[r.key]: {"task": r.task, "method": r.method, "scale": r.scale, "seed": r.seed} for r in m.runs
+    }
+    add_to_manifest(out, manifest, str(m.path))
+    if not plan.todo:
+        print("nothing to submit")
+        return 0
+    if res.executor == "slurm":
+        submit_slurm(plan, out, res)
+        if not args.wait:
+            print(f"follow with: adascale-bench status {out}")
+            return 0
+        wait_slurm(out, [p.name for p in plan.todo])
+    elif res.executor == "local":
+        run_local(plan, out, res)
+    else:
+        run_debug(plan, out, res)
+    runs = collect(out)
+    print(table(runs))
+    return 1 if any(r.state == "failed" for r in runs) else 0
+
+
+# -- SLURM ------------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _quiet_submitit() -> Iterator[io.StringIO]:
+    """submitit prints sbatch's stderr and logs an error before raising; the CLI reports it in one line."""
+    logger = logging.getLogger("submitit")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buffer):
+            yield buffer
+    finally:
+        logger.setLevel(level)
+
+
+def sbatch_reason(error: BaseException | str) -> str:
+    """sbatch's error lines, without their prefixes, on one line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    lines = [line.removeprefix("sbatch: error:").removeprefix("allocation failure:").strip() for line in lines]
+    return "; ".join(dict.fromkeys(lines)) or (type(error).__name__ if isinstance(error, BaseException) else "")
+
+
+def preflight(plan: Plan, out: Path, res: Resources) -> None:
+    """`sbatch --test-only` with the script of each shape before submitting anything: SLURM accepts some
+    requests that it can never satisfy (more tasks than a node has CPUs, beyond a partition's limits) and
+    leaves them pending forever, but its scheduler says so at once when asked."""
+    import subprocess
+
+    for _, shape, runs in plan.groups():
+        ex = make_executor(res, shape, out / SUBMITIT_DIR, name=f"adascale-W{shape.ranks}")
+        make_text = getattr(getattr(ex, "_executor", None), "_make_submission_file_text", None)
+        if make_text is None:  # another submitit: the submission itself reports what sbatch refuses
+            return
+        try:
+            answer = subprocess.run(
+                ["sbatch", "--test-only"],
+                input=make_text("true", "preflight"),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            raise UserError(f"sbatch --test-only failed: {e}") from None
+        if answer.returncode != 0:
+            reason = sbatch_reason(answer.stderr or answer.stdout)
+            raise UserError(f"sbatch refused {describe_group(runs, shape)}: {reason} (nothing was submitted)")
+
+
+def dependency_ids(needed: set[str], arrays: dict[str, set[str]]) -> list[str]:
+    """The job ids to wait for, with every whole array this call submitted named by its array id (one
+    heat-map run can need a whole grid of AdaScale runs: one id instead of hundreds)."""
+    out = set(needed)
+    for array, members in arrays.items():
+        if len(members) > 1 and members <= out:
+            out = (out - members) | {array}
+    return sorted(out)
+
+
+def submit_slurm(plan: Plan, out: Path, res: Resources) -> list[str]:
+    """One job array per (wave, shape); job.json in each run folder. All or nothing: when sbatch refuses
+    an array, the arrays already submitted by this call are cancelled and the reason is raised."""
+    import submitit
+
+    preflight(plan, out, res)
+    folder = out / SUBMITIT_DIR
+    job_of = dict(plan.queued)
+    arrays: dict[str, set[str]] = {}
+    done: list[tuple[Planned, Any]] = []
+    ids: list[str] = []
+    for i, (_, shape, runs) in enumerate(plan.groups(), 1):
+        after = dependency_ids({job_of[n] for p in runs for n in p.needs if n in job_of}, arrays)
+        ex = make_executor(res, shape, folder, name=f"adascale-W{shape.ranks}", after=after)
+        try:
+            with _quiet_submitit():
+                with ex.batch():
+                    jobs = [ex.submit(RunJob(p.spec, out, p.needs, resources=res)) for p in runs]
+        except (submitit.core.utils.FailedJobError, OSError) as e:
+            _undo(out, done)
+            undone = f" (cancelled the {len(done)} jobs this call had submitted)" if done else ""
+            raise UserError(f"sbatch refused {describe_group(runs, shape)}: {sbatch_reason(e)}{undone}") from None
+        array = str(jobs[0].job_id).split("_")[0]
+        arrays[array] = {str(j.job_id) for j in jobs}
+        for p, job in zip(runs, jobs, strict=True):
+            job_of[p.name] = str(job.job_id)
+            write_json(out / p.name / JOB, job_record(p, job, res, after))
+            done.append((p, job))
+        ids += [str(j.job_id) for j in jobs]
+        deps = f", after {' '.join(after)}" if after else ""
+        print(f"  submitted array {i} as job {array} ({len(runs)} run{'s' if len(runs) != 1 else ''}{deps})")
+    return ids
+
+
+def _undo(out: Path, done: list[tuple[Planned, Any]]) -> None:
+    for p, job in done:
+        with contextlib.suppress(Exception), _quiet_submitit():
+            job.cancel(check=False)
+        (out / p.name / JOB).unlink(missing_ok=True)
+
+
+def submit_continuation(job: RunJob, ranks: int) -> str:
+    """From inside a SLURM job whose run now needs `ranks` ranks: submit the same run with that allocation
+    (it resumes from the checkpoint just saved) and record the new job in job.json."""
+    import os
+
+    res: Resources = job.resources
+    if not fits(ranks, res):
+        raise UserError(f"{ranks} ranks do not fit --gpus-per-node {res.gpus_per_node} × --max-nodes {res.max_nodes}")
+    spec = {**job.spec, "ranks": ranks}
+    request = matrices.RunRequest(spec["task"], spec["method"], spec["scale"], spec["seed"])
+    p = Planned(request, spec, run_name(spec), shape_for(spec, ranks, res), job.needs)
+    for key in [k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SUBMITIT_"))]:
+        del os.environ[key]  # this job's allocation must not leak into the next job's options
+    ex = make_executor(res, p.shape, Path(job.out) / SUBMITIT_DIR, name=f"adascale-W{ranks}")
+    with _quiet_submitit():
+        new = ex.submit(job.fresh(ranks=ranks))
+    write_json(Path(job.out) / p.name / JOB, job_record(p, new, res))
+    return str(new.job_id)
+
+
+def wait_slurm(out: Path, names: list[str], poll_s: float = 3.0) -> None:
+    """Until the job of every run has ended (sacct), printing the counts when they change. Reads job.json
+    each time: a run's job may hand over to a continuation job."""
+    start, last = time.time(), None
+    while True:
+        records = {n: _read(out / n / JOB) for n in names}
+        states = scheduler_states([r for r in records.values() if r])
+        counts: dict[str, int] = {}
+        active = 0
+        for record in records.values():
+            state = states.get(record["job_id"], "UNKNOWN") if record else "UNKNOWN"
+            fresh = record is not None and time.time() - float(record.get("submitted_at", 0)) < 60
+            active += state in ACTIVE or (state == "UNKNOWN" and fresh)  # sacct lags a fresh submission
+            counts[state] = counts.get(state, 0) + 1
+        line = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
+        if line != last:
+            print(f"  [{time.time() - start:5.0f} s] jobs: {line}", flush=True)
+            last = line
+        if not active:
+            return
+        time.sleep(poll_s)
+
+
+# -- this machine -----------------------------------------------------------------------------------------------
+def _outcome(out: Path, p: Planned) -> str:
+    summary = _read(out / p.name / SUMMARY)
+    return (summary or {}).get("status") or "ended without a summary"
+
+
+def _result(job: Any) -> dict[str, Any] | None:
+    """Rank 0's return value, or None when the job failed (its summary.json says why)."""
+    try:
+        results = job.results()
+    except Exception:
+        return None
+    return results[0] if results and isinstance(results[0], dict) else None
+
+
+def _ranks_change(out: Path, p: Planned, result: dict[str, Any] | None, res: Resources) -> Planned | None:
+    """The same run on the ranks its S schedule asks for now, or None."""
+    if not result or result.get("status") != "ranks-change":
+        return None
+    ranks = int(result["ranks"])
+    if not fits(ranks, res):
+        from .job import record_failure
+
+        message = f"{result.get('message')}; but {ranks} ranks do not fit on this machine"
+        record_failure(p.spec, out / p.name, message)
+        return None
+    spec = {**p.spec, "ranks": ranks}
+    return Planned(p.request, spec, p.name, shape_for(spec, ranks, res), p.needs, p.wave)
+
+
+def run_local(plan: Plan, out: Path, res: Resources) -> None:
+    """submitit's local executor, with at most `local_parallelism` ranks busy at once, each run started
+    once the runs it needs have ended (and started again on other ranks when its S schedule asks)."""
+    folder = out / SUBMITIT_DIR
+    slots = local_parallelism(res)
+    waiting = sorted(plan.todo, key=lambda p: p.wave)
+    names = {p.name for p in waiting}
+    running: dict[str, tuple[Planned, Any]] = {}
+    ended: set[str] = set()
+    total, started = len(waiting), time.time()
+    try:
+        while waiting or running:
+            for name, (p, job) in list(running.items()):
+                if not job.done():
+                    continue
+                del running[name]
+                again = _ranks_change(out, p, _result(job), res)
+                if again is not None:
+                    waiting.insert(0, again)
+                    continue
+                ended.add(name)
+                print(f"  [{len(ended)}/{total}] {_outcome(out, p):9s} {name}  ({time.time() - started:.0f} s)")
+            busy = sum(p.shape.ranks for p, _ in running.values())
+            for p in list(waiting):
+                if any(n in names and n not in ended for n in p.needs):
+                    continue
+                if running and busy + p.shape.ranks > slots:
+                    break
+                ex = make_executor(res, p.shape, folder, name=f"adascale-{p.spec['task']}")
+                job = ex.submit(RunJob(p.spec, out, p.needs))
+                write_json(out / p.name / JOB, job_record(p, job, res))
+                running[p.name] = (p, job)
+                waiting.remove(p)
+                busy += p.shape.ranks
+            time.sleep(0.2)
+    except BaseException:
+        for _, job in running.values():  # Ctrl-C: stop the jobs of this call (they resume on the next submit)
+            job.cancel()
+        raise
+
+
+def run_debug(plan: Plan, out: Path, res: Resources) -> None:
+    """In this process, one run after the other (submitit's debug executor: breakpoints work)."""
+    folder = out / SUBMITIT_DIR
+    runs = sorted(plan.todo, key=lambda p: p.wave)
+    started = time.time()
+    for i, p in enumerate(runs, 1):
+        ex = make_executor(res, p.shape, folder, name="adascale-debug")
+        job = ex.submit(RunJob(p.spec, out, p.needs, raise_on_failure=False))
+        write_json(out / p.name / JOB, job_record(p, job, res))
+        result = job.result()
+        if result.get("status") == "ranks-change":
+            from .job import record_failure
+
+            record_failure(p.spec, out / p.name, f"{result['message']}; the debug executor runs one rank only")
+        print(f"  [{i}/{len(runs)}] {_outcome(out, p):9s} {p.name}  ({time.time() - started:.0f} s)")

@@ -1,0 +1,252 @@
+"""`submit --executor slurm` against a real SLURM (CI starts one with slurm/local/start.sh): a matrix of
+tiny runs completes and sacct says so, a preempted or requeued job resumes exactly, a cancelled job shows
+as failed and resumes on the next submit, and sbatch's refusals are one line.
+
+Never skipped: when no cluster answers, every test fails and says how to start one."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import submitit
+
+from bench.cli import main
+from bench.runfiles import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
+from slurm.job import ATTEMPTS, JOB
+
+pytestmark = pytest.mark.slurm
+
+MATRIX = """\
+preset: tiny
+seeds: [0]
+set: {T1: 40, eval_every: 20}
+experiments:
+  - table2: {tasks: [logreg, cifar10], methods: [adascale, lsw, lsw+], scales: [1, 2]}
+"""
+# One logreg run long enough (~10 s of training) to be stopped in the middle, checkpointing every 5 iterations.
+LONG = """\
+preset: tiny
+seeds: [3]
+set: {T1: 3000, checkpoint_every: 5}
+experiments:
+  - table2: {tasks: [logreg], methods: [adascale], scales: [4]}
+"""
+LONG_RUN = "logreg/adascale/s4/seed3,T1=3000,checkpoint_every=5"
+# --time 60: submitit counts a USR2 as a time-out, not a preemption, once 80 % of the limit (or all but
+# 10 minutes of it) has passed; with a limit of a few minutes every interruption would be a time-out.
+SLURM = ["--executor", "slurm", "--time", "60"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster() -> None:
+    missing = [c for c in ("sbatch", "srun", "sacct", "scontrol") if shutil.which(c) is None]
+    if missing:
+        pytest.fail(f"no SLURM here ({', '.join(missing)} missing): start one with `sudo bash slurm/local/start.sh`")
+    ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
+    if ping.returncode != 0 or "UP" not in ping.stdout:
+        answer = f"{ping.stdout.strip()} {ping.stderr.strip()}".strip()
+        pytest.fail(f"slurmctld does not answer ({answer}): start it with slurm/local/start.sh")
+    if subprocess.run(["sacct", "-n", "-X", "-S", "now"], capture_output=True).returncode != 0:
+        pytest.fail("sacct does not answer: the cluster needs slurmdbd (slurm/local/start.sh starts it)")
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "matrix.yaml"
+    path.write_text(body)
+    return path
+
+
+def sacct_states(ids: list[str]) -> dict[str, str]:
+    res = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "JobID,State", *[f"-j{i.split('_')[0]}" for i in ids]],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    states = dict(line.split("|", 1) for line in res.stdout.splitlines() if "|" in line)
+    return {i: states.get(i, "?").split()[0] for i in ids}
+
+
+def wait_for(predicate, what: str, timeout: float = 180.0, poll: float = 0.2) -> None:  # noqa: ANN001
+    deadline = time.time() + timeout
+    while not predicate():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(poll)
+
+
+def job_id(run_dir: Path) -> str:
+    return read_json(run_dir / JOB)["job_id"]
+
+
+def strip(summary: dict) -> dict:
+    """A summary without what may differ between identical runs: the time they took, and the commit when
+    someone commits in between (a shared checkout while developing)."""
+    return {k: v for k, v in summary.items() if k not in ("wall_time_s", "git_commit")}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The long run, uninterrupted, in this process (debug executor)."""
+    tmp = tmp_path_factory.mktemp("reference")
+    assert main(["submit", str(write(tmp, LONG)), "--executor", "debug", "--out", str(tmp / "out")]) == 0
+    return tmp / "out" / LONG_RUN
+
+
+def test_matrix_completes_then_a_second_submit_submits_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path, out = write(tmp_path, MATRIX), tmp_path / "out"
+    assert main(["submit", str(path), *SLURM, "--out", str(out), "--wait"]) == 0, capsys.readouterr()
+    text = capsys.readouterr().out
+    assert "12 to submit" in text and "12 runs: 12 done" in text
+    runs = sorted(p.parent for p in out.rglob(JOB))
+    assert len(runs) == 12
+    ids = [job_id(r) for r in runs]
+    assert set(sacct_states(ids).values()) == {"COMPLETED"}, sacct_states(ids)
+    for r in runs:
+        assert read_json(r / SUMMARY)["status"] == "completed"
+    # the LSW+ runs were held by an afterany dependency on their AdaScale jobs
+    plus = read_json(out / "cifar10/lsw+/s2/seed0,T1=40,eval_every=20" / JOB)
+    twin = job_id(out / "cifar10/adascale/s2/seed0,T1=40,eval_every=20")
+    assert plus["after"] and (twin in plus["after"] or twin.split("_")[0] in plus["after"])
+    script = Path(plus["script"]).read_text()  # the sbatch script of its array
+    assert "#SBATCH --dependency=afterany:" in script and "#SBATCH --requeue" in script
+    assert "#SBATCH --signal=USR2@" in script
+
+    try:
+        from reports.build import build_report
+    except ImportError:  # the report builder is not there yet: the results must at least collect
+        build_report = None
+    from reports.collect import runs as collect_runs
+
+    df = collect_runs(out)
+    assert len(df) == 12 and set(df["status"]) == {"completed"}
+    assert set(df["task"]) == {"logreg", "cifar10"} and set(df["method"]) == {"adascale", "lsw", "lsw+"}
+    if build_report is not None:
+        assert Path(build_report(out, ["md", "csv"])).exists()
+
+    capsys.readouterr()
+    assert main(["submit", str(path), *SLURM, "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "12 complete" in text and "nothing to submit" in text and "submitted" not in text
+    assert [job_id(r) for r in runs] == ids
+
+
+@pytest.mark.parametrize("how", ["submitit-interrupt", "scontrol-requeue"])
+def test_preempted_job_resumes_from_its_checkpoint_exactly(tmp_path: Path, reference: Path, how: str) -> None:
+    out = tmp_path / "out"
+    assert main(["submit", str(write(tmp_path, LONG)), *SLURM, "--out", str(out)]) == 0
+    run_dir = out / LONG_RUN
+    wait_for(lambda: (run_dir / CHECKPOINT).exists(), "the first checkpoint")
+    jid = job_id(run_dir)
+    if how == "submitit-interrupt":  # SIGTERM then USR2: submitit calls RunJob.checkpoint() and requeues
+        submitit.SlurmJob(out / ".submitit", jid)._interrupt()
+    else:  # SLURM's own requeue: SIGTERM, then SIGKILL after KillWait
+        subprocess.run(["scontrol", "requeue", jid], check=True)
+    wait_for(lambda: (run_dir / SUMMARY).exists(), "the resumed run to finish")
+    wait_for(lambda: sacct_states([jid])[jid] == "COMPLETED", "sacct to say COMPLETED", timeout=60)
+    attempts = read_json(run_dir / ATTEMPTS)
+    assert [a["job_id"] for a in attempts] == [jid, jid]  # the same job, started twice
+    assert strip(read_json(run_dir / SUMMARY)) == strip(read_json(reference / SUMMARY))
+    assert read_jsonl(run_dir / METRICS) == read_jsonl(reference / METRICS)
+    assert not (run_dir / CHECKPOINT).exists()
+
+
+def test_two_ranks_on_two_gpus_stop_together_and_resume(tmp_path: Path, reference: Path) -> None:
+    """W = 2 tasks on the cluster's two (fake) GPUs, gloo on the CPU: preempted, both ranks checkpoint in the
+    same iteration, the requeued job resumes and ends where one rank would have (up to float rounding)."""
+    out = tmp_path / "out"
+    assert main(["submit", str(write(tmp_path, LONG)), *SLURM, "--gpus-per-node", "2", "--out", str(out)]) == 0
+    run_dir = out / LONG_RUN
+    job = read_json(run_dir / JOB)
+    assert (job["ranks"], job["tasks_per_node"], job["gpus_per_node"], job["accumulation"]) == (2, 2, 2, {"4": 2})
+    script = Path(job["script"]).read_text()
+    assert "#SBATCH --ntasks-per-node=2" in script and "#SBATCH --gpus-per-node=2" in script
+    wait_for(lambda: (run_dir / CHECKPOINT).exists(), "the first checkpoint")
+    submitit.SlurmJob(out / ".submitit", job["job_id"])._interrupt()
+    wait_for(lambda: (run_dir / SUMMARY).exists(), "the resumed run to finish")
+    assert [a["tasks"] for a in read_json(run_dir / ATTEMPTS)] == [2, 2]
+    got, want = read_json(run_dir / SUMMARY), read_json(reference / SUMMARY)
+    assert got["status"] == "completed" and got["iterations"] == want["iterations"]
+    for key in ("val_metric", "train_loss", "tau"):
+        assert got[key] == pytest.approx(want[key], rel=1e-9)
+
+
+def test_fixed_accumulation_moves_the_run_to_more_ranks_when_s_grows(tmp_path: Path) -> None:
+    """accumulation = 2 and S = 2 -> 4: one rank, then the job checkpoints and submits its continuation on
+    two ranks, which resumes and ends where the one-rank run (A = S) ends, up to float rounding."""
+    body = """\
+preset: tiny
+seeds: [0]
+set: {T1: 200, elastic.up: [[0.0, 2], [0.5, 4]]}
+experiments:
+  - elastic: {tasks: [logreg], methods: [adascale], schedules: [elastic-up]}
+"""
+    ref = tmp_path / "ref"
+    assert main(["submit", str(write(tmp_path, body)), "--executor", "debug", "--out", str(ref)]) == 0
+    fixed = body.replace("{T1: 200,", "{T1: 200, accumulation: 2,")
+    out = tmp_path / "out"
+    assert (
+        main(["submit", str(write(tmp_path, fixed)), *SLURM, "--gpus-per-node", "2", "--out", str(out), "--wait"]) == 0
+    )
+    (run_dir,) = [p.parent for p in out.rglob(JOB)]
+    attempts = read_json(run_dir / ATTEMPTS)
+    assert [a["tasks"] for a in attempts] == [1, 2] and attempts[0]["job_id"] != attempts[1]["job_id"]
+    assert job_id(run_dir) == attempts[1]["job_id"]
+    assert set(sacct_states([a["job_id"] for a in attempts]).values()) == {"COMPLETED"}
+    (want_dir,) = [p.parent for p in ref.rglob(SUMMARY)]
+    got, want = read_json(run_dir / SUMMARY), read_json(want_dir / SUMMARY)
+    assert got["status"] == "completed" and got["iterations"] == want["iterations"]
+    assert got["val_metric"] == pytest.approx(want["val_metric"], rel=1e-9)
+
+
+def test_cancelled_job_is_failed_in_status_and_the_next_submit_resumes_it(
+    tmp_path: Path, reference: Path, capsys: pytest.CaptureFixture
+) -> None:
+    path, out = write(tmp_path, LONG), tmp_path / "out"
+    assert main(["submit", str(path), *SLURM, "--out", str(out)]) == 0
+    run_dir = out / LONG_RUN
+    wait_for(lambda: (run_dir / CHECKPOINT).exists(), "the first checkpoint")
+    jid = job_id(run_dir)
+    subprocess.run(["scancel", jid], check=True)
+    wait_for(lambda: sacct_states([jid])[jid] == "CANCELLED", "sacct to say CANCELLED", timeout=60)
+    capsys.readouterr()
+    assert main(["status", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "logreg  adascale  4" in text and "failed" in text
+    assert f"{LONG_RUN} (job {jid}, CANCELLED)" in text and "checkpoint saved" in text
+
+    res = subprocess.run([sys.executable, "-m", "bench", "status", str(out)], capture_output=True, text=True)
+    assert res.returncode == 1 and "1 runs: 1 failed" in res.stdout
+
+    assert main(["submit", str(path), *SLURM, "--out", str(out), "--wait"]) == 0
+    assert "1 to submit" in capsys.readouterr().out
+    assert job_id(run_dir) != jid and len(read_json(run_dir / ATTEMPTS)) == 2
+    assert strip(read_json(run_dir / SUMMARY)) == strip(read_json(reference / SUMMARY))
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        (["--partition", "no-such-partition"], "invalid partition specified: no-such-partition"),
+        (["--gpus-per-node", "64"], "Requested node configuration is not available"),  # sbatch refuses
+        (["--cpus-per-task", "64"], "Requested node configuration is not available"),  # sbatch would queue it
+    ],
+)
+def test_sbatch_refusals_are_one_line_with_slurms_reason(tmp_path: Path, options: list[str], reason: str) -> None:
+    body = MATRIX.replace("scales: [1, 2]", "scales: [64]").replace("[logreg, cifar10]", "[logreg]")
+    out = tmp_path / "out"
+    res = subprocess.run(
+        [sys.executable, "-m", "bench", "submit", str(write(tmp_path, body)), *SLURM, "--out", str(out), *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "sbatch refused" in res.stderr and reason in res.stderr and "Traceback" not in res.stderr
+    assert not list(out.rglob(JOB))  # nothing left half-submitted
+    assert json.loads((out / "matrix.json").read_text())["runs"]  # status still knows what was asked

@@ -1,0 +1,235 @@
+"""`submit` and `status` without SLURM: the mapping of S to ranks, the debug executor (in this process) and
+the local executor (jobs on this machine), dependencies between runs, and the states status reports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.runfiles import SUMMARY, read_json, write_json
+from slurm.executors import Resources, accumulation, choose_ranks, shape_for
+from slurm.job import ATTEMPTS, JOB, RunJob, dist_environment, master_port
+from slurm.status import add_to_manifest, collect, last_line, run_state, table
+
+
+def matrix(tmp_path: Path, body: str, name: str = "m.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+LOGREG = """\
+preset: tiny
+seeds: [0]
+set: {T1: 40}
+experiments:
+  - table2: {tasks: [logreg], methods: [adascale, lsw, lsw+], scales: [1, 2]}
+"""
+
+
+# -- S -> W ranks × A micro-batches -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("scales", "gpus", "nodes", "ranks"),
+    [
+        ([16], 4, 2, 8),  # 2 nodes × 4 GPUs, A = 2
+        ([128], 8, 4, 32),
+        ([2, 4, 8], 4, 1, 2),  # elastic: W must divide every S
+        ([12], 4, 2, 4),  # 8 does not divide 12, 6 does not fill whole 4-GPU nodes
+        ([6], 4, 1, 3),
+        ([1], 8, 1, 1),
+        ([8], 0, 1, 1),  # CPU-only: one rank per node
+        ([8], 0, 4, 4),
+    ],
+)
+def test_ranks_are_the_most_that_divide_every_scale_and_fill_whole_nodes(
+    scales: list[int], gpus: int, nodes: int, ranks: int
+) -> None:
+    res = Resources(executor="slurm", gpus_per_node=gpus, max_nodes=nodes)
+    assert choose_ranks(scales, res) == ranks
+
+
+def test_shape_spreads_ranks_over_nodes_and_asks_a_gpu_per_rank() -> None:
+    res = Resources(executor="slurm", gpus_per_node=4, max_nodes=2)
+    spec = {"scale": 16, "num_workers": 3}
+    shape = shape_for(spec, choose_ranks([16], res), res)
+    assert (shape.ranks, shape.nodes, shape.tasks_per_node, shape.gpus_per_node, shape.cpus_per_task) == (8, 2, 4, 4, 4)
+    assert accumulation(spec, shape.ranks) == {16: 2}
+    elastic = {"scale": "elastic-up", "elastic": {"up": [[0.0, 2], [0.25, 4], [0.5, 8]]}}
+    assert accumulation(elastic, 2) == {2: 1, 4: 2, 8: 4}
+    cpu = Resources(executor="slurm", gpus_per_node=0, max_nodes=1, cpus_per_task=2)
+    assert shape_for({"scale": 4}, 1, cpu).gpus_per_node == 0 and shape_for({"scale": 4}, 1, cpu).cpus_per_task == 2
+
+
+def test_multi_task_jobs_get_torch_distributed_variables() -> None:
+    class Env:
+        num_tasks, global_rank, local_rank, hostnames, raw_job_id = 8, 5, 1, ["node3", "node4"], "12345"
+
+    env = dist_environment(Env())
+    assert env == {
+        "RANK": "5",
+        "WORLD_SIZE": "8",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "node3",
+        "MASTER_PORT": str(master_port("12345")),
+    }
+    assert 20000 <= master_port("12345") < 40000
+    Env.num_tasks = 1
+    assert dist_environment(Env()) == {}
+
+
+def test_dry_run_prints_the_arrays_without_slurm_or_submitting(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = matrix(tmp_path, LOGREG.replace("scales: [1, 2]", "scales: [1, 16]"))
+    out = tmp_path / "out"
+    rc = main(["submit", str(path), "--executor", "slurm", "--gpus-per-node", "4", "--max-nodes", "2"]
+              + ["--out", str(out), "--dry-run"])  # fmt: skip
+    text = capsys.readouterr().out
+    assert rc == 0 and not out.exists()
+    assert "6 to submit" in text
+    assert "W=8 (2 nodes × 4 tasks, 4 GPUs/node" in text and "S→A: 16→2" in text
+    assert "array 3 after the runs they need" in text and "lsw+" in text.splitlines()[-1]
+
+
+def test_slurm_executor_without_slurm_is_one_line(tmp_path: Path) -> None:
+    path = matrix(tmp_path, LOGREG)
+    env = {**os.environ, "PATH": str(tmp_path / "empty")}
+    res = subprocess.run(
+        [sys.executable, "-m", "bench", "submit", str(path), "--executor", "slurm", "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "no SLURM on this machine" in res.stderr and "Traceback" not in res.stderr
+
+
+# -- the debug executor: every run in this process ----------------------------------------------------------------
+def test_debug_executor_runs_the_matrix_in_order_then_submits_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    path, out = matrix(tmp_path, LOGREG), tmp_path / "out"
+    assert main(["submit", str(path), "--executor", "debug", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "6 runs: 6 done" in text
+    for method in ("adascale", "lsw", "lsw+"):
+        for scale in (1, 2):
+            run_dir = out / f"logreg/{method}/s{scale}/seed0,T1=40"
+            assert read_json(run_dir / SUMMARY)["status"] == "completed"
+            job = read_json(run_dir / JOB)
+            assert job["executor"] == "debug" and job["job_id"] and job["ranks"] == 1
+            assert len(read_json(run_dir / ATTEMPTS)) == 1
+    lsw_plus = read_json(out / "logreg/lsw+/s2/seed0,T1=40" / JOB)
+    assert lsw_plus["needs"] == ["logreg/adascale/s2/seed0,T1=40"]
+    twin = read_json(out / "logreg/adascale/s2/seed0,T1=40" / SUMMARY)
+    assert read_json(out / "logreg/lsw+/s2/seed0,T1=40" / SUMMARY)["iterations"] == twin["iterations"]
+
+    assert main(["submit", str(path), "--executor", "debug", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "6 complete" in text and "nothing to submit" in text
+    assert main(["status", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "logreg  lsw+      2      T1=40    0      done" in text and "6 runs: 6 done" in text
+
+
+def test_lsw_plus_fails_with_the_reason_when_its_adascale_run_diverged(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    body = """\
+preset: tiny
+seeds: [0]
+set: {T1: 6, lr_schedule.lr0: 1.0e+12}
+experiments:
+  - table2: {tasks: [cifar10], methods: [adascale, lsw+], scales: [2]}
+"""
+    out = tmp_path / "out"
+    assert main(["submit", str(matrix(tmp_path, body)), "--executor", "debug", "--out", str(out)]) == 1
+    capsys.readouterr()
+    assert main(["status", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "cifar10  adascale" in text and "diverged" in text
+    failed = [line for line in text.splitlines() if line.startswith("  cifar10/lsw+/s2/")]
+    assert len(failed) == 1 and "AdaScale run" in failed[0] and "'diverged'" in failed[0], text
+    summary = read_json(next((out / "cifar10/lsw+/s2").iterdir()) / SUMMARY)
+    assert summary["status"] == "failed" and "diverged" in summary["error"]
+
+
+def test_a_need_without_summary_fails_the_dependent_run(tmp_path: Path) -> None:
+    from tests.helpers import spec_for
+
+    spec = spec_for("logreg", "lsw+", 2, T1=40)
+    job = RunJob(spec, tmp_path, needs=["logreg/adascale/s2/seed0,T1=40"], raise_on_failure=False)
+    os.environ["SUBMITIT_DEBUG_JOB_ID"] = "DEBUG_test"
+    try:
+        summary = job()
+    finally:
+        del os.environ["SUBMITIT_DEBUG_JOB_ID"]
+    assert summary["status"] == "failed" and "did not finish" in summary["error"]
+    assert "logreg/adascale/s2/seed0,T1=40" in (job.run_dir / "error.log").read_text()
+
+
+# -- status -------------------------------------------------------------------------------------------------------
+def test_status_states_from_files_and_scheduler(tmp_path: Path) -> None:
+    name = "logreg/adascale/s4/seed0"
+    run_dir = tmp_path / name
+    run_dir.mkdir(parents=True)
+    log = tmp_path / "job.err"
+    log.write_text("starting\nprogress 10%\rprogress 50%\r\nslurmstepd: error: *** JOB 7 CANCELLED ***\n\n")
+    job = {"executor": "slurm", "job_id": "7_1", "stderr": str(log), "submitted_at": time.time() - 3600}
+    assert last_line(log) == "slurmstepd: error: *** JOB 7 CANCELLED ***"
+
+    st = run_state(tmp_path, name, job, "CANCELLED")
+    assert st.state == "failed" and "CANCELLED" in st.detail and "JOB 7 CANCELLED" in st.detail
+    assert run_state(tmp_path, name, job, "PENDING").state == "pending"
+    assert run_state(tmp_path, name, job, "RUNNING").state == "running"
+    assert run_state(tmp_path, name, None, None).state == "missing"
+
+    write_json(run_dir / SUMMARY, {"status": "failed", "error": "RuntimeError: boom"})
+    (run_dir / "error.log").write_text("Traceback (most recent call last):\n  ...\nRuntimeError: boom\n")
+    assert run_state(tmp_path, name, job, "FAILED").detail == "RuntimeError: boom"
+    assert run_state(tmp_path, name, job, "REQUEUED").state == "pending"  # a new attempt is under way
+    write_json(run_dir / SUMMARY, {"status": "diverged"})
+    assert run_state(tmp_path, name, job, "COMPLETED").state == "diverged"
+    write_json(run_dir / SUMMARY, {"status": "completed"})
+    assert run_state(tmp_path, name, job, "COMPLETED").state == "done"
+
+
+def test_status_table_groups_seeds_and_names_missing_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    add_to_manifest(
+        tmp_path,
+        {f"cifar10/lsw/s8/seed{k}": {"task": "cifar10", "method": "lsw", "scale": 8, "seed": k} for k in (0, 1)},
+        "m.yaml",
+    )
+    write_json(tmp_path / "cifar10/lsw/s8/seed0" / SUMMARY, {"status": "completed"})
+    runs = collect(tmp_path)
+    assert [(r.name, r.state) for r in runs] == [("cifar10/lsw/s8/seed0", "done"), ("cifar10/lsw/s8/seed1", "missing")]
+    assert "cifar10  lsw     8      -        0,1    1 done, 1 missing" in table(runs)
+    assert main(["status", str(tmp_path)]) == 0  # missing is not a failure
+    assert "2 runs: 1 done, 1 missing" in capsys.readouterr().out
+
+
+def test_status_of_an_empty_folder_is_a_one_line_error(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "bench", "status", str(tmp_path)], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "submit a matrix" in res.stderr
+
+
+# -- the local executor: jobs are processes on this machine --------------------------------------------------------
+@pytest.mark.slow
+def test_local_executor_starts_lsw_plus_after_its_adascale_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    body = LOGREG.replace("methods: [adascale, lsw, lsw+], scales: [1, 2]", "methods: [adascale, lsw+], scales: [2]")
+    out = tmp_path / "out"
+    rc = main(["submit", str(matrix(tmp_path, body)), "--executor", "local", "--array-parallelism", "2"]
+              + ["--out", str(out)])  # fmt: skip
+    assert rc == 0, capsys.readouterr().out
+    ada, plus = out / "logreg/adascale/s2/seed0,T1=40", out / "logreg/lsw+/s2/seed0,T1=40"
+    job = read_json(plus / JOB)
+    assert job["executor"] == "local" and job["job_id"].isdigit() and Path(job["stderr"]).exists()
+    # two slots, but LSW+ waited for its AdaScale run to end before its job started
+    assert (plus / ATTEMPTS).stat().st_mtime >= (ada / SUMMARY).stat().st_mtime
+    assert read_json(plus / SUMMARY)["iterations"] == read_json(ada / SUMMARY)["iterations"]
+    assert "2 runs: 2 done" in capsys.readouterr().out
