@@ -6,29 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from .argtypes import non_negative_int, positive_int
 from .errors import UserError
 
 PROG = "adascale-bench"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
-    return value
+_positive_int, _seed = positive_int, non_negative_int
 
 
 def cmd_run(args: argparse.Namespace) -> int:
