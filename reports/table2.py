@@ -181,9 +181,12 @@ def decimals(v: float) -> int:
 
 
 def fmt_value(v: float, digits: int | None = None) -> str:
-    """A few significant digits, fixed-point (accuracies 94.12, losses 0.2564)."""
+    """A few significant digits, fixed-point (accuracies 94.12, losses 0.2564); a blown-up loss that
+    did not reach inf (4.86e+09) in exponent form so it cannot widen the table."""
     if v is None or not math.isfinite(v):
         return MISSING
+    if abs(v) >= 1e5:
+        return f"{v:.3g}"
     return f"{v:.{decimals(v) if digits is None else digits}f}"
 
 

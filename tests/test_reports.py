@@ -21,7 +21,7 @@ from reports.collect import ReportWarning, load, task_info
 from reports.latex import latex
 from reports.paper import compare, header_note, load_paper
 from reports.significance import worse_than
-from reports.table2 import cells, markdown
+from reports.table2 import cells, fmt_value, markdown
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -148,6 +148,12 @@ def test_worse_than_edge_cases():
     assert worse_than([80, 80], [90, 90], True) == (True, 0.0)  # zero variance both sides: the gap is certain
     assert worse_than([90, 90], [90, 90], True) == (False, 1.0)
     assert worse_than([80, 80], [90, 91, 89], True)[0]  # zero variance on one side: Welch still defined
+
+
+def test_values_keep_a_few_digits_and_blown_up_losses_stay_narrow():
+    assert [fmt_value(v) for v in (123.45, 94.123, 1.07612, 0.25641)] == ["123.5", "94.12", "1.076", "0.2564"]
+    assert fmt_value(4855250400.0) == "4.86e+09"  # a loss that exploded without reaching inf
+    assert fmt_value(float("nan")) == "–"
 
 
 def test_grey_rule_higher_is_better(tmp_path):
