@@ -1,8 +1,8 @@
 """The one training engine: every task, every method, every scale (DESIGN §1).
 
 One iteration at scale S: W ranks each run A = S/W micro-batches (forward and backward per
-micro-batch, so BatchNorm normalises over each micro-batch alone), gradient hooks observe every
-micro-batch gradient g_i, `.grad` ends as ḡ = (1/S) Σ g_i, the gain estimator folds in
+micro-batch, so BatchNorm normalises over each micro-batch alone), every micro-batch gradient g_i is
+observed (bench.gradstats, bench.reduction), `.grad` ends as ḡ = (1/S) Σ g_i, the gain estimator folds in
 sum_sq = Σ||g_i||² and mean_sq = ||ḡ||², and the rule's (m_t, p_t, w_t) set the step:
 
     η_t = m_t · w_t · lr(⌊τ_t⌋),   τ_{t+1} = τ_t + p_t,   stop when τ_t ≥ T1.
@@ -25,12 +25,13 @@ from torch import nn
 from tqdm import tqdm
 
 from . import __version__
+from .allocator import retain_freed_memory
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import ItemStream, RankSampler, loader, to_device
 from .distributed import Dist, ranks_for
 from .errors import UserError
 from .gain import ESTIMATORS
-from .gradstats import SquaredNormHooks
+from .gradstats import GradientObserver
 from .reduction import SplitInvariance
 from .rules import finished, make_rule
 from .runfiles import CHECKPOINT, METRICS, SPEC, SUMMARY, MetricsLog, read_jsonl, write_json
@@ -170,7 +171,7 @@ def accumulate(
     microbatches: Iterable[Any],
     seeds: list[int],
     params: list[nn.Parameter],
-    hooks: SquaredNormHooks | None,
+    observer: GradientObserver | None,
     scale: int,
     dist: Dist,
 ) -> tuple[float, float, float]:
@@ -179,7 +180,8 @@ def accumulate(
 
     The first A − 1 backward passes skip DDP's all-reduce (no_sync); the last one averages the
     accumulated gradients over the W ranks, so `.grad` holds A·ḡ and is divided by A. sum_sq comes from
-    the hooks (None: S = 1, where sum_sq = mean_sq, or statistics off, where it is NaN).
+    the observer (bench.reduction.SplitInvariance.observer; none or not tracking: S = 1, where
+    sum_sq = mean_sq, or statistics off, where it is NaN).
 
     Everything stays on the device until one transfer at the end (the only host sync of the iteration):
     the A losses and the norms of every g_i's and of ḡ's tensors (float32), squared exactly in float64 and
@@ -197,18 +199,18 @@ def accumulate(
                 loss = task.loss(model, batch)
                 loss.backward()
         else:
-            if hooks is not None:
-                hooks.synced = ddp  # DDP all-reduces this pass's .grad in place
+            if observer is not None:
+                observer.synced = ddp  # DDP all-reduces this pass's .grad in place
             loss = task.loss(model, batch)
             loss.backward()
-        if hooks is not None:
-            hooks.end_backward()
-            hooks.synced = False
+        if observer is not None:
+            observer.end_backward()
+            observer.synced = False
         losses.append(loss.detach())
+    kept, observed = observer.take() if observer is not None else ([], [])
     grads = [p.grad for p in params if p.grad is not None]
     if accum > 1:
         torch._foreach_div_(grads, accum)
-    kept, observed = hooks.take() if hooks is not None else ([], [])
     norms = torch._foreach_norm([*kept, *grads] if kept else grads)  # one fused op: kept g_i, then ḡ's tensors
     mine = torch.stack([*losses, *observed, *norms])  # [A losses | norms of the g_i | of ḡ], exact as floats
     n_obs = len(observed) + len(kept)
@@ -228,7 +230,7 @@ def accumulate(
         loss_total = math.fsum(host[:accum])
         sum_sq = math.fsum(v * v for v in host[accum : accum + n_obs])
         mean_sq = math.fsum(v * v for v in host[accum + n_obs :])
-    if hooks is None:
+    if observer is None or not observer.tracks:
         sum_sq = mean_sq if scale == 1 else math.nan
     return loss_total / scale, sum_sq, mean_sq
 
@@ -258,6 +260,7 @@ class Engine:
     # -- set-up -------------------------------------------------------------------------------------------
     def _build(self) -> None:
         spec, dist = self.spec, self.dist
+        retain_freed_memory()  # no page faults for every iteration's tensors (bench.allocator)
         if spec.get("threads"):
             torch.set_num_threads(int(spec["threads"]))
         self.root = prepare_data(self.task, spec, dist)
@@ -308,7 +311,7 @@ class Engine:
             )
         self.dist.barrier()
 
-    def step(self, state: State, scale: int, batches: Iterator[Any], hooks: SquaredNormHooks | None) -> bool:
+    def step(self, state: State, scale: int, batches: Iterator[Any], observer: GradientObserver | None) -> bool:
         """One iteration at scale S on this rank's next A micro-batches from `batches`: gradients,
         statistics, gain, the rule's step, the metrics record, and the clocks. False if it diverged
         (nothing is stepped then)."""
@@ -319,10 +322,12 @@ class Engine:
         first = state.microbatch + dist.rank * accum
         seeds = [mix(spec["seed"], first + a, _DROPOUT_STREAM) for a in range(accum)]
         self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
-        loss_v, sum_sq_v, mean_sq_v = accumulate(self.model, self.task, micro, seeds, self.params, hooks, scale, dist)
+        loss_v, sum_sq_v, mean_sq_v = accumulate(
+            self.model, self.task, micro, seeds, self.params, observer, scale, dist
+        )
         self.split.end()
         finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
-        if not finite or (hooks is not None and not math.isfinite(sum_sq_v)):
+        if not finite or (track and scale > 1 and not math.isfinite(sum_sq_v)):
             self.metrics.append(
                 {
                     "iteration": state.iteration,
@@ -391,7 +396,7 @@ class Engine:
         by_epochs = spec["eval_unit"] == "epochs"
         ckpt_every = int(spec["checkpoint_every"])
         status = "completed"
-        hooks: SquaredNormHooks | None = None
+        observer: GradientObserver | None = None
         batches = None
         scale = 0
         bar = tqdm(
@@ -408,7 +413,7 @@ class Engine:
         try:
             while not self._done(state):
                 s = self.scales(state.tau)
-                if s != scale:  # a new S: a new slice of the stream for this rank, and hooks if S > 1
+                if s != scale:  # a new S: a new slice of the stream for this rank, and a new observer
                     ranks = ranks_for(spec, s, dist.world)
                     if ranks != dist.world:
                         state.wall_time = time.perf_counter() - started
@@ -420,12 +425,12 @@ class Engine:
                         )
                     scale = s
                     batches = self.batches(state, scale)
-                    if hooks is not None:
-                        hooks.remove()
-                    hooks = SquaredNormHooks(self.params) if track and scale > 1 else None
+                    if observer is not None:
+                        observer.remove()
+                    observer = self.split.observer(scale, track)
 
                 before, epochs_before = state.tau, self.epochs(state)
-                if not self.step(state, scale, batches, hooks):
+                if not self.step(state, scale, batches, observer):
                     status = "diverged"
                     break
                 bar.update(min(state.tau, self.T1) - min(before, self.T1))
@@ -450,8 +455,8 @@ class Engine:
                     self._checkpoint(state)
         finally:
             bar.close()
-            if hooks is not None:
-                hooks.remove()
+            if observer is not None:
+                observer.remove()
             self.metrics.flush()
         state.wall_time = time.perf_counter() - started
         return self._finish(state, status)

@@ -24,6 +24,7 @@ None: the first micro-batch, or every one under the pairwise reduction) and copi
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -31,9 +32,28 @@ from torch import nn
 SMALL_MODEL = 1 << 16  # models up to this many parameters keep every g_i to the end of the iteration
 
 
+class GradientObserver(Protocol):
+    """What bench.engine.accumulate calls around an iteration's backward passes: `synced` is set for the
+    pass whose .grad DDP all-reduces, `end_backward()` follows every pass, `take()` ends the iteration
+    (returning the g_i kept and the norms ||g_i|| taken; `.grad` holds the rank's sum by then). `tracks`:
+    whether it observes the g_i at all (Σ||g_i||² is NaN otherwise). Implemented by SquaredNormHooks
+    (autograd's sum) and bench.reduction.TreeSum (the pairwise sum in one process)."""
+
+    tracks: bool
+    synced: bool
+
+    def end_backward(self) -> None: ...
+
+    def take(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]: ...
+
+    def remove(self) -> None: ...
+
+
 class SquaredNormHooks:
     """Observes the norm of every hooked parameter gradient. Call `end_backward()` after every backward
     pass; `take()` (or `pop()`) at the end of the iteration."""
+
+    tracks = True
 
     def __init__(self, params: list[nn.Parameter], small_model: int = SMALL_MODEL) -> None:
         self.synced = False  # set for the backward pass whose .grad DDP all-reduces in place

@@ -40,11 +40,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from .allocator import retain_freed_memory
 from .data import to_device
 from .distributed import Dist, pick_device
 from .engine import _DROPOUT_STREAM, Engine, seed_generators
 from .errors import UserError
-from .gradstats import SquaredNormHooks
 from .runfiles import atomic_write_bytes
 from .schedules import lr_schedule
 from .seeding import mix
@@ -125,15 +125,14 @@ class EngineLoop:
         self.state = self.engine.setup()
         self.engine.model.train()
         self.scale = int(spec["scale"])
-        track = bool(spec["track_stats"]) and self.scale > 1
-        self.hooks = SquaredNormHooks(self.engine.params) if track else None
+        self.observer = self.engine.split.observer(self.scale, bool(spec["track_stats"]))  # as Engine.run
 
     @property
     def model(self) -> torch.nn.Module:
         return self.engine.module
 
     def step(self, micro: list[Any]) -> None:
-        if not self.engine.step(self.state, self.scale, iter(micro), self.hooks):
+        if not self.engine.step(self.state, self.scale, iter(micro), self.observer):
             raise UserError(f"{self.engine.spec['task']} diverged at S = {self.scale} during the benchmark")
         if self.engine.metrics.pending() >= 1000:  # as Engine.run
             self.engine.metrics.flush()
@@ -148,8 +147,8 @@ class EngineLoop:
         return (time.perf_counter() - start) * 1e6 / n if n else math.nan
 
     def close(self) -> None:
-        if self.hooks is not None:
-            self.hooks.remove()
+        if self.observer is not None:
+            self.observer.remove()
         self.engine.metrics.flush()
 
 
@@ -302,6 +301,7 @@ def perf(args: argparse.Namespace) -> int:
     """Run the benchmark for every requested task and scale; print the table and write perf.csv."""
     from tasks import available, get_task
 
+    retain_freed_memory()  # as every run does (Engine._build): all three variants get the same allocator
     names = list(args.task) if args.task else available()
     tasks = [get_task(n) for n in names]
     scales = parse_scales(args.scales)

@@ -7,10 +7,11 @@ and training amplifies it (tiny cifar10 turns 1e-8 into 1e-3 within five iterati
 should be the same run drift apart. Here both levels add as one balanced binary tree over the S
 micro-batches in index order, which every power-of-two split builds identically:
 
-- inside a rank, `PairwiseGrads` takes each micro-batch's gradient out of `.grad` as soon as autograd
-  has accumulated it (a post-accumulate-grad hook, which runs before DDP's reducer reads `.grad`) and
-  adds it into a binary counter of partial sums; after the last micro-batch `.grad` holds the subtree
-  sum of the rank's A consecutive micro-batches (needed only for A ≥ 3: A ≤ 2 is already a tree);
+- inside a rank, each micro-batch's gradient is taken out of `.grad` and added into a binary counter
+  of partial sums; after the last micro-batch `.grad` holds the subtree sum of the rank's A consecutive
+  micro-batches (needed only for A ≥ 3: A ≤ 2 is already a tree). In one process (`TreeSum`) that
+  happens between backward passes, with fused multi-tensor adds; under DDP (`PairwiseGrads`) in a
+  post-accumulate-grad hook, which runs before DDP's reducer reads `.grad` in the last pass;
 - across ranks, `pairwise_allreduce_hook` (a DDP communication hook) combines the W subtree sums by
   recursive doubling: at step k rank r exchanges its partial with rank r XOR 2^k and both add the two,
   so after log2(W) steps every rank holds the whole tree, bit for bit the same on all ranks.
@@ -28,12 +29,88 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .gradstats import SMALL_MODEL, GradientObserver, SquaredNormHooks
+
 REDUCTIONS = ("pairwise", "native")
+
+
+class TreeSum:
+    """The pairwise sum in one process (W = 1), without hooks: after each backward pass (`end_backward`)
+    the micro-batch's gradients leave `.grad` in one Python pass over the parameters and merge into the
+    binary counter with one fused add per tree level (torch._foreach_add_), instead of a hook call and
+    an add per parameter and micro-batch (hooks and ops inside backward cost several times more on a
+    CPU, see bench.gradstats). With `track` the taken gradients are g_i alone, so they give the
+    statistics too, and no SquaredNormHooks are needed: a small model's g_i are kept (merged out of
+    place) for accumulate's one fused norm at the end, a larger one's normed after each pass (one fused
+    op) before a merge adds into them, as bench.gradstats does. Without `track` the last pass adds
+    its g_A into the top partial sum through autograd's own accumulation: that partial is put back into
+    `.grad` before the pass (one merge fewer). A GradientObserver: `take()` leaves the sum in `.grad`."""
+
+    synced = False
+
+    def __init__(self, params: list[nn.Parameter], accum: int, track: bool, small_model: int = SMALL_MODEL) -> None:
+        if accum < 2:
+            raise ValueError(f"TreeSum sums A ≥ 2 micro-batches, got A = {accum}")
+        self.params = [p for p in params if p.requires_grad]
+        self.accum = accum
+        self.tracks = track
+        self._keep = track and sum(p.numel() for p in self.params) <= small_model
+        self._kept: list[torch.Tensor] = []
+        self._stack: list[tuple[int, list[torch.Tensor]]] = []  # (level, partial sums), levels decreasing
+        self._norms: list[torch.Tensor] = []
+        self._passes = 0
+
+    def end_backward(self) -> None:  # (gradients do not require grad: no no_grad() needed, ~3 µs a call)
+        self._passes += 1
+        if not self.tracks and self._passes == self.accum:
+            return  # autograd has added g_A into the partial put back below
+        grads = [p.grad for p in self.params]
+        for p in self.params:
+            p.grad = None
+        if any(g is None for g in grads):
+            raise RuntimeError(
+                f"reduction=pairwise: a parameter got no gradient from micro-batch {self._passes} of "
+                f"{self.accum}; it needs every parameter used by every micro-batch (use --set reduction=native)"
+            )
+        if self._keep:
+            self._kept.extend(grads)
+        elif self.tracks:
+            self._norms.extend(torch._foreach_norm(grads))
+        node, level = grads, 0
+        while self._stack and self._stack[-1][0] == level:  # equal subtrees merge: older + newer
+            node, level = self._add(self._stack.pop()[1], node), level + 1
+        self._stack.append((level, node))
+        if not self.tracks and self._passes == self.accum - 1:
+            for p, g in zip(self.params, self._stack.pop()[1], strict=True):
+                p.grad = g
+
+    def take(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Fold what is left, smaller subtrees first, into `.grad`; return (the g_i kept, the norms taken)."""
+        node = [p.grad for p in self.params] if not self.tracks else self._stack.pop()[1]
+        while self._stack:
+            node = self._add(self._stack.pop()[1], node)
+        for p, g in zip(self.params, node, strict=True):
+            p.grad = g
+        kept, norms = self._kept, self._norms
+        self._kept, self._norms, self._passes = [], [], 0
+        return kept, norms
+
+    def _add(self, older: list[torch.Tensor], newer: list[torch.Tensor]) -> list[torch.Tensor]:
+        """older + newer, in place into older unless older holds kept g_i."""
+        if self._keep:
+            return list(torch._foreach_add(older, newer))
+        torch._foreach_add_(older, newer)
+        return older
+
+    def remove(self) -> None:
+        self._stack.clear()
+        self._kept, self._norms, self._passes = [], [], 0
 
 
 class PairwiseGrads:
     """Accumulates each parameter's micro-batch gradients as a balanced binary tree instead of
-    autograd's running sum. `begin(A)` before every iteration's A backward passes, `end()` after."""
+    autograd's running sum, in hooks (for DDP, whose reducer reads `.grad` inside the last backward
+    pass). `begin(A)` before every iteration's A backward passes, `end()` after."""
 
     def __init__(self, params: list[nn.Parameter]) -> None:
         self.params = [p for p in params if p.requires_grad]
@@ -139,8 +216,18 @@ class SplitInvariance:
             raise UserError(f"reduction {reduction!r}: expected one of {', '.join(REDUCTIONS)}")
         if isinstance(model, nn.parallel.DistributedDataParallel):
             install(model, dist_.world, reduction)
-        self.grads = PairwiseGrads(params) if reduction == "pairwise" else None
+        self.params, self.world, self.reduction = params, dist_.world, reduction
+        self.grads = PairwiseGrads(params) if reduction == "pairwise" and dist_.world > 1 else None
         self.bn = RunningStatsMerge.for_model(module, dist_)
+
+    def observer(self, scale: int, track: bool) -> GradientObserver | None:
+        """What observes (and, in one process, sums) the micro-batch gradients at scale S: TreeSum for
+        the pairwise sum at W = 1 (unless A ≤ 2 without statistics: autograd's sum is the tree), else
+        SquaredNormHooks when statistics are tracked at S > 1, else nothing."""
+        accum = scale // self.world
+        if self.world == 1 and self.reduction == "pairwise" and accum >= 2 and (track or accum >= 3):
+            return TreeSum(self.params, accum, track)
+        return SquaredNormHooks(self.params) if track and scale > 1 else None
 
     def begin(self, accum: int) -> None:
         if self.grads is not None:

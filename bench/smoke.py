@@ -47,8 +47,10 @@ def smoke(out: Path, seeds: int = 2) -> int:
     counts = run_matrix(m, out)
     write_sweep_csv(sweep_table(m, out), out / "sweep.csv")
     html = build_report(out, ["md", "tex", "html", "csv"])
-    print(f"smoke: {sum(counts.values())} runs ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}) "
-          f"in {time.perf_counter() - start:.0f} s")
+    print(
+        f"smoke: {sum(counts.values())} runs ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}) "
+        f"in {time.perf_counter() - start:.0f} s"
+    )
     print(f"report: {html}")
     print(f"tables: {html.parent / 'table2.md'} (also .tex, .csv)")
     return 0 if counts.get("failed", 0) == 0 else 1

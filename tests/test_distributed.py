@@ -25,7 +25,7 @@ from bench.distributed import TIMEOUT_ENV, Dist, accumulation_of, ranks_for, tim
 from bench.engine import Engine, RanksChange
 from bench.errors import UserError
 from bench.launch import initial_ranks
-from bench.reduction import PairwiseGrads
+from bench.reduction import PairwiseGrads, TreeSum
 from bench.runfiles import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
 from bench.runner import run_dir_of
 from bench.spec import check_same
@@ -137,22 +137,38 @@ def _grads(model: nn.Module, mbs: list[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
-@pytest.mark.parametrize("accum", [2, 3, 4, 8])
-def test_pairwise_grads_sum_the_microbatches_as_a_balanced_tree(accum: int) -> None:
+def _pairwise_sum(model: nn.Module, mbs: list[torch.Tensor], how: str) -> None:
+    """Leave the pairwise sum of the micro-batches' gradients in .grad, the way `how` makes it: hooks
+    (PairwiseGrads, as under DDP) or between passes (TreeSum, one process, with or without statistics)."""
+    params, accum = list(model.parameters()), len(mbs)
+    summer = PairwiseGrads(params) if how == "hooks" else TreeSum(params, accum, track=how == "tree+stats")
+    if isinstance(summer, PairwiseGrads):
+        summer.begin(accum)
+    for x in mbs:
+        model(x).square().mean().backward()
+        if isinstance(summer, TreeSum):
+            summer.end_backward()
+    if isinstance(summer, PairwiseGrads):
+        summer.end()
+        summer.remove()
+    else:
+        summer.take()
+
+
+@pytest.mark.parametrize("how", ["hooks", "tree", "tree+stats"])
+@pytest.mark.parametrize("accum", [2, 3, 4, 5, 8])
+def test_pairwise_grads_sum_the_microbatches_as_a_balanced_tree(accum: int, how: str) -> None:
     torch.manual_seed(0)
     model = nn.Linear(50, 7)
     mbs = [torch.randn(5, 50) * 10 ** (i % 3) for i in range(accum)]
     g = _grads(model, mbs)
     model.zero_grad(set_to_none=True)
-    pairwise = PairwiseGrads(list(model.parameters()))
-    pairwise.begin(accum)
-    for x in mbs:
-        model(x).square().mean().backward()
-    pairwise.end()
+    _pairwise_sum(model, mbs, how)
     tree = {
         2: lambda: g[0] + g[1],
         3: lambda: (g[0] + g[1]) + g[2],
         4: lambda: (g[0] + g[1]) + (g[2] + g[3]),
+        5: lambda: ((g[0] + g[1]) + (g[2] + g[3])) + g[4],
         8: lambda: ((g[0] + g[1]) + (g[2] + g[3])) + ((g[4] + g[5]) + (g[6] + g[7])),
     }
     assert torch.equal(model.weight.grad, tree[accum]())
@@ -161,19 +177,65 @@ def test_pairwise_grads_sum_the_microbatches_as_a_balanced_tree(accum: int) -> N
         for x in g[1:]:
             running += x
         assert not torch.equal(running, tree[8]())
-    pairwise.remove()
 
 
-def test_pairwise_grads_refuse_a_parameter_missing_from_a_microbatch() -> None:
+@pytest.mark.parametrize("small_model", [0, 1 << 30], ids=["per-pass", "keep-all"])
+@pytest.mark.parametrize("accum", [2, 3, 4])
+def test_tree_sum_observes_each_microbatch_gradient(accum: int, small_model: int) -> None:
+    """Normed after each pass or kept to the end (and then left untouched by the merges and by the
+    division of .grad that follows), the observed g_i are each micro-batch's gradient alone."""
+    torch.manual_seed(0)
+    model = nn.Linear(20, 3)
+    mbs = [torch.randn(4, 20) for _ in range(accum)]
+    g = _grads(model, mbs)
+    model.zero_grad(set_to_none=True)
+    tree = TreeSum(list(model.parameters()), accum, track=True, small_model=small_model)
+    for _ in range(2):  # a second iteration starts afresh
+        for x in mbs:
+            model(x).square().mean().backward()
+            tree.end_backward()
+        kept, norms = tree.take()
+        model.weight.grad.div_(accum)
+        assert len(kept) + len(norms) == 2 * accum and (kept == [] or norms == [])  # weight and bias each
+        observed = [float(n) for n in (norms or torch._foreach_norm(kept))]
+        assert observed[0::2] == pytest.approx([float(x.norm()) for x in g], rel=1e-6)
+        model.zero_grad(set_to_none=True)
+
+
+@pytest.mark.parametrize("how", ["hooks", "tree+stats"])
+def test_pairwise_grads_refuse_a_parameter_missing_from_a_microbatch(how: str) -> None:
     model = nn.ModuleDict({"a": nn.Linear(3, 1), "b": nn.Linear(3, 1)})
-    pairwise = PairwiseGrads(list(model.parameters()))
-    pairwise.begin(3)
-    for i in range(3):
-        x = torch.randn(2, 3)
-        loss = model["a"](x).sum() + (model["b"](x).sum() if i != 1 else 0)
-        loss.backward()
-    with pytest.raises(RuntimeError, match="2 of 3 micro-batches"):
-        pairwise.end()
+    params = list(model.parameters())
+    summer = PairwiseGrads(params) if how == "hooks" else TreeSum(params, 3, track=True)
+    with pytest.raises(RuntimeError, match="micro-batch"):
+        if isinstance(summer, PairwiseGrads):
+            summer.begin(3)
+        for i in range(3):
+            x = torch.randn(2, 3)
+            loss = model["a"](x).sum() + (model["b"](x).sum() if i != 1 else 0)
+            loss.backward()
+            if isinstance(summer, TreeSum):
+                summer.end_backward()
+        if isinstance(summer, PairwiseGrads):
+            summer.end()
+
+
+def test_one_process_sums_without_hooks_and_observes_only_when_asked() -> None:
+    """W = 1: TreeSum for the pairwise sum (A ≥ 3, or A = 2 with statistics), SquaredNormHooks for
+    statistics under the native sum, nothing when autograd's own sum will do."""
+    from bench.gradstats import SquaredNormHooks
+    from bench.reduction import SplitInvariance
+
+    model = nn.Linear(3, 1)
+    params = list(model.parameters())
+    pairwise = SplitInvariance(model, model, params, Dist(), "pairwise")
+    native = SplitInvariance(model, model, params, Dist(), "native")
+    assert pairwise.grads is None  # no PairwiseGrads hooks in one process
+    assert isinstance(pairwise.observer(4, track=False), TreeSum)
+    assert isinstance(pairwise.observer(2, track=True), TreeSum)
+    assert pairwise.observer(2, track=False) is None and pairwise.observer(1, track=True) is None
+    assert isinstance(native.observer(4, track=True), SquaredNormHooks)
+    assert native.observer(4, track=False) is None
 
 
 # -- spec keys, ranks, timeouts ------------------------------------------------------------------------

@@ -208,3 +208,21 @@ def test_metrics_log_buffers_and_writes_non_finite_numbers_as_null(tmp_path: Pat
         {"iteration": 1, "loss": 0.25, "note": "NaN is a fine string"},
     ]
     assert all(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines())
+
+
+def test_retained_memory_makes_no_page_faults_for_repeated_large_tensors() -> None:
+    """With glibc's default thresholds every 4 MiB tensor would be a fresh mmap: 1024 page faults each."""
+    import resource
+    import sys
+
+    from bench.allocator import retain_freed_memory
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's mallopt: Linux only")
+    assert retain_freed_memory()
+    for _ in range(8):  # the heap grows to hold them (a few rounds)
+        torch.empty(1 << 20).fill_(1.0)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(50):
+        torch.empty(1 << 20).fill_(1.0)  # 4 MiB, written so that its pages are touched
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 500  # not 50 × 1024
