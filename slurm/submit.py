@@ -74,6 +74,13 @@ class Plan:
         return out
 
 
+def job_name(runs: list[Planned], ranks: int) -> str:
+    """What squeue and sacct show: the suite, the methods in the array and its ranks per run,
+    e.g. `adascale-bench-lsw+-W2`."""
+    methods = "+".join(dict.fromkeys(p.request.method for p in runs))
+    return f"adascale-bench-{methods}-W{ranks}"
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         obj = read_json(path)
@@ -252,7 +259,7 @@ def preflight(plan: Plan, out: Path, res: Resources) -> None:
     import subprocess
 
     for _, shape, runs in plan.groups():
-        ex = make_executor(res, shape, out / SUBMITIT_DIR, name=f"adascale-W{shape.ranks}")
+        ex = make_executor(res, shape, out / SUBMITIT_DIR, name=job_name(runs, shape.ranks))
         make_text = getattr(getattr(ex, "_executor", None), "_make_submission_file_text", None)
         if make_text is None:  # another submitit: the submission itself reports what sbatch refuses
             return
@@ -294,7 +301,7 @@ def submit_slurm(plan: Plan, out: Path, res: Resources) -> list[str]:
     ids: list[str] = []
     for i, (_, shape, runs) in enumerate(plan.groups(), 1):
         after = dependency_ids({job_of[n] for p in runs for n in p.needs if n in job_of}, arrays)
-        ex = make_executor(res, shape, folder, name=f"adascale-W{shape.ranks}", after=after)
+        ex = make_executor(res, shape, folder, name=job_name(runs, shape.ranks), after=after)
         try:
             with _quiet_submitit():
                 with ex.batch():
@@ -335,7 +342,7 @@ def submit_continuation(job: RunJob, ranks: int) -> str:
     p = Planned(request, spec, run_name(spec), shape_for(spec, ranks, res), job.needs)
     for key in [k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SUBMITIT_"))]:
         del os.environ[key]  # this job's allocation must not leak into the next job's options
-    ex = make_executor(res, p.shape, Path(job.out) / SUBMITIT_DIR, name=f"adascale-W{ranks}")
+    ex = make_executor(res, p.shape, Path(job.out) / SUBMITIT_DIR, name=job_name([p], ranks))
     with _quiet_submitit():
         new = ex.submit(job.fresh(ranks=ranks))
     write_json(Path(job.out) / p.name / JOB, job_record(p, new, res))

@@ -66,6 +66,20 @@ def test_shape_spreads_ranks_over_nodes_and_asks_a_gpu_per_rank() -> None:
     assert shape_for({"scale": 4}, 1, cpu).gpus_per_node == 0 and shape_for({"scale": 4}, 1, cpu).cpus_per_task == 2
 
 
+def test_job_names_say_which_methods_an_array_runs() -> None:
+    from bench.matrix import RunRequest
+    from slurm.submit import Planned, job_name
+
+    shape = shape_for({"scale": 4}, 1, Resources(executor="slurm", gpus_per_node=0))
+    runs = [
+        Planned(RunRequest("cifar10", m, 4, k), {}, f"r{m}{k}", shape)
+        for m in ("adascale", "lsw", "lsw")
+        for k in (0, 1)
+    ]
+    assert job_name(runs, 2) == "adascale-bench-adascale+lsw-W2"
+    assert job_name(runs[-1:], 1) == "adascale-bench-lsw-W1"
+
+
 def test_multi_task_jobs_get_torch_distributed_variables() -> None:
     class Env:
         num_tasks, global_rank, local_rank, hostnames, raw_job_id = 8, 5, 1, ["node3", "node4"], "12345"
