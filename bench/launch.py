@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from .errors import UserError
-from .runfiles import CHECKPOINT, SUMMARY, read_json, write_json
+from .runfiles import CHECKPOINT
 
 PROG = "adascale-bench"
 _USER_ERROR = "UserError: "
@@ -194,33 +194,12 @@ def describe_failure(error: Exception) -> tuple[str, bool, bool]:
 
 
 def _record_failure(spec: dict[str, Any], run_dir: Path, message: str) -> None:
-    """A `failed` summary with the root cause (rank 0 may itself be the rank that died)."""
-    from .engine import git_commit, versions
+    """A `failed` summary with the root cause (rank 0 may itself be the rank that died), unless the run
+    finished after all."""
+    from .runner import existing_summary, record_failure
 
-    path = run_dir / SUMMARY
-    if path.exists():
-        try:
-            if read_json(path).get("status") in ("completed", "diverged"):
-                return
-        except (OSError, ValueError):
-            pass
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(
-        path,
-        {
-            **{k: spec[k] for k in ("task", "method", "scale", "seed", "preset")},
-            "status": "failed",
-            "error": message,
-            "ranks": spec["ranks"],
-            "val_metric": None,
-            "train_loss": None,
-            "iterations": None,
-            "tau": None,
-            "wall_time_s": None,
-            "versions": versions(),
-            "git_commit": git_commit(),
-        },
-    )
+    if existing_summary(run_dir) is None:
+        record_failure(spec, run_dir, message, ranks=spec["ranks"])
 
 
 def launch_local(spec: dict[str, Any], out: Path, progress: bool = True) -> int:

@@ -48,25 +48,30 @@ def run_spec(spec: dict[str, Any], out: Path, progress: bool = True, dist: Any =
         raise
     except Exception as e:
         if dist is None or dist.is_main:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "error.log").write_text(traceback.format_exc())
-            write_json(
-                run_dir / SUMMARY,
-                {
-                    "task": spec["task"],
-                    "method": spec["method"],
-                    "scale": spec["scale"],
-                    "seed": spec["seed"],
-                    "preset": spec["preset"],
-                    "status": "failed",
-                    "error": f"{type(e).__name__}: {e}",
-                    "val_metric": None,
-                    "train_loss": None,
-                    "iterations": None,
-                    "tau": None,
-                    "wall_time_s": None,
-                    "versions": versions(),
-                    "git_commit": git_commit(),
-                },
-            )
+            record_failure(spec, run_dir, f"{type(e).__name__}: {e}", traceback.format_exc())
         raise
+
+
+def record_failure(
+    spec: dict[str, Any], run_dir: Path, message: str, details: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Write a `failed` summary (with `extra` keys) and error.log (`details`, e.g. a traceback, then the
+    message): the one record of a failure, whether the engine crashed or the run never started (an unmet
+    dependency, a dead rank, a user error found when the job starts). `status` shows its message."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.log").write_text((details or "") + message + "\n")
+    summary = {
+        **{k: spec[k] for k in ("task", "method", "scale", "seed", "preset")},
+        "status": "failed",
+        "error": message,
+        **extra,
+        "val_metric": None,
+        "train_loss": None,
+        "iterations": None,
+        "tau": None,
+        "wall_time_s": None,
+        "versions": versions(),
+        "git_commit": git_commit(),
+    }
+    write_json(run_dir / SUMMARY, summary)
+    return summary

@@ -28,13 +28,8 @@ ELASTIC = ("elastic-up", "elastic-down")
 # Overrides that do not change what a run computes: they do not split a table into variants.
 _NOT_VARIANT = ("T_AS", "T", "data_root", "device", "threads", "num_workers", "experiment")
 
-RUN_COLUMNS = [
-    "task",
-    "method",
-    "scale",
-    "seed",
-    "preset",
-    "status",
+# summary.json's numbers, as they go into a run's row
+SUMMARY_NUMBERS = (
     "val_metric",
     "train_loss",
     "iterations",
@@ -44,6 +39,15 @@ RUN_COLUMNS = [
     "target_epochs",
     "mean_gain",
     "noise_scale",
+)
+RUN_COLUMNS = [
+    "task",
+    "method",
+    "scale",
+    "seed",
+    "preset",
+    "status",
+    *SUMMARY_NUMBERS,
     "metric",
     "batch_size",
     "T1",
@@ -229,17 +233,7 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
     }
     if summary is not None:
         row["status"] = summary["status"]
-        for k in (
-            "val_metric",
-            "train_loss",
-            "iterations",
-            "tau",
-            "wall_time_s",
-            "epochs",
-            "target_epochs",
-            "mean_gain",
-            "noise_scale",
-        ):
+        for k in SUMMARY_NUMBERS:
             row[k] = _num(summary.get(k))
         row["metric"] = summary.get("metric")
         row["git_commit"] = summary.get("git_commit")

@@ -26,10 +26,10 @@ from typing import Any
 
 import submitit
 
-from bench.engine import Interrupted, RanksChange, clear_stop, git_commit, request_stop, versions
+from bench.engine import Interrupted, RanksChange, clear_stop, request_stop
 from bench.errors import UserError
 from bench.runfiles import SUMMARY, read_json, write_json
-from bench.runner import existing_summary, run_dir_of, run_spec
+from bench.runner import existing_summary, record_failure, run_dir_of, run_spec
 
 JOB = "job.json"  # written by `submit`: which job runs this folder
 ATTEMPTS = "attempts.json"  # written by the job: each start (a requeued job starts again)
@@ -54,31 +54,6 @@ def dist_environment(env: Any) -> dict[str, str]:
         "MASTER_ADDR": env.hostnames[0],
         "MASTER_PORT": str(master_port(env.raw_job_id)),
     }
-
-
-def record_failure(spec: dict[str, Any], run_dir: Path, message: str, details: str | None = None) -> dict[str, Any]:
-    """A `failed` summary and error.log, as bench.runner writes them for a crash, for failures that happen
-    outside the engine (an unmet dependency, a user error found when the run starts)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "error.log").write_text((details or "") + message + "\n")
-    summary = {
-        "task": spec["task"],
-        "method": spec["method"],
-        "scale": spec["scale"],
-        "seed": spec["seed"],
-        "preset": spec["preset"],
-        "status": "failed",
-        "error": message,
-        "val_metric": None,
-        "train_loss": None,
-        "iterations": None,
-        "tau": None,
-        "wall_time_s": None,
-        "versions": versions(),
-        "git_commit": git_commit(),
-    }
-    write_json(run_dir / SUMMARY, summary)
-    return summary
 
 
 class RunFailed(RuntimeError):

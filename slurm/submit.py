@@ -393,7 +393,7 @@ def _ranks_change(out: Path, p: Planned, result: dict[str, Any] | None, res: Res
         return None
     ranks = int(result["ranks"])
     if not fits(ranks, res):
-        from .job import record_failure
+        from bench.runner import record_failure
 
         message = f"{result.get('message')}; but {ranks} ranks do not fit on this machine"
         record_failure(p.spec, out / p.name, message)
@@ -454,7 +454,7 @@ def run_debug(plan: Plan, out: Path, res: Resources) -> None:
         write_json(out / p.name / JOB, job_record(p, job, res))
         result = job.result()
         if result.get("status") == "ranks-change":
-            from .job import record_failure
+            from bench.runner import record_failure
 
             record_failure(p.spec, out / p.name, f"{result['message']}; the debug executor runs one rank only")
         print(f"  [{i}/{len(runs)}] {_outcome(out, p):9s} {p.name}  ({time.time() - started:.0f} s)")

@@ -35,13 +35,7 @@ def tiny_cfg(**data: object) -> dict:
     return cfg
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models are op-overhead bound: a second intra-op thread only adds synchronisation."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
