@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -47,10 +48,20 @@ def print_summary(summary: dict, run_dir: Path) -> None:
     )
 
 
+def default_jobs() -> int:
+    """Tiny runs use one torch thread each: one run per usable core, at most 8 (a worker process holds a
+    few hundred MB)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+JOBS_HELP = "runs at a time, each in a worker process (default: one per core, at most 8; 1: in this process)"
+
+
 def cmd_smoke(args: argparse.Namespace) -> int:
     from .smoke import smoke
 
-    return smoke(Path(args.out), seeds=args.seeds)
+    return smoke(Path(args.out), seeds=args.seeds, jobs=args.jobs)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,7 +96,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import sweep
 
-    return sweep(args.task, Path(args.out))
+    return sweep(args.task, Path(args.out), jobs=args.jobs)
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
@@ -127,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("smoke", help="the whole tiny matrix on this machine, then the report")
     p.add_argument("--out", default="runs/smoke")
     p.add_argument("--seeds", type=_positive_int, default=2)
+    p.add_argument("--jobs", type=_positive_int, default=default_jobs(), help=JOBS_HELP)
     p.set_defaults(func=cmd_smoke)
 
     p = sub.add_parser("matrix", help="print the runs a matrix file expands to")
@@ -142,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="the critical-batch sweep (epochs-to-target against global batch)")
     p.add_argument("--task", default="logreg", choices=("logreg",))
     p.add_argument("--out", default="runs/sweep")
+    p.add_argument("--jobs", type=_positive_int, default=default_jobs(), help=JOBS_HELP)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("perf", help="overhead benchmark: engine vs identity vs a bare PyTorch loop")

@@ -56,14 +56,14 @@ def write_sweep_csv(df: pd.DataFrame, path: Path) -> None:
     atomic_write_bytes(path, table.to_csv(index=False, na_rep="").encode())
 
 
-def sweep(task: str, out: Path) -> int:
+def sweep(task: str, out: Path, jobs: int = 1) -> int:
     if task != "logreg":
         raise UserError(f"the sweep runs on logreg only, not {task}")
     install_signal_handlers()
     out.mkdir(parents=True, exist_ok=True)
     runs = matrices.sweep_runs(matrices.SWEEP_BATCHES, 80, [0])
     m = matrices.Matrix(Path("<sweep>"), "tiny", runs, {}, {})
-    counts = run_matrix(m, out)
+    counts = run_matrix(m, out, jobs=jobs)
     df = sweep_table(m, out)
     write_sweep_csv(df, out / "sweep.csv")
     noise = df.loc[df["method"] == "adascale", "noise_scale"].median()
