@@ -55,6 +55,9 @@ class RanksChange(Interrupted):
         super().__init__(message)
         self.ranks = ranks
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled across processes (bench.smoke's worker pool)
+        return (RanksChange, (self.ranks, str(self)))
+
 
 def request_stop(signum: int, _frame: Any = None) -> None:
     global _stop_signal

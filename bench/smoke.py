@@ -82,6 +82,8 @@ def _run_parallel(m: matrices.Matrix, out: Path, jobs: int, ended: Callable[...,
                 for req in ready:
                     pending.remove(req)
                     running[pool.submit(_run_one, m.spec(req), out)] = req
+                if not running:  # (matrix dependencies are acyclic and within the matrix)
+                    raise RuntimeError(f"{len(pending)} runs wait for runs that never end")
             bar.set_postfix_str(", ".join(f"{r.task} {r.method} {r.scale}" for r in running.values()), refresh=True)
             try:
                 finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)

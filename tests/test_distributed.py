@@ -271,6 +271,14 @@ def test_the_number_of_ranks_is_not_part_of_a_runs_identity(tmp_path: Path) -> N
         check_same(tmp_path, {**one, "accumulation": 2})
 
 
+def test_ranks_change_survives_pickling() -> None:
+    """It crosses process boundaries (smoke's worker pool) with its number of ranks."""
+    import pickle
+
+    again = pickle.loads(pickle.dumps(RanksChange(4, "needs 4 ranks")))
+    assert isinstance(again, RanksChange) and again.ranks == 4 and str(again) == "needs 4 ranks"
+
+
 def test_a_scale_that_needs_more_ranks_checkpoints_and_raises_ranks_change(tmp_path: Path) -> None:
     spec = spec_for("logreg", "adascale", "elastic-up", T1=200, accumulation=2)  # S = 2, 4, 8: W = 1, 2, 4
     assert initial_ranks(spec, tmp_path) == 1
