@@ -52,6 +52,16 @@ def read_json(path: Path) -> Any:
         return json.load(f)
 
 
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object from a file another process may be writing or may never have written: None when
+    the file is absent, unreadable, not JSON or not an object (callers treat all four alike)."""
+    try:
+        obj = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """All complete records; a torn last line (a crash mid-append) is ignored."""
     records = []

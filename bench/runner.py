@@ -8,7 +8,7 @@ from typing import Any
 
 from .engine import Engine, Interrupted, git_commit, versions
 from .errors import UserError
-from .runfiles import SUMMARY, read_json, write_json
+from .runfiles import SUMMARY, read_json_object, write_json
 from .spec import check_same, find_T, find_T_AS, run_name
 
 FINAL = ("completed", "diverged")
@@ -20,14 +20,8 @@ def run_dir_of(out: Path, spec: dict[str, Any]) -> Path:
 
 def existing_summary(run_dir: Path) -> dict[str, Any] | None:
     """The summary of a finished run (completed or diverged), else None: failed runs are retried."""
-    path = run_dir / SUMMARY
-    if not path.exists():
-        return None
-    try:
-        summary = read_json(path)
-    except (OSError, ValueError):
-        return None
-    return summary if summary.get("status") in FINAL else None
+    summary = read_json_object(run_dir / SUMMARY)
+    return summary if summary is not None and summary.get("status") in FINAL else None
 
 
 def run_spec(spec: dict[str, Any], out: Path, progress: bool = True, dist: Any = None) -> dict[str, Any]:

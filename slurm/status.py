@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import UserError
-from bench.runfiles import CHECKPOINT, METRICS, SPEC, SUMMARY, read_json, write_json
+from bench.runfiles import CHECKPOINT, METRICS, SPEC, SUMMARY, read_json_object, write_json
 
 from .job import JOB
 
@@ -64,21 +64,13 @@ class RunState:
 
 
 # -- the files ------------------------------------------------------------------------------------------------
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        obj = read_json(path)
-    except (OSError, ValueError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
 def read_manifest(out: Path) -> dict[str, dict[str, Any]]:
-    obj = _read(Path(out) / MANIFEST)
+    obj = read_json_object(Path(out) / MANIFEST)
     return dict(obj.get("runs", {})) if obj else {}
 
 
 def add_to_manifest(out: Path, runs: dict[str, dict[str, Any]], matrix: str) -> None:
-    old = _read(Path(out) / MANIFEST) or {}
+    old = read_json_object(Path(out) / MANIFEST) or {}
     merged = {**old.get("runs", {}), **runs}
     matrices = list(dict.fromkeys([*old.get("matrices", []), matrix]))
     write_json(Path(out) / MANIFEST, {"matrices": matrices, "runs": dict(sorted(merged.items()))})
@@ -166,7 +158,7 @@ def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
 # -- one run --------------------------------------------------------------------------------------------------
 def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str | None) -> RunState:
     run_dir = Path(out) / name
-    summary = _read(run_dir / SUMMARY)
+    summary = read_json_object(run_dir / SUMMARY)
     status = summary.get("status") if summary else None
     job_id = job.get("job_id") if job else None
     if status == "completed":
@@ -198,7 +190,7 @@ def collect(out: Path) -> list[RunState]:
     """The state of every run of a results folder."""
     out = Path(out)
     names = run_names(out)
-    jobs = {name: _read(out / name / JOB) for name in names}
+    jobs = {name: read_json_object(out / name / JOB) for name in names}
     states = scheduler_states([j for j in jobs.values() if j])
     result = []
     for name in names:

@@ -21,7 +21,7 @@ from typing import Any
 
 from bench import matrix as matrices
 from bench.errors import UserError
-from bench.runfiles import SPEC, SUMMARY, read_json, write_json
+from bench.runfiles import SPEC, SUMMARY, read_json_object, write_json
 from bench.runner import existing_summary
 from bench.spec import run_name
 
@@ -81,14 +81,6 @@ def job_name(runs: list[Planned], ranks: int) -> str:
     return f"adascale-bench-{methods}-W{ranks}"
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        obj = read_json(path)
-    except (OSError, ValueError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
 def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
     """Resolve every run of the matrix, give it W ranks, and sort it into complete, queued and to-do."""
 
@@ -99,7 +91,7 @@ def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
         spec["ranks"] = ranks_to_start(spec, out / run_name(spec), res)
         specs[req.key], names[req.key] = spec, run_name(spec)
 
-    jobs = {name: _read(out / name / JOB) for name in names.values()}
+    jobs = {name: read_json_object(out / name / JOB) for name in names.values()}
     states = scheduler_states([j for j in jobs.values() if j])
     complete, queued, todo = [], {}, []
     for req in m.runs:
@@ -143,7 +135,7 @@ def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
             )
         return ranks
     scales = run_scales(spec)
-    before = _read(run_dir / SPEC)
+    before = read_json_object(run_dir / SPEC)
     if before and isinstance(before.get("ranks"), int) and feasible(before["ranks"], scales, res):
         return before["ranks"]
     return choose_ranks(scales, res)
@@ -354,7 +346,7 @@ def wait_slurm(out: Path, names: list[str], poll_s: float = 3.0) -> None:
     each time: a run's job may hand over to a continuation job."""
     start, last = time.time(), None
     while True:
-        records = {n: _read(out / n / JOB) for n in names}
+        records = {n: read_json_object(out / n / JOB) for n in names}
         states = scheduler_states([r for r in records.values() if r])
         counts: dict[str, int] = {}
         active = 0
@@ -374,7 +366,7 @@ def wait_slurm(out: Path, names: list[str], poll_s: float = 3.0) -> None:
 
 # -- this machine -----------------------------------------------------------------------------------------------
 def _outcome(out: Path, p: Planned) -> str:
-    summary = _read(out / p.name / SUMMARY)
+    summary = read_json_object(out / p.name / SUMMARY)
     return (summary or {}).get("status") or "ended without a summary"
 
 

@@ -410,6 +410,15 @@ def _start_and_wait_for_checkpoint(out: Path, *extra: str) -> tuple[subprocess.P
     return proc, run_dir
 
 
+def _resume_and_compare(out: Path, run_dir: Path, reference: dict[str, Path]) -> None:
+    """The same command again: it resumes, and ends as the uninterrupted W = 1 run."""
+    again = subprocess.run(
+        cli_run(out, "cifar10", "4", 2, *SETS["cifar10"], "checkpoint_every=1"), env=ENV, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr
+    _compare(reference["cifar10"], run_dir)
+
+
 @pytest.mark.slow
 def test_a_dead_rank_fails_the_job_quickly_and_the_same_command_resumes(
     tmp_path: Path, reference: dict[str, Path]
@@ -430,14 +439,7 @@ def test_a_dead_rank_fails_the_job_quickly_and_the_same_command_resumes(
     assert summary["status"] == "failed" and "SIGKILL" in summary["error"]
     ckpt = torch.load(run_dir / CHECKPOINT, weights_only=False)
     assert ckpt["state"]["iteration"] >= 1
-    again = subprocess.run(
-        cli_run(tmp_path, "cifar10", "4", 2, *SETS["cifar10"], "checkpoint_every=1"),
-        env=ENV,
-        capture_output=True,
-        text=True,
-    )
-    assert again.returncode == 0, again.stderr
-    _compare(reference["cifar10"], run_dir)  # resumed exactly: the same run as W = 1 uninterrupted
+    _resume_and_compare(tmp_path, run_dir, reference)
     assert not (run_dir / CHECKPOINT).exists()
     print(f"\nrank 1 killed at iteration >= {ckpt['state']['iteration']}: job failed after {elapsed:.1f} s")
 
@@ -449,12 +451,5 @@ def test_sigterm_stops_every_rank_at_the_same_iteration_and_resumes(tmp_path: Pa
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, err
     assert "resume" in err and not (run_dir / SUMMARY).exists()
-    again = subprocess.run(
-        cli_run(tmp_path, "cifar10", "4", 2, *SETS["cifar10"], "checkpoint_every=1"),
-        env=ENV,
-        capture_output=True,
-        text=True,
-    )
-    assert again.returncode == 0, again.stderr
-    _compare(reference["cifar10"], run_dir)
+    _resume_and_compare(tmp_path, run_dir, reference)
     assert math.isfinite(read_json(run_dir / SUMMARY)["train_loss"])
