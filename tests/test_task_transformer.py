@@ -24,7 +24,7 @@ from tasks.transformer.indexed import (
     dtype_code,
     write_indexed,
 )
-from tasks.transformer.model import beam_search, greedy_decode
+from tasks.transformer.model import TransformerNMT, beam_search, greedy_decode
 from tasks.transformer.tiny import tiny_pairs, write_raw
 
 
@@ -281,6 +281,110 @@ def test_few_adam_steps_lower_the_loss(tiny_root: Path) -> None:
     with torch.no_grad():
         after = sum(task.loss(model, b).item() for b in batches)
     assert after < 0.8 * before
+
+
+# ---------------------------------------------------------------- incremental decoding (cached keys/values)
+
+
+def _tiny_model(tiny_root: Path, **model: object) -> TransformerNMT:
+    task, cfg = Transformer(), tiny_cfg()
+    cfg["model"].update(model)
+    task.check_data(tiny_root, cfg)
+    torch.manual_seed(0)
+    return task.build_model(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def valid_sources(tiny_root: Path) -> torch.Tensor:
+    """12 sources of 1 to 4 validation sentences run together (4 to 21 tokens) in one padded batch."""
+    task, cfg = Transformer(), tiny_cfg()
+    task.check_data(tiny_root, cfg)
+    src = task.eval_set(cfg, tiny_root).data.src
+    joined = [np.concatenate([src[2 * i + j][:-1] for j in range(1 + i % 4)] + [src[0][-1:]]) for i in range(12)]
+    batch = D.collate_pairs([(s, s) for s in joined], 1, 2)["src_tokens"]
+    assert len(set(batch.ne(1).sum(1).tolist())) > 6  # many source lengths, so padding
+    return batch
+
+
+@pytest.fixture(scope="module")
+def trained_tiny(tiny_root: Path) -> TransformerNMT:
+    """The tiny preset's model after 40 Adam steps: it ends hypotheses with </s> before the length budget."""
+    task, cfg = Transformer(), tiny_cfg()
+    task.check_data(tiny_root, cfg)
+    torch.manual_seed(0)
+    model = task.build_model(cfg)
+    train = task.train_set(cfg, tiny_root)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)  # test-only optimizer
+    model.train()
+    for step in range(40):
+        opt.zero_grad()
+        task.loss(model, train.collate([train[(step % 8, step)]])).backward()
+        opt.step()
+    return model.eval()
+
+
+@pytest.fixture(params=["random-post-norm", "random-pre-norm", "trained"])
+def decoder_model(request: pytest.FixtureRequest, tiny_root: Path) -> TransformerNMT:
+    """Small models to decode with. random-post-norm: as built (the paper's post-norm); it ends some hypotheses
+    at once and runs others to the budget. random-pre-norm: every weight redrawn (embeddings N(0, 0.01), the
+    rest N(0, 0.1)), whose hypotheses run to the budget through several different tokens, where the default
+    initialisation gives empty ones. trained: a few Adam steps on the toy corpus."""
+    if request.param == "trained":
+        return request.getfixturevalue("trained_tiny")
+    model = _tiny_model(tiny_root, norm_first=request.param == "random-pre-norm")
+    if request.param == "random-pre-norm":
+        gen = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(torch.randn(p.shape, generator=gen) * (0.01 if "embed" in name else 0.1))
+    return model
+
+
+def test_cached_step_logits_equal_full_decoder(decoder_model: TransformerNMT, valid_sources: torch.Tensor) -> None:
+    model, src = decoder_model, valid_sources
+    n, group, steps = src.size(0), 3, 12
+    gen = torch.Generator().manual_seed(0)
+    prev = torch.cat([torch.full((n, 1), 2), torch.randint(4, 30, (n, steps - 1), generator=gen)], dim=1)
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        full = model.decode(prev, memory, mask)
+        cache = model.start_decoding(memory, mask)
+        for t in range(steps):
+            step = model.decode_step(prev[:, t : t + 1], cache)
+            torch.testing.assert_close(step[:, 0], full[:, t], atol=1e-5, rtol=0)
+        assert cache.length == steps and cache.self_k[0].size(2) == steps
+        # beams: `group` rows per sentence, reordered within their sentence between steps as beam search does
+        cache = model.start_decoding(memory, mask, group)
+        assert cache.cross_k[0].size(0) == n  # memory keys/values once per sentence, not per beam
+        rows = torch.full((n * group, 1), 2)
+        mem_rows, mask_rows = memory.repeat_interleave(group, 0), mask.repeat_interleave(group, 0)
+        for _ in range(steps):
+            step = model.decode_step(rows[:, -1:], cache)[:, 0]
+            torch.testing.assert_close(step, model.decode(rows, mem_rows, mask_rows)[:, -1], atol=1e-5, rtol=0)
+            pick = (torch.randint(0, group, (n, group), generator=gen) + torch.arange(n)[:, None] * group).view(-1)
+            cache.reorder(pick)
+            rows = torch.cat([rows[pick], torch.randint(4, 30, (n * group, 1), generator=gen)], dim=1)
+
+
+def test_incremental_greedy_equals_full_redecoding(
+    request: pytest.FixtureRequest, decoder_model: TransformerNMT, valid_sources: torch.Tensor
+) -> None:
+    kw = {"eos": 2, "bos": 0, "max_len_a": 1.0, "max_len_b": 10}
+    hyps = greedy_decode(decoder_model, valid_sources, **kw)
+    assert hyps == greedy_decode(decoder_model, valid_sources, cache=False, **kw)
+    budgets = valid_sources.ne(1).sum(1) + 10
+    if request.node.callspec.params["decoder_model"] == "trained":  # some rows finish early: <pad> after </s>
+        assert any(len(h) < b - 1 for h, b in zip(hyps, budgets.tolist(), strict=True))
+
+
+def test_incremental_beam_search_equals_full_redecoding(
+    decoder_model: TransformerNMT, valid_sources: torch.Tensor
+) -> None:
+    m = Transformer.presets["paper"]["model"]  # beam 4, GNMT length penalty 0.6, budget 1.0 * source + 50
+    kw = {"eos": 2, "bos": 0, "beam": m["beam"], "lenpen": m["lenpen"], "max_len_a": m["max_len_a"]}
+    kw["max_len_b"] = m["max_len_b"]
+    hyps = beam_search(decoder_model, valid_sources, **kw)
+    assert hyps == beam_search(decoder_model, valid_sources, cache=False, **kw)
 
 
 # ---------------------------------------------------------------- raw text + sentencepiece
