@@ -23,6 +23,8 @@ from . import html as H
 from .collect import load
 from .latex import latex
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
+from .sweep import sweep_table
+from .sweep import write_csv as write_sweep_csv
 from .table2 import cells, markdown, to_csv
 
 FORMATS = ("md", "tex", "html", "csv")
@@ -50,7 +52,7 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     except Exception as e:  # a broken paper table costs the comparison, not the report
         res.warn(f"skipped paper comparison: {type(e).__name__}: {e}")
         comp, paper_tasks = pd.DataFrame(columns=COMPARISON_COLUMNS), set()
-    sweep_tab = F.sweep_table(res)
+    sweep_tab = sweep_table(res)
 
     if "md" in formats:
         (dest / "table2.md").write_text(markdown(c, std))
@@ -60,7 +62,7 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         (dest / "table2.csv").write_text(to_csv(c))
         (dest / "paper_comparison.csv").write_text(comp.to_csv(index=False, float_format="%.6g"))
         if not sweep_tab.empty:
-            sweep_tab.to_csv(dest / "sweep.csv", index=False, float_format="%.6g")
+            write_sweep_csv(sweep_tab, dest / "sweep.csv")
 
     sections = []
     for kind, (fn, heading, empty_note) in F.KINDS.items():
@@ -114,3 +116,16 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def build_sweep(out: Path) -> tuple[pd.DataFrame, list[Path]]:
+    """The sweep's table and figure for `adascale-bench sweep`: OUT/sweep.csv and OUT/sweep_<task>.png,
+    from the same table the report uses."""
+    res = load(Path(out))
+    table = sweep_table(res)
+    written = []
+    if not table.empty:
+        write_sweep_csv(table, Path(out) / "sweep.csv")
+        written.append(Path(out) / "sweep.csv")
+    written += [f.path for f in F.sweep(res, Path(out))]
+    return table, written

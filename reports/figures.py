@@ -34,6 +34,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from .collect import Results, scale_order, task_info  # noqa: E402
+from .sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs  # noqa: E402
 from .table2 import table_runs  # noqa: E402
 
 STYLE = {
@@ -49,10 +50,8 @@ STYLE = {
     "savefig.dpi": 100,
 }
 PANELS = ("S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16")
-SWEEP_METHODS = {"fixed": "fixed lr", "linear": "linear scaling + warm-up", "adascale": "AdaScale"}
 SWEEP_COLORS = {"fixed": "tab:gray", "linear": "tab:orange", "adascale": "tab:blue"}
 METHOD_NAMES = {"adascale": "AdaScale", "lsw": "LSW", "lsw+": "LSW+", "identity": "identity", "scaled": "scaled SGD"}
-DEFAULT_EPOCH_CAP = 80.0
 MAX_POINTS = 3000  # training records drawn per line (evenly thinned)
 
 
@@ -422,62 +421,6 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
 # --------------------------------------------------------------------------------------------- sweep
 
 
-def sweep_points(g: pd.DataFrame) -> tuple[pd.DataFrame, float]:
-    """Per (method, batch): epochs to target (mean over finished seeds) or not reached; and the epoch cap.
-    A point counts as reached only when every finished seed reached the target."""
-    cap_vals = _finite(g["max_epochs"])
-    if not len(cap_vals):
-        cap_vals = _finite(g["epochs"])
-    reached_all = _finite(g["target_epochs"])
-    cap = float(cap_vals.max()) if len(cap_vals) else DEFAULT_EPOCH_CAP
-    cap = max(cap, float(reached_all.max()) if len(reached_all) else cap)
-    fin = g[g["status"].isin(("completed", "diverged"))]
-    rows = []
-    for (method, batch), p in fin.groupby(["sweep_method", "sweep_batch"]):
-        reached = _finite(p["target_epochs"])
-        ok = len(reached) == len(p) and (p["status"] == "completed").all()
-        rows.append(
-            {
-                "batch": int(batch) if float(batch).is_integer() else batch,
-                "method": method,
-                "epochs_to_target": float(reached.mean()) if ok else math.nan,
-                "reached": ok,
-                "n_seeds": len(p),
-            }
-        )
-    return pd.DataFrame(rows, columns=["batch", "method", "epochs_to_target", "reached", "n_seeds"]), cap
-
-
-def sweep_runs(res: Results) -> pd.DataFrame:
-    df = res.runs
-    if df.empty:
-        return df
-    df = df[df["experiment_kind"] == "sweep"].copy()
-    if df.empty:
-        return df
-    # the sweep's method falls back to the run's own method; its batch to S·b
-    df["sweep_method"] = df["sweep_method"].where(df["sweep_method"].notna(), df["method"])
-    sb = pd.to_numeric(df["scale"], errors="coerce") * df["batch_size"].astype(float)
-    df["sweep_batch"] = df["sweep_batch"].where(np.isfinite(df["sweep_batch"].astype(float)), sb)
-    return df[np.isfinite(df["sweep_batch"].astype(float))]
-
-
-def sweep_table(res: Results) -> pd.DataFrame:
-    """batch, method, epochs_to_target (empty where not reached), reached, n_seeds, task."""
-    df = sweep_runs(res)
-    parts = []
-    if not df.empty:
-        for task, g in df.groupby("task"):
-            pts, _ = sweep_points(g)
-            parts.append(pts.assign(task=task))
-    cols = ["task", "batch", "method", "epochs_to_target", "reached", "n_seeds"]
-    if not parts:
-        return pd.DataFrame(columns=cols)
-    out = pd.concat(parts)[cols]
-    order = out["method"].map(lambda m: list(SWEEP_METHODS).index(m) if m in SWEEP_METHODS else len(SWEEP_METHODS))
-    return out.assign(_o=order).sort_values(["task", "_o", "method", "batch"]).drop(columns="_o")
-
-
 def _sweep_plot(pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, path: Path) -> Path:
     """Epochs to target against global batch (log–log), one line per method; unreached points as open
     markers at the cap; the median noise scale as the predicted critical batch."""
@@ -545,8 +488,7 @@ def sweep(res: Results, outdir: Path) -> list[Figure]:
         pts, cap = sweep_points(g)
         if pts.empty:
             continue
-        ada = g[(g["sweep_method"] == "adascale") | (g["method"] == "adascale")]
-        noise = _finite(ada["noise_scale"])
+        noise = noise_scales(g)
         targets = _finite(g["sweep_target"])
         tgt = f" (target {targets[0]:g})" if len(targets) else ""
         title = f"{task}: critical-batch sweep — epochs to target vs batch{tgt}"
@@ -554,31 +496,6 @@ def sweep(res: Results, outdir: Path) -> list[Figure]:
         note = "" if len(noise) else " No AdaScale run recorded a noise scale: no critical-batch line."
         figs.append(Figure("sweep", task, path, SWEEP_CAPTION + note))
     return figs
-
-
-def sweep_figure(df: pd.DataFrame, path: Path, cap: float = DEFAULT_EPOCH_CAP, title: str | None = None) -> Path | None:
-    """The sweep figure from a per-run table (columns batch, method, epochs_to_target, and optionally status
-    and noise_scale), as `bench.sweep` has it; None when nothing finished."""
-    if df.empty:
-        return None
-    d = df.copy()
-    if "status" not in d:
-        d["status"] = "completed"
-    d = d[d["status"].isin(("completed", "diverged"))]
-    rows = []
-    for (method, batch), p in d.groupby(["method", "batch"]):
-        reached = _finite(p["epochs_to_target"])
-        ok = len(reached) == len(p) and (p["status"] == "completed").all()
-        rows.append(
-            {"batch": batch, "method": method, "epochs_to_target": reached.mean() if ok else math.nan, "reached": ok}
-        )
-    if not rows:
-        return None
-    pts = pd.DataFrame(rows)
-    noise = _finite(d.loc[d["method"] == "adascale", "noise_scale"]) if "noise_scale" in d else np.array([])
-    reached_all = _finite(pts["epochs_to_target"])
-    cap = max(cap, float(reached_all.max()) if len(reached_all) else cap)
-    return _sweep_plot(pts, cap, noise, title or "critical-batch sweep — epochs to target vs batch", Path(path))
 
 
 KINDS = {

@@ -198,6 +198,26 @@ def make_executor(
     return ex
 
 
+def sbatch_options(res: Resources, shape: Shape, name: str) -> list[str]:
+    """The request of make_executor's SLURM jobs as sbatch's own options (for `sbatch --test-only`, which
+    checks a request without submitting it; submitit has no public way to hand out its script)."""
+    opts = {
+        "job-name": name,
+        "time": res.time_min or SLURM_DEFAULT_TIME_MIN,
+        "nodes": shape.nodes,
+        "ntasks-per-node": shape.tasks_per_node,
+        "cpus-per-task": shape.cpus_per_task,
+        "gpus-per-node": shape.gpus_per_node or None,
+        "mem": f"{int(res.mem_per_task_gb * shape.tasks_per_node * 1024)}M" if res.mem_per_task_gb else None,
+        "partition": res.partition,
+        "account": res.account,
+        "qos": res.qos,
+        "constraint": res.constraint,
+        **{k.replace("_", "-"): v for k, v in res.sbatch.items()},
+    }
+    return [f"--{k}={v}" for k, v in opts.items() if v is not None]
+
+
 def signal_delay_s(time_min: int) -> int:
     """USR2 comes this long before the time limit; never in the first 80 % of a short job."""
     return int(min(SIGNAL_DELAY_S, max(10, time_min * 60 // 5)))

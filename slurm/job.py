@@ -1,6 +1,6 @@
 """The submitit job that trains one run, and survives preemption and time limits.
 
-Stopping a run exactly is the engine's business: bench.engine.request_stop() raises a flag that the
+Stopping a run exactly is the engine's business: bench.engine.loop.request_stop() raises a flag that the
 engine checks after each iteration, and then it writes checkpoint.pt and raises Interrupted. A signal
 handler cannot wait for the end of an iteration while it runs on the thread that is training, so the
 run trains on a worker thread and the main thread only waits. Then:
@@ -26,13 +26,17 @@ from typing import Any
 
 import submitit
 
-from bench.engine import Interrupted, RanksChange, clear_stop, request_stop
+from bench.engine.signals import Interrupted, RanksChange, clear_stop, request_stop
 from bench.errors import UserError
-from bench.runfiles import SUMMARY, read_json, write_json
-from bench.runner import existing_summary, record_failure, run_dir_of, run_spec
+from bench.experiments import matrix as matrices
+from bench.files import SUMMARY, read_json, write_json
+from bench.run.runner import existing_summary, run_dir_of, run_spec
+from bench.run.spec import run_name
+from bench.run.summary import record_failure
 
-JOB = "job.json"  # written by `submit`: which job runs this folder
-ATTEMPTS = "attempts.json"  # written by the job: each start (a requeued job starts again)
+from .executors import Resources, fits, make_executor, shape_for
+from .records import ATTEMPTS, JOB, SUBMITIT_DIR, Planned, job_name, job_record, quiet_submitit
+
 CHECKPOINT_WAIT_S = 100.0  # < executors.SIGNAL_DELAY_S: submitit's USR2 comes that long before the limit
 STOPPED_WAIT_S = 120.0  # after a SIGTERM stop: how long to wait for SLURM's SIGKILL or submitit's USR2
 
@@ -122,7 +126,7 @@ class RunJob(submitit.helpers.Checkpointable):
                 record_failure(self.spec, run_dir, unmet)
             return self._failed(unmet)
         os.environ.update(dist_environment(env))
-        from bench.distributed import from_env, shutdown
+        from bench.engine.distributed import from_env, shutdown
 
         dist = from_env(self.spec.get("device") or "auto")
         threaded = env.cluster != "debug" and threading.current_thread() is threading.main_thread()
@@ -152,7 +156,7 @@ class RunJob(submitit.helpers.Checkpointable):
             if main:
                 record_failure(self.spec, run_dir, str(value))
             return self._failed(str(value))
-        # a crash in training: bench.runner has written the failed summary and error.log
+        # a crash in training: bench.run.runner has written the failed summary and error.log
         return self._failed(f"{type(value).__name__}: {value}", value)
 
     def _continue(self, env: Any, change: RanksChange) -> dict[str, Any]:
@@ -161,8 +165,6 @@ class RunJob(submitit.helpers.Checkpointable):
         result = {"status": "ranks-change", "ranks": change.ranks, "message": str(change)}
         if env.cluster != "slurm" or env.global_rank != 0 or self.resources is None:
             return result
-        from .submit import submit_continuation
-
         try:
             result["job_id"] = submit_continuation(self, change.ranks)
         except UserError as e:
@@ -234,3 +236,21 @@ class RunJob(submitit.helpers.Checkpointable):
             }
         )
         write_json(path, attempts)
+
+
+def submit_continuation(job: RunJob, ranks: int) -> str:
+    """From inside a SLURM job whose run now needs `ranks` ranks: submit the same run with that allocation
+    (it resumes from the checkpoint just saved) and record the new job in job.json."""
+    res: Resources = job.resources
+    if not fits(ranks, res):
+        raise UserError(f"{ranks} ranks do not fit --gpus-per-node {res.gpus_per_node} × --max-nodes {res.max_nodes}")
+    spec = {**job.spec, "ranks": ranks}
+    request = matrices.RunRequest(spec["task"], spec["method"], spec["scale"], spec["seed"])
+    p = Planned(request, spec, run_name(spec), shape_for(spec, ranks, res), job.needs)
+    for key in [k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SUBMITIT_"))]:
+        del os.environ[key]  # this job's allocation must not leak into the next job's options
+    ex = make_executor(res, p.shape, Path(job.out) / SUBMITIT_DIR, name=job_name([p], ranks))
+    with quiet_submitit():
+        new = ex.submit(job.fresh(ranks=ranks))
+    write_json(Path(job.out) / p.name / JOB, job_record(p, new, res))
+    return str(new.job_id)

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import UserError
-from bench.runfiles import CHECKPOINT, METRICS, SPEC, SUMMARY, read_json_object, write_json
+from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, read_json_object, write_json
 
-from .job import JOB
+from .records import JOB, SUBMITIT_DIR
 
 MANIFEST = "matrix.json"  # the runs that `submit` was asked for, so that status can name missing ones
-SUBMITIT_DIR = ".submitit"
+
 STATES = ("done", "running", "pending", "failed", "diverged", "missing")
 # Scheduler states of a job that has not ended (submitit treats PREEMPTED as not ended too: it is requeued).
 ACTIVE = {
@@ -56,7 +56,7 @@ class RunState:
 
     @property
     def parts(self) -> tuple[str, str, str, int, str]:
-        """(task, method, scale label, seed, variant) parsed from the run name (bench.spec.run_name)."""
+        """(task, method, scale label, seed, variant) parsed from the run name (bench.run.spec.run_name)."""
         task, method, scale, leaf = self.name.split("/", 3)
         seed_part, _, variant = leaf.partition(",")
         seed = int(seed_part.removeprefix("seed")) if seed_part.removeprefix("seed").isdigit() else -1

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
-import logging
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import matrix as matrices
 from bench.errors import UserError
-from bench.runfiles import SPEC, SUMMARY, read_json_object, write_json
-from bench.runner import existing_summary
-from bench.spec import run_name
+from bench.experiments import matrix as matrices
+from bench.experiments.pool import ReadyQueue
+from bench.files import SPEC, SUMMARY, read_json_object, write_json
+from bench.run.runner import existing_summary
+from bench.run.spec import run_name
 
 from .executors import (
     MAX_ARRAY,
@@ -37,22 +35,12 @@ from .executors import (
     make_executor,
     require_slurm,
     run_scales,
+    sbatch_options,
     shape_for,
 )
-from .job import JOB, RunJob
+from .job import RunJob
+from .records import JOB, Planned, job_name, job_record, quiet_submitit
 from .status import ACTIVE, SUBMITIT_DIR, add_to_manifest, collect, scheduler_states, table
-
-
-@dataclass
-class Planned:
-    """A run to submit: its resolved spec, its allocation, and what it waits for."""
-
-    request: matrices.RunRequest
-    spec: dict[str, Any]
-    name: str
-    shape: Shape
-    needs: list[str] = field(default_factory=list)  # run names that must have ended first
-    wave: int = 0  # 0: nothing to wait for in this submission; k: after runs of wave k - 1
 
 
 @dataclass
@@ -72,13 +60,6 @@ class Plan:
             for i in range(0, len(runs), MAX_ARRAY):
                 out.append((wave, shape, runs[i : i + MAX_ARRAY]))
         return out
-
-
-def job_name(runs: list[Planned], ranks: int) -> str:
-    """What squeue and sacct show: the suite, the methods in the array and its ranks per run,
-    e.g. `adascale-bench-lsw+-W2`."""
-    methods = "+".join(dict.fromkeys(p.request.method for p in runs))
-    return f"adascale-bench-{methods}-W{ranks}"
 
 
 def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
@@ -125,7 +106,7 @@ def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
     """W for the run's next job. Usually the most ranks the resources allow (an incomplete run keeps the W
     it started with); a spec that fixes the accumulation A needs W = S / A at its checkpoint's τ."""
     if spec.get("accumulation"):
-        from bench.launch import initial_ranks
+        from bench.run.launch import initial_ranks
 
         ranks = initial_ranks({**spec, "ranks": 1}, run_dir)
         if not fits(ranks, res):
@@ -159,34 +140,6 @@ def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
     for i, (wave, shape, runs) in enumerate(plan.groups(), 1):
         after = " after the runs they need" if wave else ""
         print(f"  array {i}{after}: {describe_group(runs, shape)}")
-
-
-def job_record(p: Planned, job: Any, res: Resources, after: list[str] | None = None) -> dict[str, Any]:
-    paths = job.paths
-    return {
-        "executor": res.executor,
-        "job_id": str(job.job_id),
-        "submitted_at": time.time(),
-        "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "task": p.spec["task"],
-        "method": p.spec["method"],
-        "scale": p.spec["scale"],
-        "seed": p.spec["seed"],
-        "ranks": p.shape.ranks,
-        "nodes": p.shape.nodes,
-        "tasks_per_node": p.shape.tasks_per_node,
-        "gpus_per_node": p.shape.gpus_per_node,
-        "cpus_per_task": p.shape.cpus_per_task,
-        "accumulation": {str(s): a for s, a in accumulation(p.spec, p.shape.ranks).items()},
-        "needs": p.needs,
-        "after": after or [],
-        "stdout": str(paths.stdout),
-        "stderr": str(paths.stderr),
-        # the sbatch script (one per array: named after the array's id)
-        "script": str(paths.folder / f"{str(job.job_id).split('_')[0]}_submission.sh")
-        if res.executor == "slurm"
-        else None,
-    }
 
 
 def submit(args: argparse.Namespace) -> int:
@@ -223,20 +176,6 @@ def submit(args: argparse.Namespace) -> int:
 
 
 # -- SLURM ------------------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _quiet_submitit() -> Iterator[io.StringIO]:
-    """submitit prints sbatch's stderr and logs an error before raising; the CLI reports it in one line."""
-    logger = logging.getLogger("submitit")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    buffer = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(buffer):
-            yield buffer
-    finally:
-        logger.setLevel(level)
-
-
 def sbatch_reason(error: BaseException | str) -> str:
     """sbatch's error lines, without their prefixes, on one line."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -251,14 +190,9 @@ def preflight(plan: Plan, out: Path, res: Resources) -> None:
     import subprocess
 
     for _, shape, runs in plan.groups():
-        ex = make_executor(res, shape, out / SUBMITIT_DIR, name=job_name(runs, shape.ranks))
-        make_text = getattr(getattr(ex, "_executor", None), "_make_submission_file_text", None)
-        if make_text is None:  # another submitit: the submission itself reports what sbatch refuses
-            return
         try:
             answer = subprocess.run(
-                ["sbatch", "--test-only"],
-                input=make_text("true", "preflight"),
+                ["sbatch", "--test-only", *sbatch_options(res, shape, job_name(runs, shape.ranks)), "--wrap=true"],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -295,7 +229,7 @@ def submit_slurm(plan: Plan, out: Path, res: Resources) -> list[str]:
         after = dependency_ids({job_of[n] for p in runs for n in p.needs if n in job_of}, arrays)
         ex = make_executor(res, shape, folder, name=job_name(runs, shape.ranks), after=after)
         try:
-            with _quiet_submitit():
+            with quiet_submitit():
                 with ex.batch():
                     jobs = [ex.submit(RunJob(p.spec, out, p.needs, resources=res)) for p in runs]
         except (submitit.core.utils.FailedJobError, OSError) as e:
@@ -316,29 +250,9 @@ def submit_slurm(plan: Plan, out: Path, res: Resources) -> list[str]:
 
 def _undo(out: Path, done: list[tuple[Planned, Any]]) -> None:
     for p, job in done:
-        with contextlib.suppress(Exception), _quiet_submitit():
+        with contextlib.suppress(Exception), quiet_submitit():
             job.cancel(check=False)
         (out / p.name / JOB).unlink(missing_ok=True)
-
-
-def submit_continuation(job: RunJob, ranks: int) -> str:
-    """From inside a SLURM job whose run now needs `ranks` ranks: submit the same run with that allocation
-    (it resumes from the checkpoint just saved) and record the new job in job.json."""
-    import os
-
-    res: Resources = job.resources
-    if not fits(ranks, res):
-        raise UserError(f"{ranks} ranks do not fit --gpus-per-node {res.gpus_per_node} × --max-nodes {res.max_nodes}")
-    spec = {**job.spec, "ranks": ranks}
-    request = matrices.RunRequest(spec["task"], spec["method"], spec["scale"], spec["seed"])
-    p = Planned(request, spec, run_name(spec), shape_for(spec, ranks, res), job.needs)
-    for key in [k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SUBMITIT_"))]:
-        del os.environ[key]  # this job's allocation must not leak into the next job's options
-    ex = make_executor(res, p.shape, Path(job.out) / SUBMITIT_DIR, name=job_name([p], ranks))
-    with _quiet_submitit():
-        new = ex.submit(job.fresh(ranks=ranks))
-    write_json(Path(job.out) / p.name / JOB, job_record(p, new, res))
-    return str(new.job_id)
 
 
 def wait_slurm(out: Path, names: list[str], poll_s: float = 3.0) -> None:
@@ -385,7 +299,7 @@ def _ranks_change(out: Path, p: Planned, result: dict[str, Any] | None, res: Res
         return None
     ranks = int(result["ranks"])
     if not fits(ranks, res):
-        from bench.runner import record_failure
+        from bench.run.summary import record_failure
 
         message = f"{result.get('message')}; but {ranks} ranks do not fit on this machine"
         record_failure(p.spec, out / p.name, message)
@@ -399,35 +313,30 @@ def run_local(plan: Plan, out: Path, res: Resources) -> None:
     once the runs it needs have ended (and started again on other ranks when its S schedule asks)."""
     folder = out / SUBMITIT_DIR
     slots = local_parallelism(res)
-    waiting = sorted(plan.todo, key=lambda p: p.wave)
-    names = {p.name for p in waiting}
+    queue = ReadyQueue(
+        sorted(plan.todo, key=lambda p: p.wave), lambda p: p.name, lambda p: p.needs, lambda p: p.shape.ranks
+    )
     running: dict[str, tuple[Planned, Any]] = {}
-    ended: set[str] = set()
-    total, started = len(waiting), time.time()
+    total, started, ended = len(plan.todo), time.time(), 0
     try:
-        while waiting or running:
+        while queue or running:
             for name, (p, job) in list(running.items()):
                 if not job.done():
                     continue
                 del running[name]
                 again = _ranks_change(out, p, _result(job), res)
                 if again is not None:
-                    waiting.insert(0, again)
+                    queue.again(again)
                     continue
-                ended.add(name)
-                print(f"  [{len(ended)}/{total}] {_outcome(out, p):9s} {name}  ({time.time() - started:.0f} s)")
+                queue.done(p)
+                ended += 1
+                print(f"  [{ended}/{total}] {_outcome(out, p):9s} {name}  ({time.time() - started:.0f} s)")
             busy = sum(p.shape.ranks for p, _ in running.values())
-            for p in list(waiting):
-                if any(n in names and n not in ended for n in p.needs):
-                    continue
-                if running and busy + p.shape.ranks > slots:
-                    break
+            for p in queue.take(slots - busy, busy=bool(running)):
                 ex = make_executor(res, p.shape, folder, name=f"adascale-{p.spec['task']}")
                 job = ex.submit(RunJob(p.spec, out, p.needs))
                 write_json(out / p.name / JOB, job_record(p, job, res))
                 running[p.name] = (p, job)
-                waiting.remove(p)
-                busy += p.shape.ranks
             time.sleep(0.2)
     except BaseException:
         for _, job in running.values():  # Ctrl-C: stop the jobs of this call (they resume on the next submit)
@@ -446,7 +355,7 @@ def run_debug(plan: Plan, out: Path, res: Resources) -> None:
         write_json(out / p.name / JOB, job_record(p, job, res))
         result = job.result()
         if result.get("status") == "ranks-change":
-            from bench.runner import record_failure
+            from bench.run.summary import record_failure
 
             record_failure(p.spec, out / p.name, f"{result['message']}; the debug executor runs one rank only")
         print(f"  [{i}/{len(runs)}] {_outcome(out, p):9s} {p.name}  ({time.time() - started:.0f} s)")

@@ -1,7 +1,7 @@
 """The task protocol: what a task supplies to the one training engine, and nothing more.
 
 A task adapter owns its model, its data on disk, its loss and its evaluation. It never owns an
-optimizer loop: `bench.engine` drives every task the same way.
+optimizer loop: `bench.engine.loop` drives every task the same way.
 
 How the engine uses a task (per run):
 
@@ -9,9 +9,9 @@ How the engine uses a task (per run):
     torch.manual_seed(cfg["seed"]); model = task.build_model(cfg)
     train = task.train_set(cfg, root)              # TrainSet, see below
     evalset = task.eval_set(cfg, root)             # anything; handed back to task.evaluate
-    for each micro-batch:                          # items picked by bench.data, never by the task
+    for each micro-batch:                          # items picked by bench.engine.data, never by the task
         batch = train.collate([train[(index, key)] for (index, key) in microbatch])
-        batch = bench.data.to_device(batch, device)
+        batch = bench.engine.data.to_device(batch, device)
         loss = task.loss(model, batch)             # mean over the micro-batch's own examples
     metrics = task.evaluate(model, evalset, cfg, device)   # model in eval mode, under no_grad
     metrics[task.metric] is the Table 2 metric
@@ -51,7 +51,7 @@ class Task:
     metric_label: ClassVar[str]  # human label, e.g. "top-1 %"
     higher_is_better: ClassVar[bool] = True
     needs_data: ClassVar[bool] = True  # False: the data is generated in memory (no data root)
-    # Presets: complete configurations, see bench.spec for the common keys. Task-specific settings
+    # Presets: complete configurations, see bench.run.spec for the common keys. Task-specific settings
     # live under "model" and "data" (plain JSON values). Each preset documents its provenance.
     presets: ClassVar[dict[str, dict[str, Any]]]
 

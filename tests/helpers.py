@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.engine import Engine
-from bench.runfiles import METRICS, read_jsonl
-from bench.spec import resolve
+from bench.engine.distributed import Dist
+from bench.engine.loop import Engine
+from bench.files import METRICS, read_jsonl
+from bench.run.runner import train as run_train
+from bench.run.spec import resolve
 from tasks import get_task
 
 
@@ -16,8 +18,7 @@ def spec_for(task: str, method: str = "adascale", scale: int | str = 1, seed: in
 
 
 def train(spec: dict, run_dir: Path) -> tuple[dict, Engine]:
-    engine = Engine(spec, run_dir, progress=False)
-    return engine.run(), engine
+    return run_train(spec, Path(run_dir), Dist(), progress=False)
 
 
 def records(run_dir: Path) -> list[dict]:

@@ -20,15 +20,17 @@ import pytest
 import torch
 from torch import nn
 
-from bench.batchnorm import RunningStatsMerge
-from bench.distributed import TIMEOUT_ENV, Dist, accumulation_of, ranks_for, timeout_s
-from bench.engine import Engine, RanksChange
+from bench.engine.batchnorm import RunningStatsMerge
+from bench.engine.distributed import TIMEOUT_ENV, Dist, accumulation_of, ranks_for, timeout_s
+from bench.engine.loop import Engine
+from bench.engine.reduction import PairwiseGrads, TreeSum
+from bench.engine.signals import RanksChange
 from bench.errors import UserError
-from bench.launch import initial_ranks
-from bench.reduction import PairwiseGrads, TreeSum
-from bench.runfiles import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
-from bench.runner import run_dir_of
-from bench.spec import check_same
+from bench.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl, write_json
+from bench.run.launch import initial_ranks
+from bench.run.runner import run_dir_of
+from bench.run.spec import check_same
+from tasks import get_task
 
 from .helpers import spec_for
 
@@ -223,8 +225,8 @@ def test_pairwise_grads_refuse_a_parameter_missing_from_a_microbatch(how: str) -
 def test_one_process_sums_without_hooks_and_observes_only_when_asked() -> None:
     """W = 1: TreeSum for the pairwise sum (A ≥ 3, or A = 2 with statistics), SquaredNormHooks for
     statistics under the native sum, nothing when autograd's own sum will do."""
-    from bench.gradstats import SquaredNormHooks
-    from bench.reduction import SplitInvariance
+    from bench.engine.gradstats import SquaredNormHooks
+    from bench.engine.reduction import SplitInvariance
 
     model = nn.Linear(3, 1)
     params = list(model.parameters())
@@ -264,8 +266,7 @@ def test_process_group_timeout_from_the_environment(monkeypatch: pytest.MonkeyPa
 
 def test_the_number_of_ranks_is_not_part_of_a_runs_identity(tmp_path: Path) -> None:
     one = spec_for("logreg", "adascale", 4, T1=40)
-    engine = Engine(one, tmp_path, progress=False)
-    engine.setup()
+    write_json(tmp_path / "spec.json", one)
     check_same(tmp_path, {**one, "ranks": 4})  # the same run on 4 ranks: accepted
     with pytest.raises(UserError, match="accumulation"):
         check_same(tmp_path, {**one, "accumulation": 2})
@@ -283,7 +284,7 @@ def test_a_scale_that_needs_more_ranks_checkpoints_and_raises_ranks_change(tmp_p
     spec = spec_for("logreg", "adascale", "elastic-up", T1=200, accumulation=2)  # S = 2, 4, 8: W = 1, 2, 4
     assert initial_ranks(spec, tmp_path) == 1
     with pytest.raises(RanksChange, match="needs 2 ranks") as info:
-        Engine(spec, tmp_path, progress=False).run()
+        Engine(spec, get_task(spec["task"]), tmp_path, progress=False).run()
     assert info.value.ranks == 2
     ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=False)
     assert ckpt["state"]["tau"] >= 0.25 * 200 and not (tmp_path / SUMMARY).exists()

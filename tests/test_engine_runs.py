@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from bench.rules import WARMUP_FRACTION
-from bench.runner import run_spec
+from bench.algo.rules import WARMUP_FRACTION
+from bench.run.runner import run_spec
 from reports.collect import runs
 from reports.table2 import cells, markdown
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.gain import RatioGain, UnbiasedGain, theta
+from bench.algo.gain import RatioGain, UnbiasedGain, theta
 
 
 def test_scale_one_estimates_nothing() -> None:

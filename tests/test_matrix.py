@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import matrix
 from bench.errors import UserError
-from bench.runfiles import write_json
-from bench.spec import find_T
+from bench.experiments import matrix
+from bench.files import write_json
+from bench.run.needs import find_T
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -20,14 +20,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench import perf
-from bench.data import ItemStream
-from bench.distributed import Dist
-from bench.engine import accumulate
-from bench.gradstats import SquaredNormHooks
-from bench.reduction import PairwiseGrads
-from bench.runfiles import MetricsLog, read_jsonl
-from bench.seeding import mix, mix_array
+from bench.engine.data import ItemStream
+from bench.engine.distributed import Dist
+from bench.engine.gradstats import SquaredNormHooks
+from bench.engine.loop import accumulate
+from bench.engine.reduction import PairwiseGrads
+from bench.engine.seeding import mix, mix_array
+from bench.experiments import perf
+from bench.files import MetricsLog, read_jsonl
 from tasks import get_task
 
 
@@ -215,7 +215,7 @@ def test_retained_memory_makes_no_page_faults_for_repeated_large_tensors() -> No
     import resource
     import sys
 
-    from bench.allocator import retain_freed_memory
+    from bench.engine.allocator import retain_freed_memory
 
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc's mallopt: Linux only")

@@ -12,10 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench import matrix
-from bench.smoke import run_matrix
-from bench.sweep import sweep_table, write_sweep_csv
-from reports.build import build_report
+from bench.experiments import matrix
+from bench.experiments.pool import run_matrix
+from reports.build import build_report, build_sweep
 
 MATRIX = """
 preset: tiny
@@ -36,11 +35,13 @@ def test_matrix_runs_then_report(tmp_path: Path) -> None:
     assert counts == {"completed": 19}
     again = run_matrix(m, out, progress=False)  # finished runs are not redone
     assert again == {"completed": 19}
-    write_sweep_csv(sweep_table(m, out), out / "sweep.csv")
+    table, written = build_sweep(out)
+    assert out / "sweep.csv" in written and out / "sweep_logreg.png" in written
     sweep = pd.read_csv(out / "sweep.csv")
-    assert list(sweep.columns) == ["batch", "method", "epochs_to_target"]
+    assert list(sweep.columns) == ["task", "batch", "method", "epochs_to_target", "reached", "n_seeds"]
     assert len(sweep) == 6 and set(sweep["method"]) == {"fixed", "linear", "adascale"}
     html = build_report(out, ["md", "tex", "html", "csv"])
+    assert (html.parent / "sweep.csv").read_text() == (out / "sweep.csv").read_text()  # one sweep table
     text = html.read_text()
     assert "Table 2" in text and "logreg" in text and "elastic-up" in text
     table = (html.parent / "table2.md").read_text()
@@ -75,9 +76,12 @@ def test_sigterm_to_the_parent_checkpoints_the_workers_runs_and_the_same_call_re
         "  - table2: {tasks: [logreg], methods: [adascale], scales: [4], set: {T1: 30000, eval_every: 10000}}\n"
     )
     out = tmp_path / "out"
-    code = f"from pathlib import Path; from bench import matrix; from bench.engine import install_signal_handlers; \
-from bench.smoke import run_matrix; install_signal_handlers(); \
+    code = (
+        "from pathlib import Path; from bench.experiments import matrix; "
+        "from bench.engine.signals import install_signal_handlers; "
+        f"from bench.experiments.pool import run_matrix; install_signal_handlers(); \
 print(run_matrix(matrix.load(Path({str(path)!r})), Path({str(out)!r}), progress=False, jobs=2))"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while len(list(out.glob("**/metrics.jsonl"))) < 2 and time.monotonic() < deadline:

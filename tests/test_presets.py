@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.spec import PRESET_KEYS
+from bench.run.spec import PRESET_KEYS
 from tasks import get_task
 
 PAPER = pd.read_csv(Path(__file__).resolve().parents[1] / "reports" / "paper_table2.csv", dtype={"scale": str})

@@ -21,6 +21,7 @@ from reports.collect import ReportWarning, load, task_info
 from reports.latex import latex
 from reports.paper import compare, header_note, load_paper
 from reports.significance import worse_than
+from reports.sweep import sweep_table
 from reports.table2 import cells, fmt_value, markdown
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -365,7 +366,7 @@ def test_sweep_figure_renders(tmp_path):
             )
             k += 1
     res = quiet_load(tmp_path)
-    table = figures.sweep_table(res)
+    table = sweep_table(res)
     assert len(table) == 12 and (~table["reached"]).sum() == 2
     figs = figures.sweep(res, tmp_path / "out")
     assert len(figs) == 1 and figs[0].path.read_bytes().startswith(PNG)
@@ -410,17 +411,20 @@ def test_std_cells_and_command_line(na_folder, capsys):
     assert "90.00 ± 0.50" in md and "60.00 ± 1.00†" in md
 
 
-def test_sweep_figure_from_a_per_run_table(tmp_path):
-    df = pd.DataFrame(
-        {
-            "batch": [32, 256, 2048, 32, 256, 2048],
-            "method": ["linear"] * 3 + ["adascale"] * 3,
-            "seed": [0] * 6,
-            "epochs_to_target": [3.0, 5.0, None, 2.0, 3.0, 9.0],
-            "status": ["completed"] * 6,
-            "noise_scale": [None, None, None, 400.0, 420.0, 410.0],
-        }
-    )
-    path = figures.sweep_figure(df, tmp_path / "sweep.png")
-    assert path is not None and path.read_bytes().startswith(PNG)
-    assert figures.sweep_figure(df.iloc[0:0], tmp_path / "none.png") is None
+def test_a_sweep_point_counts_as_reached_only_when_every_seed_reached_it(tmp_path):
+    for seed, epochs in ((0, 3.0), (1, None)):
+        write_run(
+            tmp_path,
+            "logreg",
+            "identity",
+            1,
+            seed,
+            metric="loss",
+            batch_size=32,
+            with_metrics=False,
+            experiment={"kind": "sweep", "batch": 64, "method": "linear", "target": 0.3},
+            summary_extra={"target_epochs": epochs, "epochs": 3.0 if epochs else 80.0},
+        )
+    table = sweep_table(quiet_load(tmp_path))
+    assert len(table) == 1 and not table["reached"].iloc[0] and np.isnan(table["epochs_to_target"].iloc[0])
+    assert table["n_seeds"].iloc[0] == 2

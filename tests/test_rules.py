@@ -6,9 +6,9 @@ import math
 
 import pytest
 
+from bench.algo.rules import WARMUP_FRACTION, iterations_for, make_rule
+from bench.algo.schedules import ScaleSchedule, lr_schedule
 from bench.errors import UserError
-from bench.rules import WARMUP_FRACTION, iterations_for, make_rule
-from bench.schedules import ScaleSchedule, lr_schedule
 
 
 def test_exponential_and_step_decay() -> None:

@@ -17,7 +17,7 @@ import pytest
 import submitit
 
 from bench.cli import main
-from bench.runfiles import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
+from bench.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
 from slurm.job import ATTEMPTS, JOB
 
 pytestmark = pytest.mark.slurm

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.runfiles import SUMMARY, read_json, write_json
+from bench.files import SUMMARY, read_json, write_json
 from slurm.executors import Resources, accumulation, choose_ranks, shape_for
 from slurm.job import ATTEMPTS, JOB, RunJob, dist_environment, master_port
 from slurm.status import add_to_manifest, collect, last_line, run_state, table
@@ -67,7 +67,7 @@ def test_shape_spreads_ranks_over_nodes_and_asks_a_gpu_per_rank() -> None:
 
 
 def test_job_names_say_which_methods_an_array_runs() -> None:
-    from bench.matrix import RunRequest
+    from bench.experiments.matrix import RunRequest
     from slurm.submit import Planned, job_name
 
     shape = shape_for({"scale": 4}, 1, Resources(executor="slurm", gpus_per_node=0))

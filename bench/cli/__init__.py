@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from .argtypes import non_negative_int, positive_int
-from .errors import UserError
+from bench.cli.argtypes import non_negative_int, positive_int
+from bench.errors import UserError
 
 PROG = "adascale-bench"
 
@@ -17,35 +17,24 @@ _positive_int, _seed = positive_int, non_negative_int
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from bench.engine.signals import install_signal_handlers
+    from bench.run.runner import run_dir_of, run_spec
+    from bench.run.spec import parse_overrides, resolve
+    from bench.run.summary import describe
     from tasks import get_task
-
-    from .engine import install_signal_handlers
-    from .runner import run_dir_of, run_spec
-    from .spec import parse_overrides, resolve
 
     task = get_task(args.task)
     spec = resolve(
         task, args.method, args.scale, args.seed, args.preset, args.data_root, parse_overrides(args.set), args.ranks
     )
     if spec["ranks"] > 1 or spec.get("accumulation"):
-        from .launch import launch_local
+        from bench.run.launch import launch_local
 
         return launch_local(spec, Path(args.out))
     install_signal_handlers()
     summary = run_spec(spec, Path(args.out))
-    print_summary(summary, run_dir_of(Path(args.out), spec))
+    print(describe(summary, run_dir_of(Path(args.out), spec)))
     return 0
-
-
-def print_summary(summary: dict, run_dir: Path) -> None:
-    metric = summary.get("val_metric")
-    loss = summary.get("train_loss")
-    print(
-        f"{summary['status']}: {summary['task']} {summary['method']} S={summary['scale']} seed={summary['seed']}"
-        f"  {summary.get('metric', 'metric')}={'N/A' if metric is None else f'{metric:.4g}'}"
-        f"  train_loss={'N/A' if loss is None else f'{loss:.4g}'}  iterations={summary['iterations']}"
-        f"  ({summary.get('wall_time_s')} s)  -> {run_dir}"
-    )
 
 
 def default_jobs() -> int:
@@ -58,10 +47,24 @@ def default_jobs() -> int:
 JOBS_HELP = "runs at a time, each in a worker process (default: one per core, at most 8; 1: in this process)"
 
 
-def cmd_smoke(args: argparse.Namespace) -> int:
-    from .smoke import smoke
+def _counts(counts: dict[str, int]) -> str:
+    return f"{sum(counts.values())} runs ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})"
 
-    return smoke(Path(args.out), seeds=args.seeds, jobs=args.jobs)
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    import time
+
+    from bench.experiments.smoke import smoke
+    from reports.build import build_report
+
+    start = time.perf_counter()
+    out = Path(args.out)
+    counts = smoke(out, seeds=args.seeds, jobs=args.jobs)
+    html = build_report(out, ["md", "tex", "html", "csv"])
+    print(f"smoke: {_counts(counts)} in {time.perf_counter() - start:.0f} s")
+    print(f"report: {html}")
+    print(f"tables: {html.parent / 'table2.md'} (also .tex, .csv)")
+    return 0 if counts.get("failed", 0) == 0 else 1
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,7 +75,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from .matrix import describe, load
+    from bench.experiments.matrix import describe, load
 
     print(describe(load(args.matrix)))
     return 0
@@ -94,13 +97,20 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from .sweep import sweep
+    from bench.experiments.sweep import sweep
+    from reports.build import build_sweep
+    from reports.sweep import wide
 
-    return sweep(args.task, Path(args.out), jobs=args.jobs)
+    out = Path(args.out)
+    counts = sweep(args.task, out, jobs=args.jobs)
+    table, written = build_sweep(out)
+    print(wide(table))
+    print(f"sweep: {_counts(counts)}; " + ", ".join(str(p) for p in written))
+    return 0 if counts.get("failed", 0) == 0 else 1
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
-    from .perf import perf
+    from bench.experiments.perf import perf
 
     return perf(args)
 
@@ -118,7 +128,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .rules import METHODS
+    from bench.algo.rules import METHODS
 
     parser = _Parser(prog=PROG, description="AdaScale SGD benchmark suite")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -167,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/perf")
     p.set_defaults(func=cmd_perf)
 
-    from slurm.options import add_submit_arguments
+    from bench.cli.options import add_submit_arguments
 
     p = sub.add_parser("submit", help="expand a matrix and submit its runs (skips completed ones)")
     p.add_argument("matrix", help="a matrix YAML file, or a shipped one: smoke, paper")
@@ -183,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from .engine import Interrupted
+    from bench.engine.signals import Interrupted
 
     try:
         return int(args.func(args) or 0)

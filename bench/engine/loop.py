@@ -2,7 +2,7 @@
 
 One iteration at scale S: W ranks each run A = S/W micro-batches (forward and backward per
 micro-batch, so BatchNorm normalises over each micro-batch alone), every micro-batch gradient g_i is
-observed (bench.gradstats, bench.reduction), `.grad` ends as ḡ = (1/S) Σ g_i, the gain estimator folds in
+observed (bench.engine.gradstats, bench.engine.reduction), `.grad` ends as ḡ = (1/S) Σ g_i, the gain estimator folds in
 sum_sq = Σ||g_i||² and mean_sq = ||ḡ||², and the rule's (m_t, p_t, w_t) set the step:
 
     η_t = m_t · w_t · lr(⌊τ_t⌋),   τ_{t+1} = τ_t + p_t,   stop when τ_t ≥ T1.
@@ -11,9 +11,6 @@ sum_sq = Σ||g_i||² and mean_sq = ||ḡ||², and the rule's (m_t, p_t, w_t) set
 from __future__ import annotations
 
 import math
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,60 +21,21 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from . import __version__
-from .allocator import retain_freed_memory
-from .checkpoint import load_checkpoint, save_checkpoint
-from .data import ItemStream, RankSampler, loader, to_device
-from .distributed import Dist, ranks_for
-from .errors import UserError
-from .gain import ESTIMATORS
-from .gradstats import GradientObserver
-from .reduction import SplitInvariance
-from .rules import finished, make_rule
-from .runfiles import CHECKPOINT, METRICS, SPEC, SUMMARY, MetricsLog, read_jsonl, write_json
-from .schedules import ScaleSchedule, lr_schedule
-from .seeding import mix
+from bench.algo.gain import ESTIMATORS
+from bench.algo.rules import extra_warmup, finished, make_rule
+from bench.algo.schedules import lr_schedule, scale_schedule
+from bench.engine.allocator import retain_freed_memory
+from bench.engine.checkpoint import load_checkpoint, save_checkpoint
+from bench.engine.data import ItemStream, RankSampler, loader, to_device
+from bench.engine.distributed import Dist, ranks_for
+from bench.engine.gradstats import GradientObserver
+from bench.engine.reduction import SplitInvariance
+from bench.engine.seeding import mix
+from bench.engine.signals import Interrupted, RanksChange, stop_requested
+from bench.errors import UserError
+from bench.files import CHECKPOINT, METRICS, MetricsLog
 
 _DROPOUT_STREAM = 0x0D20
-_stop_signal: int | None = None
-
-
-class Interrupted(Exception):
-    """The run was asked to stop (SIGTERM / SIGUSR2) and has checkpointed; run it again to resume."""
-
-
-class RanksChange(Interrupted):
-    """The S schedule now needs `ranks` data-parallel ranks (spec `accumulation` fixes A, so W = S / A):
-    the run has checkpointed; start it again with that many ranks (bench.launch does it locally, the
-    SLURM submitter requeues it)."""
-
-    def __init__(self, ranks: int, message: str) -> None:
-        super().__init__(message)
-        self.ranks = ranks
-
-    def __reduce__(self) -> tuple[Any, ...]:  # pickled across processes (bench.smoke's worker pool)
-        return (RanksChange, (self.ranks, str(self)))
-
-
-def request_stop(signum: int, _frame: Any = None) -> None:
-    global _stop_signal
-    _stop_signal = signum
-
-
-def install_signal_handlers() -> None:
-    """SIGTERM and SIGUSR2 (SLURM's and submitit's preemption signals) checkpoint at the end of the
-    current iteration and stop."""
-    for sig in (signal.SIGTERM, signal.SIGUSR2):
-        signal.signal(sig, request_stop)
-
-
-def stop_requested() -> bool:
-    return _stop_signal is not None
-
-
-def clear_stop() -> None:
-    global _stop_signal
-    _stop_signal = None
 
 
 def seed_generators(seed: int, device: torch.device) -> None:
@@ -88,71 +46,10 @@ def seed_generators(seed: int, device: torch.device) -> None:
         torch.cuda.default_generators[device.index or 0].manual_seed(seed)
 
 
-def scale_schedule(spec: dict[str, Any]) -> ScaleSchedule:
-    scale = spec["scale"]
-    if isinstance(scale, str):
-        return ScaleSchedule.from_fractions(spec["elastic"][scale.removeprefix("elastic-")], spec["T1"])
-    return ScaleSchedule.constant(scale)
-
-
-def prepare_data(task: Any, spec: dict[str, Any], dist: Dist) -> Path:
-    """The data root, with the tiny dataset written first if the tiny preset's root is empty."""
-    root = Path(spec["data_root"]) if spec.get("data_root") else Path()
-    if not task.needs_data:
-        return root
-    if spec["preset"] == "tiny" and not (root.exists() and any(root.iterdir())):
-        if dist.is_main:
-            write_tiny_atomically(task, root)
-        dist.barrier()
-    task.check_data(root, spec)
-    return root
-
-
-def write_tiny_atomically(task: Any, root: Path) -> None:
-    """Write into a sibling temporary folder and rename it into place: a reader never sees half a set."""
-    import shutil
-    import tempfile
-
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}."))
-    try:
-        task.write_tiny(tmp)
-        if root.exists() and not any(root.iterdir()):
-            root.rmdir()
-        tmp.rename(root)
-    except OSError:
-        if root.exists() and any(root.iterdir()):  # another process won the race
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--verify", "-q", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        return out.stdout.strip() if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def versions() -> dict[str, str]:
-    import torchvision
-
-    return {
-        "adascale_bench": __version__,
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "python": sys.version.split()[0],
-    }
+def dropout_seeds(seed: int, first: int, count: int) -> list[int]:
+    """The RNG seeds of micro-batches first … first + count − 1 of the global stream (dropout and the
+    like): a function of the micro-batch, so any split S = W × A and any resume draw the same masks."""
+    return [mix(seed, first + a, _DROPOUT_STREAM) for a in range(count)]
 
 
 @dataclass
@@ -166,6 +63,17 @@ class State:
     wall_time: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
     target_epochs: float | None = None  # data epochs at the first evaluation that reached spec["target"]
+
+
+@dataclass
+class Outcome:
+    """How a run ended: `completed` or `diverged`, its final state, epochs of data, and the
+    gradient-noise scale B_noise = b·σ²/μ² the estimator ended with (None when not measured)."""
+
+    status: str
+    state: State
+    epochs: float
+    noise_scale: float | None = None
 
 
 def accumulate(
@@ -183,7 +91,7 @@ def accumulate(
 
     The first A − 1 backward passes skip DDP's all-reduce (no_sync); the last one averages the
     accumulated gradients over the W ranks, so `.grad` holds A·ḡ and is divided by A. sum_sq comes from
-    the observer (bench.reduction.SplitInvariance.observer; none or not tracking: S = 1, where
+    the observer (bench.engine.reduction.SplitInvariance.observer; none or not tracking: S = 1, where
     sum_sq = mean_sq, or statistics off, where it is NaN).
 
     Everything stays on the device until one transfer at the end (the only host sync of the iteration):
@@ -239,16 +147,23 @@ def accumulate(
 
 
 class Engine:
-    """Trains one run described by a resolved spec (bench.spec.resolve) into `run_dir`."""
+    """Trains one run described by a resolved spec (bench.run.spec.resolve) into `run_dir`."""
 
-    def __init__(self, spec: dict[str, Any], run_dir: Path, dist: Dist | None = None, progress: bool = True) -> None:
-        from tasks import get_task
-
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        task: Any,
+        run_dir: Path,
+        data_root: Path | None = None,
+        dist: Dist | None = None,
+        progress: bool = True,
+    ) -> None:
         self.spec = spec
         self.run_dir = Path(run_dir)
         self.dist = dist or Dist()
         self.progress = progress
-        self.task = get_task(spec["task"])
+        self.task = task
+        self.root = Path(data_root) if data_root is not None else Path()
         self.T1 = float(spec["T1"])
         self.scales = scale_schedule(spec)
         self.rule = make_rule(spec["method"], self.scales, self.T1, spec.get("T_AS"), spec.get("T"))
@@ -263,10 +178,9 @@ class Engine:
     # -- set-up -------------------------------------------------------------------------------------------
     def _build(self) -> None:
         spec, dist = self.spec, self.dist
-        retain_freed_memory()  # no page faults for every iteration's tensors (bench.allocator)
+        retain_freed_memory()  # no page faults for every iteration's tensors (bench.engine.allocator)
         if spec.get("threads"):
             torch.set_num_threads(int(spec["threads"]))
-        self.root = prepare_data(self.task, spec, dist)
         torch.manual_seed(spec["seed"])
         self.module = self.task.build_model(spec).to(dist.device)
         self.model: nn.Module = self.module
@@ -322,8 +236,7 @@ class Engine:
         accum = scale // dist.world
         track = bool(spec["track_stats"])
         micro = (to_device(next(batches), dist.device) for _ in range(accum))  # streamed, one at a time
-        first = state.microbatch + dist.rank * accum
-        seeds = [mix(spec["seed"], first + a, _DROPOUT_STREAM) for a in range(accum)]
+        seeds = dropout_seeds(spec["seed"], state.microbatch + dist.rank * accum, accum)
         self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
         loss_v, sum_sq_v, mean_sq_v = accumulate(
             self.model, self.task, micro, seeds, self.params, observer, scale, dist
@@ -344,14 +257,12 @@ class Engine:
             return False
         gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
         m, p, w = self.rule.factors(state.iteration, scale, gain)
-        if spec["warmup_iterations"]:
-            w *= min(1.0, (state.iteration + 1) / spec["warmup_iterations"])
+        w *= extra_warmup(state.iteration, spec["warmup_iterations"])
         lr = m * w * self.lr(math.floor(state.tau))
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        var, sqr = self.estimator.ema.values() if track and scale > 1 else (None, None)
         self.metrics.append(
             {
                 "iteration": state.iteration,
@@ -364,8 +275,7 @@ class Engine:
                 "mean_sq": mean_sq_v,
                 "progress": p,
                 "warmup": w,
-                "var": var,
-                "sqr": sqr,
+                **(self.estimator.stats() if track and scale > 1 else {}),
             }
         )
         state.tau += p
@@ -376,10 +286,8 @@ class Engine:
 
     # -- the loop -------------------------------------------------------------------------------------------
     def setup(self) -> State:
-        """Write spec.json, build model, optimizer and data, and restore the checkpoint if there is one."""
+        """Build model, optimizer and data, and restore the checkpoint if there is one."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.dist.is_main:
-            write_json(self.run_dir / SPEC, self.spec)
         self._build()
         return self._restore()
 
@@ -389,8 +297,9 @@ class Engine:
         pin = self.dist.device.type == "cuda"
         return iter(loader(self.train, sampler, int(self.spec["num_workers"]), pin_memory=pin))
 
-    def run(self) -> dict[str, Any]:
-        """Train to the end (or to divergence) and write summary.json; raises Interrupted on a stop signal."""
+    def run(self) -> Outcome:
+        """Train to the end (or to divergence); raises Interrupted on a stop signal. The run layer writes
+        the summary from the Outcome (bench.run.summary)."""
         state = self.setup()
         started = time.perf_counter() - state.wall_time
         spec, dist = self.spec, self.dist
@@ -444,8 +353,6 @@ class Engine:
                 if self._done(state) or math.floor(clock / eval_every) > math.floor(clock_before / eval_every):
                     self._evaluate(state)
                 done = self._done(state)
-                if self.metrics.pending() >= 1000:
-                    self.metrics.flush()
                 if dist.any(stop_requested()):  # every rank stops in the same iteration
                     state.wall_time = time.perf_counter() - started
                     self._checkpoint(state)
@@ -504,42 +411,11 @@ class Engine:
                 state.target_epochs = self.epochs(state)
         state.target_epochs = self.dist.broadcast(state.target_epochs)
 
-    def _finish(self, state: State, status: str) -> dict[str, Any]:
-        spec = self.spec
-        summary: dict[str, Any] = {
-            "task": spec["task"],
-            "method": spec["method"],
-            "scale": spec["scale"],
-            "seed": spec["seed"],
-            "preset": spec["preset"],
-            "status": status,
-            "iterations": state.iteration,
-            "tau": state.tau,
-            "epochs": self.epochs(state),
-            "target_epochs": state.target_epochs,
-            "wall_time_s": round(state.wall_time, 3),
-            "metric": self.task.metric,
-            "val_metric": None,
-            "train_loss": None,
-            "T_AS": spec.get("T_AS"),
-            "versions": versions(),
-            "git_commit": git_commit(),
-        }
-        if status == "completed" and self.dist.is_main:
-            records = [r for r in read_jsonl(self.run_dir / METRICS) if not r.get("eval")]
-            window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
-            losses = [r["loss"] for r in records[-window:]]
-            gains = [r["gain"] for r in records if r.get("gain") is not None]
-            summary.update(
-                val_metric=state.last_eval.get(self.task.metric),
-                train_loss=sum(losses) / len(losses),
-                eval=state.last_eval,
-                mean_gain=sum(gains) / len(gains) if gains else None,
-            )
-            if spec["track_stats"] and self.estimator.ema.updates:
-                summary["noise_scale"] = self.estimator.noise_scale(spec["batch_size"])
-        if self.dist.is_main:
-            write_json(self.run_dir / SUMMARY, summary)
-            (self.run_dir / CHECKPOINT).unlink(missing_ok=True)
+    def _finish(self, state: State, status: str) -> Outcome:
+        """Flush everything, drop the checkpoint of a finished run, and say how it ended."""
+        noise = None
+        if status == "completed" and self.spec["track_stats"] and self.estimator.updates:
+            noise = self.estimator.noise_scale(self.spec["batch_size"])
+        outcome = Outcome(status, state, self.epochs(state), noise)
         self.dist.barrier()
-        return summary
+        return outcome

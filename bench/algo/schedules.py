@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import UserError
+from bench.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -98,3 +98,11 @@ class ScaleSchedule:
 
 def ceil_div(a: float, b: float) -> int:
     return int(math.ceil(a / b - 1e-12))
+
+
+def scale_schedule(spec: dict[str, Any]) -> ScaleSchedule:
+    """The S schedule of a resolved spec: a constant S, or the preset's elastic steps over τ."""
+    scale = spec["scale"]
+    if isinstance(scale, str):
+        return ScaleSchedule.from_fractions(spec["elastic"][scale.removeprefix("elastic-")], spec["T1"])
+    return ScaleSchedule.constant(scale)

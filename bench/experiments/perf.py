@@ -10,7 +10,7 @@ optimizer settings (the preset's), on the same pre-fetched micro-batches:
   dropout seed, forward and backward; the accumulated gradient divided by A; torch.optim.SGD's step at
   the same lr; the mean loss read once per iteration (every real loop watches its loss). At S ≤ 2 it
   ends with the identity engine's weights bit for bit; at larger S the engine's pairwise reduction sums
-  the micro-batch gradients in another order (see bench.reduction), which is part of what it costs.
+  the micro-batch gradients in another order (see bench.engine.reduction), which is part of what it costs.
 
 adascale_over_identity is the price of AdaScale (hooks, statistics, gain); engine_over_bare the price
 of the engine itself. They run in one process, interleaved (a, b, c, then b, c, a, ...), so whatever
@@ -40,15 +40,16 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from .allocator import retain_freed_memory
-from .data import to_device
-from .distributed import Dist, pick_device
-from .engine import _DROPOUT_STREAM, Engine, seed_generators
-from .errors import UserError
-from .runfiles import atomic_write_bytes
-from .schedules import lr_schedule
-from .seeding import mix
-from .spec import resolve
+from bench.algo.rules import extra_warmup
+from bench.algo.schedules import lr_schedule
+from bench.engine.allocator import retain_freed_memory
+from bench.engine.data import to_device
+from bench.engine.distributed import Dist, pick_device
+from bench.engine.loop import Engine, dropout_seeds, seed_generators
+from bench.errors import UserError
+from bench.files import atomic_write_bytes
+from bench.run.data import prepare_data
+from bench.run.spec import resolve
 
 VARIANTS = ("adascale", "identity", "bare")
 WARMUP = 3  # untimed iterations per variant: lazy allocations, optimizer state, first-call caches
@@ -96,18 +97,17 @@ class BareLoop:
 
     def step(self, micro: list[Any]) -> float:
         accum = len(micro)
+        seeds = dropout_seeds(self.spec["seed"], self.microbatch, accum)  # the engine's, for the same arithmetic
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for a, batch in enumerate(micro):
             # the engine's dropout seeds, so the two do the same arithmetic (see tests/test_perf.py)
-            seed_generators(mix(self.spec["seed"], self.microbatch + a, _DROPOUT_STREAM), self.device)
+            seed_generators(seeds[a], self.device)
             loss = self.task.loss(self.model, to_device(batch, self.device))
             loss.backward()
             loss_sum += loss.detach()
         if accum > 1:
             torch._foreach_div_([p.grad for p in self.params if p.grad is not None], accum)
-        lr = self.lr(self.iteration)
-        if self.spec["warmup_iterations"]:
-            lr *= min(1.0, (self.iteration + 1) / self.spec["warmup_iterations"])
+        lr = self.lr(self.iteration) * extra_warmup(self.iteration, self.spec["warmup_iterations"])
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
@@ -120,8 +120,8 @@ class BareLoop:
 class EngineLoop:
     """The real engine, driven one iteration at a time the way Engine.run drives it."""
 
-    def __init__(self, spec: dict[str, Any], run_dir: Path, dist: Dist) -> None:
-        self.engine = Engine(spec, run_dir, dist=dist, progress=False)
+    def __init__(self, spec: dict[str, Any], task: Any, run_dir: Path, data_root: Path, dist: Dist) -> None:
+        self.engine = Engine(spec, task, run_dir, data_root, dist=dist, progress=False)
         self.state = self.engine.setup()
         self.engine.model.train()
         self.scale = int(spec["scale"])
@@ -134,8 +134,6 @@ class EngineLoop:
     def step(self, micro: list[Any]) -> None:
         if not self.engine.step(self.state, self.scale, iter(micro), self.observer):
             raise UserError(f"{self.engine.spec['task']} diverged at S = {self.scale} during the benchmark")
-        if self.engine.metrics.pending() >= 1000:  # as Engine.run
-            self.engine.metrics.flush()
 
     def flush_us_per_iteration(self) -> float:
         """Flush what the metrics log holds (serialise, write, fsync) and return the wall µs per record:
@@ -179,9 +177,10 @@ def specs(task: Any, scale: int, preset: str, data_root: str | None) -> tuple[di
 def build(task: Any, scale: int, preset: str, data_root: str | None, dist: Dist, tmp: Path) -> Setup:
     """Build the three variants of one cell and pre-fetch DISTINCT iterations of micro-batches."""
     spec_a, spec_b = specs(task, scale, preset, data_root)
+    root = prepare_data(task, spec_a, dist)  # (the tiny dataset is written on first use, as for a run)
     loops: dict[str, EngineLoop | BareLoop] = {
-        "adascale": EngineLoop(spec_a, tmp / task.name / f"s{scale}" / "adascale", dist),
-        "identity": EngineLoop(spec_b, tmp / task.name / f"s{scale}" / "identity", dist),
+        "adascale": EngineLoop(spec_a, task, tmp / task.name / f"s{scale}" / "adascale", root, dist),
+        "identity": EngineLoop(spec_b, task, tmp / task.name / f"s{scale}" / "identity", root, dist),
     }
     loops["bare"] = BareLoop(task, spec_b, dist.device)
     first = loops["adascale"]

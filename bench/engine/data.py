@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from .seeding import mix_array
+from bench.engine.seeding import mix_array
 
 
 class ItemStream:

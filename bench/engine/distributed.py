@@ -2,8 +2,8 @@
 
 A run at scale S is split over W ranks that each accumulate A = S / W micro-batches (DESIGN §1). W is
 fixed for one process group; a run whose S schedule needs another W (spec key `accumulation`: A is
-held fixed, so W_t = S_t / A) checkpoints and raises `bench.engine.RanksChange(ranks)`, and whoever
-launched it (bench.launch locally, the SLURM submitter on a cluster) starts it again with that many ranks.
+held fixed, so W_t = S_t / A) checkpoints and raises `bench.engine.loop.RanksChange(ranks)`, and whoever
+launched it (bench.run.launch locally, the SLURM submitter on a cluster) starts it again with that many ranks.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .errors import UserError
+from bench.errors import UserError
 
 TIMEOUT_ENV = "ADASCALE_BENCH_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 300.0  # a collective waits this long for a silent peer before the job fails

@@ -57,9 +57,19 @@ class UnbiasedGain:
     r = (σ² + μ²) / (σ²/S + μ²) from their moving averages."""
 
     name = "unbiased"
+    averages = ("var", "sqr")  # what stats() calls its two moving averages (metrics.jsonl keys)
 
     def __init__(self) -> None:
         self.ema = _BiasCorrectedEMA(0.0, 1.0)  # before the first update: var_avg = 0, sqr_avg = 1
+
+    @property
+    def updates(self) -> int:
+        """How many iterations' statistics have been folded in."""
+        return self.ema.updates
+
+    def stats(self) -> dict[str, float]:
+        """The two bias-corrected moving averages under this estimator's own names."""
+        return dict(zip(self.averages, self.ema.values(), strict=True))
 
     @property
     def var_avg(self) -> float:
@@ -103,6 +113,7 @@ class RatioGain(UnbiasedGain):
     sum_sq/S (≈ σ² + μ²) and m2 that of mean_sq (≈ σ²/S + μ²)."""
 
     name = "ratio"
+    averages = ("m1", "m2")
 
     def __init__(self) -> None:
         self.ema = _BiasCorrectedEMA(0.0, 0.0)

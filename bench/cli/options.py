@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.argtypes import non_negative_int, positive_float, positive_int
+from bench.cli.argtypes import non_negative_int, positive_float, positive_int
 
 _positive_int, _non_negative_int, _positive_float = positive_int, non_negative_int, positive_float
 

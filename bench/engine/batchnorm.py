@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from .distributed import Dist
+from bench.engine.distributed import Dist
 
 
 class RunningStatsMerge:

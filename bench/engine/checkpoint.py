@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from .errors import UserError
-from .runfiles import atomic_write_bytes
+from bench.errors import UserError
+from bench.files import atomic_write_bytes
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:

@@ -6,10 +6,12 @@ A rule only says what m_t (lr multiplier), p_t (progress on τ) and w_t (warm-up
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from .errors import UserError
-from .schedules import ScaleSchedule
+from bench.algo.schedules import ScaleSchedule
+from bench.errors import UserError
 
 WARMUP_FRACTION = 0.055  # Goyal et al. 2017's warm-up, as a fraction of the run's iterations
 TAU_RTOL = 1e-9  # τ is a float sum; "τ ≥ T1" tolerates this relative rounding error
@@ -17,6 +19,11 @@ TAU_RTOL = 1e-9  # τ is a float sum; "τ ≥ T1" tolerates this relative roundi
 
 def finished(tau: float, T1: float) -> bool:
     return tau >= T1 * (1.0 - TAU_RTOL)
+
+
+def extra_warmup(iteration: int, n: int | None) -> float:
+    """The textbook's extra ramp (spec `warmup_iterations`): iteration k uses (k + 1) / n of its lr for k < n."""
+    return min(1.0, (iteration + 1) / n) if n else 1.0
 
 
 def iterations_for(scales: ScaleSchedule, T1: float, progress: float | None = None) -> int:
@@ -34,7 +41,6 @@ class Identity:
     """Single-batch SGD's rule (and plain large-batch SGD with the S = 1 schedule): m = p = w = 1."""
 
     name = "identity"
-    uses_gain = False
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         return 1.0, 1.0, 1.0
@@ -45,7 +51,6 @@ class AdaScale:
     """m = p = r_t: the gain stretches both the step and the clock."""
 
     name = "adascale"
-    uses_gain = True
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         return gain, gain, 1.0
@@ -59,7 +64,6 @@ class LinearScalingWarmup:
     total_iterations: int
     progress: float | None = None  # None: p_t = S_t (LSW); else the constant T1 / T_AS (LSW+)
     name: str = "lsw"
-    uses_gain = False
 
     @property
     def warmup_iterations(self) -> float:
@@ -82,30 +86,64 @@ class ScaledSGD:
 
     progress: float
     name = "scaled"
-    uses_gain = False
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         return 1.0, self.progress, 1.0
 
 
-METHODS = ("adascale", "lsw", "lsw+", "identity", "scaled")
+def _identity(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> Identity:
+    return Identity()
 
 
-def make_rule(method: str, scales: ScaleSchedule, T1: float, T_AS: float | None = None, T: float | None = None):
+def _adascale(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> AdaScale:
+    return AdaScale()
+
+
+def _lsw(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> LinearScalingWarmup:
+    return LinearScalingWarmup(iterations_for(scales, T1))
+
+
+def _lsw_plus(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> LinearScalingWarmup:
+    if not T_AS or T_AS < 1:
+        raise UserError("lsw+ needs T_AS, the iteration count of its AdaScale run")
+    n = int(round(T_AS))
+    return LinearScalingWarmup(n, progress=T1 / n, name="lsw+")
+
+
+def _scaled(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> ScaledSGD:
+    if not T or T < 1:
+        raise UserError("scaled needs T, its number of iterations (--set T=...)")
+    return ScaledSGD(T1 / int(round(T)))
+
+
+@dataclass(frozen=True)
+class Method:
+    """One row of the method table: how a run of the method is made, what it waits for, how it is shown."""
+
+    name: str
+    label: str  # Table 2's column label
+    title: str  # in figures and prose
+    table2: bool  # a column of Table 2
+    needs: str | None  # the spec key another run supplies: T_AS (its AdaScale twin) or T (its grid's AdaScale runs)
+    build: Callable[[ScaleSchedule, float, float | None, float | None], Any]
+
+
+# The one table of methods: the CLI's choices, the matrix, the submitter's order and the reports read it.
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("adascale", "AS", "AdaScale", True, None, _adascale),
+        Method("lsw", "LSW", "LSW", True, None, _lsw),
+        Method("lsw+", "LSW+", "LSW+", True, "T_AS", _lsw_plus),
+        Method("identity", "identity", "identity", False, None, _identity),
+        Method("scaled", "scaled SGD", "scaled SGD", False, "T", _scaled),
+    )
+}
+TABLE2_METHODS = tuple(name for name, m in METHODS.items() if m.table2)
+
+
+def make_rule(method: str, scales: ScaleSchedule, T1: float, T_AS: float | None = None, T: float | None = None) -> Any:
     """The rule object for a method name; LSW+ needs T_AS and scaled SGD needs T (iterations)."""
-    if method == "identity":
-        return Identity()
-    if method == "adascale":
-        return AdaScale()
-    if method == "lsw":
-        return LinearScalingWarmup(iterations_for(scales, T1))
-    if method == "lsw+":
-        if not T_AS or T_AS < 1:
-            raise UserError("lsw+ needs T_AS, the iteration count of its AdaScale run")
-        n = int(round(T_AS))
-        return LinearScalingWarmup(n, progress=T1 / n, name="lsw+")
-    if method == "scaled":
-        if not T or T < 1:
-            raise UserError("scaled needs T, its number of iterations (--set T=...)")
-        return ScaledSGD(T1 / int(round(T)))
-    raise UserError(f"unknown method {method!r}; expected one of: {', '.join(METHODS)}")
+    if method not in METHODS:
+        raise UserError(f"unknown method {method!r}; expected one of: {', '.join(METHODS)}")
+    return METHODS[method].build(scales, T1, T_AS, T)

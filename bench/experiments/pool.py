@@ -1,22 +1,74 @@
-"""`adascale-bench smoke`: the tiny matrix on this machine, then the report."""
+"""Running many runs on this machine in dependency order: the one scheduler of the suite.
+
+`ReadyQueue` holds runs that wait for others (LSW+ for its AdaScale run, the heat map's scaled SGD for
+its grid, as `matrix.depends_on` says) and hands out those whose needs have ended, within a budget of
+slots. `run_matrix` drives it over worker processes (smoke, sweep); the submitter's local executor
+drives the same queue over submitit jobs.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import signal
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from tqdm import tqdm
 
-from . import matrix as matrices
-from .engine import Interrupted, install_signal_handlers, stop_requested
-from .runner import run_spec
+from bench.engine.signals import Interrupted, install_signal_handlers, stop_requested
+from bench.experiments import matrix as matrices
+from bench.run.runner import run_spec
+
+T = TypeVar("T")
+
+
+class ReadyQueue(Generic[T]):
+    """Items waiting for the items they need; `take` hands out, in order, those whose needs have all ended
+    and that fit the free slots (an item larger than every budget still runs alone)."""
+
+    def __init__(
+        self,
+        items: Iterable[T],
+        key: Callable[[T], Hashable],
+        needs: Callable[[T], Iterable[Hashable]],
+        cost: Callable[[T], int] = lambda item: 1,
+    ) -> None:
+        self.waiting = list(items)
+        self.key, self.cost = key, cost
+        self._needs = {key(item): set(needs(item)) for item in self.waiting}
+        known = set(self._needs)
+        for k in self._needs:  # a need outside the queue (already done, or not ours) is not waited for
+            self._needs[k] &= known
+        self.ended: set[Hashable] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.waiting)
+
+    def take(self, free: int, busy: bool) -> list[T]:
+        """Ready items within `free` slots; with nothing running (`busy` False) the first ready item
+        is taken whatever its cost."""
+        out = []
+        for item in list(self.waiting):
+            if not self._needs[self.key(item)] <= self.ended:
+                continue
+            if (busy or out) and self.cost(item) > free:
+                break
+            out.append(item)
+            self.waiting.remove(item)
+            free -= self.cost(item)
+        return out
+
+    def done(self, item: T) -> None:
+        self.ended.add(self.key(item))
+
+    def again(self, item: T) -> None:
+        """Queue an item once more, first (e.g. a run restarting on another number of ranks)."""
+        self._needs.setdefault(self.key(item), set())
+        self.waiting.insert(0, item)
 
 
 def run_matrix(m: matrices.Matrix, out: Path, progress: bool = True, jobs: int = 1) -> dict[str, int]:
@@ -61,29 +113,27 @@ def _worker_init() -> None:
     install_signal_handlers()
 
 
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """SIGTERM to every worker: its run checkpoints at the end of its iteration and stops. (The pool
-    keeps its processes in `_processes`, a private attribute that has held them since Python 3.2.)"""
-    for pid in list(getattr(pool, "_processes", None) or {}):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+def _stop_workers() -> None:
+    """SIGTERM to every worker process: its run checkpoints at the end of its iteration and stops."""
+    for child in multiprocessing.active_children():
+        try:
+            os.kill(child.pid, signal.SIGTERM)
+        except (ProcessLookupError, TypeError):
+            pass
 
 
-def _run_parallel(m: matrices.Matrix, out: Path, jobs: int, ended: Callable[..., None], bar: tqdm) -> None:
-    needs = {r.key: {d.key for d in matrices.depends_on(r, m.runs)} for r in m.runs}
-    pending, done = list(m.runs), set()
+def _run_parallel(m: matrices.Matrix, out: Path, jobs: int, ended: Callable[..., None], bar: Any) -> None:
+    queue = ReadyQueue(m.runs, key=lambda r: r.key, needs=lambda r: [d.key for d in matrices.depends_on(r, m.runs)])
     running: dict[Future, matrices.RunRequest] = {}
     stop: BaseException | None = None
     pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
     try:
-        while (pending and stop is None) or running:
+        while (queue and stop is None) or running:
             if stop is None:
-                ready = [r for r in pending if needs[r.key] <= done][: jobs - len(running)]
-                for req in ready:
-                    pending.remove(req)
+                for req in queue.take(jobs - len(running), busy=bool(running)):
                     running[pool.submit(_run_one, m.spec(req), out)] = req
                 if not running:  # (matrix dependencies are acyclic and within the matrix)
-                    raise RuntimeError(f"{len(pending)} runs wait for runs that never end")
+                    raise RuntimeError(f"{len(queue.waiting)} runs wait for runs that never end")
             bar.set_postfix_str(", ".join(f"{r.task} {r.method} {r.scale}" for r in running.values()), refresh=True)
             try:
                 finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
@@ -91,42 +141,18 @@ def _run_parallel(m: matrices.Matrix, out: Path, jobs: int, ended: Callable[...,
                     raise Interrupted("stopped by signal")
             except (KeyboardInterrupt, Interrupted) as e:
                 stop = stop or e
-                _stop_workers(pool)
+                _stop_workers()
                 continue
             for f in finished:
                 req = running.pop(f)
-                done.add(req.key)
+                queue.done(req)
                 try:
                     ended(req, *f.result())
                 except Interrupted as e:  # a worker was stopped on its own: stop the others too
                     if stop is None:
                         stop = e
-                        _stop_workers(pool)
+                        _stop_workers()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     if stop is not None:
         raise Interrupted("stopped by signal: the running runs checkpointed; run the same command to resume")
-
-
-def smoke(out: Path, seeds: int = 2, jobs: int = 1) -> int:
-    """Run the shipped `smoke` matrix (at most `seeds` seeds per experiment) over `jobs` processes, then
-    build the report."""
-    from reports.build import build_report
-
-    from .sweep import sweep_table, write_sweep_csv
-
-    install_signal_handlers()
-    start = time.perf_counter()
-    m = matrices.load("smoke")
-    m.runs = [r for r in m.runs if r.seed < seeds]
-    out.mkdir(parents=True, exist_ok=True)
-    counts = run_matrix(m, out, jobs=jobs)
-    write_sweep_csv(sweep_table(m, out), out / "sweep.csv")
-    html = build_report(out, ["md", "tex", "html", "csv"])
-    print(
-        f"smoke: {sum(counts.values())} runs ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}) "
-        f"in {time.perf_counter() - start:.0f} s"
-    )
-    print(f"report: {html}")
-    print(f"tables: {html.parent / 'table2.md'} (also .tex, .csv)")
-    return 0 if counts.get("failed", 0) == 0 else 1

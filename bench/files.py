@@ -86,14 +86,18 @@ class MetricsLog:
     `append` runs once per iteration, on the hot path, so it only keeps (a copy of) the record; records
     are serialised when they are flushed, many at once (a few µs each, see `adascale-bench perf`)."""
 
-    def __init__(self, path: Path, enabled: bool = True) -> None:
+    def __init__(self, path: Path, enabled: bool = True, flush_every: int = 1000) -> None:
         self.path = Path(path)
         self.enabled = enabled
+        self.flush_every = flush_every
         self._buffer: list[dict[str, Any]] = []
 
     def append(self, record: dict[str, Any]) -> None:
+        """Keep the record; every `flush_every` records, write them out."""
         if self.enabled:
             self._buffer.append(dict(record))
+            if len(self._buffer) >= self.flush_every:
+                self.flush()
 
     @staticmethod
     def _line(record: dict[str, Any]) -> str:

@@ -27,9 +27,9 @@ from typing import Any
 
 import yaml
 
-from .errors import UserError
-from .rules import METHODS
-from .spec import ELASTIC, parse_scale
+from bench.algo.rules import METHODS
+from bench.errors import UserError
+from bench.run.spec import ELASTIC, parse_scale
 
 PRESET_DIR = Path(__file__).parent / "matrices"
 KINDS = ("table2", "elastic", "heatmap", "sweep")
@@ -62,9 +62,8 @@ class Matrix:
 
     def spec(self, req: RunRequest) -> dict[str, Any]:
         """The resolved spec of one of this matrix's runs."""
+        from bench.run.spec import resolve
         from tasks import get_task
-
-        from .spec import resolve
 
         root = self.data_roots.get(req.task)
         if root is not None:
@@ -100,7 +99,7 @@ def _list(path: Path, where: str, value: Any, item: type, allowed: tuple | None 
 
 
 def locate(name: str | Path) -> Path:
-    """A matrix file path, or the name of a preset shipped in bench/matrices (smoke, paper)."""
+    """A matrix file path, or the name of a preset shipped in bench/experiments/matrices (smoke, paper)."""
     path = Path(name)
     if path.exists():
         return path

@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .gradstats import SMALL_MODEL, GradientObserver, SquaredNormHooks
+from bench.engine.gradstats import SMALL_MODEL, GradientObserver, SquaredNormHooks
 
 REDUCTIONS = ("pairwise", "native")
 
@@ -39,10 +39,10 @@ class TreeSum:
     the micro-batch's gradients leave `.grad` in one Python pass over the parameters and merge into the
     binary counter with one fused add per tree level (torch._foreach_add_), instead of a hook call and
     an add per parameter and micro-batch (hooks and ops inside backward cost several times more on a
-    CPU, see bench.gradstats). With `track` the taken gradients are g_i alone, so they give the
+    CPU, see bench.engine.gradstats). With `track` the taken gradients are g_i alone, so they give the
     statistics too, and no SquaredNormHooks are needed: a small model's g_i are kept (merged out of
     place) for accumulate's one fused norm at the end, a larger one's normed after each pass (one fused
-    op) before a merge adds into them, as bench.gradstats does. Without `track` the last pass adds
+    op) before a merge adds into them, as bench.engine.gradstats does. Without `track` the last pass adds
     its g_A into the top partial sum through autograd's own accumulation: that partial is put back into
     `.grad` before the pass (one merge fewer). A GradientObserver: `take()` leaves the sum in `.grad`."""
 
@@ -205,13 +205,13 @@ def install(ddp: nn.parallel.DistributedDataParallel, world: int, reduction: str
 class SplitInvariance:
     """What the engine calls around each iteration's accumulate() so that nothing depends on the split
     S = W × A: the pairwise gradient sum (spec `reduction`) and, for W > 1, the merge of the ranks'
-    BatchNorm running statistics (bench.batchnorm)."""
+    BatchNorm running statistics (bench.engine.batchnorm)."""
 
     def __init__(self, model: nn.Module, module: nn.Module, params: list[nn.Parameter], dist_: Any, reduction: str):
-        from .batchnorm import RunningStatsMerge
+        from bench.engine.batchnorm import RunningStatsMerge
 
         if reduction not in REDUCTIONS:
-            from .errors import UserError
+            from bench.errors import UserError
 
             raise UserError(f"reduction {reduction!r}: expected one of {', '.join(REDUCTIONS)}")
         if isinstance(model, nn.parallel.DistributedDataParallel):

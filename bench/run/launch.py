@@ -6,9 +6,9 @@ LOCAL_RANK in each worker's environment, and a monitor that stops every rank as 
 automatic restarts: a failed job fails, with a one-line message naming the rank, and the same command
 resumes it from its last checkpoint.
 
-Each worker runs bench.runner.run_spec with its bench.distributed.Dist; only rank 0 writes run files.
+Each worker runs bench.run.runner.run_spec with its bench.engine.distributed.Dist; only rank 0 writes run files.
 When the spec fixes the accumulation A and the S schedule needs another number of ranks, the workers
-checkpoint and return bench.engine.RanksChange's W, and this launcher starts the run again on W ranks.
+checkpoint and return bench.engine.loop.RanksChange's W, and this launcher starts the run again on W ranks.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from .errors import UserError
-from .runfiles import CHECKPOINT
+from bench.errors import UserError
+from bench.files import CHECKPOINT
 
 PROG = "adascale-bench"
 _USER_ERROR = "UserError: "
@@ -40,9 +40,9 @@ def _worker(spec: dict[str, Any], out: str, progress: bool) -> dict[str, Any]:
     """One rank (in a process of its own): train, and tell the launcher how it ended."""
     import multiprocessing
 
-    from .distributed import from_env, shutdown
-    from .engine import Interrupted, RanksChange, install_signal_handlers, request_stop
-    from .runner import run_spec
+    from bench.engine.distributed import from_env, shutdown
+    from bench.engine.signals import Interrupted, RanksChange, install_signal_handlers, request_stop
+    from bench.run.runner import run_spec
 
     # Forked by the forkserver, this process inherits its start method; go back to the platform default,
     # as a torchrun worker has (DataLoader workers, tqdm's lock: no named semaphores to leak on a kill).
@@ -88,8 +88,8 @@ def checkpoint_tau(run_dir: Path) -> float:
 
 def initial_ranks(spec: dict[str, Any], run_dir: Path) -> int:
     """The ranks to start with: --ranks, or S / A at the checkpoint's τ when the spec fixes A."""
-    from .distributed import accumulation_of, ranks_for
-    from .engine import scale_schedule
+    from bench.algo.schedules import scale_schedule
+    from bench.engine.distributed import accumulation_of, ranks_for
 
     if accumulation_of(spec) is None:
         return int(spec["ranks"])
@@ -127,7 +127,7 @@ def _preload(spec: dict[str, Any]) -> None:
     from tasks import get_task
 
     task = type(get_task(spec["task"])).__module__
-    multiprocessing.set_forkserver_preload(["torch._dynamo", "bench.runner", task])
+    multiprocessing.set_forkserver_preload(["torch._dynamo", "bench.run.runner", task])
 
 
 def _launch(spec: dict[str, Any], out: Path, world: int, progress: bool) -> dict[int, Any]:
@@ -136,7 +136,7 @@ def _launch(spec: dict[str, Any], out: Path, world: int, progress: bool) -> dict
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    from .distributed import timeout_s
+    from bench.engine.distributed import timeout_s
 
     timeout = timeout_s()
     _preload(spec)
@@ -196,7 +196,8 @@ def describe_failure(error: Exception) -> tuple[str, bool, bool]:
 def _record_failure(spec: dict[str, Any], run_dir: Path, message: str) -> None:
     """A `failed` summary with the root cause (rank 0 may itself be the rank that died), unless the run
     finished after all."""
-    from .runner import existing_summary, record_failure
+    from bench.run.runner import existing_summary
+    from bench.run.summary import record_failure
 
     if existing_summary(run_dir) is None:
         record_failure(spec, run_dir, message, ranks=spec["ranks"])
@@ -209,15 +210,16 @@ def launch_local(spec: dict[str, Any], out: Path, progress: bool = True) -> int:
     Raises UserError for a user mistake found by a rank, Interrupted when stopped by a signal."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
-    from .cli import print_summary
-    from .engine import Interrupted, scale_schedule
-    from .runner import existing_summary, run_dir_of
+    from bench.algo.schedules import scale_schedule
+    from bench.engine.signals import Interrupted
+    from bench.run.runner import existing_summary, run_dir_of
+    from bench.run.summary import describe
 
     out = Path(out)
     run_dir = run_dir_of(out, spec)
     done = existing_summary(run_dir)
     if done is not None:
-        print_summary(done, run_dir)
+        print(describe(done, run_dir))
         return 0
     world = initial_ranks(spec, run_dir)
     devices = torch.cuda.device_count() if spec["device"] != "cpu" and torch.cuda.is_available() else 0
@@ -244,6 +246,6 @@ def launch_local(spec: dict[str, Any], out: Path, progress: bool = True) -> int:
             print(f"{PROG}: {first['message'].split(';')[0]}: restarting on {first['ranks']} ranks", file=sys.stderr)
             world = first["ranks"]
             continue
-        print_summary(first["summary"], run_dir)
+        print(describe(first["summary"], run_dir))
         return 0
     raise RuntimeError(f"the number of ranks kept changing ({world} last); this is a bug")

@@ -1,0 +1,43 @@
+"""A run's data root: the tiny preset's dataset is written on first use (atomically, by rank 0), and every
+root is checked by its task before anything is built."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.engine.distributed import Dist
+
+
+def prepare_data(task: Any, spec: dict[str, Any], dist: Dist) -> Path:
+    """The data root, with the tiny dataset written first if the tiny preset's root is empty."""
+    root = Path(spec["data_root"]) if spec.get("data_root") else Path()
+    if not task.needs_data:
+        return root
+    if spec["preset"] == "tiny" and not (root.exists() and any(root.iterdir())):
+        if dist.is_main:
+            write_tiny_atomically(task, root)
+        dist.barrier()
+    task.check_data(root, spec)
+    return root
+
+
+def write_tiny_atomically(task: Any, root: Path) -> None:
+    """Write into a sibling temporary folder and rename it into place: a reader never sees half a set."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}."))
+    try:
+        task.write_tiny(tmp)
+        if root.exists() and not any(root.iterdir()):
+            root.rmdir()
+        tmp.rename(root)
+    except OSError:
+        if root.exists() and any(root.iterdir()):  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

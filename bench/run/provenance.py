@@ -1,0 +1,36 @@
+"""What produced a result: the suite's version, its libraries' and the git commit, recorded in every
+summary.json so a table can say which code made it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from bench import __version__
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        return out.stdout.strip() if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def versions() -> dict[str, str]:
+    import torch  # here, not at the top: status and report need no torch
+    import torchvision
+
+    return {
+        "adascale_bench": __version__,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "python": sys.version.split()[0],
+    }

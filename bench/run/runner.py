@@ -1,0 +1,66 @@
+"""Run one spec into its folder: skip it when done, resume it when checkpointed, record failures."""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench.engine.distributed import Dist
+from bench.engine.loop import Engine
+from bench.engine.signals import Interrupted
+from bench.errors import UserError
+from bench.files import SPEC, SUMMARY, read_json_object, write_json
+from bench.run.data import prepare_data
+from bench.run.needs import resolve_needs
+from bench.run.spec import check_same, run_name
+from bench.run.summary import record_failure, summarize, write_summary
+
+FINAL = ("completed", "diverged")
+
+
+def run_dir_of(out: Path, spec: dict[str, Any]) -> Path:
+    return Path(out) / run_name(spec)
+
+
+def existing_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The summary of a finished run (completed or diverged), else None: failed runs are retried."""
+    summary = read_json_object(run_dir / SUMMARY)
+    return summary if summary is not None and summary.get("status") in FINAL else None
+
+
+def run_spec(spec: dict[str, Any], out: Path, progress: bool = True, dist: Dist | None = None) -> dict[str, Any]:
+    """Train `spec` under `out` (or return the summary it already has). A crash is recorded as a
+    `failed` summary, with the traceback in error.log, and re-raised."""
+    dist = dist or Dist()
+    run_dir = run_dir_of(out, spec)
+    done = existing_summary(run_dir)
+    if done is not None:
+        return done
+    spec = resolve_needs(Path(out), spec)
+    check_same(run_dir, spec)
+    try:
+        return train(spec, run_dir, dist, progress)[0]
+    except (UserError, Interrupted):
+        raise
+    except Exception as e:
+        if dist.is_main:
+            record_failure(spec, run_dir, f"{type(e).__name__}: {e}", traceback.format_exc())
+        raise
+
+
+def train(spec: dict[str, Any], run_dir: Path, dist: Dist, progress: bool = True) -> tuple[dict[str, Any], Engine]:
+    """Train `spec` into `run_dir` (resuming its checkpoint) and write its summary: spec.json first, then
+    the engine, then summary.json from its Outcome. Returns the summary (empty on ranks other than 0)."""
+    from tasks import get_task
+
+    task = get_task(spec["task"])
+    engine = Engine(spec, task, run_dir, prepare_data(task, spec, dist), dist=dist, progress=progress)
+    if dist.is_main:
+        write_json(run_dir / SPEC, spec)
+    outcome = engine.run()
+    summary = summarize(spec, task, outcome, run_dir) if dist.is_main else {}
+    if dist.is_main:
+        write_summary(run_dir, summary)
+    dist.barrier()
+    return summary, engine

@@ -1,0 +1,95 @@
+"""summary.json: how a run ended, written once by the run layer from the engine's Outcome (or from a
+failure), plus the one-line form the commands print."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bench.files import CHECKPOINT, METRICS, SUMMARY, read_jsonl, write_json
+from bench.run.provenance import git_commit, versions
+
+IDENTIFYING = ("task", "method", "scale", "seed", "preset")
+
+
+def _task_fields(task: Any) -> dict[str, Any]:
+    """What a report needs to know of the metric without importing the task (reports read run files only)."""
+    return {"metric": task.metric, "metric_label": task.metric_label, "higher_is_better": task.higher_is_better}
+
+
+def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> dict[str, Any]:
+    """The summary of a finished run (completed or diverged), from its Outcome and its metrics.jsonl."""
+    state = outcome.state
+    summary: dict[str, Any] = {
+        **{k: spec[k] for k in IDENTIFYING},
+        "status": outcome.status,
+        "iterations": state.iteration,
+        "tau": state.tau,
+        "epochs": outcome.epochs,
+        "target_epochs": state.target_epochs,
+        "wall_time_s": round(state.wall_time, 3),
+        **_task_fields(task),
+        "val_metric": None,
+        "train_loss": None,
+        "T_AS": spec.get("T_AS"),
+        "versions": versions(),
+        "git_commit": git_commit(),
+    }
+    if outcome.status == "completed":
+        records = [r for r in read_jsonl(run_dir / METRICS) if not r.get("eval")]
+        window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
+        losses = [r["loss"] for r in records[-window:]]
+        gains = [r["gain"] for r in records if r.get("gain") is not None]
+        summary.update(
+            val_metric=state.last_eval.get(task.metric),
+            train_loss=sum(losses) / len(losses),
+            eval=state.last_eval,
+            mean_gain=sum(gains) / len(gains) if gains else None,
+        )
+        if outcome.noise_scale is not None:
+            summary["noise_scale"] = outcome.noise_scale
+    return summary
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    """The summary, then the checkpoint of the finished run goes."""
+    write_json(run_dir / SUMMARY, summary)
+    (run_dir / CHECKPOINT).unlink(missing_ok=True)
+
+
+def record_failure(
+    spec: dict[str, Any], run_dir: Path, message: str, details: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Write a `failed` summary (with `extra` keys) and error.log (`details`, e.g. a traceback, then the
+    message): the one record of a failure, whether the engine crashed or the run never started (an unmet
+    dependency, a dead rank, a user error found when the job starts). `status` shows its message."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.log").write_text((details or "") + message + "\n")
+    summary = {
+        **{k: spec[k] for k in IDENTIFYING},
+        "status": "failed",
+        "error": message,
+        **extra,
+        "val_metric": None,
+        "train_loss": None,
+        "iterations": None,
+        "tau": None,
+        "wall_time_s": None,
+        "versions": versions(),
+        "git_commit": git_commit(),
+    }
+    write_json(run_dir / SUMMARY, summary)
+    return summary
+
+
+def describe(summary: dict[str, Any], run_dir: Path) -> str:
+    """One line: how the run ended, its numbers and where it is."""
+    metric = summary.get("val_metric")
+    loss = summary.get("train_loss")
+    return (
+        f"{summary['status']}: {summary['task']} {summary['method']} S={summary['scale']} seed={summary['seed']}"
+        f"  {summary.get('metric', 'metric')}={'N/A' if metric is None else f'{metric:.4g}'}"
+        f"  train_loss={'N/A' if loss is None else f'{loss:.4g}'}  iterations={summary['iterations']}"
+        f"  ({summary.get('wall_time_s')} s)  -> {run_dir}"
+    )

@@ -1,0 +1,104 @@
+"""The critical-batch sweep's one table: epochs to the target loss per global batch and method, from the
+run files of the sweep's runs (experiment kind `sweep`). `adascale-bench sweep`, the smoke's report and
+the sweep figure all read this table, so they cannot disagree.
+
+The rule: a (method, batch) point is the mean of its seeds' epochs to target, and counts as reached only
+when every finished seed reached the target (a point half its seeds miss is not a reached point).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .collect import Results
+
+SWEEP_METHODS = {"fixed": "fixed lr", "linear": "linear scaling + warm-up", "adascale": "AdaScale"}
+DEFAULT_EPOCH_CAP = 80.0
+COLUMNS = ["task", "batch", "method", "epochs_to_target", "reached", "n_seeds"]
+
+
+def _finite(s: pd.Series) -> np.ndarray:
+    v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+    return v[np.isfinite(v)]
+
+
+def sweep_points(g: pd.DataFrame) -> tuple[pd.DataFrame, float]:
+    """Per (method, batch): epochs to target (mean over finished seeds) or not reached; and the epoch cap.
+    A point counts as reached only when every finished seed reached the target."""
+    cap_vals = _finite(g["max_epochs"])
+    if not len(cap_vals):
+        cap_vals = _finite(g["epochs"])
+    reached_all = _finite(g["target_epochs"])
+    cap = float(cap_vals.max()) if len(cap_vals) else DEFAULT_EPOCH_CAP
+    cap = max(cap, float(reached_all.max()) if len(reached_all) else cap)
+    fin = g[g["status"].isin(("completed", "diverged"))]
+    rows = []
+    for (method, batch), p in fin.groupby(["sweep_method", "sweep_batch"]):
+        reached = _finite(p["target_epochs"])
+        ok = len(reached) == len(p) and (p["status"] == "completed").all()
+        rows.append(
+            {
+                "batch": int(batch) if float(batch).is_integer() else batch,
+                "method": method,
+                "epochs_to_target": float(reached.mean()) if ok else math.nan,
+                "reached": ok,
+                "n_seeds": len(p),
+            }
+        )
+    return pd.DataFrame(rows, columns=["batch", "method", "epochs_to_target", "reached", "n_seeds"]), cap
+
+
+def sweep_runs(res: Results) -> pd.DataFrame:
+    df = res.runs
+    if df.empty:
+        return df
+    df = df[df["experiment_kind"] == "sweep"].copy()
+    if df.empty:
+        return df
+    # the sweep's method falls back to the run's own method; its batch to S·b
+    df["sweep_method"] = df["sweep_method"].where(df["sweep_method"].notna(), df["method"])
+    sb = pd.to_numeric(df["scale"], errors="coerce") * df["batch_size"].astype(float)
+    df["sweep_batch"] = df["sweep_batch"].where(np.isfinite(df["sweep_batch"].astype(float)), sb)
+    return df[np.isfinite(df["sweep_batch"].astype(float))]
+
+
+def sweep_table(res: Results) -> pd.DataFrame:
+    """batch, method, epochs_to_target (empty where not reached), reached, n_seeds, task."""
+    df = sweep_runs(res)
+    parts = []
+    if not df.empty:
+        for task, g in df.groupby("task"):
+            pts, _ = sweep_points(g)
+            parts.append(pts.assign(task=task))
+    cols = COLUMNS
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts)[cols]
+    order = out["method"].map(lambda m: list(SWEEP_METHODS).index(m) if m in SWEEP_METHODS else len(SWEEP_METHODS))
+    return out.assign(_o=order).sort_values(["task", "_o", "method", "batch"]).drop(columns="_o")
+
+
+def noise_scales(g: pd.DataFrame) -> np.ndarray:
+    """The gradient-noise scales B_noise the sweep's AdaScale runs measured (the predicted critical batch)."""
+    ada = g[(g["sweep_method"] == "adascale") | (g["method"] == "adascale")]
+    return _finite(ada["noise_scale"])
+
+
+def write_csv(table: pd.DataFrame, path: Path) -> None:
+    """sweep.csv: task, batch, method, epochs_to_target (empty where not reached), reached, n_seeds."""
+    from bench.files import atomic_write_bytes
+
+    atomic_write_bytes(path, table.to_csv(index=False, float_format="%.6g", na_rep="").encode())
+
+
+def wide(table: pd.DataFrame) -> str:
+    """The table as a person reads it: one row per batch, one column per method, – where not reached."""
+    if table.empty:
+        return "(no sweep runs)"
+    w = table.pivot_table(index="batch", columns="method", values="epochs_to_target", aggfunc="mean", dropna=False)
+    cols = [m for m in SWEEP_METHODS if m in w.columns] + [m for m in w.columns if m not in SWEEP_METHODS]
+    return w.reindex(columns=cols).to_string(na_rep="–", float_format=lambda v: f"{v:.0f}")

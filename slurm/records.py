@@ -1,0 +1,81 @@
+"""What `submit` and its jobs record in a run folder: job.json (which job runs the folder, with its
+allocation) and attempts.json (each start of a job), and the names jobs carry in squeue and sacct."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.experiments import matrix as matrices
+
+from .executors import Resources, Shape, accumulation
+
+JOB = "job.json"  # written by `submit`: which job runs this folder
+ATTEMPTS = "attempts.json"  # written by the job: each start (a requeued job starts again)
+SUBMITIT_DIR = ".submitit"  # submitit's pickles and logs, under the results folder
+
+
+@dataclass
+class Planned:
+    """A run to submit: its resolved spec, its allocation, and what it waits for."""
+
+    request: matrices.RunRequest
+    spec: dict[str, Any]
+    name: str
+    shape: Shape
+    needs: list[str] = field(default_factory=list)  # run names that must have ended first
+    wave: int = 0  # 0: nothing to wait for in this submission; k: after runs of wave k - 1
+
+
+def job_name(runs: list[Planned], ranks: int) -> str:
+    """What squeue and sacct show: the suite, the methods in the array and its ranks per run,
+    e.g. `adascale-bench-lsw+-W2`."""
+    methods = "+".join(dict.fromkeys(p.request.method for p in runs))
+    return f"adascale-bench-{methods}-W{ranks}"
+
+
+def job_record(p: Planned, job: Any, res: Resources, after: list[str] | None = None) -> dict[str, Any]:
+    paths = job.paths
+    return {
+        "executor": res.executor,
+        "job_id": str(job.job_id),
+        "submitted_at": time.time(),
+        "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "task": p.spec["task"],
+        "method": p.spec["method"],
+        "scale": p.spec["scale"],
+        "seed": p.spec["seed"],
+        "ranks": p.shape.ranks,
+        "nodes": p.shape.nodes,
+        "tasks_per_node": p.shape.tasks_per_node,
+        "gpus_per_node": p.shape.gpus_per_node,
+        "cpus_per_task": p.shape.cpus_per_task,
+        "accumulation": {str(s): a for s, a in accumulation(p.spec, p.shape.ranks).items()},
+        "needs": p.needs,
+        "after": after or [],
+        "stdout": str(paths.stdout),
+        "stderr": str(paths.stderr),
+        # the sbatch script (one per array: named after the array's id)
+        "script": str(paths.folder / f"{str(job.job_id).split('_')[0]}_submission.sh")
+        if res.executor == "slurm"
+        else None,
+    }
+
+
+@contextlib.contextmanager
+def quiet_submitit() -> Iterator[io.StringIO]:
+    """submitit prints sbatch's stderr and logs an error before raising; the CLI reports it in one line."""
+    logger = logging.getLogger("submitit")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buffer):
+            yield buffer
+    finally:
+        logger.setLevel(level)
