@@ -153,7 +153,7 @@ def _extract_class_tar(fileobj: Any, name: str, dest: Path) -> int:
     except (tarfile.TarError, EOFError) as e:
         raise UserError(f"{name}: not a readable tar archive ({e.__class__.__name__})") from None
     os.replace(tmp, dest)
-    return sum(1 for _ in dest.rglob("*") if _.is_file())
+    return sum(1 for f in dest.rglob("*") if f.is_file())
 
 
 def _link_class(folder: Path, dest: Path, placed: Counter) -> None:
@@ -182,7 +182,7 @@ def write_train(src: Path, dest: Path, show: bool) -> Counter:
         if not members:
             raise UserError(f"{src}: no per-class tars (n01440764.tar ...) inside; expected {TRAIN_TAR}")
         return placed
-    entries = sorted(p for p in src.iterdir() if p.is_dir() or p.name.endswith(".tar"))
+    entries = sorted(p for p in src.iterdir() if not p.name.startswith(".") and (p.is_dir() or p.suffix == ".tar"))
     if not entries:
         raise UserError(f"{src}: no class folders <wnid>/ or class tars <wnid>.tar; expected training images")
     for entry in _bar(entries, "train classes", show):
@@ -213,12 +213,14 @@ def write_val(src: Path, dest: Path, labels: dict[str, str], labels_file: Path, 
                     if not (m.isfile() and VAL_IMAGE.fullmatch(name)):
                         continue
                     out = target(name, str(src))
-                    if not out.exists():
-                        out.parent.mkdir(parents=True, exist_ok=True)
-                        tmp = out.with_name(f".{name}.partial")
-                        with tar.extractfile(m) as f, open(tmp, "wb") as g:
-                            shutil.copyfileobj(f, g)
-                        os.replace(tmp, out)
+                    if out.exists():  # an interrupted run got this far
+                        placed["exists"] += 1
+                        continue
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = out.with_name(f".{name}.partial")
+                    with tar.extractfile(m) as f, open(tmp, "wb") as g:
+                        shutil.copyfileobj(f, g)
+                    os.replace(tmp, out)
                     placed["extracted"] += 1
         except (tarfile.TarError, EOFError) as e:
             raise UserError(f"{src}: not a readable tar archive ({e.__class__.__name__}); expected {VAL_TAR}") from None

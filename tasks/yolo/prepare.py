@@ -118,6 +118,8 @@ def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[
     if not listing.is_file():
         raise UserError(f"{listing}: not found; expected the VOC{year} image set list {image_set}.txt")
     ids = listing.read_text().split()
+    if not ids:
+        raise UserError(f"{listing}: lists no images")
     folder = f"{image_set}{year}"
     images, labels = stage / "images" / folder, stage / "labels" / folder
     labels.mkdir(parents=True, exist_ok=True)
@@ -132,8 +134,6 @@ def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[
         (labels / f"{i}.txt").write_text("".join(line + "\n" for line in lines))
         placed[link_or_copy(jpg, images / jpg.name)] += 1
         boxes, difficult, empty = boxes + len(lines), difficult + skipped, empty + (not lines)
-    if not ids:
-        raise UserError(f"{listing}: lists no images")
     return {"folder": folder, "images": len(ids), "boxes": boxes, "difficult": difficult, "empty": empty, **placed}
 
 
