@@ -1,0 +1,185 @@
+"""`prepare yolo`: PASCAL VOC as published (`VOCdevkit/`) into ultralytics' YOLO layout, offline.
+
+The conversion is the one the download script of ultralytics' packaged `VOC.yaml` runs, minus the
+download and without moving the source's images:
+
+    <out>/images/{train2012,val2012,train2007,val2007,test2007}/<id>.jpg   hard-linked from JPEGImages/
+    <out>/labels/<same>/<id>.txt   one "class cx cy w h" line per object that is not `difficult`,
+                                   cx = ((xmin + xmax) / 2 - 1) / width, w = (xmax - xmin) / width, ...
+    <out>/VOC.yaml                 train: VOC2007 + VOC2012 train and val (16 551 images),
+                                   val: VOC2007 test (4 952 images), names: ultralytics' 20 VOC classes
+
+(the same folders as ultralytics' own `datasets/VOC`, and a YAML with the same splits and names but no
+`path`, so the folder can be moved). `source` is the `VOCdevkit/` folder or the folder holding it, with
+the VOC2007 trainval and test archives and the VOC2012 trainval archive extracted into it:
+`VOC<year>/{Annotations/<id>.xml, JPEGImages/<id>.jpg, ImageSets/Main/{train,val}.txt}` and VOC2007's
+`ImageSets/Main/test.txt`. VOC2007 is always required (it holds the validation split); VOC2012 is
+required too unless `years=("2007",)` is asked for (training on VOC2007 alone is not the paper's set).
+
+Where this is stricter than ultralytics' script, which would write a label file regardless: an XML with
+no <object> at all, or an object whose class is not one of the 20, is a one-line UserError naming the
+file. An image whose objects are all `difficult` gets an empty label file, as under ultralytics (a
+background image). A missing <difficult> counts as 0, and a missing or zero <size> is read from the
+JPEG's header (ultralytics' script would crash on both).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from PIL import Image
+
+from bench.errors import UserError
+from tasks import preparing
+from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, staged
+
+from . import offline
+from .data import read_spec
+
+TASK = "yolo"
+YAML_NAME = "VOC.yaml"  # the paper preset's data.yaml
+# (year, image set) in the order of ultralytics' VOC.yaml download script; train + val of each year train.
+SETS = [("2012", "train"), ("2012", "val"), ("2007", "train"), ("2007", "val"), ("2007", "test")]
+
+
+def packaged_spec() -> dict[str, Any]:
+    """ultralytics' packaged VOC.yaml: its split folders and its 20 class names, in order."""
+    offline.ensure()
+    from ultralytics.utils import ROOT
+
+    return yaml.safe_load((ROOT / "cfg" / "datasets" / YAML_NAME).read_text())
+
+
+def voc_names() -> list[str]:
+    names = packaged_spec()["names"]
+    return [names[i] for i in range(len(names))]
+
+
+def find_devkit(source: Path, years: tuple[str, ...]) -> Path:
+    source = Path(source)
+    devkit = source if source.name == "VOCdevkit" or not (source / "VOCdevkit").is_dir() else source / "VOCdevkit"
+    missing = [f"VOC{y}" for y in years if not (devkit / f"VOC{y}").is_dir()]
+    if missing:
+        raise UserError(
+            f"{devkit}: missing {' and '.join(missing)}/; expected VOCdevkit/ with VOC2007 (trainval and test) "
+            "and VOC2012 (trainval) extracted into it"
+        )
+    return devkit
+
+
+def _number(node: ET.Element, tag: str, xml: Path) -> float:
+    try:
+        return float(node.findtext(tag))
+    except (TypeError, ValueError):
+        raise UserError(f"{xml}: missing or non-numeric <{tag}>; expected a PASCAL VOC annotation") from None
+
+
+def convert(xml: Path, image: Path, names: list[str]) -> tuple[list[str], int]:
+    """The YOLO label lines of one VOC annotation (ultralytics' VOC.yaml conversion), and how many
+    difficult objects were skipped."""
+    try:
+        root = ET.parse(xml).getroot()
+    except (OSError, ET.ParseError) as e:
+        raise UserError(f"{xml}: unreadable XML ({e.__class__.__name__}); expected a PASCAL VOC annotation") from None
+    objects = list(root.iter("object"))
+    if not objects:
+        raise UserError(f"{xml}: no <object> in the annotation; every VOC image is expected to have one")
+    size = root.find("size")
+    w = int(size.findtext("width") or 0) if size is not None else 0
+    h = int(size.findtext("height") or 0) if size is not None else 0
+    if w <= 0 or h <= 0:
+        with Image.open(image) as im:
+            w, h = im.size
+    lines, difficult = [], 0
+    for obj in objects:
+        name = (obj.findtext("name") or "").strip()
+        if name not in names:
+            raise UserError(f"{xml}: object class {name!r} is not one of the 20 VOC classes ({', '.join(names)})")
+        if int(obj.findtext("difficult") or 0) == 1:
+            difficult += 1
+            continue
+        box = obj.find("bndbox")
+        if box is None:
+            raise UserError(f"{xml}: an object without <bndbox>; expected a PASCAL VOC annotation")
+        xmin, xmax, ymin, ymax = (_number(box, t, xml) for t in ("xmin", "xmax", "ymin", "ymax"))
+        dw, dh = 1.0 / w, 1.0 / h  # multiplied, not divided, as ultralytics' script: the same floats
+        bb = (((xmin + xmax) / 2 - 1) * dw, ((ymin + ymax) / 2 - 1) * dh, (xmax - xmin) * dw, (ymax - ymin) * dh)
+        lines.append(" ".join(str(a) for a in (names.index(name), *bb)))
+    return lines, difficult
+
+
+def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[str], show: bool) -> dict:
+    voc = devkit / f"VOC{year}"
+    listing = voc / "ImageSets" / "Main" / f"{image_set}.txt"
+    if not listing.is_file():
+        raise UserError(f"{listing}: not found; expected the VOC{year} image set list {image_set}.txt")
+    ids = listing.read_text().split()
+    if not ids:
+        raise UserError(f"{listing}: lists no images")
+    folder = f"{image_set}{year}"
+    images, labels = stage / "images" / folder, stage / "labels" / folder
+    labels.mkdir(parents=True, exist_ok=True)
+    placed: Counter = Counter()
+    boxes = difficult = empty = 0
+    for i in preparing.progress(ids, folder) if show else ids:
+        jpg, xml = voc / "JPEGImages" / f"{i}.jpg", voc / "Annotations" / f"{i}.xml"
+        for f in (jpg, xml):
+            if not f.is_file():
+                raise UserError(f"{f}: not found; {listing} lists {i}")
+        lines, skipped = convert(xml, jpg, names)
+        (labels / f"{i}.txt").write_text("".join(line + "\n" for line in lines))
+        placed[link_or_copy(jpg, images / jpg.name)] += 1
+        boxes, difficult, empty = boxes + len(lines), difficult + skipped, empty + (not lines)
+    return {"folder": folder, "images": len(ids), "boxes": boxes, "difficult": difficult, "empty": empty, **placed}
+
+
+def prepare(
+    source: Path, out: Path, *, progress: bool = True, years: tuple[str, ...] = ("2007", "2012")
+) -> dict[str, Any]:
+    """Convert `VOCdevkit/` under `source` into ultralytics' YOLO layout and VOC.yaml under `out`, check it
+    with the task's own reader, return the summary (the PREPARED.json record when already prepared)."""
+    record = prepared(out)
+    if record is not None:
+        if record.get("task") != TASK:
+            raise UserError(f"{out}: prepared for {record.get('task')}, not {TASK}; choose another --out")
+        return record
+    years = tuple(str(y) for y in years)
+    if "2007" not in years:
+        raise UserError(f"years={years}: VOC2007 is required (its test set is the validation split)")
+    devkit = find_devkit(source, years)
+    packaged = packaged_spec()
+    names = [packaged["names"][i] for i in range(len(packaged["names"]))]
+    with staged(out, TASK) as stage:
+        done = [write_set(devkit, y, s, stage, names, progress) for y, s in SETS if y in years]
+        # ultralytics' own split lists (train2012, train2007, val2012, val2007 / test2007), less absent years
+        spec = {split: [f for f in packaged[split] if (stage / f).is_dir()] for split in ("train", "val", "test")}
+        spec["names"] = dict(enumerate(names))
+        (stage / YAML_NAME).write_text(yaml.safe_dump(spec, sort_keys=False))
+        read_spec(stage, YAML_NAME, nc=len(names))  # the task's own check of the written layout
+        placed = Counter()
+        for d in done:
+            placed.update({k: d[k] for k in ("hardlink", "symlink", "copy", "exists") if k in d})
+        size = folder_bytes(stage)
+        summary = {
+            "images": {
+                "train": sum(d["images"] for d in done if d["folder"] != "test2007"),
+                "val": sum(d["images"] for d in done if d["folder"] == "test2007"),
+            },
+            "folders": {d["folder"]: d["images"] for d in done},
+            "boxes": sum(d["boxes"] for d in done),
+            "difficult_skipped": sum(d["difficult"] for d in done),
+            "background_images": sum(d["empty"] for d in done),
+            "classes": len(names),
+            "years": list(years),
+            "bytes": size,
+            "size": human_bytes(size),
+            "placed": dict(placed),
+            "yaml": YAML_NAME,
+            "layout": "images/<set><year>/*.jpg, labels/<set><year>/*.txt, VOC.yaml (ultralytics YOLO)",
+        }
+        finish(stage, TASK, devkit, summary)
+    return prepared(out) or summary
