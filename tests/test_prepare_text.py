@@ -65,7 +65,7 @@ def libri(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def speech_out(libri: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("speech_prepared") / "out"
-    prepare_speech(libri / "tarballs", out, progress=False)
+    prepare_speech(libri / "tarballs", out)  # with the progress bars (hidden: stderr is not a terminal)
     return out
 
 
@@ -135,6 +135,13 @@ def test_speech_from_extracted_folder_links(libri: Path, tmp_path: Path) -> None
     # the LibriSpeech/ folder itself is a source too, and gives the same manifest
     again = prepare_speech(libri / "extracted" / "LibriSpeech", tmp_path / "dev2", progress=False, splits=["dev-clean"])
     assert again["splits"] == record["splits"]
+    # a folder of tarballs gives the same split, and so does a single tarball
+    assert (
+        prepare_speech(libri / "tarballs", tmp_path / "dev4", progress=False, splits="dev-clean")["splits"]
+        == (record["splits"])
+    )
+    single = prepare_speech(libri / "tarballs" / "dev-clean.tar.gz", tmp_path / "dev3", progress=False)
+    assert single["splits"] == record["splits"] and single["source_kind"] == "tarballs"
     assert (out / "dev-clean.manifest.tsv").read_bytes() == (tmp_path / "dev2" / "dev-clean.manifest.tsv").read_bytes()
 
 
@@ -213,7 +220,7 @@ def wmt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def wmt_out(wmt: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wmt_prepared") / "out"
-    prepare_text(wmt, out, progress=False, **SPM)
+    prepare_text(wmt, out, vocab_size="64", hard_vocab_limit="false")  # as text, the way a command line gives them
     return out
 
 
@@ -222,12 +229,12 @@ def test_transformer_from_raw_text(wmt: Path, wmt_out: Path) -> None:
     assert record["task"] == "transformer" and record["source_kind"] == "raw" and record["joint"]
     assert {s: v["sentences"] for s, v in record["splits"].items()} == {"train": 1600, "valid": 100, "test": 100}
     assert record["splits"]["valid"]["source"] == ["newstest2013.en", "newstest2013.de"]
-    assert record["splits"]["train"]["en_unk"] == 0 and record["vocab_size"] % 8 == 0
+    assert record["splits"]["train"]["en_unk"] == 0 and record["vocab_size"]["en"] % 8 == 0
     names = {"dict.en.txt", "dict.de.txt", "spm.model", "spm.vocab", "valid.ref.de", "test.ref.de", MARKER}
     names |= {f"{s}.en-de.{lang}.{ext}" for s in ("train", "valid", "test") for lang in ("en", "de") for ext in EXTS}
     assert {p.name for p in wmt_out.iterdir()} == names
     assert (wmt_out / "dict.en.txt").read_bytes() == (wmt_out / "dict.de.txt").read_bytes()
-    assert len((wmt_out / "dict.en.txt").read_text().splitlines()) + 4 == record["vocab_size"]
+    assert len((wmt_out / "dict.en.txt").read_text().splitlines()) + 4 == record["vocab_size"]["de"]
     train = MMapIndexedDataset(wmt_out / "train.en-de.de")
     assert len(train) == 1600 and train.code == 8 and all(train[i][-1] == 2 for i in range(0, 1600, 99))
     assert int(train.sizes.sum()) == record["splits"]["train"]["de_tokens"]

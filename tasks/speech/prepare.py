@@ -53,6 +53,7 @@ EXPECTED = (
 )
 _TRANS = re.compile(r"(\d+)-(\d+)\.trans\.txt")
 _KEEP = (".flac", ".trans.txt")
+LIBRISPEECH = (*data.TRAIN_960, "dev-clean", "dev-other", "test-clean", "test-other")
 
 
 def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -> dict[str, Any]:
@@ -74,6 +75,9 @@ def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -
         labels: dict[str, str] = {}  # split -> where it came from
         counts: dict[str, int] = {}
         for tarball in tarballs:
+            named = tarball.name.removesuffix(".tar.gz")
+            if wanted is not None and named in LIBRISPEECH and named not in wanted:
+                continue  # openslr names each tarball after its split: no need to read it through
             for split in _extract(tarball, stage, origin, wanted, show, counts):
                 labels.setdefault(split, str(tarball))
         for split, folder in split_dirs.items():
@@ -153,8 +157,10 @@ def _extract(
     counts: dict[str, int],
 ) -> list[str]:
     """Extract the flac and transcript members of one tarball into `stage`, without their LibriSpeech/ prefix
-    (a member already there at its full size, from an interrupted run, is kept). Returns its splits."""
+    (a member already there at its full size, from an interrupted run, is kept). Returns the splits it
+    extracted (those in `wanted`, when given)."""
     splits: list[str] = []
+    usable = False
     try:
         with tarfile.open(tarball, "r:gz") as tar:
             for member in show(tar, f"extract {tarball.name}"):
@@ -167,6 +173,7 @@ def _extract(
                 rel = parts[1:]
                 if len(rel) != 4 or not member.isfile() or not rel[3].endswith(_KEEP):
                     continue  # folders and the corpus's README/SPEAKERS/... files
+                usable = True
                 if wanted is not None and rel[0] not in wanted:
                     continue
                 key = "/".join(rel)
@@ -181,7 +188,7 @@ def _extract(
                 counts["extracted"] = counts.get("extracted", 0) + 1
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise UserError(f"{tarball}: not a readable LibriSpeech .tar.gz ({e})") from None
-    if not splits:
+    if not usable:
         raise UserError(
             f"{tarball}: holds no LibriSpeech/<split>/<speaker>/<chapter>/*.flac or *.trans.txt; expected {EXPECTED}"
         )

@@ -171,7 +171,7 @@ def _train_spm(files: dict[str, tuple[Path, Path, int]], stage: Path, opts: dict
             character_coverage=float(opts["character_coverage"]),
             input_sentence_size=int(opts["input_sentence_size"]),
             shuffle_input_sentence=True,
-            hard_vocab_limit=bool(opts["hard_vocab_limit"]),
+            hard_vocab_limit=_flag(opts["hard_vocab_limit"], "hard_vocab_limit"),
             num_threads=int(opts["threads"]),
             minloglevel=1 if show is bar else 2,
         )
@@ -184,6 +184,18 @@ def _train_spm(files: dict[str, tuple[Path, Path, int]], stage: Path, opts: dict
     os.replace(f"{tmp}.vocab", stage / "spm.vocab")
     os.replace(f"{tmp}.model", model)
     return model
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A boolean option, also from the command line's text ("false", "0", "no")."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise UserError(f"prepare transformer: {name}={value!r}; expected true or false")
 
 
 def _from_raw(
@@ -230,7 +242,7 @@ def _from_raw(
         "source_kind": "raw",
         "segmentation": "sentencepiece",
         "spm_vocab_size": sp.get_piece_size(),
-        "vocab_size": len(joint),
+        "vocab_size": {src: len(joint), tgt: len(joint)},
         "joint": True,
         "splits": splits,
         "references": [D.REFS.format(split=s, lang=tgt) for s in files if s != "train"],
