@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ def assert_nothing_left(out: Path) -> None:
     assert not out.exists() and not (out.parent / f".{out.name}.partial").exists()
 
 
-def bad(call, *names: str) -> str:  # noqa: ANN001
+def bad(call: Callable[[], object], *names: str) -> str:
     """The UserError message of `call()`: one line naming every one of `names`."""
     with pytest.raises(UserError) as info:
         call()
