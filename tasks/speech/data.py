@@ -9,6 +9,13 @@ Split names are LibriSpeech's (train-clean-100, dev-clean, ...); "train-960" mea
 splits together and "a+b" any union. Audio is read with soundfile: torchaudio 2.11's `load` needs
 torchcodec (and a system FFmpeg), which this suite does not depend on.
 
+Manifest (optional, written by `adascale-bench prepare speech`): `<root>/<split>.manifest.tsv`, a
+tab-separated file with the header line `uid path num_samples sample_rate text` and one row per
+utterance, in the order the folder scan gives (transcript files sorted, then their lines); `path` is the
+flac's path relative to <root> with "/" separators. When a split has one, `read_split` builds its
+utterances from it instead of opening every flac header (281k files for the 960 h); without one, the
+split folder is scanned as before. Both give the same list.
+
 Features: log(1 + |STFT|) over 20 ms Hamming windows every 10 ms (161 bins at 16 kHz), the linear
 spectrogram of DS2 and deepspeech.pytorch, or a log mel spectrogram ("mel"), both from
 torchaudio.transforms; each utterance is then normalised by its own mean and standard deviation
@@ -25,6 +32,8 @@ noise augmentation needs a noise corpus LibriSpeech does not have), so the items
 
 from __future__ import annotations
 
+import csv
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +52,8 @@ LAYOUT = "<split>/<speaker>/<chapter>/<speaker>-<chapter>-<utt>.flac with <speak
 TRAIN_960 = ("train-clean-100", "train-clean-360", "train-other-500")
 _TRANS = re.compile(r"(\d+)-(\d+)\.trans\.txt")
 _UTT = re.compile(r"(\d+)-(\d+)-(\d+)")
+MANIFEST = "{split}.manifest.tsv"
+MANIFEST_COLUMNS = ("uid", "path", "num_samples", "sample_rate", "text")
 
 
 def split_names(name: str) -> list[str]:
@@ -87,9 +98,11 @@ class Utterance:
     num_samples: int
 
 
-def parse_transcripts(trans: Path) -> list[tuple[str, str]]:
-    """(utterance id, text) pairs of one chapter's transcript, checked against the file's chapter."""
+def parse_transcripts(trans: Path, name: str | None = None) -> list[tuple[str, str]]:
+    """(utterance id, text) pairs of one chapter's transcript, checked against the file's chapter.
+    Errors name the file as `name` when given (e.g. the tarball member it came from)."""
     speaker, chapter = trans.parent.parent.name, trans.parent.name
+    name = name or str(trans)
     pairs = []
     for lineno, line in enumerate(trans.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -97,19 +110,64 @@ def parse_transcripts(trans: Path) -> list[tuple[str, str]]:
         uid, _, text = line.strip().partition(" ")
         m = _UTT.fullmatch(uid)
         if not m or (m[1], m[2]) != (speaker, chapter):
-            raise UserError(f"{trans}:{lineno}: expected '<{speaker}>-<{chapter}>-<utt> TRANSCRIPT', got {line[:60]!r}")
+            raise UserError(f"{name}:{lineno}: expected '<{speaker}>-<{chapter}>-<utt> TRANSCRIPT', got {line[:60]!r}")
         try:
             encode(text)
         except ValueError as e:
-            raise UserError(f"{trans}:{lineno}: {e}") from None
+            raise UserError(f"{name}:{lineno}: {e}") from None
         pairs.append((uid, text.strip()))
     return pairs
 
 
+def write_manifest(path: Path, root: Path, utts: Sequence[Utterance], sample_rate: int) -> None:
+    """Write a split's manifest (format in the module docstring) atomically: a temporary file renamed."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f, delimiter="\t", lineterminator="\n")
+        w.writerow(MANIFEST_COLUMNS)
+        for u in utts:
+            w.writerow((u.uid, Path(u.path).relative_to(root).as_posix(), u.num_samples, sample_rate, u.text))
+    os.replace(tmp, path)
+
+
+def read_manifest(root: Path, manifest: Path, sample_rate: int) -> list[Utterance]:
+    """The utterances a manifest lists (paths under `root`); a malformed row is a UserError naming its line."""
+    utts = []
+    with open(manifest, encoding="utf-8", newline="") as f:
+        rows = csv.reader(f, delimiter="\t")
+        header = next(rows, None)
+        if tuple(header or ()) != MANIFEST_COLUMNS:
+            raise UserError(f"{manifest}:1: expected the header {' '.join(MANIFEST_COLUMNS)} (tab-separated)")
+        for lineno, row in enumerate(rows, 2):
+            try:
+                uid, rel, frames, rate, text = row
+                num_samples, rate_hz = int(frames), int(rate)
+            except ValueError:
+                raise UserError(
+                    f"{manifest}:{lineno}: expected {len(MANIFEST_COLUMNS)} tab-separated fields "
+                    f"{' '.join(MANIFEST_COLUMNS)}, got {row!r:.80}"
+                ) from None
+            path = root.joinpath(*rel.split("/"))
+            if rate_hz != sample_rate:
+                raise UserError(
+                    f"{path}: sample rate {rate_hz} Hz ({manifest.name}), the preset expects "
+                    f"{sample_rate} Hz (data.sample_rate)"
+                )
+            utts.append(Utterance(uid, path, text, num_samples))
+    if not utts:
+        raise UserError(f"{manifest}: lists no utterance; expected one row per utterance after the header")
+    return utts
+
+
 def read_split(root: Path, name: str, sample_rate: int) -> list[Utterance]:
-    """Every utterance of the named split(s), with its length read from the flac header."""
+    """Every utterance of the named split(s): from the split's manifest when it has one, else with its
+    length read from each flac header."""
     utts = []
     for split in split_names(name):
+        manifest = root / MANIFEST.format(split=split)
+        if manifest.is_file():
+            utts.extend(read_manifest(root, manifest, sample_rate))
+            continue
         folder = split_dir(root, split)
         for trans in transcript_files(folder):
             for uid, text in parse_transcripts(trans):

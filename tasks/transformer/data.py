@@ -5,7 +5,12 @@ Two layouts under the data root (split and language names come from the preset's
 * fairseq (default): what `fairseq-preprocess --dataset-impl mmap` writes:
   `dict.{src}.txt`, `dict.{tgt}.txt` and `{split}.{src}-{tgt}.{lang}.bin/.idx` for lang in (src, tgt).
   The dictionaries are joint (one shared embedding matrix) when the two files are byte-identical, as
-  `--joined-dictionary` makes them.
+  `--joined-dictionary` makes them. Two optional files, which `adascale-bench prepare transformer`
+  writes: `spm.model` (`data["spm_model"]`), meaning the tokens are sentencepiece pieces, so they are
+  joined with sentencepiece's rule (post_process "sentencepiece") whatever `data["bpe"]` says; and
+  `{split}.ref.{tgt}`, the split's detokenised target text (one sentence a line), used as the BLEU
+  references instead of the references rebuilt from token ids (which sentencepiece's normalisation and
+  <unk> would alter).
 * raw (`data["format"] == "raw"`): untokenised `{split}.{src}` / `{split}.{tgt}` text, one sentence a line,
   and a sentencepiece model `data["spm_model"]` that encodes both sides (so the vocabulary is joint). Pieces
   are mapped into a fairseq-style Dictionary, as fairseq's own sentencepiece recipe does.
@@ -31,6 +36,7 @@ from .indexed import MMapIndexedDataset
 
 FAIRSEQ_LAYOUT = "fairseq-preprocess output: dict.{src}.txt, dict.{tgt}.txt, {split}.{src}-{tgt}.{lang}.bin/.idx"
 RAW_LAYOUT = "raw text {split}.{src} / {split}.{tgt} (one sentence a line) and a sentencepiece model"
+REFS = "{split}.ref.{lang}"  # detokenised references beside fairseq-format data (optional)
 
 
 @dataclass
@@ -105,7 +111,16 @@ def load_vocab(root: Path, data_cfg: dict[str, Any]) -> Vocab:
     src_file, tgt_file = root / f"dict.{data_cfg['src']}.txt", root / f"dict.{data_cfg['tgt']}.txt"
     src, tgt = Dictionary.load(src_file), Dictionary.load(tgt_file)
     joint = src_file.read_bytes() == tgt_file.read_bytes()
-    return Vocab(src, tgt if not joint else src, joint, data_cfg.get("bpe", "subword_nmt"))
+    bpe = data_cfg.get("bpe", "subword_nmt")
+    if (root / data_cfg.get("spm_model", "spm.model")).is_file():
+        bpe = "sentencepiece"  # the pieces of that model (prepare writes it beside the binarized data)
+    return Vocab(src, tgt if not joint else src, joint, bpe)
+
+
+def read_lines(path: Path) -> list[str]:
+    """A text file's lines, stripped, split as fairseq reads text (iterating the file)."""
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f]
 
 
 def load_split(root: Path, data_cfg: dict[str, Any], split: str, vocab: Vocab) -> ParallelData:
@@ -117,8 +132,7 @@ def load_split(root: Path, data_cfg: dict[str, Any], split: str, vocab: Vocab) -
             path = root / f"{split}.{lang}"
             if not path.is_file():
                 raise UserError(f"missing {path}; expected {RAW_LAYOUT}")
-            with open(path, encoding="utf-8") as f:  # newline-split only, as fairseq reads text
-                text = [line.strip() for line in f]
+            text = read_lines(path)
             pieces = vocab.spm.encode(text, out_type=str)
             sides.append([np.asarray([d.index(p) for p in ps] + [d.eos_index], dtype=np.int64) for ps in pieces])
             lines.append(text)
@@ -130,7 +144,11 @@ def load_split(root: Path, data_cfg: dict[str, Any], split: str, vocab: Vocab) -
     b = MMapIndexedDataset(root / f"{split}.{src}-{tgt}.{tgt}")
     if len(a) != len(b):
         raise UserError(f"{a.prefix} has {len(a)} sentences but {b.prefix} has {len(b)}; expected aligned pairs")
-    return ParallelData(a, b, a.sizes.astype(np.int64), b.sizes.astype(np.int64))
+    refs_file = root / REFS.format(split=split, lang=tgt)
+    refs = read_lines(refs_file) if refs_file.is_file() else None
+    if refs is not None and len(refs) != len(b):
+        raise UserError(f"{refs_file} has {len(refs)} lines but {b.prefix} has {len(b)} sentences; expected one a line")
+    return ParallelData(a, b, a.sizes.astype(np.int64), b.sizes.astype(np.int64), raw_refs=refs)
 
 
 def batch_by_size(
