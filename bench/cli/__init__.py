@@ -115,6 +115,29 @@ def cmd_perf(args: argparse.Namespace) -> int:
     return perf(args)
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    import importlib
+    import inspect
+    import json
+
+    from bench.run.spec import parse_overrides
+    from tasks import available
+
+    if args.task not in available() or args.task == "logreg":
+        names = ", ".join(t for t in available() if t != "logreg")
+        raise UserError(f"prepare {args.task}: expected one of {names} (logreg's data is generated in memory)")
+    prepare = importlib.import_module(f"tasks.{args.task}.prepare").prepare
+    options = {k.replace("-", "_"): v for k, v in parse_overrides(args.set).items()}
+    try:
+        inspect.signature(prepare).bind(args.source, args.out, progress=True, **options)
+    except TypeError as e:  # an option the task does not take
+        raise UserError(f"prepare {args.task}: {e}") from None
+    record = prepare(Path(args.source), Path(args.out), progress=True, **options)
+    print(json.dumps(record, indent=2, sort_keys=True))
+    print(f"prepared: {args.out}")
+    return 0
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from slurm.submit import submit
 
@@ -150,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=_positive_int, default=2)
     p.add_argument("--jobs", type=_positive_int, default=default_jobs(), help=JOBS_HELP)
     p.set_defaults(func=cmd_smoke)
+
+    p = sub.add_parser("prepare", help="turn a dataset as published into the layout its task reads")
+    p.add_argument("task")
+    p.add_argument("--source", required=True, help="the downloaded files (archives or their extraction)")
+    p.add_argument("--out", required=True, help="the prepared data root to write (must not exist)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a task option, e.g. vocab_size=32000")
+    p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("matrix", help="print the runs a matrix file expands to")
     p.add_argument("matrix", help="a matrix YAML file, or a shipped one: smoke, paper")
