@@ -49,6 +49,8 @@ RUN_COLUMNS = [
     "status",
     *SUMMARY_NUMBERS,
     "metric",
+    "metric_label",
+    "higher_is_better",
     "batch_size",
     "T1",
     "max_epochs",
@@ -236,6 +238,8 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         for k in SUMMARY_NUMBERS:
             row[k] = _num(summary.get(k))
         row["metric"] = summary.get("metric")
+        row["metric_label"] = summary.get("metric_label")
+        row["higher_is_better"] = summary.get("higher_is_better")
         row["git_commit"] = summary.get("git_commit")
         versions = summary.get("versions")
         row["versions"] = json.dumps(versions, sort_keys=True) if isinstance(versions, dict) else None
@@ -299,16 +303,25 @@ def metrics(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return train, evals
 
 
-@functools.cache
-def task_info(task: str, metric_key: str | None = None) -> tuple[str, bool]:
-    """(metric label, higher is better) from the task adapter; when it cannot be imported, a guess
-    from the metric's key: losses and error rates are lower-is-better, anything else higher."""
-    try:
-        from tasks import get_task
+def task_info(task: str, metric_key: str | None = None, runs: pd.DataFrame | None = None) -> tuple[str, bool]:
+    """(metric label, higher is better) as the runs' summary.json files record them; for runs written
+    before summaries carried them, the task's card (plain data, tasks.presets); else a guess from the
+    metric's key: losses and error rates are lower-is-better, anything else higher."""
+    if runs is not None and "higher_is_better" in runs:
+        recorded = runs.dropna(subset=["higher_is_better", "metric_label"])
+        if len(recorded):
+            return str(recorded["metric_label"].iloc[0]), bool(recorded["higher_is_better"].iloc[0])
+    return _card_info(task, metric_key)
 
-        t = get_task(task)
-        return str(t.metric_label), bool(t.higher_is_better)
-    except Exception:  # the task module may be absent or broken; the report still renders
+
+@functools.cache
+def _card_info(task: str, metric_key: str | None) -> tuple[str, bool]:
+    try:
+        from tasks.presets import card
+
+        c = card(task)
+        return c.metric_label, c.higher_is_better
+    except Exception:  # an unknown task: the report still renders
         key = metric_key or "metric"
         lower = any(w in key.lower() for w in ("loss", "err", "wer", "perplexity", "ppl"))
         return key, not lower

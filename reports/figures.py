@@ -155,7 +155,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
     if df.empty:
         return figs
     for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
-        label, higher = task_info(task, next(iter(g["metric"].dropna()), None))
+        label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         scales = sorted(g["scale"].unique(), key=scale_order)
         picked = [(s, _pick_run(g[g["scale"] == s])) for s in scales]
         picked = [(s, r) for s, r in picked if r is not None]
@@ -222,7 +222,7 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
         el = [(s, r) for s, r in el if r is not None]
         if not el:
             continue
-        label, higher = task_info(task, next(iter(g["metric"].dropna()), None))
+        label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         fixed_scales = sorted((s for s in g["scale"].unique() if scale_order(s)[0] == 0), key=scale_order)
         fixed = [(s, _pick_run(g[g["scale"] == s])) for s in fixed_scales]
         fixed = [(s, r) for s, r in fixed if r is not None]
@@ -340,7 +340,7 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
         pts = heatmap_points(g)
         if pts.empty:
             continue
-        label, higher = task_info(task, next(iter(g["metric"].dropna()), None))
+        label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         present = list(pts["panel"].dropna().unique())
         panels = [p for p in PANELS if p in present] + sorted(p for p in present if p not in PANELS)
         values = pts["value"].to_numpy(float)

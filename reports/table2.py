@@ -99,7 +99,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):
         metric_key = next((m for m in t["metric"].dropna()), None) if "metric" in t else None
-        label, higher = task_info(task, metric_key)
+        label, higher = task_info(task, metric_key, t)
         name = table_name(task, preset, variant, presets_per_task[task] > 1)
         done_vals: dict[tuple[str, str], pd.DataFrame] = {}
         for (scale, method), g in t.groupby(["scale", "method"]):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from bench.errors import UserError
 
-from .base import Task
+if TYPE_CHECKING:  # tasks.base imports torch; the registry and tasks.presets must not
+    from .base import Task
 
 _REGISTRY = {
     "logreg": "tasks.logreg:LogReg",

@@ -32,6 +32,8 @@ from typing import Any, ClassVar, Protocol
 import torch
 from torch import nn
 
+from tasks.presets import TaskCard
+
 
 class TrainSet(Protocol):
     """A map-style dataset indexed by `(index, key)`, with its own collate function."""
@@ -44,16 +46,23 @@ class TrainSet(Protocol):
 
 
 class Task:
-    """Base class of task adapters. Subclasses set the class attributes and override the methods."""
+    """Base class of task adapters. Subclasses set `card` (their tasks.presets card: name, metric,
+    presets, as plain data) and override the methods."""
 
+    card: ClassVar[TaskCard]
     name: ClassVar[str]
     metric: ClassVar[str]  # key of the Table 2 metric in evaluate()'s result, e.g. "top1"
     metric_label: ClassVar[str]  # human label, e.g. "top-1 %"
     higher_is_better: ClassVar[bool] = True
     needs_data: ClassVar[bool] = True  # False: the data is generated in memory (no data root)
-    # Presets: complete configurations, see bench.run.spec for the common keys. Task-specific settings
-    # live under "model" and "data" (plain JSON values). Each preset documents its provenance.
     presets: ClassVar[dict[str, dict[str, Any]]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        card = cls.__dict__.get("card")
+        if card is not None:  # the card's fields, as class attributes
+            cls.name, cls.metric, cls.metric_label = card.name, card.metric, card.metric_label
+            cls.higher_is_better, cls.needs_data, cls.presets = card.higher_is_better, card.needs_data, card.presets
 
     def items_per_microbatch(self, cfg: dict[str, Any]) -> int:
         """How many items of the TrainSet make one micro-batch (b for example-level data, 1 when

@@ -18,8 +18,8 @@ from PIL import Image
 from torchvision.datasets import CIFAR10
 
 from bench.errors import UserError
-from bench.runner import run_spec
-from bench.spec import resolve
+from bench.run.runner import run_spec
+from bench.run.spec import resolve
 from tasks import get_task
 from tasks.cifar10.prepare import prepare as prepare_cifar10
 from tasks.cifar10.tiny import write_tiny as write_tiny_cifar

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from bench.errors import UserError
-from bench.runner import run_spec
-from bench.spec import resolve
+from bench.run.runner import run_spec
+from bench.run.spec import resolve
 from tasks import get_task
 from tasks.preparing import MARKER
 from tasks.speech import data as sdata

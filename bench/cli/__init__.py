@@ -21,9 +21,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.run.runner import run_dir_of, run_spec
     from bench.run.spec import parse_overrides, resolve
     from bench.run.summary import describe
-    from tasks import get_task
+    from tasks import available
+    from tasks.presets import card
 
-    task = get_task(args.task)
+    if args.task not in available():
+        raise UserError(f"unknown task {args.task!r}; expected one of: {', '.join(available())}")
+    task = card(args.task)
     spec = resolve(
         task, args.method, args.scale, args.seed, args.preset, args.data_root, parse_overrides(args.set), args.ranks
     )

@@ -63,7 +63,7 @@ class Matrix:
     def spec(self, req: RunRequest) -> dict[str, Any]:
         """The resolved spec of one of this matrix's runs."""
         from bench.run.spec import resolve
-        from tasks import get_task
+        from tasks.presets import card
 
         root = self.data_roots.get(req.task)
         if root is not None:
@@ -71,7 +71,7 @@ class Matrix:
             if "$" in root:
                 raise UserError(f"{self.path}: data_roots.{req.task} = {root!r}: set the environment variable it names")
         spec = resolve(
-            get_task(req.task),
+            card(req.task),
             req.method,
             req.scale,
             req.seed,
@@ -183,13 +183,13 @@ def _number(path: Path, where: str, value: Any) -> float:
 
 
 def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
-    from tasks import get_task
+    from tasks.presets import card
 
     _keys(path, where, body, {"name", "task", "scale", "lr0", "decay", "threshold", "seeds", "set"})
     task = body.get("task")
     if task not in tasks:
         raise _fail(path, f"{where}.task", f"one of {', '.join(tasks)}")
-    schedule = get_task(task).presets[preset]["lr_schedule"]
+    schedule = card(task).presets[preset]["lr_schedule"]
     if schedule.get("kind") != "exponential":
         raise _fail(
             path,
@@ -233,9 +233,9 @@ SWEEP_BATCHES = [32, 64, 128, 256, 512, 1024, 2048, 4096]
 def sweep_runs(batches: list[int], max_epochs: int, seeds: list[int]) -> list[RunRequest]:
     """The critical-batch sweep on logreg (DESIGN §1): for each global batch B, epochs to the target loss
     under a fixed lr, under linear scaling with the textbook's warm-up, and with AdaScale at S = B/32."""
-    from tasks.logreg import REFERENCE_BATCH, REFERENCE_LR, N, target_loss
+    from tasks.presets.logreg import REFERENCE_BATCH, REFERENCE_LR, TARGET_LOSS, N
 
-    target = target_loss()
+    target = TARGET_LOSS
     common = {"eval_unit": "epochs", "eval_every": 1, "max_epochs": max_epochs, "target": target}
     runs = []
     for B in batches:

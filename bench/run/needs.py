@@ -60,12 +60,12 @@ def find_T_AS(out: Path, spec: dict[str, Any]) -> float:
 def find_T(out: Path, spec: dict[str, Any]) -> float:
     """Scaled SGD's own length in a heat map: the mean iteration count of the grid's AdaScale runs that
     reach the grid's threshold (all of its completed AdaScale runs when none does)."""
-    from tasks import get_task  # the metric's direction
+    from tasks.presets import card  # the metric's direction
 
     exp = spec.get("experiment") or {}
     if exp.get("kind") != "heatmap":
         raise UserError("scaled needs T, its number of iterations (--set T=...), or a heat map to derive it from")
-    higher = get_task(spec["task"]).higher_is_better
+    higher = card(spec["task"]).higher_is_better
     reached, completed = [], []
     for path in sorted((Path(out) / spec["task"] / "adascale").rglob(SUMMARY)):
         try:

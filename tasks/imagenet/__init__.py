@@ -20,7 +20,7 @@ kept), so a micro-batch of 16 32x32 images costs ~20-35 ms CPU forward+backward 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,12 +31,10 @@ from torchvision.models.resnet import Bottleneck, ResNet
 
 from bench.errors import UserError
 from tasks.base import Task
+from tasks.presets.imagenet import CARD
 
 from . import tiny
 from .data import TrainSet, check_layout, collate, data_settings, eval_folder
-
-_PAPER_T1 = 451_000  # paper (Table 2): 90 epochs of 1,281,167 images at b = 256 (450.4k, rounded up)
-_EPOCHS_30_60_80_OF_90 = [30 / 90, 60 / 90, 80 / 90]  # step milestones as fractions of T1
 
 
 class NarrowResNet(ResNet):
@@ -92,67 +90,7 @@ def topk_correct(logits: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...]
 
 
 class ImageNet(Task):
-    name = "imagenet"
-    metric = "top1"
-    metric_label = "top-1 %"
-    higher_is_better = True
-
-    presets: ClassVar[dict[str, dict[str, Any]]] = {
-        "paper": {
-            "T1": _PAPER_T1,  # paper (Table 2, S = 1 row)
-            "batch_size": 256,  # paper (Table 2, S = 1 row)
-            # Step family x0.1 at epochs 30/60/80 of 90: paper (schedule family, as in Goyal et al.);
-            # lr0 = 0.1 for b = 256: chosen, Goyal et al.'s 0.1·b/256 (the supplement is not available).
-            "lr_schedule": {"kind": "step", "lr0": 0.1, "gamma": 0.1, "milestones": _EPOCHS_30_60_80_OF_90},
-            "momentum": 0.9,  # paper
-            "weight_decay": 1e-4,  # chosen: the standard ResNet-50 ImageNet value (He et al.; Goyal et al.)
-            "scales": [1, 16, 32, 64, 128],  # paper (Table 2)
-            # paper §4: elastic 32 -> 64 -> 128 (up) and 128 -> 64 -> 32 (down), switching at T1/4, T1/2
-            "elastic": {"up": [[0.0, 32], [0.25, 64], [0.5, 128]], "down": [[0.0, 128], [0.25, 64], [0.5, 32]]},
-            "eval_every": 5005,  # chosen: once per epoch (1,281,167 / 256 ≈ 5005 iterations)
-            "checkpoint_every": 1000,  # chosen: a few minutes of GPU time between checkpoints
-            "num_workers": 8,  # chosen: JPEG decoding + augmentation keeps a GPU fed with ~8 workers
-            "model": {"arch": "resnet50", "num_classes": 1000, "zero_init_residual": True, "stride_in_1x1": False},
-            "data": {
-                "train_dir": "train",
-                "val_dir": "val",
-                "image_size": 224,  # 224: paper/standard
-                "crop_scale": [0.08, 1.0],
-                "eval_batch_size": 256,
-                "pin_memory": True,
-            },
-        },
-        # Tiny: chosen for a ~5-10 s CPU run that still learns (~85-90 % top-1 on the tiny val set);
-        # same schedule family, momentum and weight decay as the paper preset, scales and elastic / 16.
-        "tiny": {
-            "T1": 100,
-            "batch_size": 16,
-            "lr_schedule": {"kind": "step", "lr0": 0.1, "gamma": 0.1, "milestones": _EPOCHS_30_60_80_OF_90},
-            "momentum": 0.9,
-            "weight_decay": 1e-4,
-            "scales": [1, 2, 4, 8],
-            "elastic": {"up": [[0.0, 2], [0.25, 4], [0.5, 8]], "down": [[0.0, 8], [0.25, 4], [0.5, 2]]},
-            "eval_every": 25,
-            "checkpoint_every": 50,
-            "num_workers": 0,
-            "model": {
-                "arch": "resnet",
-                "layers": [1, 1, 1, 1],
-                "width": 16,
-                "num_classes": len(tiny.CLASSES),
-                "zero_init_residual": True,
-                "stride_in_1x1": False,
-            },
-            "data": {
-                "train_dir": "train",
-                "val_dir": "val",
-                "image_size": 32,
-                "crop_scale": [0.08, 1.0],
-                "eval_batch_size": 100,
-                "pin_memory": False,
-            },
-        },
-    }
+    card = CARD
 
     def write_tiny(self, root: Path) -> None:
         tiny.write_tiny(Path(root))

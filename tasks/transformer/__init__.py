@@ -7,7 +7,7 @@ dictionary.py (Dictionary conventions), indexed.py (mmap .bin/.idx), data.py (pa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import sacrebleu
 import torch
@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.errors import UserError
+from tasks.presets.transformer import CARD
 
 from ..base import Task
 from . import data as D
@@ -40,98 +41,7 @@ def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
 
 
 class Transformer(Task):
-    name = "transformer"
-    metric = "bleu"
-    metric_label = "BLEU"
-    higher_is_better = True
-    presets: ClassVar[dict[str, dict[str, Any]]] = {
-        "paper": {
-            "T1": 1_550_000,  # paper (Table 1)
-            "batch_size": 2048,  # paper: b = 2048 tokens per batch at S = 1 (max-tokens batches)
-            "lr_schedule": {
-                "kind": "step",  # paper: step decay family
-                "lr0": 0.01,  # chosen: with momentum 0.99 an effective step lr0/(1-rho) = 1.0, the
-                # usual SGD scale for post-norm Transformers; the supplement's value is not available
-                "gamma": 0.1,  # chosen: the customary x0.1 step
-                "milestones": [0.5, 0.75],  # chosen: half and three quarters of T1
-            },
-            "momentum": 0.99,  # paper
-            "weight_decay": 0.0,  # chosen: Vaswani et al. and fairseq's WMT en-de recipe use none
-            "scales": [1, 16, 32, 64, 128],  # paper (Table 2)
-            "elastic": {
-                "up": [[0.0, 32], [0.25, 64], [0.5, 128]],
-                "down": [[0.0, 128], [0.25, 64], [0.5, 32]],
-            },
-            "eval_every": 77_500.0,  # chosen: 20 evaluations per run (T1 / 20)
-            "checkpoint_every": 5000,  # chosen
-            "num_workers": 2,  # chosen: batches are precomputed; workers only gather memory-mapped tokens
-            "model": {  # paper: Transformer base
-                "encoder_layers": 6,
-                "decoder_layers": 6,
-                "d_model": 512,
-                "ffn_dim": 2048,
-                "heads": 8,
-                "dropout": 0.1,
-                "max_positions": 1024,  # fairseq's default max source/target positions
-                "norm_first": False,  # paper: post-norm residual blocks
-                "beam": 4,  # paper: beam 4, length penalty 0.6, max output length = input + 50
-                "lenpen": 0.6,
-                "max_len_a": 1.0,
-                "max_len_b": 50,
-            },
-            "data": {
-                # fairseq examples/translation/prepare-wmt14en2de.sh + fairseq-preprocess --joined-dictionary
-                "format": "fairseq",
-                "src": "en",
-                "tgt": "de",
-                "train_split": "train",
-                "eval_split": "test",  # newstest2014, the set the paper reports
-                "eval_max_sentences": 3003,  # all of newstest2014
-                "eval_max_tokens": 8192,  # chosen: decoding batch budget
-                "bpe": "subword_nmt",  # undo "@@ " before BLEU
-            },
-        },
-        "tiny": {
-            # tiny values are chosen, not the paper's: at S = 1 greedy BLEU reaches ~50 on the toy corpus in
-            # 150 SGD steps (measured; about 0 after T1/4, 15-25 after T1/2)
-            "T1": 150,
-            "batch_size": 320,  # tokens per micro-batch (~45 toy sentences)
-            "lr_schedule": {"kind": "step", "lr0": 0.15, "gamma": 0.1, "milestones": [0.75]},
-            "momentum": 0.9,  # chosen: 0.99's ~100-iteration memory is as long as the whole tiny run
-            "weight_decay": 0.0,
-            "scales": [1, 2, 4, 8],
-            "elastic": {"up": [[0.0, 2], [0.25, 4], [0.5, 8]], "down": [[0.0, 8], [0.25, 4], [0.5, 2]]},
-            "eval_every": 37.5,  # T1 / 4
-            "checkpoint_every": 50,
-            "num_workers": 0,
-            "model": {
-                "encoder_layers": 2,
-                "decoder_layers": 2,
-                "d_model": 64,
-                "ffn_dim": 128,
-                "heads": 4,
-                "dropout": 0.1,
-                "max_positions": 64,
-                # chosen: post-norm (the paper's) stays on the unigram plateau for 150 plain-SGD steps
-                # without warm-up at every lr tried (0.1-0.5; 1.0 diverges); pre-norm learns
-                "norm_first": True,
-                "beam": 1,  # greedy
-                "lenpen": 0.6,
-                "max_len_a": 1.0,
-                "max_len_b": 5,
-            },
-            "data": {
-                "format": "fairseq",
-                "src": "en",
-                "tgt": "de",
-                "train_split": "train",
-                "eval_split": "valid",
-                "eval_max_sentences": 100,
-                "eval_max_tokens": 1024,
-                "bpe": "subword_nmt",
-            },
-        },
-    }
+    card = CARD
 
     def __init__(self) -> None:
         self._vocab: dict[str, D.Vocab] = {}

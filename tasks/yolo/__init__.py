@@ -46,112 +46,21 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
 
 from tasks.base import Task
+from tasks.presets.yolo import CARD
 
 from . import offline
 from .data import YoloEvalSet, YoloTrainSet, build_dataset, read_spec
-from .tiny import YAML_NAME
 from .tiny import write_tiny as _write_tiny
-
-# ultralytics' default training augmentation (cfg/default.yaml), spelled out so a preset says what it uses.
-_ULTRALYTICS_AUGMENT = {
-    "mosaic": 1.0,
-    "mixup": 0.0,
-    "cutmix": 0.0,
-    "copy_paste": 0.0,
-    "degrees": 0.0,
-    "translate": 0.1,
-    "scale": 0.5,
-    "shear": 0.0,
-    "perspective": 0.0,
-    "flipud": 0.0,
-    "fliplr": 0.5,
-    "hsv_h": 0.015,
-    "hsv_s": 0.7,
-    "hsv_v": 0.4,
-}
 
 
 class Yolo(Task):
-    name = "yolo"
-    metric = "map50"
-    metric_label = "mAP@0.5 %"
-    higher_is_better = True
-
-    presets: ClassVar[dict[str, dict[str, Any]]] = {
-        "paper": {
-            "T1": 207_000,  # paper (Table 2, S = 1 iterations)
-            "batch_size": 16,  # paper
-            # Step decay is the paper's family; lr0, gamma and milestones are chosen (supplement unavailable):
-            # milestones 0.8/0.9 x0.1 are Darknet's yolov3-voc.cfg recipe (steps 40k/45k of 50.2k).
-            # lr0 = 0.01 is ultralytics' default lr0, here on the per-example-mean loss. ultralytics applies
-            # it to a loss summed over the batch (x b), accumulated to 64 images and after 3 warm-up epochs;
-            # the S = 1 baseline here has no warm-up, and on the tiny preset (same code, no warm-up) lr0 in
-            # [0.005, 0.02] trains best while 0.08 and above stall.
-            "lr_schedule": {"kind": "step", "lr0": 0.01, "gamma": 0.1, "milestones": [0.8, 0.9]},
-            "momentum": 0.9,  # paper
-            "weight_decay": 5e-4,  # chosen: Darknet's yolov3 decay and ultralytics' default value
-            "scales": [1, 16, 32, 64, 128],  # paper
-            "elastic": {  # chosen: DESIGN §1's 32/64/128 (the paper ran elastic scaling on imagenet only)
-                "up": [[0.0, 32], [0.25, 64], [0.5, 128]],
-                "down": [[0.0, 128], [0.25, 64], [0.5, 32]],
-            },
-            "eval_every": 10_350.0,  # chosen: T1 / 20, about every 10 epochs of VOC07+12 trainval
-            "checkpoint_every": 1_000,  # chosen: still 4 checkpoints in the shortest run (S = 128, ~4k steps)
-            "num_workers": 8,  # chosen: mosaic + affine augmentation is CPU-heavy
-            # ultralytics' yolov3.yaml as shipped: 103.7 M parameters at nc = 20 (the v8 head is wide)
-            "model": {
-                "yaml": "yolov3.yaml",
-                "nc": 20,
-                "width_multiple": 1.0,
-                "depth_multiple": 1.0,
-                "reg_max": 16,
-            },
-            "data": {
-                # ultralytics' VOC.yaml: train = VOC2007+2012 trainval (16 551 images), val = VOC2007 test
-                # (4 952 images), the paper's split.
-                "yaml": "VOC.yaml",
-                "imgsz": 416,  # chosen: Darknet YOLOv3's usual VOC resolution (ultralytics' default: 640)
-                "eval_batch_size": 32,
-                "augment": dict(_ULTRALYTICS_AUGMENT),  # ultralytics' defaults
-            },
-        },
-        "tiny": {
-            "T1": 100,
-            "batch_size": 8,
-            # lr0 0.01: best mAP of {0.005, 0.01, 0.02, 0.04, 0.08, 0.16} after 100 iterations at S = 1.
-            "lr_schedule": {"kind": "step", "lr0": 0.01, "gamma": 0.1, "milestones": [0.8, 0.9]},
-            "momentum": 0.9,
-            "weight_decay": 5e-4,
-            "scales": [1, 2, 4, 8],
-            "elastic": {"up": [[0.0, 2], [0.25, 4], [0.5, 8]], "down": [[0.0, 8], [0.25, 4], [0.5, 2]]},
-            "eval_every": 25.0,
-            "checkpoint_every": 50,
-            "num_workers": 0,
-            # yolov3-tiny.yaml at a quarter of its widths (make_divisible(c * 0.25, 8)): 0.9 M parameters;
-            # reg_max 4 so the DFL's initial boxes fit 64-px images (see the module docstring).
-            "model": {
-                "yaml": "yolov3-tiny.yaml",
-                "nc": 3,
-                "width_multiple": 0.25,
-                "depth_multiple": 1.0,
-                "reg_max": 4,
-            },
-            "data": {
-                "yaml": YAML_NAME,
-                "imgsz": 64,
-                "eval_batch_size": 32,
-                # Mosaic off: at 64 px it would shrink the shapes below the stride-16 grid; milder scale
-                # jitter for the same reason. The rest is ultralytics' default.
-                "augment": {**_ULTRALYTICS_AUGMENT, "mosaic": 0.0, "scale": 0.2},
-            },
-        },
-    }
+    card = CARD
 
     def write_tiny(self, root: Path) -> None:
         _write_tiny(Path(root))

@@ -1,0 +1,50 @@
+"""logreg: the textbook's synthetic logistic regression (DESIGN §1) as plain data, read without importing
+torch or numpy: its constants, its presets and the critical-batch sweep's target loss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.presets import ELASTIC_TINY, TaskCard
+
+N, D, SEED = 20_000, 30, 7  # examples, dimensions, the numpy seed of the data
+REFERENCE_BATCH, REFERENCE_LR = 32, 0.05
+TARGET_MARGIN = 0.010
+# The loss after 4 000 full-batch gradient steps at lr 1 from zero, + TARGET_MARGIN: computed once by
+# tasks.logreg.compute_target_loss (about 20 s of numpy) and recorded here so that expanding a matrix
+# with a sweep is instant; tests/tasks/test_logreg.py recomputes it.
+TARGET_LOSS = 0.2565547538056714
+
+_COMMON: dict[str, Any] = {
+    "batch_size": REFERENCE_BATCH,  # the textbook's reference batch
+    "lr_schedule": {"kind": "constant", "lr0": REFERENCE_LR},  # the textbook's reference lr, constant
+    "momentum": 0.0,  # the textbook's plain SGD
+    "weight_decay": 0.0,
+    "scales": [1, 2, 4, 8],
+    "elastic": ELASTIC_TINY,
+    "num_workers": 0,
+    "model": {},
+    "data": {},
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # 80 epochs of 625 iterations: the textbook's cap on a run
+    "paper": {
+        **_COMMON,
+        "T1": 80 * N // REFERENCE_BATCH,
+        "eval_every": N / REFERENCE_BATCH,
+        "checkpoint_every": 5000,
+        "scales": [1, 2, 4, 8, 16, 32, 64, 128],
+    },
+    # two epochs: enough for the loss to settle near the target at S = 1
+    "tiny": {**_COMMON, "T1": 2 * N // REFERENCE_BATCH, "eval_every": 125, "checkpoint_every": 500},
+}
+
+CARD = TaskCard(
+    name="logreg",
+    metric="loss",
+    metric_label="full loss",
+    higher_is_better=False,
+    needs_data=False,
+    presets=PRESETS,
+)
