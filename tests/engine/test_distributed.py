@@ -1,7 +1,7 @@
 """Data parallelism over torch.distributed (gloo on CPU): S = W × A gives the same run for every split,
 elastic runs change W through a checkpoint, and a rank that dies fails the job in bounded time.
 
-Run the slow ones with `pytest tests/test_distributed.py -m slow -s` to see the equivalence table."""
+Run the slow ones with `pytest tests/engine/test_distributed.py -m slow -s` to see the equivalence table."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from bench.run.runner import run_dir_of
 from bench.run.spec import check_same
 from tasks import get_task
 
-from .helpers import spec_for
+from tests.helpers import spec_for
 
 TOL = 1e-5
 

@@ -11,7 +11,7 @@ import pytest
 from bench.run.spec import PRESET_KEYS
 from tasks import get_task
 
-PAPER = pd.read_csv(Path(__file__).resolve().parents[1] / "reports" / "paper_table2.csv", dtype={"scale": str})
+PAPER = pd.read_csv(Path(__file__).resolve().parents[2] / "reports" / "paper_table2.csv", dtype={"scale": str})
 PAPER_TASKS = ["cifar10", "imagenet", "speech", "transformer", "yolo"]
 
 

@@ -20,7 +20,7 @@ from tasks.yolo import Yolo, evaluate_map
 from tasks.yolo.data import build_dataset, read_spec
 from tasks.yolo.tiny import CLASSES, IMAGE_SIZE, SPLITS, YAML_NAME, make_image, write_tiny
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASK = Yolo()
 TINY = {**Yolo.presets["tiny"], "seed": 0}
 

@@ -12,7 +12,7 @@ from bench.run.runner import run_spec
 from reports.collect import runs
 from reports.table2 import cells, markdown
 
-from .helpers import records, spec_for, train
+from tests.helpers import records, spec_for, train
 
 EXP = {"kind": "exponential", "lr0": 0.05, "decay": 0.1}
 

@@ -1,0 +1,54 @@
+"""The tree's layers hold: no import cycle among the project's modules (function-level imports
+included), the import-linter contracts in pyproject.toml are kept, and the commands that only read
+matrices and run folders never import torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+PACKAGES = ("bench", "tasks", "slurm", "reports")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_no_import_cycle() -> None:
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    cycles = [
+        (module, imported)
+        for module in sorted(graph.modules)
+        for imported in graph.find_modules_directly_imported_by(module)
+        if graph.chain_exists(importer=imported, imported=module)
+    ]
+    assert cycles == []
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    lint = Path(sys.executable).with_name("lint-imports")
+    run = subprocess.run([str(lint), "--no-cache"], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "0 broken" in run.stdout
+
+
+@pytest.mark.parametrize("argv", [["matrix", "paper"], ["matrix", "smoke"], ["status", "{tmp}"]])
+def test_reading_commands_do_not_import_torch(argv: list[str], tmp_path) -> None:
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    code = (
+        f"import sys; from bench.cli import main; rc = main({argv!r}); "
+        "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', rc)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "NO-TORCH" in run.stdout, run.stdout[-500:] + run.stderr[-500:]
+
+
+def test_presets_are_plain_data() -> None:
+    names = ("logreg", "cifar10", "imagenet", "speech", "transformer", "yolo")
+    code = (
+        f"import sys; from tasks.presets import card; [card(t) for t in {names!r}]; "
+        "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.stdout.strip() == "[]", run.stderr[-500:]
