@@ -31,7 +31,6 @@ from bench.run.launch import initial_ranks
 from bench.run.runner import run_dir_of
 from bench.run.spec import check_same
 from tasks import get_task
-
 from tests.helpers import spec_for
 
 TOL = 1e-5
