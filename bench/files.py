@@ -14,6 +14,17 @@ METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint.pt"
 
+# Spec keys that do not change what a run computes: where its data lives, how it is spread over
+# processes, threads and devices, which matrix it came from, and T_AS / T (derived from the runs it
+# depends on, which are part of the identity). The one definition of a run's identity: the folder
+# name, the same-run check on a folder, dependency lookups, status and the report's variants use it.
+NOT_IDENTITY = ("data_root", "device", "T_AS", "T", "experiment", "threads", "num_workers", "ranks")
+
+
+def in_identity(key: str) -> bool:
+    """Whether a spec key (or a dotted override key) is part of a run's identity."""
+    return key.split(".", 1)[0] not in NOT_IDENTITY
+
 
 def _clean(obj: Any) -> Any:
     """JSON has no NaN/inf: write them as null."""

@@ -22,11 +22,11 @@ from typing import Any
 
 import pandas as pd
 
-SPEC, SUMMARY, METRICS, CHECKPOINT = "spec.json", "summary.json", "metrics.jsonl", "checkpoint.pt"
+from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, in_identity
+
 STATUSES = ("completed", "diverged", "failed")
 ELASTIC = ("elastic-up", "elastic-down")
 # Overrides that do not change what a run computes: they do not split a table into variants.
-_NOT_VARIANT = ("T_AS", "T", "data_root", "device", "threads", "num_workers", "experiment")
 
 # summary.json's numbers, as they go into a run's row
 SUMMARY_NUMBERS = (
@@ -135,7 +135,7 @@ def experiment_of(spec: dict) -> dict:
 
 def variant_of(overrides: dict) -> str:
     """The overrides that make a run differ from its preset, as a stable string ("" for none)."""
-    keep = {k: v for k, v in (overrides or {}).items() if k not in _NOT_VARIANT}
+    keep = {k: v for k, v in (overrides or {}).items() if in_identity(k)}
     return ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(keep.items()))
 
 

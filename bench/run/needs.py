@@ -9,8 +9,8 @@ from typing import Any
 
 from bench.algo.rules import METHODS
 from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, read_json
-from bench.run.spec import run_name
+from bench.files import SPEC, SUMMARY, read_json, read_json_object
+from bench.run.spec import identity_of, run_name
 
 
 def resolve_needs(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
@@ -28,31 +28,41 @@ def adascale_twin(spec: dict[str, Any]) -> dict[str, Any]:
     return twin
 
 
+def _same_experiment(run_dir: Path, twin: dict[str, Any], seed: bool = True) -> bool:
+    """Whether the run in `run_dir` is `twin`'s experiment (its whole identity: task, preset, scale
+    schedule, every override that changes training; the seed too unless `seed` is False)."""
+    other = read_json_object(run_dir / SPEC)
+    if other is None:
+        return False
+    mine, theirs = identity_of(twin), identity_of(other)
+    if not seed:
+        mine.pop("seed", None), theirs.pop("seed", None)
+    return mine == theirs
+
+
 def find_T_AS(out: Path, spec: dict[str, Any]) -> float:
-    """LSW+ runs as many iterations as the AdaScale run of the same task, scale and seed; when that
-    seed is missing, the mean over the AdaScale seeds that completed."""
+    """LSW+ runs as many iterations as the AdaScale run of the same experiment and seed; when that seed
+    is missing, the mean over the AdaScale seeds of the same experiment that completed. A folder whose
+    spec.json is another experiment (another preset, other overrides) is never taken."""
     twin = adascale_twin(spec)
     seed_dir = Path(out) / run_name(twin)
-    summary = seed_dir / SUMMARY
-    if summary.exists():
-        s = read_json(summary)
-        if s.get("status") != "completed":
-            raise UserError(f"lsw+ needs its AdaScale run, but {summary} has status {s.get('status')!r}")
-        return float(s["iterations"])
-    parent = seed_dir.parent
-    suffix = seed_dir.name.split(",", 1)[1] if "," in seed_dir.name else None
+    summary = read_json_object(seed_dir / SUMMARY)
+    if summary is not None and _same_experiment(seed_dir, twin):
+        if summary.get("status") != "completed":
+            raise UserError(
+                f"lsw+ needs its AdaScale run, but {seed_dir / SUMMARY} has status {summary.get('status')!r}"
+            )
+        return float(summary["iterations"])
     counts = []
-    if parent.is_dir():
-        for d in sorted(parent.iterdir()):
-            other = d.name.split(",", 1)[1] if "," in d.name else None
-            if other == suffix and (d / SUMMARY).exists():
-                s = read_json(d / SUMMARY)
-                if s.get("status") == "completed":
-                    counts.append(float(s["iterations"]))
+    if seed_dir.parent.is_dir():
+        for d in sorted(seed_dir.parent.iterdir()):
+            s = read_json_object(d / SUMMARY)
+            if s is not None and s.get("status") == "completed" and _same_experiment(d, twin, seed=False):
+                counts.append(float(s["iterations"]))
     if not counts:
         raise UserError(
-            f"lsw+ needs the AdaScale run {seed_dir} (or another seed of it) to have completed; "
-            "run it first or pass --set T_AS=<iterations>"
+            f"lsw+ needs the AdaScale run {seed_dir} (or another seed of the same experiment) to have "
+            "completed; run it first or pass --set T_AS=<iterations>"
         )
     return sum(counts) / len(counts)
 

@@ -15,7 +15,7 @@ import yaml
 
 from bench.algo.rules import METHODS
 from bench.errors import UserError
-from bench.files import SPEC, read_json
+from bench.files import SPEC, in_identity, read_json
 
 ELASTIC = ("elastic-up", "elastic-down")
 PRESETS = ("tiny", "paper")
@@ -145,22 +145,24 @@ def resolve(
 
 
 def run_name(spec: dict[str, Any]) -> str:
-    """<task>/<method>/<s8|elastic-up>/seed<k>[,key=value...]: readable and unique per spec."""
+    """<task>/<method>/<s8|elastic-up>/seed<k>[,preset=paper][,key=value...]: readable, and one folder per
+    identity (bench.files.NOT_IDENTITY): a preset other than tiny and every override that changes what
+    the run computes are in the name; where it runs (threads, workers, devices, ranks) is not."""
     leaf = f"seed{spec['seed']}"
+    if spec.get("preset", "tiny") != "tiny":
+        leaf += f",preset={spec['preset']}"
     for key, value in sorted(spec.get("overrides", {}).items()):
-        if key in ("T_AS",):
-            continue
-        leaf += f",{key}={value}"
+        if in_identity(key):
+            leaf += f",{key}={value}"
     leaf = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", leaf)
     return f"{spec['task']}/{spec['method']}/{scale_label(spec['scale'])}/{leaf}"
 
 
-_NOT_IDENTITY = ("data_root", "device", "T_AS", "T", "experiment", "threads", "num_workers", "ranks")
-
-
 def identity_of(spec: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a spec that decide a run's results (the data root may move)."""
-    return {k: v for k, v in spec.items() if k not in _NOT_IDENTITY}
+    """The parts of a spec that decide a run's results."""
+    return {k: v for k, v in spec.items() if in_identity(k) and k != "overrides"} | {
+        "overrides": {k: v for k, v in spec.get("overrides", {}).items() if in_identity(k)}
+    }
 
 
 def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
@@ -173,7 +175,8 @@ def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is unreadable ({e}); delete the run folder to start over") from None
     if identity_of(old) != identity_of(spec):
-        diff = sorted(k for k in set(old) | set(spec) if old.get(k) != spec.get(k) and k not in _NOT_IDENTITY)
+        a, b = identity_of(old), identity_of(spec)
+        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         raise UserError(
             f"{run_dir} holds a run with a different spec (differs in: {', '.join(diff)}); "
             "use another --out or delete it"
