@@ -2,7 +2,7 @@
 
 A run at scale S is split over W ranks that each accumulate A = S / W micro-batches (DESIGN §1). W is
 fixed for one process group; a run whose S schedule needs another W (spec key `accumulation`: A is
-held fixed, so W_t = S_t / A) checkpoints and raises `bench.engine.loop.RanksChange(ranks)`, and whoever
+held fixed, so W_t = S_t / A) checkpoints and raises `bench.engine.signals.RanksChange(ranks)`, and whoever
 launched it (bench.run.launch locally, the SLURM submitter on a cluster) starts it again with that many ranks.
 """
 

@@ -8,7 +8,7 @@ resumes it from its last checkpoint.
 
 Each worker runs bench.run.runner.run_spec with its bench.engine.distributed.Dist; only rank 0 writes run files.
 When the spec fixes the accumulation A and the S schedule needs another number of ranks, the workers
-checkpoint and return bench.engine.loop.RanksChange's W, and this launcher starts the run again on W ranks.
+checkpoint and return bench.engine.signals.RanksChange's W, and this launcher starts the run again on W ranks.
 """
 
 from __future__ import annotations
