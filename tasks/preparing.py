@@ -26,13 +26,18 @@ MARKER = "PREPARED.json"
 T = TypeVar("T")
 
 
-def prepared(out: Path) -> dict[str, Any] | None:
-    """The record of a prepared folder, or None when `out` is not (completely) prepared."""
+def prepared(out: Path, task: str | None = None) -> dict[str, Any] | None:
+    """The record of a prepared folder, or None when `out` is not (completely) prepared; with `task`, a
+    folder prepared for another task is a one-line error."""
     try:
         record = json.loads((Path(out) / MARKER).read_text())
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) else None
+    if not isinstance(record, dict):
+        return None
+    if task is not None and record.get("task") != task:
+        raise UserError(f"{out}: already prepared for {record.get('task')!r}, not {task}; choose another --out")
+    return record
 
 
 @contextlib.contextmanager

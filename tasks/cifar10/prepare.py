@@ -76,10 +76,8 @@ def link(folder: Path, dest: Path, verify_md5: bool) -> Counter:
 def prepare(source: Path, out: Path, *, progress: bool = True, verify_md5: bool = True) -> dict[str, Any]:
     """Write `<out>/cifar-10-batches-py/` from `source`, verify it with the task's reader, return the summary
     (the PREPARED.json record when `out` is already prepared)."""
-    record = prepared(out)
+    record = prepared(out, TASK)
     if record is not None:
-        if record.get("task") != TASK:
-            raise UserError(f"{out}: prepared for {record.get('task')}, not {TASK}; choose another --out")
         return record
     found = find_source(source)
     with staged(out, TASK) as stage:

@@ -292,10 +292,8 @@ def prepare(
     """Write the ImageFolder tree and index under `out` from the ILSVRC2012 files in `source`, check it,
     return the summary (the PREPARED.json record when `out` is already prepared). The paper's set has
     expect_classes=1000, expect_train=1281167, expect_val=50000."""
-    record = prepared(out)
+    record = prepared(out, TASK)
     if record is not None:
-        if record.get("task") != TASK:
-            raise UserError(f"{out}: prepared for {record.get('task')}, not {TASK}; choose another --out")
         return record
     sources = find_sources(source)
     labels_file = sources["validation labels"]

@@ -63,10 +63,8 @@ def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -
     wanted = _splits_option(options.pop("splits", None))
     if options:
         raise UserError(f"prepare speech: unknown option(s) {', '.join(sorted(options))}; expected splits")
-    done = prepared(out)
+    done = prepared(out, TASK)
     if done is not None:
-        if done.get("task") != TASK:
-            raise UserError(f"{out}: already prepared for {done.get('task')!r}, not {TASK}; choose another --out")
         return done
     tarballs, split_dirs = _find_source(source, wanted)
     show: Callable[..., Iterable[Any]] = bar if progress else (lambda items, *a, **k: items)

@@ -81,10 +81,8 @@ def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -
     if unknown:
         raise UserError(f"prepare transformer: unknown option(s) {', '.join(unknown)}; expected {', '.join(OPTIONS)}")
     opts = {**OPTIONS, **options}
-    done = prepared(out)
+    done = prepared(out, TASK)
     if done is not None:
-        if done.get("task") != TASK:
-            raise UserError(f"{out}: already prepared for {done.get('task')!r}, not {TASK}; choose another --out")
         return done
     src, tgt = str(opts["src"]), str(opts["tgt"])
     expected = EXPECTED.format(s=src, t=tgt)

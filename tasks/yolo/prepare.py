@@ -142,10 +142,8 @@ def prepare(
 ) -> dict[str, Any]:
     """Convert `VOCdevkit/` under `source` into ultralytics' YOLO layout and VOC.yaml under `out`, check it
     with the task's own reader, return the summary (the PREPARED.json record when already prepared)."""
-    record = prepared(out)
+    record = prepared(out, TASK)
     if record is not None:
-        if record.get("task") != TASK:
-            raise UserError(f"{out}: prepared for {record.get('task')}, not {TASK}; choose another --out")
         return record
     years = tuple(str(y) for y in years)
     if "2007" not in years:
