@@ -2,8 +2,9 @@
 
     build_report(DIR, ["md", "tex", "html", "csv"]) -> DIR/report/report.html
 
-Writes under DIR/report/: report.html (always: one self-contained file), table2.md (md), table2.tex (tex),
-table2.csv, paper_comparison.csv and sweep.csv (csv), and the figures as PNG. Unreadable or partial
+Writes under DIR/report/: report.html (always: one self-contained file), findings.txt (always: the
+findings table `report` prints), table2.md (md), table2.tex (tex), table2.csv, paper_comparison.csv,
+scalefree.csv, findings.csv and sweep.csv (csv), and the figures as PNG. Unreadable or partial
 files never stop the build: they are skipped, named in a warning (`collect.ReportWarning`) and listed in
 the HTML. Also runnable as `python -m reports.build DIR [--format md,tex,html,csv] [--std]`.
 """
@@ -19,7 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from . import figures as F
+from . import findings as FD
 from . import html as H
+from . import scalefree as SF
 from .collect import load
 from .latex import latex
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
@@ -52,7 +55,10 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     except Exception as e:  # a broken paper table costs the comparison, not the report
         res.warn(f"skipped paper comparison: {type(e).__name__}: {e}")
         comp, paper_tasks = pd.DataFrame(columns=COMPARISON_COLUMNS), set()
+        paper = pd.DataFrame(columns=SF.PAPER_COLUMNS)
     sweep_tab = sweep_table(res)
+    found = FD.findings(res)
+    sf = SF.scalefree(c, res.runs, paper)
 
     if "md" in formats:
         (dest / "table2.md").write_text(markdown(c, std))
@@ -61,8 +67,11 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     if "csv" in formats:
         (dest / "table2.csv").write_text(to_csv(c))
         (dest / "paper_comparison.csv").write_text(comp.to_csv(index=False, float_format="%.6g"))
+        (dest / "findings.csv").write_text(FD.to_csv(found))
+        (dest / "scalefree.csv").write_text(SF.to_csv(sf))
         if not sweep_tab.empty:
             write_sweep_csv(sweep_tab, dest / "sweep.csv")
+    (dest / "findings.txt").write_text(FD.text(found) + "\n")  # what `report` prints
 
     sections = []
     for kind, (fn, heading, empty_note) in F.KINDS.items():
@@ -81,14 +90,19 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     body = [
         "<h1>AdaScale SGD benchmark report</h1>",
         H.meta_html(out, res.runs, len(res.warnings), generated),
-        '<nav><a href="#table2">Table 2</a><a href="#paper">Paper comparison</a><a href="#figures">Figures</a>'
+        '<nav><a href="#findings">Findings</a><a href="#table2">Table 2</a><a href="#scalefree">Scale-free</a>'
+        '<a href="#paper">Paper comparison</a><a href="#differs">Differs</a><a href="#figures">Figures</a>'
         '<a href="#warnings">Warnings</a></nav>',
+        '<h2 id="findings">The paper\'s findings, checked</h2>',
+        H.findings_html(found, FD.LEGEND),
         '<h2 id="table2">Table 2</h2>',
         H.table2_html(c, std),
-        '<h2 id="paper">Comparison with the paper\'s Table 2'
-        + (" <small>(tiny preset: values not comparable)</small>" if note else "")
-        + "</h2>",
-        H.comparison_html(comp, note, without_paper),
+        '<h2 id="scalefree">Scale-free comparison with the paper</h2>',
+        H.scalefree_html(sf),
+        '<h2 id="paper">Comparison with the paper\'s Table 2 (absolute values)</h2>',
+        H.absolute_html(comp, note, without_paper),
+        '<h2 id="differs">What differs from the paper by necessity</h2>',
+        H.differs_html(tasks),
         '<h2 id="figures">Figures</h2>',
         H.figures_html(sections),
         H.sweep_table_html(sweep_tab),

@@ -53,6 +53,9 @@ RUN_COLUMNS = [
     "higher_is_better",
     "batch_size",
     "T1",
+    "T_AS",
+    "max_scale",
+    "planned_iterations",
     "max_epochs",
     "lr_kind",
     "lr0",
@@ -204,6 +207,32 @@ class Results:
         return self._metrics[key]
 
 
+def max_scale(spec: dict) -> float:
+    """The largest S of a run: its scale, or the largest step of its elastic schedule."""
+    scale = spec.get("scale")
+    if isinstance(scale, str) and scale in ELASTIC:
+        steps = (spec.get("elastic") or {}).get(scale.removeprefix("elastic-")) or []
+        return max((_num(s[1]) for s in steps if isinstance(s, list | tuple) and len(s) == 2), default=math.nan)
+    return _num(scale)
+
+
+def planned_iterations(spec: dict) -> float:
+    """The iterations a run was planned to take, as the paper prints for a diverged cell: LSW's
+    ⌈T1/S⌉ on its scale schedule (bench.algo.rules.iterations_for), LSW+'s T_AS; NaN for AdaScale (its
+    count is only known once it has run: somewhere in T1/S … T1) and anything else."""
+    from bench.algo.rules import iterations_for
+    from bench.algo.schedules import scale_schedule
+
+    try:
+        if spec.get("method") == "lsw":
+            return float(iterations_for(scale_schedule(spec), float(spec["T1"])))
+        if spec.get("method") == "lsw+":
+            return _num(spec.get("T_AS"))
+    except Exception:  # an incomplete spec: no plan to show
+        return math.nan
+    return math.nan
+
+
 def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
     exp = experiment_of(spec)
     sched = spec.get("lr_schedule") if isinstance(spec.get("lr_schedule"), dict) else {}
@@ -216,6 +245,8 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         "preset": str(spec.get("preset") or ""),
         "batch_size": _num(spec.get("batch_size")),
         "T1": _num(spec.get("T1")),
+        "T_AS": _num(spec.get("T_AS")),
+        "max_scale": max_scale(spec),
         "max_epochs": _num(spec.get("max_epochs")),
         "lr_kind": sched.get("kind"),
         "lr0": _num(sched.get("lr0")),
@@ -244,6 +275,8 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         versions = summary.get("versions")
         row["versions"] = json.dumps(versions, sort_keys=True) if isinstance(versions, dict) else None
         row["error"] = summary.get("error")
+        if summary["status"] == "diverged":  # only there: the plan stands in for the iterations (Table 2)
+            row["planned_iterations"] = planned_iterations(spec)
     return row
 
 

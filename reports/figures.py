@@ -4,9 +4,11 @@ Kinds (each function returns the figures it wrote; no data -> an empty list, nev
 - `heatmaps`: per heat-map grid, the panels of the paper's Figure 5 side by side (S=1, AdaScale S=16,
   LSW S=16, scaled SGD S=16; whichever exist): filled contours of the validation metric over initial lr
   × total decrease (both log scale), one shared colour scale, grid points marked, the threshold as a
-  red contour line. Diverged points are marked × and take the worst colour.
-- `curves`: per task and method, validation metric, lr and gain against τ, one line per scale (the
-  lowest seed of each scale): AdaScale's gain starts near 1 and rises — its emergent warm-up.
+  red contour line, each panel's T (mean iterations) in its title; each panel on its own lr axis when
+  the grids differ (scaled SGD searches its own). Diverged points are marked × and take the worst colour.
+- `curves`: per task and method, validation metric, training loss (smoothed), lr and gain against τ, per
+  scale the mean over seeds with a min–max band: AdaScale's gain starts near 1 and rises — its emergent
+  warm-up.
 - `elastic`: per task and method, scale, gain, lr and metric against τ for the elastic-up/down runs,
   with the fixed-scale runs as thin dashed lines.
 - `sweep`: per task, data epochs to reach the target against global batch (log–log), one line per
@@ -147,8 +149,61 @@ def _run_label(r: pd.Series, scale_name: str) -> str:
 # ------------------------------------------------------------------------------------------- curves
 
 
+def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
+    """Mean, min and max over seeds of one quantity against τ: each seed interpolated onto a common τ grid
+    (within its own range only, so a shorter seed leaves the band where it stops)."""
+    parts = []
+    for df in series:
+        if df.empty or "tau" not in df or y not in df:
+            continue
+        d = df[["tau", y]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("tau")
+        d = d.drop_duplicates("tau", keep="last")
+        if len(d):
+            parts.append(d)
+    if not parts:
+        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+    lo, hi = min(d["tau"].min() for d in parts), max(d["tau"].max() for d in parts)
+    grid = np.unique(np.concatenate([d["tau"].to_numpy(float) for d in parts])) if n <= 0 else np.linspace(lo, hi, n)
+    ys = np.full((len(parts), len(grid)), np.nan)
+    for k, d in enumerate(parts):
+        x, v = d["tau"].to_numpy(float), d[y].to_numpy(float)
+        inside = (grid >= x.min()) & (grid <= x.max())
+        ys[k, inside] = np.interp(grid[inside], x, v)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        out = pd.DataFrame(
+            {
+                "tau": grid,
+                "mean": np.nanmean(ys, axis=0),
+                "lo": np.nanmin(ys, axis=0),
+                "hi": np.nanmax(ys, axis=0),
+                "n": np.isfinite(ys).sum(axis=0),
+            }
+        )
+    return out[out["n"] > 0]
+
+
+def _smooth(train: pd.DataFrame, y: str = "loss") -> pd.DataFrame:
+    """The training loss smoothed by a centred rolling mean over ~5 % of the run's records."""
+    if train.empty or y not in train:
+        return train
+    window = max(1, len(train) // 20)
+    v = pd.to_numeric(train[y], errors="coerce")
+    return train.assign(**{y: v.rolling(window, center=True, min_periods=1).mean()})
+
+
+def _draw_band(ax, b: pd.DataFrame, color, label: str, marker: str | None = None) -> bool:
+    if b.empty:
+        return False
+    ax.plot(b["tau"], b["mean"], color=color, lw=1.8, label=label, marker=marker, ms=3)
+    if (b["n"] > 1).any():
+        ax.fill_between(b["tau"], b["lo"], b["hi"], color=color, alpha=0.2, lw=0)
+    return True
+
+
 def curves(res: Results, outdir: Path) -> list[Figure]:
-    """Metric, lr and gain against τ per task and method, one line per fixed scale."""
+    """Metric, training loss, lr and gain against τ per task and method: per fixed scale the mean over
+    seeds with a min–max band."""
     df = table_runs(res.runs)
     df = df[df["scale"].map(lambda s: scale_order(s)[0] == 0)] if not df.empty else df
     figs: list[Figure] = []
@@ -157,46 +212,56 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
     for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
         label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         scales = sorted(g["scale"].unique(), key=scale_order)
-        picked = [(s, _pick_run(g[g["scale"] == s])) for s in scales]
-        picked = [(s, r) for s, r in picked if r is not None]
+        picked = []
+        for s in scales:
+            runs = g[(g["scale"] == s) & g["has_metrics"].astype(bool)]
+            if len(runs):
+                picked.append((s, [res.metrics(d) for d in runs["run_dir"]], runs))
         if not picked:
             continue
-        colors = _scale_colors([s for s, _ in picked])
+        colors = _scale_colors([s for s, _, _ in picked])
         with plt.rc_context(STYLE):
-            fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), constrained_layout=True)
+            fig, axes = plt.subplots(2, 2, figsize=(15, 9), constrained_layout=True)
+            axes = axes.ravel()
             drawn = False
-            for s, r in picked:
-                train, evals = res.metrics(r["run_dir"])
-                kw = {"color": colors[s], "label": _run_label(r, f"S={s}"), "lw": 1.8}
-                drawn |= _plot_series(axes[0], evals, "metric", marker="o", ms=3, **kw)
-                t = _thin(train)
-                drawn |= _plot_series(axes[1], t, "lr", **kw)
-                drawn |= _plot_series(axes[2], t, "gain", **kw)
+            for s, metrics, runs in picked:
+                n_div = int((runs["status"] == "diverged").sum())
+                name = f"S={s} ({len(runs)} seed{'s' if len(runs) > 1 else ''}" + (
+                    f", {n_div} diverged)" if n_div else ")"
+                )
+                trains = [_thin(t) for t, _ in metrics]
+                drawn |= _draw_band(axes[0], band([e for _, e in metrics], "metric", n=0), colors[s], name, "o")
+                drawn |= _draw_band(axes[1], band([_smooth(t) for t in trains], "loss"), colors[s], name)
+                drawn |= _draw_band(axes[2], band(trains, "lr"), colors[s], name)
+                drawn |= _draw_band(axes[3], band(trains, "gain"), colors[s], name)
             if not drawn:
                 plt.close(fig)
                 continue
             arrow = "higher" if higher else "lower"
-            for ax, (what, ylabel) in zip(
-                axes,
-                (("validation metric", f"{label} ({arrow} is better)"), ("learning rate", "lr"), ("gain", "gain r")),
-                strict=True,
-            ):
+            titles = (
+                ("validation metric", f"{label} ({arrow} is better)"),
+                ("training loss (smoothed)", "loss"),
+                ("learning rate", "lr"),
+                ("gain", "gain r"),
+            )
+            for ax, (what, ylabel) in zip(axes, titles, strict=True):
                 ax.set_title(what)
                 ax.set_xlabel("scale-invariant iterations τ")
                 ax.set_ylabel(ylabel)
-            _log_if_positive(axes[1])
-            _log_if_positive(axes[2])
+            for ax in axes[1:]:
+                _log_if_positive(ax)
             handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[0]))
             fig.legend(handles, labels, loc="outside right center", title="scale")
             name = f"{task}{f' [{variant}]' if variant else ''}: {METHOD_NAMES.get(method, method)}"
-            fig.suptitle(f"{name} — metric, lr and gain against τ ({preset} preset)")
+            fig.suptitle(f"{name} — metric, training loss, lr and gain against τ ({preset} preset)")
             path = _save(fig, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
         figs.append(
             Figure(
                 "curves",
                 name,
                 path,
-                "One line per scale S (lowest seed); gain on a log axis."
+                "Per scale S: the mean over seeds, with the band from the lowest to the highest seed; training "
+                "loss smoothed (rolling mean over 5 % of the run); loss, lr and gain on log axes."
                 + (
                     " With AdaScale the gain starts low and rises towards S: the warm-up emerges from the "
                     "gain ratio instead of being scheduled."
@@ -366,8 +431,11 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
             "figure.titlesize": 18,
         }  # four panels get scaled down
         with plt.rc_context({**STYLE, **big, "axes.grid": False}):
+            # panels share the lr axis only when their lr0 grids are the same (scaled SGD searches its own)
+            grids = {tuple(sorted(set(pts.loc[pts["panel"] == q, "lr0"]))) for q in panels}
+            shared = len(grids) == 1
             fig, axes = plt.subplots(
-                1, n, figsize=(4.4 * n + 1.8, 5.2), squeeze=False, constrained_layout=True, sharex=True, sharey=True
+                1, n, figsize=(4.4 * n + 1.8, 5.2), squeeze=False, constrained_layout=True, sharex=shared, sharey=True
             )
             axes = axes[0]
             for ax, panel in zip(axes, panels, strict=True):
@@ -389,11 +457,13 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
                     ax.scatter(x[~ok], y[~ok], c="red", marker="x", s=90, linewidths=2.5, zorder=4, clip_on=False)
                 _log_ticks(ax, x, "x")
                 _log_ticks(ax, y, "y")
-                ax.set_title(f"{panel}  ({len(p)} points)")
+                its = _finite(g.loc[(g["panel"] == panel) & (g["status"] == "completed"), "iterations"])
+                t_text = f"T = {its.mean():.0f}" if len(its) else "T = –"
+                ax.set_title(f"{panel}\n{t_text}, {len(p)} points")
                 ax.set_xlabel("initial lr (log scale)")
             fig.get_layout_engine().set(wspace=0.06)  # room between one panel's last x label and the next's first
             for ax in axes[1:]:
-                ax.tick_params(labelleft=False)
+                ax.tick_params(labelleft=False)  # the decay axis is shared
             axes[0].set_ylabel("total decrease (log scale)")
             sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
             fig.colorbar(
@@ -412,7 +482,9 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
                 "heatmap",
                 f"{task}: {grid}",
                 path,
-                f"Panels: {', '.join(panels)}; mean over seeds; one colour scale for all panels.",
+                f"Panels: {', '.join(panels)}; mean over seeds; one colour scale for all panels; T in each title "
+                "is the panel's mean iterations"
+                + ("." if shared else "; each panel on its own lr axis (scaled SGD searches its own initial lr)."),
             )
         )
     return figs

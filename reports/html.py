@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .figures import Figure
+from .scalefree import _delta
 from .table2 import LABELS, LEGEND, METHODS, MISSING, NA, decimals, fmt_iterations, fmt_value, views
 
 CSS = """
@@ -28,6 +29,10 @@ td.grey { background: #c4c4c4; font-weight: 600; }
 td.na { text-align: center; color: #8a1c1c; }
 td.missing { text-align: center; color: #9a9a9a; }
 td.label { font-weight: 600; white-space: nowrap; }
+td.holds { background: #e3f4e1; font-weight: 600; white-space: nowrap; }
+td.fails { background: #f9dcdc; font-weight: 600; white-space: nowrap; }
+td.seeds, td.notrun { background: #f3f3f3; color: #555; white-space: nowrap; }
+td.detail { font-size: 13px; }
 tr.first-elastic td { border-top: 2px solid #777; }
 tr.group-start td { border-top: 2px solid #999; }
 table.meta td, table.meta th { text-align: left; border: none; padding: 2px 14px 2px 0; background: none; }
@@ -74,9 +79,13 @@ def table2_html(c: pd.DataFrame, std: bool = False) -> str:
             for cell in cells:
                 kind = "grey num" if cell.grey else {"na": "na", "missing": "missing"}.get(cell.kind, "num")
                 title = ' title="significantly worse than S = 1"' if cell.grey else ""
-                tds.append(f'<td class="{kind}"{title}>{E(cell.text)}</td>')
+                note = f"<sup>{E(cell.note)}</sup>" if cell.note else ""
+                tds.append(f'<td class="{kind}"{title}>{E(cell.text)}{note}</td>')
             out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
         out.append("</table>")
+        if v.notes:
+            items = "".join(f"<li>{E(n)}</li>" for n in v.notes)
+            out.append(f'<ol class="legend footnotes">{items}</ol>')
     legend = LEGEND.replace("† grey:", "").strip()
     out.append(f'<p class="legend"><span class="grey-swatch">&nbsp;</span> {E(legend)}</p>')
     return "\n".join(out)
@@ -218,3 +227,107 @@ def page(title: str, body: str) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{E(title)}</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
     )
+
+
+_STATUS_CLASS = {"holds": "holds", "does not hold": "fails", "not enough seeds": "seeds", "not run": "notrun"}
+
+
+def findings_html(f: pd.DataFrame, legend: str) -> str:
+    """The paper's findings as checks: one table, a row per task × check."""
+    if f.empty:
+        return '<p class="note">No Table 2 runs: nothing to check.</p>'
+    out = ["<table><tr><th>task</th><th>finding</th><th>status</th><th>what was compared</th></tr>"]
+    for table, t in f.groupby("table", sort=False):
+        first = True
+        for r in t.itertuples():
+            lead = f'<td class="label" rowspan="{len(t)}">{E(table)}</td>' if first else ""
+            cls = ' class="group-start"' if first else ""
+            first = False
+            out.append(
+                f"<tr{cls}>{lead}<td>({E(r.check)}) {E(r.finding)}</td>"
+                f'<td class="{_STATUS_CLASS.get(r.status, "")}">{E(r.status)}</td>'
+                f'<td class="detail">{E(r.detail)}</td></tr>'
+            )
+    out.append("</table>")
+    out.append(f'<p class="legend">{E(legend)}</p>')
+    return "\n".join(out)
+
+
+def _num(v: float, fmt: str) -> str:
+    return MISSING if v is None or not isinstance(v, int | float) or not math.isfinite(v) else format(v, fmt)
+
+
+def scalefree_html(sf: pd.DataFrame) -> str:
+    """Δmetric, speed-up and efficiency per (table, method, S), ours beside the paper's."""
+    if sf.empty:
+        return '<p class="note">No Table 2 runs.</p>'
+    out = [
+        '<p class="legend">Δmetric: mean validation metric at S − at S = 1 of the same method. Speed-up: T1 / '
+        "iterations (S = 1 runs T1 iterations; ours: the runs' T1, the paper's: its S = 1 row). Efficiency: "
+        "T1 / (S · iterations), 1 = perfect linear scaling. These ratios compare across run sizes, so tiny "
+        "runs are compared with the paper here (and only here). Diverged cells: N/A, their speed-up from the "
+        "planned iterations.</p>"
+    ]
+    for table, t in sf.groupby("table", sort=False):
+        out.append(f"<h3>{E(table)}</h3><table>")
+        out.append(
+            '<tr><th rowspan="2">method</th><th rowspan="2">S</th><th rowspan="2">seeds</th>'
+            '<th colspan="2">Δmetric</th><th colspan="2">speed-up</th><th colspan="2">efficiency</th></tr>'
+        )
+        out.append("<tr>" + "<th>ours</th><th>paper</th>" * 3 + "</tr>")
+        prev = None
+        d_ours, d_paper = _delta(t["d_metric"], t["diverged"]), _delta(t["paper_d_metric"], t["paper_diverged"])
+        for k, r in enumerate(t.itertuples()):
+            cls = ' class="group-start"' if prev is not None and r.method != prev else ""
+            prev = r.method
+            tds = [
+                _td(LABELS.get(r.method, r.method), "label"),
+                _td(str(r.scale), "label"),
+                _td(_num(r.n_seeds, ".0f")),
+            ]
+            for text in (d_ours[k], d_paper[k]):
+                tds.append(_td(text, "na" if text == NA else "missing" if text == MISSING else "num"))
+            for a, b in ((r.speedup, r.paper_speedup), (r.efficiency, r.paper_efficiency)):
+                for v in (a, b):
+                    text = _num(v, ".2f")
+                    tds.append(_td(text, "missing" if text == MISSING else "num"))
+            out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
+        out.append("</table>")
+    return "\n".join(out)
+
+
+def absolute_html(comp: pd.DataFrame, note: str, tasks_without_paper: Sequence[str]) -> str:
+    """The absolute comparison, for runs of the `paper` preset only; tiny runs are said to be left out."""
+    paper_runs = comp[comp["preset"] == "paper"] if not comp.empty else comp
+    left_out = sorted(set(comp["preset"].dropna()) - {"paper"}) if not comp.empty else []
+    out = []
+    if left_out:
+        out.append(
+            f'<p class="caveat">Runs of the {E(", ".join(p or "?" for p in left_out))} preset are left out here: '
+            "small models on small data, a few hundred iterations — their absolute metrics, losses and "
+            "iteration counts say nothing about the paper's. They are compared on scale-free terms above.</p>"
+        )
+    if paper_runs.empty:
+        if not left_out:
+            out.append(comparison_html(paper_runs, note, tasks_without_paper))
+        elif tasks_without_paper:
+            out.append(f'<p class="note">Not in the paper\'s Table 2: {E(", ".join(tasks_without_paper))}.</p>')
+        return "\n".join(out)
+    out.append(comparison_html(paper_runs, "", tasks_without_paper))
+    return "\n".join(out)
+
+
+def differs_html(tasks: Sequence[str]) -> str:
+    """Per task, the card's `differs` lines (tasks.presets: plain data)."""
+    from tasks.presets import card
+
+    out = []
+    for task in tasks:
+        try:
+            lines = card(task).differs
+        except Exception:  # a task without a card: nothing to list
+            continue
+        if lines:
+            items = "".join(f"<li>{E(x)}</li>" for x in lines)
+            out.append(f"<h3>{E(task)}</h3><ul>{items}</ul>")
+    return "\n".join(out) or '<p class="note">No task of this folder lists a difference.</p>'

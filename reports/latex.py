@@ -40,7 +40,7 @@ def escape(text: str) -> str:
 
 
 def _cell(c: Cell) -> str:
-    text = escape(c.text)
+    text = escape(c.text) + (f"\\textsuperscript{{{c.note}}}" if c.note else "")
     return f"\\cellcolor{{gray!25}}{text}" if c.grey else text
 
 
@@ -74,8 +74,10 @@ def latex(c: pd.DataFrame, std: bool = False) -> str:
         caption = (
             f"Table 2, {escape(v.name)}: validation {escape(v.metric_label)} ({direction} is better), training "
             f"loss and iterations; mean over seeds. Grey: significantly worse than $S=1$ of the same method "
-            f"(one-sided Welch $t$-test, 0.95). N/A: diverged. {escape(MISSING)}: not run."
+            f"(one-sided Welch $t$-test, 0.95). N/A: diverged (iterations: the planned count). "
+            f"{escape(MISSING)}: not run."
         )
+        caption += "".join(f" \\textsuperscript{{{n}}}{escape(note)}." for n, note in enumerate(v.notes, 1))
         lines += [
             "\\bottomrule",
             "\\end{tabular}",

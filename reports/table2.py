@@ -6,7 +6,10 @@ averaged together). Rows = scales in numeric order, then elastic-up, elastic-dow
 AS / LSW / LSW+.
 
 A cell is the mean over the seeds of the completed runs. It is
-- N/A (metric and loss) when any seed diverged; the iterations are still shown, as in the paper;
+- N/A (metric and loss) when any seed diverged; the iterations are the planned count, as the paper
+  prints them (LSW: ⌈T1/S⌉ on its scale schedule; LSW+: T_AS; AdaScale: – since its count is only known
+  once it has run), with the iteration each seed diverged at in a footnote — so that a comparison never
+  diffs a divergence point against a plan;
 - – when there is no completed run (not run, still running, or failed);
 - grey when significantly worse than S = 1 of the same method: see `significance.worse_than`.
 
@@ -33,7 +36,8 @@ QUANTITIES = ("val_metric", "train_loss", "iterations")
 GREY_MARK = "†"
 LEGEND = (
     f"{GREY_MARK} grey: significantly worse than S = 1 of the same method (one-sided Welch t-test over the "
-    f"seeds, p < {ALPHA:g}; needs ≥ 2 completed seeds on both sides). N/A: a seed diverged. "
+    f"seeds, p < {ALPHA:g}; needs ≥ 2 completed seeds on both sides). N/A: a seed diverged (its iterations: "
+    "the planned count, as the paper prints it; [n]: where it diverged). "
     f"{MISSING}: not run (or not finished)."
 )
 
@@ -56,6 +60,7 @@ CELL_COLUMNS = [
     "train_loss_std",
     "iterations",
     "iterations_std",
+    "diverged_at",
     "grey_metric",
     "p_metric",
     "grey_loss",
@@ -108,7 +113,6 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
             done = done_vals[(scale, method)]
             n_div = int((g["status"] == "diverged").sum())
             diverged = n_div > 0
-            finished = g[g["status"].isin(("completed", "diverged"))]
             b = g["batch_size"].dropna()
             total = "" if scale_order(scale)[0] != 0 or b.empty else int(round(float(scale) * float(b.iloc[0])))
             row = {
@@ -128,11 +132,17 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 "higher_is_better": higher,
             }
             for q in QUANTITIES:
-                source = finished if q == "iterations" and diverged else done
-                x = source[q].dropna().to_numpy(dtype=float)
+                x = done[q].dropna().to_numpy(dtype=float)
+                if diverged and q == "iterations":  # the plan, as the paper prints it
+                    x = g.loc[g["status"] == "diverged", "planned_iterations"].dropna().to_numpy(dtype=float)
                 blank = diverged and q != "iterations"
                 row[q] = float(np.mean(x)) if len(x) and not blank else math.nan
-                row[f"{q}_std"] = _std(x) if not blank else math.nan
+                row[f"{q}_std"] = _std(x) if not blank and not diverged else math.nan
+            div = g[g["status"] == "diverged"].sort_values("seed")
+            row["diverged_at"] = ", ".join(
+                f"seed {r.seed} at iteration {int(r.iterations)}" if math.isfinite(r.iterations) else f"seed {r.seed}"
+                for r in div.itertuples()
+            )
             base = done_vals.get(("1", method))
             for q, flag, hib in (("val_metric", "metric", higher), ("train_loss", "loss", False)):
                 grey, p = False, math.nan
@@ -154,6 +164,7 @@ class Cell:
     text: str
     grey: bool = False
     kind: str = "value"  # value | na | missing
+    note: str = ""  # a footnote's number ("1") for a diverged cell's planned iterations
 
 
 @dataclass
@@ -164,6 +175,7 @@ class TableView:
     metric_label: str
     higher_is_better: bool
     rows: list[tuple[str, str, list[Cell]]] = field(default_factory=list)  # scale, total batch, 9 cells
+    notes: list[str] = field(default_factory=list)  # footnote n is notes[n - 1]
 
     @property
     def groups(self) -> list[str]:
@@ -218,6 +230,14 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
                         line.append(Cell(MISSING, kind="missing"))
                     elif rows.loc[m, "diverged"] and q != "iterations":
                         line.append(Cell(NA, kind="na"))
+                    elif rows.loc[m, "diverged"]:
+                        r = rows.loc[m]
+                        plan = "planned" if math.isfinite(r["iterations"]) else "no planned count (AdaScale)"
+                        view.notes.append(f"S={scale} {LABELS[m]}: diverged ({r['diverged_at']}); {plan}")
+                        text = fmt_iterations(r["iterations"])
+                        line.append(
+                            Cell(text, kind="missing" if text == MISSING else "value", note=str(len(view.notes)))
+                        )
                     else:
                         r = rows.loc[m]
                         grey = bool(r["grey_metric"]) if q == "val_metric" else bool(r["grey_loss"])
@@ -238,10 +258,13 @@ def markdown(c: pd.DataFrame, std: bool = False) -> str:
         header = ["S", "total batch"] + [f"{g} {LABELS[m]}" for g in v.short_groups for m in METHODS]
         lines = [f"### {v.name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * 9]
         for scale, total, line in v.rows:
-            texts = [cell.text + (GREY_MARK if cell.grey else "") for cell in line]
+            texts = [
+                cell.text + (GREY_MARK if cell.grey else "") + (f"[{cell.note}]" if cell.note else "") for cell in line
+            ]
             lines.append("| " + " | ".join([scale, total, *texts]) + " |")
         direction = "higher" if v.higher_is_better else "lower"
         lines += ["", f"Validation metric: {v.metric_label} ({direction} is better)."]
+        lines += [f"[{n}] {note}" for n, note in enumerate(v.notes, 1)]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n\n" + LEGEND + "\n"
 

@@ -95,6 +95,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if unknown:
         raise UserError(f"--format {','.join(unknown)}: expected a comma-separated list of md, tex, html, csv")
     html = build_report(out, formats, std=args.std)
+    findings = html.parent / "findings.txt"
+    if findings.is_file():  # the paper's findings, checked: the report's first table
+        print(findings.read_text(), end="")
     print(f"report: {html}")
     return 0
 

@@ -9,6 +9,7 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
       - table2: {tasks: [cifar10], methods: [adascale, lsw, lsw+], scales: [1, 8, 16]}
       - elastic: {tasks: [imagenet], methods: [adascale, lsw], schedules: [elastic-up, elastic-down]}
       - heatmap: {name: cifar10-grid, task: cifar10, scale: 16, lr0: [...], decay: [...], threshold: 94.0}
+        # optional `scaled_lr0: [...]`: the scaled-SGD panel's own lr0 list (default: lr0)
         # any experiment may carry `set: {key: value}`: spec overrides for its runs only
       - sweep: {task: logreg, batches: [32, 64, ..., 4096], max_epochs: 80}
 
@@ -185,7 +186,7 @@ def _number(path: Path, where: str, value: Any) -> float:
 def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
     from tasks.presets import card
 
-    _keys(path, where, body, {"name", "task", "scale", "lr0", "decay", "threshold", "seeds", "set"})
+    _keys(path, where, body, {"name", "task", "scale", "lr0", "scaled_lr0", "decay", "threshold", "seeds", "set"})
     task = body.get("task")
     if task not in tasks:
         raise _fail(path, f"{where}.task", f"one of {', '.join(tasks)}")
@@ -201,6 +202,11 @@ def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], ta
         raise _fail(path, f"{where}.scale", "an integer ≥ 2")
     lr0s = [_number(path, f"{where}.lr0", v) for v in _list(path, f"{where}.lr0", body.get("lr0"), object)]
     decays = [_number(path, f"{where}.decay", v) for v in _list(path, f"{where}.decay", body.get("decay"), object)]
+    # scaled SGD takes no lr multiplier, so its panel may search its own lr axis (the paper's: 10⁻¹ … 10²)
+    scaled_lr0s = lr0s
+    if "scaled_lr0" in body:
+        raw = _list(path, f"{where}.scaled_lr0", body["scaled_lr0"], object)
+        scaled_lr0s = [_number(path, f"{where}.scaled_lr0", v) for v in raw]
     threshold = _number(path, f"{where}.threshold", body.get("threshold"))
     name = str(body.get("name", f"{task}-grid"))
     runs = []
@@ -211,7 +217,7 @@ def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], ta
         ("scaled SGD", "scaled", scale),
     ):
         label = panel if s == 1 else f"{panel} S={s}"
-        for lr0 in lr0s:
+        for lr0 in scaled_lr0s if method == "scaled" else lr0s:
             for decay in decays:
                 for seed in seeds:
                     exp = {

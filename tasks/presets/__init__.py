@@ -19,7 +19,8 @@ ELASTIC_TINY = {"up": [[0.0, 2], [0.25, 4], [0.5, 8]], "down": [[0.0, 8], [0.25,
 @dataclass(frozen=True)
 class TaskCard:
     """A task's name, its Table 2 metric (key in evaluate()'s result, label, direction), whether it reads
-    a data root, and its presets by name (tiny, paper)."""
+    a data root, its presets by name (tiny, paper), and `differs`: one line per way the paper preset
+    differs from the paper by necessity (a chosen value where the supplement is missing, a model variant)."""
 
     name: str
     metric: str
@@ -27,6 +28,7 @@ class TaskCard:
     higher_is_better: bool
     needs_data: bool
     presets: dict[str, dict[str, Any]]
+    differs: tuple[str, ...] = ()
 
 
 def card(name: str) -> TaskCard:

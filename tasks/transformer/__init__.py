@@ -1,17 +1,24 @@
 """Transformer base on WMT14 en-de (fairseq-binarized data read natively), BLEU with sacrebleu.
 
+Two BLEU numbers per evaluation (see `bleu_scores`): `bleu`, detokenised sacreBLEU (signature
+`BLEU_SIGNATURE`, the number to quote today), and `bleu_tok`, tokenised BLEU with compound splitting as
+Vaswani et al. and fairseq's compound_split_bleu.sh report it: the number that compares with the
+paper's ~27 on newstest2014.
+
 fairseq itself does not import on Python 3.11 (DESIGN §2), so its data format is read by this package:
 dictionary.py (Dictionary conventions), indexed.py (mmap .bin/.idx), data.py (pairs and batching).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-import sacrebleu
 import torch
 import torch.nn.functional as F
+from sacrebleu.metrics import BLEU
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from torch import nn
 
 from bench.errors import UserError
@@ -22,6 +29,7 @@ from . import data as D
 from .model import TransformerNMT, beam_search, greedy_decode
 from .tiny import write_tiny as _write_tiny
 
+_TOK13A = Tokenizer13a()
 LABEL_SMOOTHING = 0.1  # Vaswani et al. 2017, §5.4
 
 
@@ -36,8 +44,39 @@ def smoothed_nll(logits: torch.Tensor, target: torch.Tensor, pad: int) -> torch.
 
 
 def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
-    """sacrebleu's corpus BLEU with its defaults (13a tokenisation, exp smoothing)."""
-    return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    """sacrebleu's corpus BLEU with its defaults (13a tokenisation, exp smoothing) on detokenised text."""
+    return float(BLEU(tokenize="13a").corpus_score(hyps, [refs]).score)
+
+
+# sacrebleu's signature of `bleu` (less its `version:` field, which summary.json's versions cannot carry):
+# the string that says how the number was computed. tests/tasks check it against sacrebleu's own.
+BLEU_SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"
+BLEU_TOK_SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:none|smooth:none (13a-tokenised, compound-split input)"
+_MOSES_HYPHEN = re.compile(r"\s*@-@\s*")  # Moses' aggressive hyphen splitting: "a @-@ b" -> "a-b"
+_COMPOUND = re.compile(r"(\S)-(\S)")  # compound_split_bleu.sh's perl: s{(\S)-(\S)}{$1 ##AT##-##AT## $2}g
+
+
+def compound_split(tokenised: str) -> str:
+    """Hyphenated compounds split as fairseq's compound_split_bleu.sh does: "a-b" -> "a ##AT##-##AT## b".
+    Same regex, same non-overlapping global replacement (so "a-b-c" -> "a ##AT##-##AT## b-c", like perl)."""
+    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", tokenised)
+
+
+def _tokenise(line: str) -> str:
+    return compound_split(_TOK13A(_MOSES_HYPHEN.sub("-", line.strip())))
+
+
+def tokenised_bleu(hyps: list[str], refs: list[str]) -> float:
+    """Tokenised BLEU with compound splitting (the paper's ~27-point numbers): both sides 13a-tokenised
+    (Moses' "@-@" joined first), hyphenated compounds split, then BLEU on the tokens as they are
+    (tokenize='none'), unsmoothed like fairseq-score / multi-bleu.perl."""
+    bleu = BLEU(tokenize="none", smooth_method="none", force=True)
+    return float(bleu.corpus_score([_tokenise(h) for h in hyps], [[_tokenise(r) for r in refs]]).score)
+
+
+def bleu_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
+    """{"bleu": detokenised sacreBLEU, "bleu_tok": tokenised compound-split BLEU}."""
+    return {"bleu": corpus_bleu(hyps, refs), "bleu_tok": tokenised_bleu(hyps, refs)}
 
 
 class Transformer(Task):
@@ -140,5 +179,5 @@ class Transformer(Task):
             for i, ids in zip(idx.tolist(), out, strict=True):
                 hyps[i] = evalset.detok(ids)
         order = sorted(hyps)
-        bleu = corpus_bleu([hyps[i] for i in order], [evalset.refs[i] for i in order])
-        return {"bleu": bleu, "loss": loss_sum / max(tok_sum, 1)}
+        scores = bleu_scores([hyps[i] for i in order], [evalset.refs[i] for i in order])
+        return {**scores, "loss": loss_sum / max(tok_sum, 1)}

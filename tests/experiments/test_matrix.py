@@ -29,11 +29,16 @@ def test_shipped_matrices_expand() -> None:
     assert max(r.scale for r in smoke.runs if isinstance(r.scale, int) and r.experiment["kind"] != "sweep") == 8
     grid = [r for r in smoke.runs if r.experiment["kind"] == "heatmap"]
     assert len(grid) == 36 and all(r.overrides["T1"] == 50 for r in grid)  # the experiment's own `set`
+    scaled_lr0 = {r.overrides["lr_schedule.lr0"] for r in grid if r.method == "scaled"}
+    other_lr0 = {r.overrides["lr_schedule.lr0"] for r in grid if r.method != "scaled"}
+    assert scaled_lr0 == {0.04, 0.2, 1.0} and other_lr0 == {0.01, 0.05, 0.25}  # scaled SGD's own lr axis
     paper = matrix.load("paper")
     cells = [r for r in paper.runs if r.experiment["kind"] == "table2"]
     assert len(cells) == 5 * 3 * 5 * 5  # tasks × methods × scales × seeds
     grid = [r for r in paper.runs if r.experiment["kind"] == "heatmap"]
-    assert len(grid) == 13 * 13 * 4
+    assert len(grid) == 13 * 16 * 4  # lr0 × decay (down to 1e-5) × panels
+    assert min(r.overrides["lr_schedule.decay"] for r in grid) == 1e-5
+    assert max(r.overrides["lr_schedule.lr0"] for r in grid if r.method == "scaled") == 100.0
     assert {r.experiment["panel"] for r in grid} == {"S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16"}
 
 
@@ -60,6 +65,11 @@ def test_dependencies_come_first() -> None:
         ("seeds: one\nexperiments: [{table2: {tasks: [logreg], methods: [lsw], scales: [1]}}]", "seeds"),
         ("experiments: [{heatmap: {task: logreg, lr0: [1], decay: [1], threshold: 1}}]", "exponential"),
         ("experiments: [{heatmap: {task: cifar10, lr0: [x], decay: [1], threshold: 1}}]", "lr0"),
+        (
+            "experiments: [{heatmap: {task: cifar10, lr0: [1], scaled_lr0: [x], decay: [1], threshold: 1}}]",
+            "scaled_lr0",
+        ),
+        ("experiments: [{heatmap: {task: cifar10, lr0: [1], scaled_lr0: [], decay: [1], threshold: 1}}]", "scaled_lr0"),
         ("experiments: [{table2: {tasks: [logreg], methods: [lsw], scales: [1], extra: 1}}]", "table2.extra"),
         ("[1, 2", "not valid YAML"),
     ],

@@ -48,6 +48,8 @@ def write_run(
     with_metrics: bool = True,
     checkpoint: bool = False,
     n_records: int = 20,
+    T1: int | None = None,
+    gain_rises: bool = True,
 ) -> Path:
     """One run folder as the engine writes it. status=None: no summary.json (a run in progress)."""
     label = scale if isinstance(scale, str) else f"s{scale}"
@@ -59,7 +61,7 @@ def write_run(
         "scale": scale,
         "seed": seed,
         "preset": preset,
-        "T1": iterations,
+        "T1": iterations if T1 is None else T1,
         "batch_size": batch_size,
         "lr_schedule": {"kind": "exponential", "lr0": lr0, "decay": decay},
         "momentum": 0.9,
@@ -75,6 +77,7 @@ def write_run(
         for i in range(n_records):
             tau = i * s * 0.8
             gain = 1 + (s - 1) * (1 - math.exp(-i / 5))  # small first, rising: the emergent warm-up
+            gain = gain if gain_rises else s + 1 - gain  # large first, falling
             lines.append(
                 {
                     "iteration": i,
@@ -206,7 +209,9 @@ def na_folder(tmp_path):
 def test_na_and_missing_cells_in_markdown(na_folder):
     c = cells(quiet_load(na_folder).runs)
     row = cell(c, "cifar10", "8", "adascale")
-    assert row["diverged"] and math.isnan(row["val_metric"]) and row["iterations"] == pytest.approx((100 + 77) / 2)
+    # AdaScale's count is only known once it has run: no plan to show, the divergence point in a footnote
+    assert row["diverged"] and math.isnan(row["val_metric"]) and math.isnan(row["iterations"])
+    assert row["diverged_at"] == "seed 1 at iteration 77"
     md = markdown(c)
     line = next(x for x in md.splitlines() if x.startswith("| 8 |"))
     parts = [p.strip() for p in line.strip("|").split("|")]
@@ -214,7 +219,20 @@ def test_na_and_missing_cells_in_markdown(na_folder):
     assert parts[:2] == ["8", "128"]
     assert parts[2] == "N/A" and parts[3] == "60.00†" and parts[4] == "–"
     assert parts[5] == "N/A" and parts[7] == "–"
-    assert parts[8] == "88" and parts[10] == "–"  # iterations of a diverged cell are still shown
+    assert parts[8] == "–[1]" and parts[10] == "–"  # no planned count for AdaScale; footnote 1
+    assert "[1] S=8 AS: diverged (seed 1 at iteration 77); no planned count (AdaScale)" in md
+
+
+def test_diverged_lsw_and_lsw_plus_show_the_planned_iterations(tmp_path):
+    write_run(tmp_path, "cifar10", "lsw", 8, 0, status="diverged", iterations=5, T1=100)  # plan: ⌈100/8⌉
+    run = write_run(tmp_path, "cifar10", "lsw+", 8, 0, status="diverged", iterations=3, T1=100)
+    spec = json.loads((run / "spec.json").read_text())
+    (run / "spec.json").write_text(json.dumps({**spec, "T_AS": 21}))
+    c = cells(quiet_load(tmp_path).runs)
+    assert cell(c, "cifar10", "8", "lsw")["iterations"] == 13
+    assert cell(c, "cifar10", "8", "lsw+")["iterations"] == 21
+    md = markdown(c)
+    assert "| 13[1] | 21[2] |" in md and "[1] S=8 LSW: diverged (seed 0 at iteration 5); planned" in md
 
 
 def test_na_and_missing_cells_in_latex(na_folder):
@@ -271,8 +289,17 @@ def test_paper_comparison_reads_table2_and_computes_differences(tmp_path):
     assert "not comparable" in header_note(comp).lower()
     report = build_report(tmp_path, ["csv", "html"])
     html = report.read_text()
-    assert "tiny preset: values not comparable" in html and "+0.50" in html
+    # tiny runs: no absolute comparison in the page (said why), only the scale-free one; the CSV keeps all
+    assert "tiny preset are left out here" in html and "+0.50" not in html
+    assert "Scale-free comparison with the paper" in html
     assert len(pd.read_csv(report.parent / "paper_comparison.csv")) == len(comp)
+
+
+def test_absolute_comparison_for_paper_preset_runs(tmp_path):
+    kw = {"iterations": 39000, "batch_size": 128, "preset": "paper"}
+    seeds(tmp_path, "cifar10", "adascale", 1, [94.5, 94.7], [0.20, 0.20], **kw)
+    html = build_report(tmp_path, ["html"]).read_text()
+    assert "+0.50" in html and "left out here" not in html  # 94.6 − 94.1
 
 
 # ----------------------------------------------------------------------------------------- robustness
@@ -428,3 +455,52 @@ def test_a_sweep_point_counts_as_reached_only_when_every_seed_reached_it(tmp_pat
     table = sweep_table(quiet_load(tmp_path))
     assert len(table) == 1 and not table["reached"].iloc[0] and np.isnan(table["epochs_to_target"].iloc[0])
     assert table["n_seeds"].iloc[0] == 2
+
+
+def test_heatmap_panels_on_their_own_lr_axes_with_T_in_titles(tmp_path):
+    exp = {"kind": "heatmap", "grid": "g", "threshold": 60.0}
+    k = 0
+    for panel, method, lr0s in (("S=1", "identity", (0.01, 0.1, 1.0)), ("scaled SGD S=16", "scaled", (0.1, 1, 10))):
+        for lr0 in lr0s:
+            for decay in (0.01, 0.1, 1.0):
+                write_run(
+                    tmp_path,
+                    "cifar10",
+                    method,
+                    1 if method == "identity" else 16,
+                    k,
+                    val=50 + 10 * math.log10(lr0 * 100) + 5 * math.log10(decay * 100),
+                    lr0=lr0,
+                    decay=decay,
+                    iterations=40 if method == "identity" else 7,
+                    experiment={**exp, "panel": panel},
+                    with_metrics=False,
+                )
+                k += 1
+    captured = {}
+    real_save = figures._save
+
+    def spy(fig, path):
+        captured["axes"] = [(ax.get_title(), ax.get_xlim()) for ax in fig.axes if ax.get_title()]
+        return real_save(fig, path)
+
+    figures._save = spy
+    try:
+        figs = figures.heatmaps(quiet_load(tmp_path), tmp_path / "out")
+    finally:
+        figures._save = real_save
+    assert len(figs) == 1 and "its own lr axis" in figs[0].caption
+    (t1, x1), (t2, x2) = captured["axes"]
+    assert "T = 40" in t1 and "T = 7" in t2  # each panel's mean iterations
+    assert x1 == pytest.approx((-2, 0)) and x2 == pytest.approx((-1, 1))  # log10 lr: own axes
+
+
+def test_curves_draw_mean_and_band_over_seeds():
+    a = pd.DataFrame({"tau": [0.0, 1.0, 2.0], "loss": [3.0, 2.0, 1.0]})
+    b = pd.DataFrame({"tau": [0.0, 1.0, 2.0], "loss": [1.0, 2.0, 3.0]})
+    band = figures.band([a, b], "loss", n=3)
+    assert band["mean"].tolist() == [2.0, 2.0, 2.0]
+    assert band["lo"].tolist() == [1.0, 2.0, 1.0] and band["hi"].tolist() == [3.0, 2.0, 3.0]
+    short = pd.DataFrame({"tau": [0.0, 1.0], "loss": [5.0, 5.0]})  # a seed that stopped early
+    band = figures.band([a, short], "loss", n=3)
+    assert band["n"].tolist() == [2, 2, 1] and band["mean"].iloc[-1] == 1.0
