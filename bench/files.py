@@ -13,6 +13,12 @@ SPEC = "spec.json"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint.pt"
+KEPT = "checkpoints"  # kept model weights (spec keep_checkpoints_every): checkpoints/iter<NNNNNNN>.pt
+OFFLINE_GAIN = "offline_gain.csv"  # written by `adascale-bench gain`
+
+
+def kept_name(iteration: int) -> str:
+    return f"iter{iteration:07d}.pt"
 
 
 def _clean(obj: Any) -> Any:
