@@ -57,12 +57,14 @@ def _counts(counts: dict[str, int]) -> str:
 def cmd_smoke(args: argparse.Namespace) -> int:
     import time
 
-    from bench.experiments.smoke import smoke
+    from bench.experiments.smoke import offline_gains, smoke
     from reports.build import build_report
 
     start = time.perf_counter()
     out = Path(args.out)
     counts = smoke(out, seeds=args.seeds, jobs=args.jobs)
+    for run_dir, gains in offline_gains(out):
+        print(f"offline gain: {run_dir.relative_to(out)}\n{gains}")
     html = build_report(out, ["md", "tex", "html", "csv"])
     print(f"smoke: {_counts(counts)} in {time.perf_counter() - start:.0f} s")
     print(f"report: {html}")
