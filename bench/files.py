@@ -13,6 +13,13 @@ SPEC = "spec.json"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 CHECKPOINT = "checkpoint.pt"
+KEPT = "checkpoints"  # kept model weights (spec keep_checkpoints_every): checkpoints/iter<NNNNNNN>.pt
+OFFLINE_GAIN = "offline_gain.csv"  # written by `adascale-bench gain`
+
+
+def kept_name(iteration: int) -> str:
+    return f"iter{iteration:07d}.pt"
+
 
 # Spec keys that do not change what a run computes: where its data lives, how it is spread over
 # processes, threads and devices, which matrix it came from, and T_AS / T (derived from the runs it

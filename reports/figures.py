@@ -11,6 +11,8 @@ Kinds (each function returns the figures it wrote; no data -> an empty list, nev
   warm-up.
 - `elastic`: per task and method, scale, gain, lr and metric against τ for the elastic-up/down runs,
   with the fixed-scale runs as thin dashed lines.
+- `gain`: the paper's Figure 2, one panel per run folder that has offline_gain.csv (`adascale-bench
+  gain`): the online gain of metrics.jsonl against τ, and the offline estimates at the kept checkpoints.
 - `sweep`: per task, data epochs to reach the target against global batch (log–log), one line per
   method; points not reached (by every finished seed) are open markers at the epoch cap; the gradient
   noise scale (median over the sweep's AdaScale runs) is a vertical line: the critical-batch estimate.
@@ -490,6 +492,74 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
     return figs
 
 
+# ------------------------------------------------------------------------------ gain (paper Figure 2)
+
+OFFLINE_GAIN = "offline_gain.csv"  # written by `adascale-bench gain` (bench.run.offline_gain)
+
+
+def _offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
+    """(tau, offline_gain, batches) of a run's offline_gain.csv; None (with a warning) when unusable."""
+    path = Path(run_dir) / OFFLINE_GAIN
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        res.warn(f"skipped {path}: {type(e).__name__}: {e}")
+        return None
+    if not {"tau", "offline_gain"} <= set(df.columns):
+        res.warn(f"skipped {path}: no tau and offline_gain columns")
+        return None
+    df[["tau", "offline_gain"]] = df[["tau", "offline_gain"]].apply(pd.to_numeric, errors="coerce")
+    df = df.dropna(subset=["tau", "offline_gain"])
+    return df if not df.empty else None
+
+
+def gain(res: Results, outdir: Path) -> list[Figure]:
+    """Online gain against τ with the offline estimates at the kept checkpoints, one panel per run."""
+    df = res.runs
+    if df.empty:
+        return []
+    df = df[[(Path(d) / OFFLINE_GAIN).exists() for d in df["run_dir"]]]
+    panels = []
+    for _, r in df.sort_values(["task", "method", "seed", "run_dir"]).iterrows():
+        points = _offline_points(res, r["run_dir"])
+        if points is not None:
+            panels.append((r, points))
+    if not panels:
+        return []
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.6 * rows), squeeze=False, constrained_layout=True)
+        for ax in axes.ravel()[len(panels) :]:
+            ax.set_visible(False)
+        for ax, (r, points) in zip(axes.ravel(), panels, strict=False):
+            train, _ = res.metrics(r["run_dir"])
+            _plot_series(ax, _thin(train), "gain", color="tab:blue", lw=1.8, label="online (moving averages)")
+            n = _finite(points["batches"]) if "batches" in points else np.array([])
+            label = f"offline ({int(n[0])} batches)" if len(n) else "offline"
+            ax.plot(points["tau"], points["offline_gain"], "o", color="tab:red", ms=6, label=label, zorder=3)
+            s = pd.to_numeric(pd.Series([r["scale"]]), errors="coerce").iloc[0]
+            if np.isfinite(s):
+                ax.axhline(s, color="black", lw=0.8, ls=":", label=f"S = {s:g}")
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.05)
+            ax.set_xlabel("scale-invariant iterations τ")
+            ax.set_ylabel("gain r")
+            variant = f" [{r['variant']}]" if r["variant"] else ""
+            ax.set_title(
+                f"{r['task']} {METHOD_NAMES.get(r['method'], r['method'])} S={r['scale']} seed {r['seed']}{variant}"
+            )
+            ax.legend(loc="best")
+        fig.suptitle("Online gain against offline estimates at kept checkpoints (paper Figure 2)")
+        path = _save(fig, outdir / "gain_online_offline.png")
+    caption = (
+        "Line: the gain AdaScale used at each iteration, from its moving averages of σ² and μ². Points: the "
+        "gain from σ², μ² estimated afresh at the kept checkpoint's weights over independent micro-batches "
+        "(adascale-bench gain). The online estimate averages over about 1000/S past iterations, so it lags "
+        "while the gain rises."
+    )
+    return [Figure("gain", f"{len(panels)} run(s)", path, caption)]
+
+
 # --------------------------------------------------------------------------------------------- sweep
 
 
@@ -574,5 +644,10 @@ KINDS = {
     "heatmap": (heatmaps, "heat maps", "no heat-map runs (experiment kind 'heatmap') with a summary"),
     "curves": (curves, "metric, lr and gain against τ", "no Table 2 runs with metrics"),
     "elastic": (elastic, "elastic scaling", "no elastic-up/down runs with metrics"),
+    "gain": (
+        gain,
+        "online against offline gain (paper Figure 2)",
+        "no run folder with offline_gain.csv (keep_checkpoints_every, then adascale-bench gain RUN_DIR)",
+    ),
     "sweep": (sweep, "critical-batch sweep", "no sweep runs (experiment kind 'sweep') with a summary"),
 }

@@ -22,6 +22,24 @@ def theta(scale: int) -> float:
     return max(1.0 - scale / 1000.0, 0.0)
 
 
+def moments(sum_sq: float, mean_sq: float, n: int) -> tuple[float, float]:
+    """Unbiased estimates (σ², μ²) of one batch gradient's variance and squared mean from n ≥ 2 batch
+    gradients: var = (sum_sq − n·mean_sq)/(n − 1), sqr = mean_sq − var/n (unclamped)."""
+    var = (sum_sq - n * mean_sq) / (n - 1)
+    sqr = mean_sq - var / n  # with the unclamped var
+    return var, sqr
+
+
+def clamp(var: float, sqr: float) -> tuple[float, float]:
+    """var ≥ VAR_FLOOR and sqr ≥ 0, as the gain needs them."""
+    return max(var, VAR_FLOOR), max(sqr, 0.0)
+
+
+def gain_from(var: float, sqr: float, scale: int) -> float:
+    """The gain r = (σ² + μ²)/(σ²/S + μ²) of scale S."""
+    return (var + sqr) / (var / scale + sqr)
+
+
 class _BiasCorrectedEMA:
     """Two exponential moving averages that share θ and its bias correction."""
 
@@ -83,18 +101,14 @@ class UnbiasedGain:
         """Fold in one iteration's statistics and return its gain (update, then gain)."""
         if scale == 1:
             return 1.0
-        var = (sum_sq - scale * mean_sq) / (scale - 1)
-        sqr = mean_sq - var / scale  # with the unclamped var
-        var = max(var, VAR_FLOOR)
-        sqr = max(sqr, 0.0)
+        var, sqr = clamp(*moments(sum_sq, mean_sq, scale))
         self.ema.update(var, sqr, theta(scale))
         return self.gain(scale)
 
     def gain(self, scale: int) -> float:
         if scale == 1:
             return 1.0
-        var, sqr = self.ema.values()
-        return (var + sqr) / (var / scale + sqr)
+        return gain_from(*self.ema.values(), scale)
 
     def noise_scale(self, batch_size: float) -> float:
         """Gradient-noise scale B_noise = b·σ²/μ² (McCandlish et al. 2018), in examples."""

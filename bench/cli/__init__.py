@@ -57,12 +57,14 @@ def _counts(counts: dict[str, int]) -> str:
 def cmd_smoke(args: argparse.Namespace) -> int:
     import time
 
-    from bench.experiments.smoke import smoke
+    from bench.experiments.smoke import offline_gains, smoke
     from reports.build import build_report
 
     start = time.perf_counter()
     out = Path(args.out)
     counts = smoke(out, seeds=args.seeds, jobs=args.jobs)
+    for run_dir, gains in offline_gains(out):
+        print(f"offline gain: {run_dir.relative_to(out)}\n{gains}")
     html = build_report(out, ["md", "tex", "html", "csv"])
     print(f"smoke: {_counts(counts)} in {time.perf_counter() - start:.0f} s")
     print(f"report: {html}")
@@ -144,6 +146,17 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gain(args: argparse.Namespace) -> int:
+    from bench.files import OFFLINE_GAIN
+    from bench.run.offline_gain import offline_gains, online_gains, table
+
+    run_dir = Path(args.run_dir)
+    rows = offline_gains(run_dir, args.batches)
+    print(table(rows, online_gains(run_dir)))
+    print(f"offline gain: {run_dir / OFFLINE_GAIN}")
+    return 0
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from slurm.submit import submit
 
@@ -212,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-root", default=None, help="dataset folder for the paper preset")
     p.add_argument("--out", default="runs/perf")
     p.set_defaults(func=cmd_perf)
+
+    p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder with kept checkpoints (keep_checkpoints_every)")
+    p.add_argument(
+        "--batches", type=_positive_int, default=None, help="micro-batches per checkpoint (default: 1000; tiny: 64)"
+    )
+    p.set_defaults(func=cmd_gain)
 
     from bench.cli.options import add_submit_arguments
 

@@ -33,7 +33,7 @@ from bench.engine.reduction import SplitInvariance
 from bench.engine.seeding import mix
 from bench.engine.signals import Interrupted, RanksChange, stop_requested
 from bench.errors import UserError
-from bench.files import CHECKPOINT, METRICS, MetricsLog
+from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, kept_name
 
 _DROPOUT_STREAM = 0x0D20
 
@@ -228,6 +228,21 @@ class Engine:
             )
         self.dist.barrier()
 
+    def _keep(self, state: State) -> None:
+        """Keep a copy of the model's weights as checkpoints/iter<N>.pt (rank 0; no optimizer): the
+        weights at which iteration N's gradients are taken, for offline measurements (`adascale-bench gain`)."""
+        if self.dist.is_main:
+            save_checkpoint(
+                self.run_dir / KEPT / kept_name(state.iteration),
+                {
+                    "model": self.module.state_dict(),
+                    "iteration": state.iteration,
+                    "tau": state.tau,
+                    "scale": self.scales(state.tau),  # the S of iteration N
+                    "spec": self.spec,
+                },
+            )
+
     def step(self, state: State, scale: int, batches: Iterator[Any], observer: GradientObserver | None) -> bool:
         """One iteration at scale S on this rank's next A micro-batches from `batches`: gradients,
         statistics, gain, the rule's step, the metrics record, and the clocks. False if it diverged
@@ -307,6 +322,7 @@ class Engine:
         eval_every = float(spec["eval_every"])
         by_epochs = spec["eval_unit"] == "epochs"
         ckpt_every = int(spec["checkpoint_every"])
+        keep_every = int(spec.get("keep_checkpoints_every") or 0)
         status = "completed"
         observer: GradientObserver | None = None
         batches = None
@@ -353,6 +369,8 @@ class Engine:
                 if self._done(state) or math.floor(clock / eval_every) > math.floor(clock_before / eval_every):
                     self._evaluate(state)
                 done = self._done(state)
+                if keep_every and state.iteration % keep_every == 0:
+                    self._keep(state)
                 if dist.any(stop_requested()):  # every rank stops in the same iteration
                     state.wall_time = time.perf_counter() - started
                     self._checkpoint(state)

@@ -12,11 +12,15 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
         # optional `scaled_lr0: [...]`: the scaled-SGD panel's own lr0 list (default: lr0)
         # any experiment may carry `set: {key: value}`: spec overrides for its runs only
       - sweep: {task: logreg, batches: [32, 64, ..., 4096], max_epochs: 80}
+      - gain: {tasks: [logreg, cifar10], scale: 8, every: {logreg: 25, cifar10: 5}}
 
 A heat map is the paper's Figure 5: a grid of exponential-decay schedules (initial lr × total decrease),
 four panels: S = 1, AdaScale at S, LSW at S, and scaled SGD at S whose T is the mean iteration count of
 the grid's AdaScale runs that reach the threshold. The sweep is the textbook's critical-batch
 demonstration on logreg: epochs-to-target under a fixed lr, linear scaling with warm-up, and AdaScale.
+A gain experiment is the paper's Figure 2: AdaScale runs at S that keep their weights every `every`
+iterations (spec keep_checkpoints_every; one number, or one per task), for `adascale-bench gain` to
+measure the offline gain at; its runs stay out of Table 2.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from bench.errors import UserError
 from bench.run.spec import ELASTIC, parse_scale
 
 PRESET_DIR = Path(__file__).parent / "matrices"
-KINDS = ("table2", "elastic", "heatmap", "sweep")
+KINDS = ("table2", "elastic", "heatmap", "sweep", "gain")
 PANELS = ("S=1", "AdaScale", "LSW", "scaled SGD")
 
 
@@ -142,7 +146,7 @@ def load(name: str | Path) -> Matrix:
         if not isinstance(body, dict):
             raise _fail(path, where, "a mapping")
         exp_seeds = _list(path, f"{where}.seeds", body.get("seeds", seeds), int)
-        expand = {"table2": _cells, "elastic": _cells, "heatmap": _heatmap, "sweep": _sweep}[kind]
+        expand = {"table2": _cells, "elastic": _cells, "heatmap": _heatmap, "sweep": _sweep, "gain": _gain}[kind]
         extra = body.pop("set", None) or {}
         if not isinstance(extra, dict):
             raise _fail(path, f"{where}.set", "a mapping of spec keys to values")
@@ -291,6 +295,25 @@ def _sweep(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
     if not isinstance(max_epochs, int) or max_epochs < 1:
         raise _fail(path, f"{where}.max_epochs", "a positive integer")
     return sweep_runs(batches, max_epochs, seeds)
+
+
+def _gain(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
+    _keys(path, where, body, {"tasks", "scale", "every", "seeds", "set"})
+    exp_tasks = _list(path, f"{where}.tasks", body.get("tasks"), str, tasks)
+    scale = body.get("scale", 8)
+    if not isinstance(scale, int) or isinstance(scale, bool) or scale < 2:
+        raise _fail(path, f"{where}.scale", "an integer ≥ 2")
+    every = body.get("every")
+    per_task = every if isinstance(every, dict) else dict.fromkeys(exp_tasks, every)
+    runs = []
+    for t in exp_tasks:
+        k = per_task.get(t)
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise _fail(path, f"{where}.every", f"a positive integer, or one per task (got {k!r} for {t})")
+        runs += [
+            RunRequest(t, "adascale", scale, seed, {"keep_checkpoints_every": k}, {"kind": kind}) for seed in seeds
+        ]
+    return runs
 
 
 def describe(m: Matrix) -> str:

@@ -49,6 +49,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "max_epochs": None,  # also stop after this many epochs of data
     "target": None,  # also stop at the first evaluation whose metric reaches this value
     "warmup_iterations": None,  # an extra ramp: iteration k uses (k + 1) / n of its lr for k < n (textbook)
+    "keep_checkpoints_every": None,  # k: also keep the model weights every k iterations (checkpoints/), for `gain`
     "experiment": None,  # which experiment of a matrix the run belongs to (metadata for the report)
 }
 

@@ -24,7 +24,10 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_shipped_matrices_expand() -> None:
     smoke = matrix.load("smoke")
     kinds = {r.experiment["kind"] for r in smoke.runs}
-    assert kinds == {"table2", "elastic", "heatmap", "sweep"}
+    assert kinds == {"table2", "elastic", "heatmap", "sweep", "gain"}
+    kept = {r.task: r for r in smoke.runs if r.experiment["kind"] == "gain"}
+    assert set(kept) == {"logreg", "cifar10"}  # the paper's Figure 2: weights kept, offline gain measured by smoke
+    assert all(r.method == "adascale" and r.overrides["keep_checkpoints_every"] >= 1 for r in kept.values())
     assert {r.task for r in smoke.runs} >= {"logreg", "cifar10", "imagenet", "speech", "transformer", "yolo"}
     assert max(r.scale for r in smoke.runs if isinstance(r.scale, int) and r.experiment["kind"] != "sweep") == 8
     grid = [r for r in smoke.runs if r.experiment["kind"] == "heatmap"]
@@ -61,6 +64,7 @@ def test_dependencies_come_first() -> None:
         ("experiments: [{table2: {tasks: [mnist], methods: [lsw], scales: [1]}}]", "experiments[0].table2.tasks"),
         ("experiments: [{table2: {tasks: [logreg], methods: [lsw], scales: [0]}}]", "scales"),
         ("experiments: [{table3: {}}]", "experiments[0]"),
+        ("experiments: [{gain: {tasks: [logreg], every: {cifar10: 5}}}]", "experiments[0].gain.every"),
         ("preset: huge\nexperiments: []", "preset"),
         ("seeds: one\nexperiments: [{table2: {tasks: [logreg], methods: [lsw], scales: [1]}}]", "seeds"),
         ("experiments: [{heatmap: {task: logreg, lr0: [1], decay: [1], threshold: 1}}]", "exponential"),

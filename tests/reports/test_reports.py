@@ -504,3 +504,22 @@ def test_curves_draw_mean_and_band_over_seeds():
     short = pd.DataFrame({"tau": [0.0, 1.0], "loss": [5.0, 5.0]})  # a seed that stopped early
     band = figures.band([a, short], "loss", n=3)
     assert band["n"].tolist() == [2, 2, 1] and band["mean"].iloc[-1] == 1.0
+
+
+def test_gain_figure_renders_online_against_offline(tmp_path):
+    run = write_run(tmp_path, "logreg", "adascale", 8, 0, metric="loss", experiment={"kind": "gain"})
+    write_run(tmp_path, "cifar10", "adascale", 8, 0)  # no offline_gain.csv: no panel
+    (run / "offline_gain.csv").write_text(
+        "iteration,tau,offline_gain,var,sqr,batches,scale\n5,32.0,5.5,0.1,0.01,64,8\n10,64.0,6.8,0.1,0.004,64,8\n"
+    )
+    res = quiet_load(tmp_path)
+    figs = figures.gain(res, tmp_path / "out")
+    assert len(figs) == 1 and figs[0].title == "1 run(s)"
+    assert figs[0].path.read_bytes()[:8] == PNG
+    html = build_report(tmp_path, ["html"]).read_text()
+    assert "gain_online_offline.png" in html and "paper Figure 2" in html
+    (run / "offline_gain.csv").write_text("not,a,gain,table\n")  # unusable: no panel, a warning
+    res = quiet_load(tmp_path)
+    with pytest.warns(ReportWarning, match="offline_gain.csv"):
+        assert figures.gain(res, tmp_path / "out") == []
+    assert any("offline_gain.csv" in w for w in res.warnings)

@@ -1,0 +1,179 @@
+"""The offline gain (the paper's Figure 2): the gain estimated afresh at a kept checkpoint's weights, to
+check the online estimate that AdaScale's moving averages give during training.
+
+At the weights w_t of checkpoints/iter<t>.pt (spec keep_checkpoints_every), n independent micro-batches
+of the run's batch size b are drawn from the training set (the engine's data path, with a stream seed of
+their own), each micro-batch gradient g_i is taken as the engine takes it (bench.engine.loop.accumulate:
+train mode, BatchNorm over the micro-batch alone, the task's loss, the run's dropout seeding), and
+
+    sum_sq = Σ_i ||g_i||²,  mean_sq = ||(1/n) Σ_i g_i||²,
+    σ², μ² = bench.algo.gain.moments(sum_sq, mean_sq, n),  r = gain_from(σ², μ², S)   (clamped as online)
+
+with S the run's scale at iteration t. Nothing is trained: the gradients are taken on a copy of the
+model, whose BatchNorm statistics are thrown away, and nothing is stepped.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import itertools
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from bench.algo.gain import clamp, gain_from, moments
+from bench.engine.checkpoint import load_weights
+from bench.engine.data import ItemStream, RankSampler, loader, to_device
+from bench.engine.distributed import Dist, pick_device
+from bench.engine.loop import accumulate, dropout_seeds
+from bench.engine.seeding import mix
+from bench.errors import UserError
+from bench.files import KEPT, METRICS, OFFLINE_GAIN, SPEC, atomic_write_bytes, read_json_object, read_jsonl
+from bench.run.data import prepare_data
+
+OFFLINE_STREAM = 0x0FF1  # the offline micro-batches' stream: mix(run seed, iteration, OFFLINE_STREAM)
+BATCHES = {"paper": 1000, "tiny": 64}  # n by preset (`--batches` overrides)
+COLUMNS = ("iteration", "tau", "offline_gain", "var", "sqr", "batches", "scale")
+
+
+def microbatches(task: Any, train: Any, spec: dict[str, Any], n: int, seed: int) -> Iterator[Any]:
+    """n micro-batches of the run's batch size from the training set: the first n of a stream seeded
+    with `seed` (the engine's ItemStream, so what a micro-batch holds and its augmentation keys are
+    drawn exactly as in training)."""
+    stream = ItemStream(len(train), task.items_per_microbatch(spec), seed)
+    return itertools.islice(iter(loader(train, RankSampler(stream, 0, 1, 1, 0))), n)
+
+
+def measure(
+    task: Any,
+    model: nn.Module,
+    batches: Iterator[Any],
+    seed: int,
+    scale: int,
+    device: torch.device,
+    step: Callable[[], None] | None = None,
+) -> dict[str, float]:
+    """The unbiased σ², μ² and the gain at scale S from the gradients of `batches` at `model`'s weights
+    (one micro-batch gradient at a time through the engine's accumulate, on a copy of the model).
+    `step` is called after every micro-batch (a progress bar)."""
+    model = copy.deepcopy(model)  # BatchNorm's running statistics change in train mode: not the caller's
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    total = [torch.zeros_like(p, dtype=torch.float64) for p in params]
+    dist = Dist(device=device)
+    squares: list[float] = []
+    for i, batch in enumerate(batches):
+        for p in params:
+            p.grad = None
+        _, sq, _ = accumulate(model, task, [to_device(batch, device)], dropout_seeds(seed, i, 1), params, None, 1, dist)
+        squares.append(sq)  # ||g_i||² (S = 1: sum_sq = mean_sq, squared in float64 from the float32 norm)
+        for t, p in zip(total, params, strict=True):
+            if p.grad is not None:
+                t.add_(p.grad)
+        if step is not None:
+            step()
+    n = len(squares)
+    if n < 2:
+        raise UserError(f"the offline gain needs at least 2 micro-batches, got {n}")
+    sum_sq = math.fsum(squares)
+    mean_sq = math.fsum(float(torch.sum((t / n) ** 2)) for t in total)
+    var, sqr = moments(sum_sq, mean_sq, n)
+    return {
+        "offline_gain": gain_from(*clamp(var, sqr), scale) if scale > 1 else 1.0,
+        "var": var,
+        "sqr": sqr,
+        "sum_sq": sum_sq,
+        "mean_sq": mean_sq,
+        "batches": n,
+    }
+
+
+def kept_checkpoints(run_dir: Path) -> list[Path]:
+    return sorted((Path(run_dir) / KEPT).glob("iter*.pt"))
+
+
+def offline_gains(
+    run_dir: Path, batches: int | None = None, progress: bool = True, device: str | None = None
+) -> list[dict[str, Any]]:
+    """The offline gain at every kept checkpoint of the run in `run_dir`, also written (atomically) as
+    its offline_gain.csv. One-line UserError when the run has no kept checkpoints."""
+    from tqdm import tqdm
+
+    from tasks import get_task
+
+    run_dir = Path(run_dir)
+    spec = read_json_object(run_dir / SPEC)
+    if spec is None:
+        raise UserError(f"{run_dir} is not a run folder (no readable {SPEC})")
+    paths = kept_checkpoints(run_dir)
+    if not paths:
+        raise UserError(
+            f"{run_dir} has no kept checkpoints ({KEPT}/iter*.pt): run it with --set keep_checkpoints_every=K"
+        )
+    n = int(batches or BATCHES.get(spec.get("preset"), BATCHES["paper"]))
+    if n < 2:
+        raise UserError(f"--batches {n}: the offline gain needs at least 2 micro-batches")
+    task = get_task(spec["task"])
+    dist = Dist(device=pick_device(device or spec.get("device", "auto")))
+    root = prepare_data(task, spec, dist)
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    torch.manual_seed(spec["seed"])
+    model = task.build_model(spec).to(dist.device)
+    train = task.train_set(spec, root)
+    rows = []
+    with tqdm(
+        total=len(paths) * n,
+        unit="batch",
+        dynamic_ncols=True,
+        leave=False,
+        disable=not progress or None,
+        desc=f"offline gain {run_dir.name}",
+    ) as bar:
+        for path in paths:
+            kept = load_weights(path, dist.device)
+            model.load_state_dict(kept["model"])
+            it = int(kept["iteration"])
+            seed = mix(int(spec["seed"]), it, OFFLINE_STREAM)
+            est = measure(
+                task, model, microbatches(task, train, spec, n, seed), seed, int(kept["scale"]), dist.device, bar.update
+            )
+            rows.append({"iteration": it, "tau": float(kept["tau"]), "scale": int(kept["scale"]), **est})
+    write_csv(run_dir / OFFLINE_GAIN, rows)
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_bytes(path, buf.getvalue().encode())
+
+
+def online_gains(run_dir: Path) -> dict[int, float]:
+    """iteration -> the online gain recorded in metrics.jsonl."""
+    return {
+        int(r["iteration"]): float(r["gain"])
+        for r in read_jsonl(Path(run_dir) / METRICS)
+        if not r.get("eval") and r.get("gain") is not None and "iteration" in r
+    }
+
+
+def table(rows: list[dict[str, Any]], online: dict[int, float]) -> str:
+    """iteration, τ, online and offline gain, one line per kept checkpoint (online: the record of that
+    iteration, or of the last one before it when the run ended there)."""
+    lines = [f"{'iteration':>9}  {'tau':>9}  {'S':>4}  {'online':>8}  {'offline':>8}"]
+    known = sorted(online)
+    for r in rows:
+        it = r["iteration"]
+        before = [k for k in known if k <= it]
+        on = online[before[-1]] if before else math.nan
+        lines.append(f"{it:>9}  {r['tau']:>9.1f}  {r['scale']:>4}  {on:>8.3f}  {r['offline_gain']:>8.3f}")
+    return "\n".join(lines)
