@@ -12,6 +12,9 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
         # any experiment may carry `set: {key: value}`: spec overrides for its runs only
       - sweep: {task: logreg, batches: [32, 64, ..., 4096], max_epochs: 80}
 
+At S = 1 AdaScale, LSW and LSW+ are one computation (r ≡ 1, no warm-up, T_AS = T1): a table2 cell at
+scale 1 is one run per task and seed, method adascale, which the reports show under all three methods.
+
 A heat map is the paper's Figure 5: a grid of exponential-decay schedules (initial lr × total decrease),
 four panels: S = 1, AdaScale at S, LSW at S, and scaled SGD at S whose T is the mean iteration count of
 the grid's AdaScale runs that reach the threshold. The sweep is the textbook's critical-batch
@@ -27,8 +30,9 @@ from typing import Any
 
 import yaml
 
-from bench.algo.rules import METHODS
+from bench.algo.rules import METHODS, TABLE2_METHODS
 from bench.errors import UserError
+from bench.experiments import taskdata
 from bench.run.spec import ELASTIC, parse_scale
 
 PRESET_DIR = Path(__file__).parent / "matrices"
@@ -110,9 +114,10 @@ def locate(name: str | Path) -> Path:
     raise UserError(f"matrix {name}: no such file, and not a shipped matrix ({names})")
 
 
-def load(name: str | Path) -> Matrix:
-    from tasks import available
-
+def load(name: str | Path, sweep_target: bool = True) -> Matrix:
+    """The matrix with its runs expanded and ordered. Reads the task presets without importing the tasks
+    (no torch); `sweep_target=False` leaves the sweep's target loss unset instead of computing it (3 s of
+    numpy and the logreg module, which imports torch; `plan` does not need it)."""
     path = locate(name)
     try:
         doc = yaml.safe_load(path.read_text())
@@ -127,7 +132,7 @@ def load(name: str | Path) -> Matrix:
     if preset not in ("tiny", "paper"):
         raise _fail(path, "preset", "tiny or paper")
     seeds = _list(path, "seeds", doc.get("seeds", [0]), int)
-    tasks = available()
+    tasks = taskdata.available()
     runs: list[RunRequest] = []
     experiments = doc.get("experiments")
     if not isinstance(experiments, list) or not experiments:
@@ -145,7 +150,8 @@ def load(name: str | Path) -> Matrix:
         extra = body.pop("set", None) or {}
         if not isinstance(extra, dict):
             raise _fail(path, f"{where}.set", "a mapping of spec keys to values")
-        for r in expand(path, where, kind, body, exp_seeds, tuple(tasks), preset):
+        args = (path, where, kind, body, exp_seeds, tuple(tasks), preset)
+        for r in _sweep(*args, target=sweep_target) if kind == "sweep" else expand(*args):
             runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, r.experiment))
     return Matrix(path, preset, order(dedupe(runs)), dict(doc.get("data_roots") or {}), dict(doc.get("set") or {}))
 
@@ -168,12 +174,23 @@ def _cells(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
     else:
         scales = _list(path, f"{where}.schedules", body.get("schedules", list(ELASTIC)), str, ELASTIC)
     return [
-        RunRequest(t, m, parse_scale(s), seed, experiment={"kind": kind})
+        RunRequest(t, shared_method(m, s), parse_scale(s), seed, experiment={"kind": kind})
         for t in exp_tasks
         for m in methods
         for s in scales
         for seed in seeds
     ]
+
+
+def shared_method(method: str, scale: int | str) -> str:
+    """The method a Table 2 cell runs: at S = 1 AdaScale, LSW and LSW+ are the same computation (r ≡ 1,
+    no warm-up, T_AS = T1), run once as adascale."""
+    return "adascale" if scale == 1 and method in TABLE2_METHODS else method
+
+
+def is_shared(method: str, scale: int | str, kind: str | None) -> bool:
+    """Whether a run stands for all three Table 2 methods (the S = 1 adascale run of a table2 cell)."""
+    return method == "adascale" and str(scale) == "1" and kind in (None, "table2")
 
 
 def _number(path: Path, where: str, value: Any) -> float:
@@ -183,13 +200,11 @@ def _number(path: Path, where: str, value: Any) -> float:
 
 
 def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
-    from tasks import get_task
-
     _keys(path, where, body, {"name", "task", "scale", "lr0", "decay", "threshold", "seeds", "set"})
     task = body.get("task")
     if task not in tasks:
         raise _fail(path, f"{where}.task", f"one of {', '.join(tasks)}")
-    schedule = get_task(task).presets[preset]["lr_schedule"]
+    schedule = taskdata.presets(task)[preset]["lr_schedule"]
     if schedule.get("kind") != "exponential":
         raise _fail(
             path,
@@ -230,13 +245,19 @@ def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], ta
 SWEEP_BATCHES = [32, 64, 128, 256, 512, 1024, 2048, 4096]
 
 
-def sweep_runs(batches: list[int], max_epochs: int, seeds: list[int]) -> list[RunRequest]:
+def sweep_runs(batches: list[int], max_epochs: int, seeds: list[int], target: bool = True) -> list[RunRequest]:
     """The critical-batch sweep on logreg (DESIGN §1): for each global batch B, epochs to the target loss
-    under a fixed lr, under linear scaling with the textbook's warm-up, and with AdaScale at S = B/32."""
-    from tasks.logreg import REFERENCE_BATCH, REFERENCE_LR, N, target_loss
+    under a fixed lr, under linear scaling with the textbook's warm-up, and with AdaScale at S = B/32.
+    `target=False`: the target loss is left None (not computed)."""
+    REFERENCE_BATCH, REFERENCE_LR, N = (
+        taskdata.constant("logreg", k) for k in ("REFERENCE_BATCH", "REFERENCE_LR", "N")
+    )
+    loss = None
+    if target:
+        from tasks.logreg import target_loss
 
-    target = target_loss()
-    common = {"eval_unit": "epochs", "eval_every": 1, "max_epochs": max_epochs, "target": target}
+        loss = target_loss()
+    common = {"eval_unit": "epochs", "eval_every": 1, "max_epochs": max_epochs, "target": loss}
     runs = []
     for B in batches:
         if B % REFERENCE_BATCH:
@@ -246,7 +267,7 @@ def sweep_runs(batches: list[int], max_epochs: int, seeds: list[int]) -> list[Ru
         for seed in seeds:
 
             def exp(method: str, batch: int = B) -> dict[str, Any]:
-                return {"kind": "sweep", "batch": batch, "method": method, "target": target}
+                return {"kind": "sweep", "batch": batch, "method": method, "target": loss}
 
             # one micro-batch of B examples: the same mean gradient as S micro-batches of 32 (no BatchNorm here)
             runs.append(
@@ -276,7 +297,9 @@ def sweep_runs(batches: list[int], max_epochs: int, seeds: list[int]) -> list[Ru
     return runs
 
 
-def _sweep(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
+def _sweep(
+    path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str, target: bool = True
+) -> list:
     _keys(path, where, body, {"task", "batches", "max_epochs", "seeds"})
     if body.get("task", "logreg") != "logreg":
         raise _fail(path, f"{where}.task", "logreg (the sweep is the logreg textbook demonstration)")
@@ -284,7 +307,7 @@ def _sweep(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
     max_epochs = body.get("max_epochs", 80)
     if not isinstance(max_epochs, int) or max_epochs < 1:
         raise _fail(path, f"{where}.max_epochs", "a positive integer")
-    return sweep_runs(batches, max_epochs, seeds)
+    return sweep_runs(batches, max_epochs, seeds, target)
 
 
 def describe(m: Matrix) -> str:
@@ -298,6 +321,7 @@ def describe(m: Matrix) -> str:
         extra = ",".join(f"{k}={v}" for k, v in sorted(r.overrides.items()))
         after = " (after its AdaScale run)" if r.method == "lsw+" else ""
         after = " (after the grid's AdaScale runs)" if r.method == "scaled" else after
+        after = " (shared: AS = LSW = LSW+ at S = 1)" if is_shared(r.method, r.scale, r.experiment["kind"]) else after
         lines.append(
             f"  {r.experiment['kind']:8s} {r.task:12s} {r.method:9s} {str(r.scale):13s} seed{r.seed}"
             f"{' ' + extra if extra else ''}{after}"
