@@ -31,7 +31,8 @@ def test_shipped_matrices_expand() -> None:
     assert len(grid) == 36 and all(r.overrides["T1"] == 50 for r in grid)  # the experiment's own `set`
     paper = matrix.load("paper")
     cells = [r for r in paper.runs if r.experiment["kind"] == "table2"]
-    assert len(cells) == 5 * 3 * 5 * 5  # tasks × methods × scales × seeds
+    assert len(cells) == 5 * (1 + 3 * 4) * 5  # tasks × (S = 1 once + methods × larger scales) × seeds
+    assert not [r for r in cells if r.scale == 1 and r.method != "adascale"]  # S = 1: one shared run
     grid = [r for r in paper.runs if r.experiment["kind"] == "heatmap"]
     assert len(grid) == 13 * 13 * 4
     assert {r.experiment["panel"] for r in grid} == {"S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16"}
@@ -77,7 +78,8 @@ def test_matrix_command_prints_the_expansion_and_count(tmp_path: Path) -> None:
     )
     res = subprocess.run([sys.executable, "-m", "bench", "matrix", str(path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip().endswith("8 runs")
+    assert res.stdout.strip().endswith("6 runs")  # S = 1: one adascale run per seed stands for lsw+ too
+    assert "shared: AS = LSW = LSW+ at S = 1" in res.stdout
     assert "after its AdaScale run" in res.stdout
     res = subprocess.run(
         [sys.executable, "-m", "bench", "matrix", str(tmp_path / "none.yaml")], capture_output=True, text=True

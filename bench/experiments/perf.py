@@ -356,7 +356,7 @@ def perf(args: argparse.Namespace) -> int:
         "ratios: medians of per-round ratios. Micro-batches pre-fetched: data loading is not compared."
     )
     print(f"perf: {path}")
-    if args.write_throughput:
+    if getattr(args, "write_throughput", None):
         from bench.experiments.plan import write_throughput
 
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
