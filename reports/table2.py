@@ -13,6 +13,9 @@ A cell is the mean over the seeds of the completed runs. It is
 - – when there is no completed run (not run, still running, or failed);
 - grey when significantly worse than S = 1 of the same method: see `significance.worse_than`.
 
+At S = 1 the three methods are one computation, run once as adascale (bench.experiments.matrix): that run
+fills all three columns of the S = 1 row.
+
 Which runs: methods adascale, lsw, lsw+ from the `table2` and `elastic` experiments and ad-hoc runs
 (no experiment); heat-map and sweep runs have their own figures.
 """
@@ -92,6 +95,23 @@ def _std(x: np.ndarray) -> float:
     return float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
 
 
+def share_s1(df: pd.DataFrame) -> pd.DataFrame:
+    """At S = 1 AdaScale, LSW and LSW+ are one computation (r ≡ 1, no warm-up, T_AS = T1), which a matrix
+    runs once as adascale: that run also fills the LSW and LSW+ cells of the S = 1 row where those have no
+    run of their own (runs from before the matrix did this keep theirs)."""
+    key = ["task", "preset", "variant"]
+    s1 = df[(df["scale"].astype(str) == "1") & (df["method"] == "adascale")]
+    if s1.empty:
+        return df
+    copies = []
+    for method in ("lsw", "lsw+"):
+        own = df[(df["scale"].astype(str) == "1") & (df["method"] == method)]
+        have = set(map(tuple, own[key].to_numpy().tolist()))
+        take = s1[[tuple(k) not in have for k in s1[key].to_numpy().tolist()]]
+        copies.append(take.assign(method=method))
+    return pd.concat([df, *copies], ignore_index=True)
+
+
 def cells(df: pd.DataFrame) -> pd.DataFrame:
     """Tidy Table 2: one row per table × scale × method, with numbers, seed counts and grey flags."""
     df = table_runs(df)
@@ -100,6 +120,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     for col in ("preset", "variant"):
         df[col] = df[col].fillna("") if col in df else ""
+    df = share_s1(df)
     presets_per_task = df.groupby("task")["preset"].nunique()
     rows = []
     for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):

@@ -216,9 +216,13 @@ def _jobs(ids: list[str]) -> str:
     return ",".join(unique[:4]) + (f",… ({len(unique)})" if len(unique) > 4 else "") if unique else "-"
 
 
+SHARED = "(shared: = lsw = lsw+ at S = 1)"
+
+
 def table(runs: list[RunState]) -> str:
     """One row per cell (task, method, scale, variant) with its seeds, state and job ids; then the failed
-    runs, each with the last line of its log."""
+    runs, each with the last line of its log. The S = 1 adascale run is shown once, as shared: at S = 1 the
+    three Table 2 methods are one computation (bench.experiments.matrix)."""
     cells: dict[tuple, list[RunState]] = {}
     for r in runs:
         task, method, scale, _, variant = r.parts
@@ -229,7 +233,8 @@ def table(runs: list[RunState]) -> str:
         members = sorted(cells[key], key=lambda r: r.parts[3])
         seeds = ",".join(str(r.parts[3]) for r in members)
         state = _cell_state([r.state for r in members])
-        rows.append((*key[:3], key[3] or "-", seeds, state, _jobs([r.job_id or "" for r in members])))
+        method = f"{key[1]} {SHARED}" if key[1] == "adascale" and key[2] == "1" else key[1]
+        rows.append((key[0], method, key[2], key[3] or "-", seeds, state, _jobs([r.job_id or "" for r in members])))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from bench.files import SPEC, SUMMARY, read_json_object, write_json
 from bench.run.runner import existing_summary
 from bench.run.spec import run_name
 
+from .datacheck import data_problems
 from .executors import (
     MAX_ARRAY,
     Resources,
@@ -144,9 +146,18 @@ def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
 
 def submit(args: argparse.Namespace) -> int:
     res = Resources.from_args(args)
+    m = matrices.load(args.matrix)
+    if res.executor == "slurm" and m.preset == "paper" and args.gpus_per_node is None and not args.cpu_only:
+        raise UserError(
+            "the paper preset trains on GPUs: pass --gpus-per-node G, or --cpu-only to run on CPUs on purpose"
+        )
     if res.executor == "slurm" and not args.dry_run:
         require_slurm()
-    m = matrices.load(args.matrix)
+    problems = data_problems(m)
+    if problems:
+        for line in problems:
+            print(f"adascale-bench: error: {line}", file=sys.stderr)
+        return 1
     out = Path(args.out).expanduser().resolve()
     plan = make_plan(m, out, res)
     print_plan(m, plan, res)

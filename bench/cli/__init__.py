@@ -86,6 +86,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from bench.experiments.plan import plan
+
+    return plan(args)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from reports.build import build_report
 
@@ -204,6 +210,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("matrix", help="a matrix YAML file, or a shipped one: smoke, paper")
     p.set_defaults(func=cmd_matrix)
 
+    p = sub.add_parser("plan", help="what a matrix costs: runs, iterations, examples, GPU-hours per cell")
+    p.add_argument("matrix", help="a matrix YAML file, or a shipped one: smoke, paper")
+    p.add_argument("--gpus", type=_positive_int, default=None, help="also the wall-clock hours on N GPUs")
+    p.add_argument(
+        "--throughput",
+        default=None,
+        metavar="CSV",
+        help="examples/s per task and preset at S = 1 on one GPU (default: the shipped table)",
+    )
+    p.set_defaults(func=cmd_plan)
+
     p = sub.add_parser("report", help="rebuild every table and figure from the run files in DIR")
     p.add_argument("dir")
     p.add_argument("--format", default="md,tex,html,csv", help="comma-separated: md, tex, html, csv")
@@ -224,6 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=_positive_int, default=20, help="timed iterations per variant")
     p.add_argument("--data-root", default=None, help="dataset folder for the paper preset")
     p.add_argument("--out", default="runs/perf")
+    p.add_argument(
+        "--write-throughput",
+        default=None,
+        metavar="CSV",
+        help="add or update each task's examples/s at S = 1 (bare loop) in this throughput table (see plan)",
+    )
     p.set_defaults(func=cmd_perf)
 
     p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")

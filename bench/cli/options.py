@@ -63,5 +63,10 @@ def add_submit_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--setup", action="append", default=[], metavar="LINE", help="a shell line run before each job (repeatable)"
     )
+    p.add_argument(
+        "--cpu-only",
+        action="store_true",
+        help="slurm: run a paper-preset matrix on CPU jobs on purpose (otherwise --gpus-per-node is required)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the job arrays it would submit, submit nothing")
     p.add_argument("--wait", action="store_true", help="slurm: wait until every submitted job has ended")

@@ -14,6 +14,9 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
       - sweep: {task: logreg, batches: [32, 64, ..., 4096], max_epochs: 80}
       - gain: {tasks: [logreg, cifar10], scale: 8, every: {logreg: 25, cifar10: 5}}
 
+At S = 1 AdaScale, LSW and LSW+ are one computation (r ≡ 1, no warm-up, T_AS = T1): a table2 cell at
+scale 1 is one run per task and seed, method adascale, which the reports show under all three methods.
+
 A heat map is the paper's Figure 5: a grid of exponential-decay schedules (initial lr × total decrease),
 four panels: S = 1, AdaScale at S, LSW at S, and scaled SGD at S whose T is the mean iteration count of
 the grid's AdaScale runs that reach the threshold. The sweep is the textbook's critical-batch
@@ -32,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from bench.algo.rules import METHODS
+from bench.algo.rules import METHODS, TABLE2_METHODS
 from bench.errors import UserError
 from bench.run.spec import ELASTIC, parse_scale
 
@@ -116,8 +119,7 @@ def locate(name: str | Path) -> Path:
 
 
 def load(name: str | Path) -> Matrix:
-    from tasks import available
-
+    """The matrix with its runs expanded and ordered. Reads the tasks' cards (plain data): no torch."""
     path = locate(name)
     try:
         doc = yaml.safe_load(path.read_text())
@@ -132,6 +134,8 @@ def load(name: str | Path) -> Matrix:
     if preset not in ("tiny", "paper"):
         raise _fail(path, "preset", "tiny or paper")
     seeds = _list(path, "seeds", doc.get("seeds", [0]), int)
+    from tasks import available
+
     tasks = available()
     runs: list[RunRequest] = []
     experiments = doc.get("experiments")
@@ -173,12 +177,23 @@ def _cells(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
     else:
         scales = _list(path, f"{where}.schedules", body.get("schedules", list(ELASTIC)), str, ELASTIC)
     return [
-        RunRequest(t, m, parse_scale(s), seed, experiment={"kind": kind})
+        RunRequest(t, shared_method(m, s), parse_scale(s), seed, experiment={"kind": kind})
         for t in exp_tasks
         for m in methods
         for s in scales
         for seed in seeds
     ]
+
+
+def shared_method(method: str, scale: int | str) -> str:
+    """The method a Table 2 cell runs: at S = 1 AdaScale, LSW and LSW+ are the same computation (r ≡ 1,
+    no warm-up, T_AS = T1), run once as adascale."""
+    return "adascale" if scale == 1 and method in TABLE2_METHODS else method
+
+
+def is_shared(method: str, scale: int | str, kind: str | None) -> bool:
+    """Whether a run stands for all three Table 2 methods (the S = 1 adascale run of a table2 cell)."""
+    return method == "adascale" and str(scale) == "1" and kind in (None, "table2")
 
 
 def _number(path: Path, where: str, value: Any) -> float:
@@ -327,6 +342,7 @@ def describe(m: Matrix) -> str:
         extra = ",".join(f"{k}={v}" for k, v in sorted(r.overrides.items()))
         after = " (after its AdaScale run)" if r.method == "lsw+" else ""
         after = " (after the grid's AdaScale runs)" if r.method == "scaled" else after
+        after = " (shared: AS = LSW = LSW+ at S = 1)" if is_shared(r.method, r.scale, r.experiment["kind"]) else after
         lines.append(
             f"  {r.experiment['kind']:8s} {r.task:12s} {r.method:9s} {str(r.scale):13s} seed{r.seed}"
             f"{' ' + extra if extra else ''}{after}"

@@ -304,6 +304,8 @@ def perf(args: argparse.Namespace) -> int:
     names = list(args.task) if args.task else available()
     tasks = [get_task(n) for n in names]
     scales = parse_scales(args.scales)
+    if getattr(args, "write_throughput", None) and 1 not in scales:
+        raise UserError("--write-throughput records examples/s at S = 1: include 1 in --scales")
     repeats = int(args.repeats)
     device = pick_device(args.device)
     dist = Dist(device=device)
@@ -354,4 +356,11 @@ def perf(args: argparse.Namespace) -> int:
         "ratios: medians of per-round ratios. Micro-batches pre-fetched: data loading is not compared."
     )
     print(f"perf: {path}")
+    if getattr(args, "write_throughput", None):
+        from bench.experiments.plan import write_throughput
+
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+        measured = {(r["task"], args.preset): (r["examples_per_s_bare"], name) for r in rows if r["scale"] == 1}
+        write_throughput(Path(args.write_throughput), measured)
+        print(f"throughput (examples/s at S = 1, bare loop, {name}): {args.write_throughput}")
     return 0

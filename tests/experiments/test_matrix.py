@@ -37,7 +37,8 @@ def test_shipped_matrices_expand() -> None:
     assert scaled_lr0 == {0.04, 0.2, 1.0} and other_lr0 == {0.01, 0.05, 0.25}  # scaled SGD's own lr axis
     paper = matrix.load("paper")
     cells = [r for r in paper.runs if r.experiment["kind"] == "table2"]
-    assert len(cells) == 5 * 3 * 5 * 5  # tasks × methods × scales × seeds
+    assert len(cells) == 5 * (1 + 3 * 4) * 5  # tasks × (S = 1 once + methods × larger scales) × seeds
+    assert not [r for r in cells if r.scale == 1 and r.method != "adascale"]  # S = 1: one shared run
     grid = [r for r in paper.runs if r.experiment["kind"] == "heatmap"]
     assert len(grid) == 13 * 16 * 4  # lr0 × decay (down to 1e-5) × panels
     assert min(r.overrides["lr_schedule.decay"] for r in grid) == 1e-5
@@ -91,7 +92,8 @@ def test_matrix_command_prints_the_expansion_and_count(tmp_path: Path) -> None:
     )
     res = subprocess.run([sys.executable, "-m", "bench", "matrix", str(path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip().endswith("8 runs")
+    assert res.stdout.strip().endswith("6 runs")  # S = 1: one adascale run per seed stands for lsw+ too
+    assert "shared: AS = LSW = LSW+ at S = 1" in res.stdout
     assert "after its AdaScale run" in res.stdout
     res = subprocess.run(
         [sys.executable, "-m", "bench", "matrix", str(tmp_path / "none.yaml")], capture_output=True, text=True

@@ -260,7 +260,7 @@ def test_na_missing_and_grey_cells_in_html(na_folder):
     assert "td.grey { background" in text
     csv = pd.read_csv(report.parent / "table2.csv")
     assert {"task", "scale", "method", "n_seeds", "grey_metric", "grey_loss", "val_metric"} <= set(csv.columns)
-    assert len(csv) == 4  # one row per task × scale × method that has runs
+    assert len(csv) == 5  # one row per task × scale × method that has runs, + LSW+ at S = 1 from the shared run
     assert (report.parent / "table2.md").exists() and (report.parent / "table2.tex").exists()
 
 
@@ -523,3 +523,14 @@ def test_gain_figure_renders_online_against_offline(tmp_path):
     with pytest.warns(ReportWarning, match="offline_gain.csv"):
         assert figures.gain(res, tmp_path / "out") == []
     assert any("offline_gain.csv" in w for w in res.warnings)
+
+
+def test_the_shared_scale_one_run_fills_all_three_columns(tmp_path):
+    """At S = 1 a matrix runs adascale once for AS, LSW and LSW+: its value shows in all three columns."""
+    write_run(tmp_path, "cifar10", "adascale", 1, 0, val=93.5, loss=0.25, iterations=100)
+    c = cells(quiet_load(tmp_path).runs)
+    for method in ("adascale", "lsw", "lsw+"):
+        row = cell(c, "cifar10", "1", method)
+        assert (row["val_metric"], row["train_loss"], row["iterations"]) == (93.5, 0.25, 100)
+    row = next(ln for ln in markdown(c).splitlines() if ln.startswith("| 1 |"))
+    assert row.count("93.50") == 3 and row.count("0.2500") == 3 and row.count(" 100 ") == 3

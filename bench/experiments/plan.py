@@ -1,0 +1,291 @@
+"""`adascale-bench plan MATRIX [--gpus N] [--throughput CSV]`: what a matrix costs before it is submitted.
+
+Per cell (experiment × task × method × S) and in total: runs, iterations per run, examples processed and
+GPU-hours. Iterations: S = 1 and identity runs take T1; LSW takes exactly `iterations_for` (τ advances by
+S_t); AdaScale's gain r_t lies in [1, S_t], so it takes between LSW's count (r = S: ⌈T1/S⌉ at a constant S)
+and T1 (r = 1); LSW+ runs T_AS iterations and the heat map's scaled SGD the mean of its grid's AdaScale
+runs, so both have AdaScale's range. Examples: Σ over iterations of S_t · b (b is tokens for the
+transformer, see the unit column). GPU-hours: examples / the task's examples/s at S = 1 on one GPU (the
+throughput table), i.e. an iteration at scale S costs S micro-batches' worth of GPU time, whatever the
+number of GPUs that share it (no communication overhead). Runs stopped by `max_epochs` (the logreg
+sweep) are capped there; stopping at a target metric is not foreseen, so those are upper bounds.
+
+Reads the tasks' cards (tasks.presets, plain data): no torch, well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import io
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from bench.algo.rules import METHODS, TAU_RTOL, finished
+from bench.algo.schedules import ScaleSchedule, scale_schedule
+from bench.errors import UserError
+from bench.experiments import matrix as matrices
+from bench.files import atomic_write_bytes
+
+THROUGHPUT = Path(__file__).with_name("throughput.csv")
+THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "measured"]
+UNITS = {"cifar10": "images", "imagenet": "images", "yolo": "images", "speech": "utterances", "transformer": "tokens"}
+FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --data-root DATASETS --write-throughput {path}"
+
+
+# -- the throughput table ---------------------------------------------------------------------------------------
+def read_throughput(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(task, preset) -> {examples_per_s: float | None, device, measured}; an empty examples_per_s is unknown."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UserError(f"throughput table {path}: {e.strerror or e}") from None
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in ("task", "preset", "examples_per_s") if c not in (reader.fieldnames or [])]
+    if missing:
+        raise UserError(f"throughput table {path}: no column {missing[0]} (expected {','.join(THROUGHPUT_COLUMNS)})")
+    out = {}
+    for i, row in enumerate(reader, 2):
+        raw = (row.get("examples_per_s") or "").strip()
+        value = None
+        if raw:
+            try:
+                value = float(raw)
+            except ValueError:
+                value = -1.0
+            if not math.isfinite(value) or value <= 0:
+                raise UserError(f"throughput table {path}, line {i}: examples_per_s {raw!r} is not a positive number")
+        key = (row["task"].strip(), row["preset"].strip())
+        out[key] = {"examples_per_s": value, "device": row.get("device") or "", "measured": row.get("measured") or ""}
+    return out
+
+
+def write_throughput(path: Path, measured: dict[tuple[str, str], tuple[float, str]]) -> None:
+    """Add or update the rows of (task, preset) -> (examples/s at S = 1 on one device, device), keeping the
+    other rows and their order."""
+    path = Path(path)
+    rows: list[dict[str, str]] = []
+    if path.exists():
+        rows = [{k: r.get(k) or "" for k in THROUGHPUT_COLUMNS} for r in csv.DictReader(io.StringIO(path.read_text()))]
+    today = time.strftime("%Y-%m-%d")
+    for (task, preset), (eps, device) in measured.items():
+        new = {"task": task, "preset": preset, "examples_per_s": f"{eps:.6g}", "device": device, "measured": today}
+        for r in rows:
+            if (r["task"], r["preset"]) == (task, preset):
+                r.update(new)
+                break
+        else:
+            rows.append(new)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=THROUGHPUT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_bytes(path, buf.getvalue().encode())
+
+
+# -- iterations and examples of one run -------------------------------------------------------------------------
+@functools.cache
+def walk(scales: ScaleSchedule, T1: float, gain_is_scale: bool) -> tuple[int, int]:
+    """(iterations, Σ S_t) of a run whose τ advances by S_t per iteration (gain_is_scale: LSW, AdaScale's
+    fastest; the iterations are `iterations_for`'s) or by 1 (AdaScale's slowest, identity: τ_t = t)."""
+    if not gain_is_scale:  # τ_t = t exactly: count the integers of each segment of the S schedule
+        n = math.ceil(T1 * (1.0 - TAU_RTOL))
+        edges = [min(n, math.ceil(start)) for start, _ in scales.steps] + [n]
+        total = sum(s * max(0, edges[i + 1] - edges[i]) for i, (_, s) in enumerate(scales.steps))
+        return n, total
+    tau, t, total = 0.0, 0, 0
+    while not finished(tau, T1):
+        s = scales(tau)
+        tau += s
+        total += s
+        t += 1
+    return t, total
+
+
+@dataclass
+class RunCost:
+    iterations: tuple[int, int]  # (fewest, most)
+    examples: tuple[float, float]
+    max_scale: int
+    waits: bool  # starts after another run of the same length (LSW+ after AdaScale, scaled SGD after its grid)
+
+
+def run_cost(spec: dict[str, Any], logreg_n: int) -> RunCost:
+    """The iterations and examples of one resolved run (see the module docstring)."""
+    scales = scale_schedule(spec)
+    T1, b, method = float(spec["T1"]), int(spec["batch_size"]), spec["method"]
+    fast, slow = walk(scales, T1, True), walk(scales, T1, False)
+    if method == "lsw":
+        lo = hi = fast
+    elif method in ("adascale", "lsw+", "scaled"):
+        lo, hi = fast, slow
+    else:  # identity: p = 1
+        lo = hi = slow
+    its, sums = [lo[0], hi[0]], [lo[1], hi[1]]
+    if spec.get("max_epochs") and spec["task"] == "logreg":  # the sweep: stopped after max_epochs of data
+        cap_examples = spec["max_epochs"] * logreg_n
+        for i in range(2):
+            if sums[i] * b > cap_examples:
+                per = sums[i] / its[i]
+                its[i] = math.ceil(cap_examples / (per * b) - 1e-12)
+                sums[i] = its[i] * per
+    return RunCost((its[0], its[1]), (sums[0] * b, sums[1] * b), scales.max_scale(), METHODS[method].needs is not None)
+
+
+# -- the plan ---------------------------------------------------------------------------------------------------
+@dataclass
+class Cell:
+    kind: str
+    task: str
+    preset: str
+    method: str
+    scale: int | str
+    runs: int = 0
+    iterations: list[int] = field(default_factory=lambda: [math.inf, 0])  # type: ignore[list-item]
+    examples: list[float] = field(default_factory=lambda: [0.0, 0.0])
+    hours: list[float] | None = None  # GPU-hours (fewest, most); None: throughput unknown
+    longest: list[float] | None = None  # the longest chain of runs, in hours on min(S, N) GPUs
+
+
+def _fmt_si(x: float) -> str:
+    for div, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def _range(lo: float, hi: float, f: Any) -> str:
+    return f(lo) if f(lo) == f(hi) else f"{f(lo)}–{f(hi)}"
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
+
+
+def make_plan(m: matrices.Matrix, throughput: dict[tuple[str, str], dict[str, Any]], gpus: int | None) -> list[Cell]:
+    from bench.run.spec import resolve
+    from tasks.presets import card
+    from tasks.presets.logreg import N as logreg_n
+
+    adapters: dict[str, Any] = {}
+    cells: dict[tuple, Cell] = {}
+    for req in m.runs:
+        if req.task not in adapters:  # resolve() only reads these: no task module, no torch
+            adapters[req.task] = SimpleNamespace(name=req.task, presets=card(req.task).presets, needs_data=False)
+        spec = resolve(
+            adapters[req.task], req.method, req.scale, req.seed, m.preset, None, {**m.overrides, **req.overrides}
+        )
+        cost = run_cost(spec, logreg_n)
+        key = (req.experiment.get("kind", "table2"), req.task, req.method, req.scale)
+        cell = cells.setdefault(key, Cell(key[0], req.task, m.preset, req.method, req.scale))
+        cell.runs += 1
+        cell.iterations = [min(cell.iterations[0], cost.iterations[0]), max(cell.iterations[1], cost.iterations[1])]
+        cell.examples = [cell.examples[0] + cost.examples[0], cell.examples[1] + cost.examples[1]]
+        eps = (throughput.get((req.task, m.preset)) or {}).get("examples_per_s")
+        if eps:
+            run_hours = [e / eps / 3600 for e in cost.examples]
+            cell.hours = [a + h for a, h in zip(cell.hours or [0.0, 0.0], run_hours, strict=True)]
+            width = min(cost.max_scale, gpus or cost.max_scale)
+            chain = [h / width * (2 if cost.waits else 1) for h in run_hours]
+            cell.longest = [max(a, c) for a, c in zip(cell.longest or [0.0, 0.0], chain, strict=True)]
+    kinds, methods = list(matrices.KINDS), list(METHODS)
+
+    def order(c: Cell) -> tuple:
+        scale = (0, c.scale, "") if isinstance(c.scale, int) else (1, 0, c.scale)
+        return (kinds.index(c.kind) if c.kind in kinds else 9, c.task, methods.index(c.method), scale)
+
+    return sorted(cells.values(), key=order)
+
+
+def frame(cells: list[Cell], gpus: int | None) -> Any:
+    import pandas as pd
+
+    rows = []
+    for c in cells:
+        row = {
+            "experiment": c.kind,
+            "task": c.task,
+            "method": c.method + (" (=lsw=lsw+)" if matrices.is_shared(c.method, c.scale, c.kind) else ""),
+            "S": str(c.scale),
+            "runs": c.runs,
+            "iterations/run": _range(c.iterations[0], c.iterations[1], lambda x: f"{x:,}"),
+            "examples": _range(c.examples[0], c.examples[1], _fmt_si),
+            "unit": UNITS.get(c.task, "examples"),
+            "GPU-hours": _range(c.hours[0], c.hours[1], _hours) if c.hours else "unknown",
+        }
+        if gpus:
+            row[f"wall h @{gpus} GPUs"] = (
+                _range(max(c.hours[0] / gpus, c.longest[0]), max(c.hours[1] / gpus, c.longest[1]), _hours)
+                if c.hours and c.longest
+                else "unknown"
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def totals(cells: list[Cell], gpus: int | None) -> dict[str, str]:
+    runs = sum(c.runs for c in cells)
+    known = all(c.hours for c in cells)
+    out = {"runs": f"{runs:,}"}
+    units = sorted({UNITS.get(c.task, "examples") for c in cells})
+    out["examples"] = "; ".join(
+        _range(
+            sum(c.examples[0] for c in cells if UNITS.get(c.task, "examples") == u),
+            sum(c.examples[1] for c in cells if UNITS.get(c.task, "examples") == u),
+            _fmt_si,
+        )
+        + f" {u}"
+        for u in units
+    )
+    if known:
+        lo, hi = sum(c.hours[0] for c in cells), sum(c.hours[1] for c in cells)  # type: ignore[index]
+        out["GPU-hours"] = _range(lo, hi, _hours)
+        if gpus:
+            chain = [max(c.longest[i] for c in cells) for i in (0, 1)]  # type: ignore[index]
+            out[f"wall h @{gpus} GPUs"] = _range(max(lo / gpus, chain[0]), max(hi / gpus, chain[1]), _hours)
+    else:
+        out["GPU-hours"] = "unknown"
+        if gpus:
+            out[f"wall h @{gpus} GPUs"] = "unknown"
+    return out
+
+
+def plan(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    m = matrices.load(args.matrix)
+    path = Path(args.throughput) if args.throughput else THROUGHPUT
+    throughput = read_throughput(path)
+    gpus = args.gpus
+    cells = make_plan(m, throughput, gpus)
+    df = frame(cells, gpus)
+    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
+        print(f"matrix {m.path} ({m.preset}): {len(m.runs)} runs")
+        print(df.to_string(index=False))
+    total = totals(cells, gpus)
+    print("total: " + ", ".join(f"{k} {v}" for k, v in total.items()))
+    print(
+        "iterations: AdaScale (and LSW+, scaled SGD, which run as many) between ⌈T1/S⌉ (gain S) and T1 (gain 1); "
+        "LSW exact; S = 1 and identity T1. GPU-hours: examples ÷ examples/s at S = 1 on one GPU "
+        f"(from {path}); an iteration at S costs S micro-batches of GPU time."
+    )
+    if gpus:
+        print(
+            f"wall-clock at {gpus} GPUs: GPU-hours / {gpus}, perfectly packed, but a run uses at most S GPUs "
+            "(one micro-batch each) and LSW+ / scaled SGD start after their AdaScale runs: never less than "
+            "the longest such chain."
+        )
+    missing = sorted({(c.task, m.preset) for c in cells if not c.hours})
+    if missing:
+        names = ", ".join(f"{t} ({p})" for t, p in missing)
+        print(
+            f"GPU-hours unknown: no examples/s for {names} in {path}. Measure them on the GPU the runs will use: "
+            + FILL_HINT.format(path=path)
+            + " (or fill the examples_per_s column by hand and pass --throughput CSV)"
+        )
+    return 0

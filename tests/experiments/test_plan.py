@@ -1,0 +1,161 @@
+"""`plan`: iterations, examples and GPU-hours against a hand computation, without torch; the throughput
+table and perf's --write-throughput; S = 1 as one shared run; submit's GPU and data checks."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.algo.rules import iterations_for
+from bench.algo.schedules import ScaleSchedule
+from bench.cli import main
+from bench.errors import UserError
+from bench.experiments import matrix, plan
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_plan_paper_prints_a_total_without_importing_torch() -> None:
+    code = (
+        "import sys; from bench.cli import main; rc = main(['plan', 'paper', '--gpus', '64']); "
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert f"total: runs {len(matrix.load('paper').runs):,}" in out and "GPU-hours unknown" in out
+    assert "tokens" in out  # the transformer's b is tokens
+    assert "--write-throughput" in out and "imagenet (paper)" in out  # which entries are missing, how to fill
+
+
+def test_shipped_throughput_table_has_the_paper_tasks_unmeasured() -> None:
+    table = plan.read_throughput(plan.THROUGHPUT)
+    assert set(table) == {(t, "paper") for t in ("cifar10", "imagenet", "speech", "transformer", "yolo")}
+    assert all(v["examples_per_s"] is None for v in table.values())  # nothing invented
+
+
+TINY = """preset: tiny
+seeds: [0, 1]
+experiments:
+  - table2: {tasks: [cifar10], methods: [adascale, lsw, lsw+], scales: [1, 4]}
+"""
+
+
+def test_figures_match_a_hand_computation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = matrix.load(write(tmp_path / "m.yaml", TINY))
+    tp = write(tmp_path / "tp.csv", "task,preset,examples_per_s,device,measured\ncifar10,tiny,100,test,2026\n")
+    cells = {(c.method, c.scale): c for c in plan.make_plan(m, plan.read_throughput(tp), gpus=2)}
+    assert set(cells) == {("adascale", 1), ("adascale", 4), ("lsw", 4), ("lsw+", 4)}
+    # cifar10 tiny: T1 = 100, b = 16; 2 seeds; 100 examples/s
+    s1 = cells[("adascale", 1)]
+    assert (s1.runs, s1.iterations, s1.examples) == (2, [100, 100], [2 * 100 * 16, 2 * 100 * 16])
+    assert s1.hours == pytest.approx([3200 / 100 / 3600] * 2)
+    ada = cells[("adascale", 4)]
+    assert ada.iterations == [25, 100]  # ⌈T1/S⌉ .. T1
+    assert ada.examples == [2 * 25 * 4 * 16, 2 * 100 * 4 * 16]  # 3200 .. 12800
+    assert ada.hours == pytest.approx([3200 / 360000, 12800 / 360000])
+    lsw = cells[("lsw", 4)]
+    assert lsw.iterations == [25, 25] and lsw.examples == [3200, 3200]
+    assert cells[("lsw+", 4)].iterations == ada.iterations
+    # 2 GPUs: a run at S = 4 may use both; LSW+ waits for its AdaScale run (a chain of two runs)
+    assert ada.longest == pytest.approx([1600 / 360000 / 2, 6400 / 360000 / 2])
+    assert cells[("lsw+", 4)].longest == pytest.approx([2 * 1600 / 360000 / 2, 2 * 6400 / 360000 / 2])
+    assert main(["plan", str(m.path), "--throughput", str(tp), "--gpus", "2"]) == 0
+    out = capsys.readouterr().out
+    # total examples: S = 1 3200 + AdaScale 3200..12800 + LSW 3200 + LSW+ 3200..12800 = 12800..32000;
+    # / 100 examples/s / 3600 = 0.0356..0.0889 GPU-hours, / 2 GPUs = 0.0178..0.0444 h
+    assert "examples 12.8k–32k images" in out and "unknown" not in out
+    assert "GPU-hours 0.0356–0.0889" in out and "wall h @2 GPUs 0.0178–0.0444" in out
+    assert "adascale (=lsw=lsw+)" in out
+
+
+def test_elastic_iterations_walk_the_schedule() -> None:
+    sc = ScaleSchedule.from_fractions([[0, 2], [0.25, 4], [0.5, 8]], 100)
+    assert plan.walk(sc, 100.0, True)[0] == iterations_for(sc, 100)
+    # gain 1: τ_t = t; S = 2 for t < 25, 4 for t < 50, 8 after
+    assert plan.walk(sc, 100.0, False) == (100, 25 * 2 + 25 * 4 + 50 * 8)
+
+
+def test_bad_throughput_table_is_one_line(tmp_path: Path) -> None:
+    tp = write(tmp_path / "tp.csv", "task,preset,examples_per_s\ncifar10,tiny,fast\n")
+    with pytest.raises(UserError, match="line 2: examples_per_s 'fast'"):
+        plan.read_throughput(tp)
+
+
+def test_write_throughput_updates_and_appends(tmp_path: Path) -> None:
+    tp = tmp_path / "tp.csv"
+    tp.write_text(plan.THROUGHPUT.read_text())
+    plan.write_throughput(tp, {("imagenet", "paper"): (2500.0, "NVIDIA H100"), ("logreg", "tiny"): (1e6, "cpu")})
+    rows = list(csv.DictReader(tp.open()))
+    assert [r["task"] for r in rows] == ["cifar10", "imagenet", "speech", "transformer", "yolo", "logreg"]
+    assert rows[1]["examples_per_s"] == "2500" and rows[1]["device"] == "NVIDIA H100" and rows[1]["measured"]
+    assert rows[0]["examples_per_s"] == ""
+
+
+def test_perf_writes_the_throughput_row_at_scale_one(tmp_path: Path) -> None:
+    from bench.experiments import perf
+
+    tp = tmp_path / "tp.csv"
+    args = argparse.Namespace(
+        task=["logreg"], device="cpu", preset="tiny", scales="1", repeats=2, data_root=None, out=str(tmp_path / "p")
+    )
+    args.write_throughput = str(tp)
+    assert perf.perf(args) == 0
+    measured = list(csv.DictReader((tmp_path / "p" / "perf.csv").open()))[0]["examples_per_s_bare"]
+    table = plan.read_throughput(tp)
+    assert table[("logreg", "tiny")]["examples_per_s"] == pytest.approx(float(measured), rel=1e-5)
+    args.scales = "2"
+    with pytest.raises(UserError, match="include 1"):
+        perf.perf(args)
+
+
+# -- S = 1 shared --------------------------------------------------------------------------------------------------
+def test_paper_matrix_runs_scale_one_once_and_lsw_plus_waits_for_its_own_scale() -> None:
+    m = matrix.load("paper")
+    table2 = [r for r in m.runs if r.experiment["kind"] == "table2"]
+    assert not [r for r in table2 if r.scale == 1 and r.method in ("lsw", "lsw+")]
+    assert len([r for r in table2 if r.scale == 1]) == 5 * 5  # tasks × seeds
+    for r in (r for r in table2 if r.method == "lsw+"):
+        deps = matrix.depends_on(r, m.runs)
+        assert [(d.method, d.scale) for d in deps] == [("adascale", r.scale)]
+
+
+def test_matrix_command_lists_no_lsw_at_scale_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "smoke"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not [
+        ln for ln in lines if ln.split()[:1] == ["table2"] and ln.split()[2] in ("lsw", "lsw+") and ln.split()[3] == "1"
+    ]
+
+
+# -- submit ----------------------------------------------------------------------------------------------------------
+def test_paper_matrix_on_slurm_needs_gpus_or_cpu_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = write(
+        tmp_path / "p.yaml", "preset: paper\nexperiments: [{table2: {tasks: [logreg], methods: [lsw], scales: [2]}}]\n"
+    )
+    assert main(["submit", str(m), "--executor", "slurm", "--dry-run", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--gpus-per-node G, or --cpu-only" in err
+    assert main(["submit", str(m), "--executor", "slurm", "--dry-run", "--cpu-only", "--out", str(tmp_path / "o")]) == 0
+
+
+def test_submit_checks_the_data_roots_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    m = write(
+        tmp_path / "m.yaml",
+        f"preset: tiny\ndata_roots: {{cifar10: {empty}}}\n"
+        "experiments: [{table2: {tasks: [cifar10, logreg], methods: [adascale], scales: [2]}}]\n",
+    )
+    assert main(["submit", str(m), "--dry-run", "--out", str(tmp_path / "o")]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and str(empty) in captured.err and "cifar10" in captured.err
+    assert "array" not in captured.out  # nothing planned, nothing submitted
