@@ -127,6 +127,10 @@ def load(name: str | Path) -> Matrix:
     if preset not in ("tiny", "paper"):
         raise _fail(path, "preset", "tiny or paper")
     seeds = _list(path, "seeds", doc.get("seeds", [0]), int)
+    if not isinstance(doc.get("set") or {}, dict):
+        raise _fail(path, "set", f"a mapping of spec keys to values, got {doc['set']!r}")
+    if not isinstance(doc.get("data_roots") or {}, dict):
+        raise _fail(path, "data_roots", f"a mapping of task names to folders, got {doc['data_roots']!r}")
     tasks = available()
     runs: list[RunRequest] = []
     experiments = doc.get("experiments")
@@ -201,6 +205,10 @@ def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], ta
         raise _fail(path, f"{where}.scale", "an integer ≥ 2")
     lr0s = [_number(path, f"{where}.lr0", v) for v in _list(path, f"{where}.lr0", body.get("lr0"), object)]
     decays = [_number(path, f"{where}.decay", v) for v in _list(path, f"{where}.decay", body.get("decay"), object)]
+    if any(not v > 0 for v in lr0s):
+        raise _fail(path, f"{where}.lr0", f"positive learning rates, got {body['lr0']!r}")
+    if any(not 0 < v <= 1 for v in decays):
+        raise _fail(path, f"{where}.decay", f"total decreases in (0, 1], got {body['decay']!r}")
     threshold = _number(path, f"{where}.threshold", body.get("threshold"))
     name = str(body.get("name", f"{task}-grid"))
     runs = []

@@ -15,7 +15,9 @@ import yaml
 
 from bench.algo.rules import METHODS
 from bench.errors import UserError
+from bench.files import NOT_IDENTITY as _NOT_IDENTITY
 from bench.files import SPEC, read_json
+from bench.run.schema import validate
 
 ELASTIC = ("elastic-up", "elastic-down")
 PRESETS = ("tiny", "paper")
@@ -141,6 +143,7 @@ def resolve(
         raise UserError(f"task {task.name} preset {preset} has no {scale} schedule")
     if not isinstance(spec["ranks"], int) or spec["ranks"] < 1:
         raise UserError(f"ranks {spec['ranks']!r} is not a positive integer")
+    validate(spec, task.presets[preset])
     return spec
 
 
@@ -153,9 +156,6 @@ def run_name(spec: dict[str, Any]) -> str:
         leaf += f",{key}={value}"
     leaf = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", leaf)
     return f"{spec['task']}/{spec['method']}/{scale_label(spec['scale'])}/{leaf}"
-
-
-_NOT_IDENTITY = ("data_root", "device", "T_AS", "T", "experiment", "threads", "num_workers", "ranks")
 
 
 def identity_of(spec: dict[str, Any]) -> dict[str, Any]:
