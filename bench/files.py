@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+import re
+import socket
+import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from bench.errors import UserError
 
 SPEC = "spec.json"
 METRICS = "metrics.jsonl"
@@ -20,6 +29,10 @@ OFFLINE_GAIN = "offline_gain.csv"  # written by `adascale-bench gain`
 def kept_name(iteration: int) -> str:
     return f"iter{iteration:07d}.pt"
 
+
+LOCK = ".lock"  # held (flock) by the one process writing the run folder
+# what atomic_write_bytes leaves behind when killed mid-write: .<name>.<random>.tmp
+_TEMPORARY = re.compile(r"\.(checkpoint\.pt|[^/]+\.json)\.[A-Za-z0-9_]+\.tmp")
 
 # Spec keys that do not change what a run computes: where its data lives, how it is spread over
 # processes, threads and devices, which matrix it came from, and T_AS / T (derived from the runs it
@@ -44,21 +57,136 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for a moment, in every thread)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _named(e: OSError, path: Path) -> OSError:
+    """The same error, naming `path` when it names no file (a write that ran out of space names none)."""
+    return e if e.filename else OSError(e.errno, e.strerror, str(path))
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+    """Write to a temporary file in the same folder, fsync, then rename over the target. The file gets the
+    mode an ordinary open() would give it (0666 less the umask; mkstemp makes it 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _named(e, path) from None
         raise
+
+
+def remove_temporaries(run_dir: Path) -> list[Path]:
+    """Delete what interrupted atomic writes left in a run folder (call it holding the folder's lock)."""
+    removed = []
+    for p in Path(run_dir).glob(".*.tmp"):
+        if _TEMPORARY.fullmatch(p.name):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+class RunFolderBusy(UserError):
+    """Another process holds the run folder's lock."""
+
+
+def _holder(path: Path) -> str:
+    info = read_json_object(path) or {}
+    if not info:
+        return "another process"
+    where = f"pid {info.get('pid')} on {info.get('host')}"
+    return where + (f", SLURM job {info['slurm_job_id']}" if info.get("slurm_job_id") else "")
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run folder's exclusive lock (flock on .lock, released by the OS when the process dies),
+    or fail at once with a UserError naming the holder. The holder writes its host, pid and SLURM job
+    id into the lock file. Re-entrant within a process. On a file system without locks (some Lustre
+    mounts), a warning and no lock."""
+    run_dir = Path(run_dir)
+    key = str(run_dir.resolve())
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        for attempt in range(3):  # `status` probes the lock for a moment: try again past such a probe
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == 2:
+                    raise RunFolderBusy(
+                        f"run folder {run_dir} is in use by {_holder(path)}; wait for it to end or stop it"
+                    ) from None
+                time.sleep(0.05)
+            except OSError as e:  # ENOLCK, ENOSYS, EINVAL: no locks here
+                print(
+                    f"adascale-bench: warning: cannot lock {path} ({e.strerror}); no guard against a second writer",
+                    file=sys.stderr,
+                )
+                break
+        info = {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        _HELD[key] = 1
+        try:
+            yield
+        finally:
+            del _HELD[key]
+    finally:
+        os.close(fd)  # releases the lock
+
+
+_HELD: dict[str, int] = {}
+
+
+def lock_is_held(run_dir: Path) -> bool | None:
+    """Whether some process holds the run folder's lock (None: cannot tell, no locks on this file system)."""
+    path = Path(run_dir) / LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -109,6 +237,7 @@ class MetricsLog:
         self.enabled = enabled
         self.flush_every = flush_every
         self._buffer: list[dict[str, Any]] = []
+        self.records = 0  # records durably on disk (checked against a checkpoint's count on resume)
 
     def append(self, record: dict[str, Any]) -> None:
         """Keep the record; every `flush_every` records, write them out."""
@@ -128,21 +257,43 @@ class MetricsLog:
         if not self.enabled or not self._buffer:
             return
         text = "".join(map(self._line, self._buffer))
-        with open(self.path, "a") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(self.path, "a") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            raise _named(e, self.path) from None
+        self.records += len(self._buffer)
         self._buffer.clear()
 
     def offset(self) -> int:
         self.flush()
         return self.path.stat().st_size if self.path.exists() else 0
 
-    def truncate(self, offset: int) -> None:
+    def truncate(self, offset: int, records: int = 0) -> None:
+        """Drop what follows `offset` bytes (`records` records) on resume."""
         self._buffer.clear()
+        self.records = records
         if self.enabled and self.path.exists():
             with open(self.path, "r+") as f:
                 f.truncate(offset)
+
+    def damage(self, offset: int, records: int) -> str | None:
+        """Why the file cannot be what a checkpoint saw at `offset` bytes (`records` records), or None:
+        shorter than that, missing, or not ending a record there (cheap checks, no full read)."""
+        if not self.enabled or offset == 0:
+            return None
+        size = self.path.stat().st_size if self.path.exists() else 0
+        expects = f"the checkpoint expects {offset} ({records} records)"
+        if size < offset:
+            missing = "" if self.path.exists() else " (missing)"
+            return f"{METRICS} has {size} bytes{missing}, {expects}"
+        with open(self.path, "rb") as f:
+            f.seek(offset - 1)
+            if f.read(1) != b"\n":
+                return f"{METRICS} does not end a record at byte {offset} where {expects}"
+        return None
 
     def pending(self) -> int:
         return len(self._buffer)

@@ -29,7 +29,7 @@ import submitit
 from bench.engine.signals import Interrupted, RanksChange, clear_stop, request_stop
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
-from bench.files import SUMMARY, read_json, write_json
+from bench.files import SUMMARY, RunFolderBusy, read_json, write_json
 from bench.run.runner import existing_summary, run_dir_of, run_spec
 from bench.run.spec import run_name
 from bench.run.summary import record_failure
@@ -153,7 +153,7 @@ class RunJob(submitit.helpers.Checkpointable):
                 self._await_end()
             raise value
         if isinstance(value, UserError):  # found by the runner before training: not recorded by it
-            if main:
+            if main and not isinstance(value, RunFolderBusy):  # the folder is another writer's
                 record_failure(self.spec, run_dir, str(value))
             return self._failed(str(value))
         # a crash in training: bench.run.runner has written the failed summary and error.log

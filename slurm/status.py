@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import UserError
-from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, read_json_object, write_json
+from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, lock_is_held, read_json_object, write_json
 
 from .records import JOB, SUBMITIT_DIR
 
 MANIFEST = "matrix.json"  # the runs that `submit` was asked for, so that status can name missing ones
 
-STATES = ("done", "running", "pending", "failed", "diverged", "missing")
+STATES = ("done", "running", "pending", "stopped", "failed", "unreadable", "diverged", "missing")
 # Scheduler states of a job that has not ended (submitit treats PREEMPTED as not ended too: it is requeued).
 ACTIVE = {
     "PENDING",
@@ -53,6 +53,7 @@ class RunState:
     job_id: str | None = None
     scheduler: str | None = None
     detail: str | None = None
+    preset: str | None = None
 
     @property
     def parts(self) -> tuple[str, str, str, int, str]:
@@ -169,6 +170,8 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
         return RunState(name, "running" if scheduler in ("RUNNING", "COMPLETING") else "pending", job_id, scheduler)
     if job is not None and scheduler == "UNKNOWN" and time.time() - float(job.get("submitted_at", 0)) < 60:
         return RunState(name, "pending", job_id, scheduler)  # sacct and squeue lag a fresh submission
+    if status is None and (run_dir / SUMMARY).exists():
+        return RunState(name, "unreadable", job_id, scheduler, f"{run_dir / SUMMARY} is not a readable summary")
     if status == "failed":
         line = last_line(run_dir / "error.log") or summary.get("error") or last_line(job and job.get("stderr"))
         return RunState(name, "failed", job_id, scheduler, line)
@@ -179,6 +182,13 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
         line = last_line(job.get("stderr"))
         return RunState(name, "failed", job_id, scheduler, f"{why}; log: {line}" if line else why)
     if (run_dir / METRICS).exists() or (run_dir / CHECKPOINT).exists():  # started outside `submit`
+        held = lock_is_held(run_dir)  # its writer holds the lock while it trains
+        if held is True:
+            return RunState(name, "running")
+        if held is False and (run_dir / CHECKPOINT).exists():
+            return RunState(name, "stopped", detail="checkpoint saved; run the same command to resume")
+        if held is False:
+            return RunState(name, "failed", detail="stopped before its first checkpoint; run it again")
         recent = max(p.stat().st_mtime for p in (run_dir / METRICS, run_dir / CHECKPOINT) if p.exists())
         if time.time() - recent < STALE_S:
             return RunState(name, "running")
@@ -192,10 +202,14 @@ def collect(out: Path) -> list[RunState]:
     names = run_names(out)
     jobs = {name: read_json_object(out / name / JOB) for name in names}
     states = scheduler_states([j for j in jobs.values() if j])
+    manifest = read_manifest(out)
     result = []
     for name in names:
         job = jobs[name]
-        result.append(run_state(out, name, job, states.get(job["job_id"], "UNKNOWN") if job else None))
+        state = run_state(out, name, job, states.get(job["job_id"], "UNKNOWN") if job else None)
+        spec = read_json_object(out / name / SPEC) or {}
+        state.preset = spec.get("preset") or manifest.get(name, {}).get("preset")
+        result.append(state)
     return result
 
 
@@ -226,22 +240,25 @@ def table(runs: list[RunState]) -> str:
     cells: dict[tuple, list[RunState]] = {}
     for r in runs:
         task, method, scale, _, variant = r.parts
-        cells.setdefault((task, method, scale, variant), []).append(r)
+        cells.setdefault((task, method, scale, variant, r.preset or "-"), []).append(r)
     order = sorted(cells, key=lambda k: (k[0], METHOD_ORDER.get(k[1], 9), k[1], _scale_key(k[2]), k[3]))
-    rows = [("task", "method", "scale", "variant", "seeds", "state", "jobs")]
+    rows = [("task", "method", "scale", "variant", "seeds", "state", "jobs", "preset")]
     for key in order:
         members = sorted(cells[key], key=lambda r: r.parts[3])
         seeds = ",".join(str(r.parts[3]) for r in members)
         state = _cell_state([r.state for r in members])
         method = f"{key[1]} {SHARED}" if key[1] == "adascale" and key[2] == "1" else key[1]
-        rows.append((key[0], method, key[2], key[3] or "-", seeds, state, _jobs([r.job_id or "" for r in members])))
+        rows.append(
+            (key[0], method, key[2], key[3] or "-", seeds, state, _jobs([r.job_id or "" for r in members]), key[4])
+        )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    failed = [r for r in runs if r.state == "failed"]
-    if failed:
-        lines += ["", "failed:"]
-        for r in failed:
+    for kind in ("failed", "unreadable", "stopped"):
+        listed = [r for r in runs if r.state == kind]
+        if listed:
+            lines += ["", f"{kind}:"]
+        for r in listed:
             job = f" (job {r.job_id}{', ' + r.scheduler if r.scheduler else ''})" if r.job_id else ""
             lines.append(f"  {r.name}{job}: {r.detail or 'no log'}")
     counts = Counter(r.state for r in runs)
@@ -257,4 +274,4 @@ def status(args: argparse.Namespace) -> int:
     if not runs:
         raise UserError(f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})")
     print(table(runs))
-    return 1 if any(r.state == "failed" for r in runs) else 0
+    return 1 if any(r.state in ("failed", "unreadable") for r in runs) else 0

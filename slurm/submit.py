@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +168,8 @@ def submit(args: argparse.Namespace) -> int:
         return 0
     out.mkdir(parents=True, exist_ok=True)
     manifest = {
-        plan.names[r.key]: {"task": r.task, "method": r.method, "scale": r.scale, "seed": r.seed} for r in m.runs
+        plan.names[r.key]: {"task": r.task, "method": r.method, "scale": r.scale, "seed": r.seed, "preset": m.preset}
+        for r in m.runs
     }
     add_to_manifest(out, manifest, str(m.path))
     if not plan.todo:
@@ -319,6 +323,29 @@ def _ranks_change(out: Path, p: Planned, result: dict[str, Any] | None, res: Res
     return Planned(p.request, spec, p.name, shape_for(spec, ranks, res), p.needs, p.wave)
 
 
+@contextlib.contextmanager
+def _controllers_ignore_sigint():
+    """submitit's local controller process shares the terminal's process group: started with SIGINT
+    ignored, Ctrl-C does not make it print a KeyboardInterrupt traceback. Its tasks still stop cleanly:
+    RunJob installs its own SIGINT handler, and run_local stops them with SIGTERM."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop(job: Any) -> None:
+    """SIGTERM to a local job's controller, which passes it on to the job: it checkpoints and stops."""
+    try:
+        os.kill(int(job.job_id), signal.SIGTERM)
+    except (ProcessLookupError, ValueError):
+        pass
+
+
 def run_local(plan: Plan, out: Path, res: Resources) -> None:
     """submitit's local executor, with at most `local_parallelism` ranks busy at once, each run started
     once the runs it needs have ended (and started again on other ranks when its S schedule asks)."""
@@ -345,13 +372,14 @@ def run_local(plan: Plan, out: Path, res: Resources) -> None:
             busy = sum(p.shape.ranks for p, _ in running.values())
             for p in queue.take(slots - busy, busy=bool(running)):
                 ex = make_executor(res, p.shape, folder, name=f"adascale-{p.spec['task']}")
-                job = ex.submit(RunJob(p.spec, out, p.needs))
+                with _controllers_ignore_sigint():
+                    job = ex.submit(RunJob(p.spec, out, p.needs))
                 write_json(out / p.name / JOB, job_record(p, job, res))
                 running[p.name] = (p, job)
             time.sleep(0.2)
     except BaseException:
         for _, job in running.values():  # Ctrl-C: stop the jobs of this call (they resume on the next submit)
-            job.cancel()
+            _stop(job)
         raise
 
 

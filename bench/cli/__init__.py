@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
 
 from bench.cli.argtypes import non_negative_int, positive_int
 from bench.errors import UserError
+from bench.files import SUMMARY
 
 PROG = "adascale-bench"
 
 
 _positive_int, _seed = positive_int, non_negative_int
+# Errors of the file system rather than of the program: one line naming the path, no traceback.
+_FILE_ERRORS = {
+    errno.ENOSPC: "no space left on the device; free some and run the same command to resume",
+    errno.EDQUOT: "disk quota exceeded; free some space and run the same command to resume",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EEXIST: "a file is in the way of a folder",
+    errno.EISDIR: "a folder is in the way of a file",
+    errno.ENAMETOOLONG: "path too long (shorten --out or the --set values that name the run)",
+}
+
+
+def describe_os_error(e: OSError) -> str:
+    path = e.filename or "(unknown path)"
+    return f"cannot write {path}: {_FILE_ERRORS.get(e.errno or 0, e.strerror)}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -102,6 +121,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     unknown = sorted(set(formats) - {"md", "tex", "html", "csv"})
     if unknown:
         raise UserError(f"--format {','.join(unknown)}: expected a comma-separated list of md, tex, html, csv")
+    if not any(out.rglob(SUMMARY)):
+        print(f"{PROG}: error: no runs found under {out}", file=sys.stderr)
+        return 1
     html = build_report(out, formats, std=args.std)
     findings = html.parent / "findings.txt"
     if findings.is_file():  # the paper's findings, checked: the report's first table
@@ -285,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into head and the like
         sys.stderr.close()
         return 0
+    except OSError as e:
+        if e.errno not in _FILE_ERRORS:
+            raise
+        print(f"{PROG}: error: {describe_os_error(e)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

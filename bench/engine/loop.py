@@ -33,7 +33,7 @@ from bench.engine.reduction import SplitInvariance
 from bench.engine.seeding import mix
 from bench.engine.signals import Interrupted, RanksChange, stop_requested
 from bench.errors import UserError
-from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, kept_name
+from bench.files import CHECKPOINT, KEPT, METRICS, NOT_IDENTITY, MetricsLog, kept_name
 
 _DROPOUT_STREAM = 0x0D20
 
@@ -60,6 +60,7 @@ class State:
     tau: float = 0.0
     microbatch: int = 0  # the global micro-batch cursor
     metrics_offset: int = 0
+    metrics_records: int = 0
     wall_time: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
     target_epochs: float | None = None  # data epochs at the first evaluation that reached spec["target"]
@@ -205,17 +206,32 @@ class Engine:
             self.dist.barrier()  # nobody writes a checkpoint before every rank has looked
             return State()
         ckpt = load_checkpoint(path, self.dist.device)
+        state = State(**ckpt["state"])
+        damage = self._damage(ckpt.get("spec"), state) if self.dist.is_main else None
+        damage = self.dist.broadcast(damage)  # every rank stops, not rank 0 alone
+        if damage:
+            raise UserError(f"run folder damaged: {damage} {path} to start the run over")
         self.dist.barrier()
         self.module.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.estimator.load_state_dict(ckpt["estimator"])
-        state = State(**ckpt["state"])
-        self.metrics.truncate(state.metrics_offset)
+        self.metrics.truncate(state.metrics_offset, state.metrics_records)
         return state
+
+    def _damage(self, saved: dict[str, Any] | None, state: State) -> str | None:
+        """Why the checkpoint cannot continue this run here: another run's spec, or metrics cut short."""
+        if isinstance(saved, dict):
+            keys = sorted(k for k in set(saved) | set(self.spec) if k not in NOT_IDENTITY)
+            differ = [k for k in keys if saved.get(k) != self.spec.get(k)]
+            if differ:
+                return f"{CHECKPOINT} belongs to another run (differs in: {', '.join(differ)}); delete"
+        why = self.metrics.damage(state.metrics_offset, state.metrics_records)
+        return why and f"{why}; restore {METRICS} or delete"
 
     def _checkpoint(self, state: State) -> None:
         if self.dist.is_main:
             state.metrics_offset = self.metrics.offset()
+            state.metrics_records = self.metrics.records
             save_checkpoint(
                 self.run_dir / CHECKPOINT,
                 {

@@ -134,6 +134,10 @@ def load(name: str | Path) -> Matrix:
     if preset not in ("tiny", "paper"):
         raise _fail(path, "preset", "tiny or paper")
     seeds = _list(path, "seeds", doc.get("seeds", [0]), int)
+    if not isinstance(doc.get("set") or {}, dict):
+        raise _fail(path, "set", f"a mapping of spec keys to values, got {doc['set']!r}")
+    if not isinstance(doc.get("data_roots") or {}, dict):
+        raise _fail(path, "data_roots", f"a mapping of task names to folders, got {doc['data_roots']!r}")
     from tasks import available
 
     tasks = available()
@@ -226,6 +230,11 @@ def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], ta
     if "scaled_lr0" in body:
         raw = _list(path, f"{where}.scaled_lr0", body["scaled_lr0"], object)
         scaled_lr0s = [_number(path, f"{where}.scaled_lr0", v) for v in raw]
+    for key, values in (("lr0", lr0s), ("scaled_lr0", scaled_lr0s)):
+        if any(not v > 0 for v in values):
+            raise _fail(path, f"{where}.{key}", f"positive learning rates, got {body[key]!r}")
+    if any(not 0 < v <= 1 for v in decays):
+        raise _fail(path, f"{where}.decay", f"total decreases in (0, 1], got {body['decay']!r}")
     threshold = _number(path, f"{where}.threshold", body.get("threshold"))
     name = str(body.get("name", f"{task}-grid"))
     runs = []

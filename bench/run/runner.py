@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.engine.distributed import Dist
+from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import Engine
 from bench.engine.signals import Interrupted
 from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, read_json_object, write_json
+from bench.files import SPEC, SUMMARY, read_json_object, remove_temporaries, run_lock, write_json
 from bench.run.data import prepare_data
 from bench.run.needs import resolve_needs
 from bench.run.spec import check_same, run_name
@@ -29,29 +31,54 @@ def existing_summary(run_dir: Path) -> dict[str, Any] | None:
     return summary if summary is not None and summary.get("status") in FINAL else None
 
 
+@contextmanager
+def writing(run_dir: Path, dist: Dist) -> Iterator[None]:
+    """Rank 0 holds the run folder's lock (one writer per folder; a second one stops at once with a
+    UserError naming the holder) and clears what interrupted writes left; other ranks take nothing."""
+    if not dist.is_main:
+        yield
+        return
+    with run_lock(run_dir):
+        remove_temporaries(run_dir)
+        yield
+
+
 def run_spec(spec: dict[str, Any], out: Path, progress: bool = True, dist: Dist | None = None) -> dict[str, Any]:
     """Train `spec` under `out` (or return the summary it already has). A crash is recorded as a
-    `failed` summary, with the traceback in error.log, and re-raised."""
-    dist = dist or Dist()
+    `failed` summary, with the traceback in error.log, and re-raised. One rank (no `dist`) runs on the
+    spec's device."""
+    dist = dist or Dist(device=pick_device(spec["device"]))
     run_dir = run_dir_of(out, spec)
     done = existing_summary(run_dir)
     if done is not None:
         return done
     spec = resolve_needs(Path(out), spec)
-    check_same(run_dir, spec)
-    try:
-        return train(spec, run_dir, dist, progress)[0]
-    except (UserError, Interrupted):
-        raise
-    except Exception as e:
-        if dist.is_main:
-            record_failure(spec, run_dir, f"{type(e).__name__}: {e}", traceback.format_exc())
-        raise
+    with writing(run_dir, dist):
+        done = existing_summary(run_dir)  # finished by the writer that held the lock before
+        if done is not None:
+            return done
+        check_same(run_dir, spec)
+        try:
+            return train(spec, run_dir, dist, progress)[0]
+        except (UserError, Interrupted):
+            raise
+        except Exception as e:
+            if dist.is_main:
+                try:
+                    record_failure(spec, run_dir, f"{type(e).__name__}: {e}", traceback.format_exc())
+                except OSError:  # a full disk: the error itself says it, and the checkpoint is untouched
+                    pass
+            raise
 
 
 def train(spec: dict[str, Any], run_dir: Path, dist: Dist, progress: bool = True) -> tuple[dict[str, Any], Engine]:
     """Train `spec` into `run_dir` (resuming its checkpoint) and write its summary: spec.json first, then
     the engine, then summary.json from its Outcome. Returns the summary (empty on ranks other than 0)."""
+    with writing(run_dir, dist):
+        return _train(spec, run_dir, dist, progress)
+
+
+def _train(spec: dict[str, Any], run_dir: Path, dist: Dist, progress: bool) -> tuple[dict[str, Any], Engine]:
     from tasks import get_task
 
     task = get_task(spec["task"])

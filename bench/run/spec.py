@@ -16,6 +16,7 @@ import yaml
 from bench.algo.rules import METHODS
 from bench.errors import UserError
 from bench.files import SPEC, in_identity, read_json
+from bench.run.schema import validate
 
 ELASTIC = ("elastic-up", "elastic-down")
 PRESETS = ("tiny", "paper")
@@ -142,6 +143,7 @@ def resolve(
         raise UserError(f"task {task.name} preset {preset} has no {scale} schedule")
     if not isinstance(spec["ranks"], int) or spec["ranks"] < 1:
         raise UserError(f"ranks {spec['ranks']!r} is not a positive integer")
+    validate(spec, task.presets[preset])
     return spec
 
 

@@ -1,0 +1,156 @@
+"""The typed schema of a resolved spec: every key's type, range and allowed values, checked once by
+bench.run.spec.resolve before anything is built, so that a bad value is one line naming the key instead
+of a crash (or a silent mistake) iterations later.
+
+Values are checked, not converted: the spec stays as resolved (strict mode: "5" is not a number, true is
+not an integer). `model` and `data` are the task's own: their keys are the preset's, and a value must be
+of the preset's kind (a number for a number, a list for a list, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from bench.errors import UserError
+
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+Fraction = Annotated[float, Field(gt=0, le=1)]  # (0, 1]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class Constant(_Strict):
+    kind: Literal["constant"]
+    lr0: Positive
+
+
+class Exponential(_Strict):
+    kind: Literal["exponential"]
+    lr0: Positive
+    decay: Fraction  # the total decrease over the run
+
+
+class Step(_Strict):
+    kind: Literal["step"]
+    lr0: Positive
+    gamma: Fraction
+    milestones: list[Annotated[float, Field(ge=0, le=1)]] = []  # fractions of T1
+
+
+class Spec(_Strict):
+    task: str
+    method: str
+    scale: PositiveInt | Literal["elastic-up", "elastic-down"]
+    seed: NonNegativeInt
+    preset: str
+    T1: Positive
+    batch_size: PositiveInt
+    lr_schedule: Constant | Exponential | Step = Field(discriminator="kind")
+    momentum: Annotated[float, Field(ge=0, lt=1)]
+    weight_decay: NonNegative
+    scales: list[PositiveInt]
+    elastic: dict[str, list[Annotated[list[NonNegative], Field(min_length=2, max_length=2)]]]  # [[fraction, S]]
+    eval_every: Positive
+    checkpoint_every: NonNegativeInt
+    num_workers: NonNegativeInt
+    model: dict[str, Any]
+    data: dict[str, Any]
+    estimator: Literal["unbiased", "ratio"]
+    track_stats: bool
+    device: Literal["auto", "cpu", "cuda"]
+    ranks: PositiveInt
+    accumulation: PositiveInt | None
+    reduction: Literal["pairwise", "native"]
+    T_AS: Positive | None
+    T: Positive | None
+    train_loss_window: Fraction
+    threads: PositiveInt | None
+    eval_unit: Literal["tau", "epochs"]
+    max_epochs: Positive | None
+    target: Positive | None
+    warmup_iterations: PositiveInt | None
+    keep_checkpoints_every: PositiveInt | None
+    experiment: dict[str, Any] | None
+    overrides: dict[str, Any]
+    data_root: str | None
+
+    @field_validator("lr_schedule", mode="before")
+    @classmethod
+    def _kind_first(cls, value: Any) -> Any:
+        if isinstance(value, dict) and value.get("kind") not in ("constant", "exponential", "step"):
+            raise ValueError(f"kind {value.get('kind')!r} is not one of constant, exponential, step")
+        return value
+
+
+def _where(loc: tuple) -> str:
+    """A dotted key (the discriminator's tag, e.g. lr_schedule.exponential.decay, left out)."""
+    parts = [str(p) for p in loc if p not in ("constant", "exponential", "step")]
+    return ".".join(parts)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    return type(value).__name__
+
+
+def _task_keys(name: str, given: Any, preset: Any) -> list[str]:
+    """What is wrong in a task mapping (`model`, `data`) against the preset's: unknown keys, kinds."""
+    if not isinstance(given, dict):
+        return [f"{name}: expected a mapping, got {given!r}"]
+    problems = []
+    for key, value in given.items():
+        where = f"{name}.{key}"
+        if key not in preset:
+            known = ", ".join(sorted(preset)) or "none"
+            problems.append(f"{where}: unknown key; known keys: {known}")
+        elif isinstance(preset[key], dict):
+            problems += _task_keys(where, value, preset[key])
+        elif preset[key] is not None and value is not None and _kind(value) != _kind(preset[key]):
+            problems.append(f"{where}={value!r}: expected a {_kind(preset[key])} like {preset[key]!r}")
+        elif isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{where}={value!r}: expected a finite number")
+    return problems
+
+
+def problems(spec: dict[str, Any], preset: dict[str, Any]) -> list[str]:
+    """Every violation of the schema in `spec`, one line each ([] when it is valid)."""
+    found = []
+    try:
+        Spec.model_validate(spec)
+    except ValidationError as e:
+        for err in e.errors():
+            where = _where(err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                found.append(f"{where}: unknown key")
+            elif err["type"] == "missing":
+                found.append(f"{where}: missing")
+            else:
+                found.append(f"{where}={err['input']!r}: {msg[0].lower()}{msg[1:]}")
+    for name in ("model", "data"):
+        found += _task_keys(name, spec.get(name), preset.get(name) or {})
+    return list(dict.fromkeys(found))
+
+
+def validate(spec: dict[str, Any], preset: dict[str, Any]) -> None:
+    """Raise one UserError listing every violation (joined by '; ', one line)."""
+    found = problems(spec, preset)
+    if found:
+        raise UserError("invalid spec: " + "; ".join(" ".join(p.split()) for p in found))
