@@ -12,12 +12,13 @@ from typing import Any
 import sacrebleu
 import torch
 import torch.nn.functional as F
+from sacrebleu.metrics.bleu import BLEU, MAX_NGRAM_ORDER
 from torch import nn
 
 from bench.errors import UserError
 from tasks.presets.transformer import CARD
 
-from ..base import Task
+from ..base import Task, shard
 from . import data as D
 from .model import TransformerNMT, beam_search, greedy_decode
 from .tiny import write_tiny as _write_tiny
@@ -38,6 +39,26 @@ def smoothed_nll(logits: torch.Tensor, target: torch.Tensor, pad: int) -> torch.
 def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
     """sacrebleu's corpus BLEU with its defaults (13a tokenisation, exp smoothing)."""
     return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
+
+
+def _bleu() -> BLEU:
+    """The metric sacrebleu.corpus_bleu builds with its defaults."""
+    return BLEU(tokenize=BLEU.TOKENIZER_DEFAULT)
+
+
+def bleu_statistics(hyps: list[str], refs: list[str]) -> list[int]:
+    """Corpus BLEU's sufficient statistics, summed over the sentences: [hypothesis length, reference
+    length, matches of 1..4-grams, hypothesis 1..4-grams] (sacrebleu's per-segment statistics, which its
+    corpus_score sums the same way). Sums over disjoint parts add up to those of the whole corpus."""
+    if not hyps:
+        return [0] * (2 + 2 * MAX_NGRAM_ORDER)
+    segments = _bleu()._extract_corpus_statistics(hyps, [refs])
+    return [int(sum(col)) for col in zip(*segments, strict=True)]
+
+
+def bleu_from_statistics(stats: list[int]) -> float:
+    """Corpus BLEU from summed statistics: what corpus_bleu gives on the corpus they were summed over."""
+    return float(_bleu()._compute_score_from_stats([int(v) for v in stats]).score)
 
 
 class Transformer(Task):
@@ -110,11 +131,22 @@ class Transformer(Task):
         logits = model(batch["src_tokens"], batch["prev_output_tokens"])
         return smoothed_nll(logits, batch["target"], int(batch["pad"]))
 
-    def evaluate(self, model: nn.Module, evalset: D.EvalSet, cfg: dict[str, Any], device: torch.device) -> dict:
+    def eval_stats(
+        self,
+        model: nn.Module,
+        evalset: D.EvalSet,
+        cfg: dict[str, Any],
+        device: torch.device,
+        rank: int = 0,
+        world: int = 1,
+    ) -> dict[str, Any]:
+        """BLEU's statistics of this rank's block of eval batches (decoded as in one process: the same
+        batches), and the token-weighted label-smoothed loss."""
         m, tgt = cfg["model"], evalset.vocab.tgt
         hyps: dict[int, str] = {}
         loss_sum, tok_sum = 0.0, 0
-        for idx in evalset.batches:
+        for b in shard(len(evalset.batches), rank, world):
+            idx = evalset.batches[b]
             pairs = [(evalset.data.src[i], evalset.data.tgt[i]) for i in idx.tolist()]
             batch = D.collate_pairs(pairs, tgt.pad_index, tgt.eos_index)
             src = batch["src_tokens"].to(device)
@@ -140,5 +172,11 @@ class Transformer(Task):
             for i, ids in zip(idx.tolist(), out, strict=True):
                 hyps[i] = evalset.detok(ids)
         order = sorted(hyps)
-        bleu = corpus_bleu([hyps[i] for i in order], [evalset.refs[i] for i in order])
-        return {"bleu": bleu, "loss": loss_sum / max(tok_sum, 1)}
+        bleu = bleu_statistics([hyps[i] for i in order], [evalset.refs[i] for i in order])
+        return {"bleu_stats": bleu, "loss_sum": loss_sum, "tokens": tok_sum}
+
+    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+        return {
+            "bleu": bleu_from_statistics(stats["bleu_stats"]),
+            "loss": stats["loss_sum"] / max(int(stats["tokens"]), 1),
+        }
