@@ -208,6 +208,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=_positive_int, default=20, help="timed iterations per variant")
     p.add_argument("--data-root", default=None, help="dataset folder for the paper preset")
     p.add_argument("--out", default="runs/perf")
+    p.add_argument(
+        "--synthetic",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="random data of the preset's shapes, no dataset (default: on for --preset paper without --data-root)",
+    )
+    p.add_argument(
+        "--microbatch-mode",
+        default="sequential",
+        choices=("sequential", "both"),
+        help="both: also time the engine with microbatch_mode=batched, interleaved",
+    )
+    p.add_argument(
+        "--amp", default="none", choices=("none", "both"), help="both: also time the engine with amp=bf16, interleaved"
+    )
     p.set_defaults(func=cmd_perf)
 
     from bench.cli.options import add_submit_arguments

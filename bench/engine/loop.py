@@ -25,6 +25,7 @@ from bench.algo.gain import ESTIMATORS
 from bench.algo.rules import extra_warmup, finished, make_rule
 from bench.algo.schedules import lr_schedule, scale_schedule
 from bench.engine.allocator import retain_freed_memory
+from bench.engine.amp import cuda_speed_knobs, with_amp
 from bench.engine.batched import BatchedMicrobatches
 from bench.engine.checkpoint import load_checkpoint, save_checkpoint
 from bench.engine.data import ItemStream, RankSampler, loader, to_device
@@ -184,7 +185,8 @@ class Engine:
         if spec.get("threads"):
             torch.set_num_threads(int(spec["threads"]))
         torch.manual_seed(spec["seed"])
-        self.module = self.task.build_model(spec).to(dist.device)
+        self.module = cuda_speed_knobs(self.task.build_model(spec).to(dist.device), dist.device)
+        self.loss_task = with_amp(self.task, spec, dist.device)  # spec amp: bf16 autocast of the loss
         self.model: nn.Module = self.module
         if dist.world > 1:
             ids = [dist.device.index] if dist.device.type == "cuda" else None
@@ -192,7 +194,7 @@ class Engine:
             self.model = nn.parallel.DistributedDataParallel(self.module, device_ids=ids, broadcast_buffers=False)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         self.split = SplitInvariance(self.model, self.module, self.params, dist, spec["reduction"])
-        self.batched = BatchedMicrobatches.for_spec(spec, self.module, self.task, dist.world)
+        self.batched = BatchedMicrobatches.for_spec(spec, self.module, self.loss_task, dist.world)
         self.optimizer = torch.optim.SGD(
             self.params, lr=0.0, momentum=spec["momentum"], weight_decay=spec["weight_decay"], foreach=True
         )
@@ -246,7 +248,7 @@ class Engine:
             micro = list(micro)
             result = self.batched.accumulate(micro, scale, track)
         if result is None:
-            result = accumulate(self.model, self.task, micro, seeds, self.params, observer, scale, dist)
+            result = accumulate(self.model, self.loss_task, micro, seeds, self.params, observer, scale, dist)
         loss_v, sum_sq_v, mean_sq_v = result
         self.split.end()
         finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
