@@ -38,7 +38,17 @@ _TEMPORARY = re.compile(r"\.(checkpoint\.pt|[^/]+\.json)\.[A-Za-z0-9_]+\.tmp")
 # processes, threads and devices, which matrix it came from, and T_AS / T (derived from the runs it
 # depends on, which are part of the identity). The one definition of a run's identity: the folder
 # name, the same-run check on a folder, dependency lookups, status and the report's variants use it.
-NOT_IDENTITY = ("data_root", "device", "T_AS", "T", "experiment", "threads", "num_workers", "ranks")
+NOT_IDENTITY = (
+    "data_root",
+    "device",
+    "T_AS",
+    "T",
+    "experiment",
+    "threads",
+    "num_workers",
+    "ranks",
+    "collective_timeout_s",
+)
 
 
 def in_identity(key: str) -> bool:

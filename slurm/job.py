@@ -128,7 +128,7 @@ class RunJob(submitit.helpers.Checkpointable):
         os.environ.update(dist_environment(env))
         from bench.engine.distributed import from_env, shutdown
 
-        dist = from_env(self.spec.get("device") or "auto")
+        dist = from_env(self.spec.get("device") or "auto", self.spec.get("collective_timeout_s"))
         threaded = env.cluster != "debug" and threading.current_thread() is threading.main_thread()
         try:
             if threaded:

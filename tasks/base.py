@@ -13,8 +13,16 @@ How the engine uses a task (per run):
         batch = train.collate([train[(index, key)] for (index, key) in microbatch])
         batch = bench.engine.data.to_device(batch, device)
         loss = task.loss(model, batch)             # mean over the micro-batch's own examples
-    metrics = task.evaluate(model, evalset, cfg, device)   # model in eval mode, under no_grad
-    metrics[task.metric] is the Table 2 metric
+    # evaluation, model in eval mode, under no_grad, sharded over the W ranks (bench.engine.evaluation):
+    stats_r = task.eval_stats(model, evalset, cfg, device, rank, world)   # on every rank r
+    metrics = task.metrics_from(combine([stats_0, ..., stats_(W-1)]), cfg) # on rank 0
+    metrics[task.metric] is the Table 2 metric; task.evaluate(model, evalset, cfg, device) is the same
+    in one process (world = 1)
+
+eval_stats returns sufficient statistics: ints and floats (summed over the shards), lists of numbers
+(summed element-wise) and bench.engine.evaluation.Concat lists (concatenated in rank order). A rank's
+shard is `shard(n_batches, rank, world)` of the task's evaluation batches, in the set's fixed order, so
+each batch is computed exactly as in one process and the counts come out the same.
 
 `(index, key)`: `index` is the item's position in the training set; `key` is an integer seed that
 fixes the item's augmentation randomness (use `seeded(key)` around random transforms). Both depend
@@ -32,7 +40,10 @@ from typing import Any, ClassVar, Protocol
 import torch
 from torch import nn
 
+from bench.engine.evaluation import Concat, shard
 from tasks.presets import TaskCard
+
+__all__ = ["Concat", "Task", "TrainSet", "seeded", "shard"]
 
 
 class TrainSet(Protocol):
@@ -90,9 +101,19 @@ class Task:
         """Scalar loss: the mean over this micro-batch's own examples."""
         raise NotImplementedError
 
-    def evaluate(self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device) -> dict:
-        """Validation metrics as floats; must contain `self.metric`. Called in eval mode, no_grad."""
+    def eval_stats(
+        self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
+    ) -> dict[str, Any]:
+        """Sufficient statistics of the metrics over shard `rank` of `world` of the evaluation set."""
         raise NotImplementedError
+
+    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+        """Validation metrics as floats from the statistics of the whole set; must contain `self.metric`."""
+        raise NotImplementedError
+
+    def evaluate(self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device) -> dict:
+        """Validation metrics over the whole set in one process. Called in eval mode, no_grad."""
+        return self.metrics_from(self.eval_stats(model, evalset, cfg, device, 0, 1), cfg)
 
 
 @contextlib.contextmanager

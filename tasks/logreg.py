@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .base import Task
+from .base import Task, shard
 from .presets.logreg import CARD, SEED, TARGET_MARGIN, D, N
 
 
@@ -92,9 +92,23 @@ class LogReg(Task):
         x, y = batch
         return F.binary_cross_entropy_with_logits(model(x).squeeze(-1), y)
 
-    def evaluate(self, model: nn.Module, evalset: _Examples, cfg: dict[str, Any], device: torch.device) -> dict:
-        z = model(evalset.x.to(device)).squeeze(-1)
-        y = evalset.y.to(device)
-        loss = F.binary_cross_entropy_with_logits(z.double(), y.double())
-        acc = ((z > 0).float() == y).float().mean() * 100
-        return {"loss": float(loss), "accuracy": float(acc)}
+    def eval_stats(
+        self,
+        model: nn.Module,
+        evalset: _Examples,
+        cfg: dict[str, Any],
+        device: torch.device,
+        rank: int = 0,
+        world: int = 1,
+    ) -> dict[str, Any]:
+        """Summed float64 loss and correct predictions over this rank's block of examples (the whole
+        set is one batch in one process, so the loss sum of a shard is its own)."""
+        part = shard(N, rank, world)
+        x, y = evalset.x[part.start : part.stop].to(device), evalset.y[part.start : part.stop].to(device)
+        z = model(x).squeeze(-1)
+        loss = F.binary_cross_entropy_with_logits(z.double(), y.double(), reduction="sum")
+        return {"loss_sum": float(loss), "correct": int(((z > 0).float() == y).sum()), "n": len(part)}
+
+    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+        n = max(int(stats["n"]), 1)
+        return {"loss": stats["loss_sum"] / n, "accuracy": 100.0 * stats["correct"] / n}

@@ -269,6 +269,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CSV",
         help="add or update each task's examples/s at S = 1 (bare loop) in this throughput table (see plan)",
     )
+    p.add_argument(
+        "--synthetic",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="random data of the preset's shapes, no dataset (default: on for --preset paper without --data-root)",
+    )
+    p.add_argument(
+        "--microbatch-mode",
+        default="sequential",
+        choices=("sequential", "both"),
+        help="both: also time the engine with microbatch_mode=batched, interleaved",
+    )
+    p.add_argument(
+        "--amp", default="none", choices=("none", "both"), help="both: also time the engine with amp=bf16, interleaved"
+    )
     p.set_defaults(func=cmd_perf)
 
     p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")

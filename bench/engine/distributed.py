@@ -19,7 +19,7 @@ import torch.distributed as dist
 from bench.errors import UserError
 
 TIMEOUT_ENV = "ADASCALE_BENCH_DIST_TIMEOUT"
-DEFAULT_TIMEOUT_S = 300.0  # a collective waits this long for a silent peer before the job fails
+DEFAULT_TIMEOUT_S = 300.0  # a collective waits this long for a silent peer before the job fails (no spec)
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,14 @@ class Dist:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def gather_objects(self, value: Any) -> list[Any] | None:
+        """Every rank's small picklable object, in rank order, on rank 0 (None on the other ranks)."""
+        if self.world == 1:
+            return [value]
+        out: list[Any] | None = [None] * self.world if self.is_main else None
+        dist.gather_object(value, out, dst=0)
+        return out
+
     def all_reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
         if self.world > 1:
             dist.all_reduce(t, op=dist.ReduceOp.SUM)
@@ -69,16 +77,19 @@ def pick_device(choice: str, local_rank: int = 0) -> torch.device:
 
 
 def timeout_s(value: float | str | None = None) -> float:
-    """The process-group timeout in seconds: `value`, else $ADASCALE_BENCH_DIST_TIMEOUT, else 300."""
-    raw = value if value is not None else os.environ.get(TIMEOUT_ENV)
+    """The process-group timeout in seconds: `value` (the spec's `collective_timeout_s`), else
+    $ADASCALE_BENCH_DIST_TIMEOUT, else 300. The environment variable wins over the spec when set, so a
+    test or an operator can shorten it for one job without changing the run's spec."""
+    env = os.environ.get(TIMEOUT_ENV)
+    raw, name = (env, TIMEOUT_ENV) if env not in (None, "") else (value, "collective_timeout_s")
     if raw is None or raw == "":
         return DEFAULT_TIMEOUT_S
     try:
         seconds = float(raw)
-    except ValueError:
-        raise UserError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    except (TypeError, ValueError):
+        raise UserError(f"{name}={raw!r} is not a number of seconds") from None
     if not seconds > 0:
-        raise UserError(f"{TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
+        raise UserError(f"{name}={raw!r} is not a positive number of seconds")
     return seconds
 
 

@@ -25,9 +25,12 @@ from bench.algo.gain import ESTIMATORS
 from bench.algo.rules import extra_warmup, finished, make_rule
 from bench.algo.schedules import lr_schedule, scale_schedule
 from bench.engine.allocator import retain_freed_memory
+from bench.engine.amp import cuda_speed_knobs, with_amp
+from bench.engine.batched import BatchedMicrobatches
 from bench.engine.checkpoint import load_checkpoint, save_checkpoint
 from bench.engine.data import ItemStream, RankSampler, loader, to_device
 from bench.engine.distributed import Dist, ranks_for
+from bench.engine.evaluation import evaluate, is_sharded
 from bench.engine.gradstats import GradientObserver
 from bench.engine.reduction import SplitInvariance
 from bench.engine.seeding import mix
@@ -183,7 +186,8 @@ class Engine:
         if spec.get("threads"):
             torch.set_num_threads(int(spec["threads"]))
         torch.manual_seed(spec["seed"])
-        self.module = self.task.build_model(spec).to(dist.device)
+        self.module = cuda_speed_knobs(self.task.build_model(spec).to(dist.device), dist.device)
+        self.loss_task = with_amp(self.task, spec, dist.device)  # spec amp: bf16 autocast of the loss
         self.model: nn.Module = self.module
         if dist.world > 1:
             ids = [dist.device.index] if dist.device.type == "cuda" else None
@@ -191,11 +195,12 @@ class Engine:
             self.model = nn.parallel.DistributedDataParallel(self.module, device_ids=ids, broadcast_buffers=False)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         self.split = SplitInvariance(self.model, self.module, self.params, dist, spec["reduction"])
+        self.batched = BatchedMicrobatches.for_spec(spec, self.module, self.loss_task, dist.world)
         self.optimizer = torch.optim.SGD(
             self.params, lr=0.0, momentum=spec["momentum"], weight_decay=spec["weight_decay"], foreach=True
         )
         self.train = self.task.train_set(spec, self.root)
-        self.evalset = self.task.eval_set(spec, self.root) if dist.is_main else None
+        self.evalset = self.task.eval_set(spec, self.root) if dist.is_main or is_sharded(self.task) else None
         self.stream = ItemStream(len(self.train), self.task.items_per_microbatch(spec), spec["seed"])
         self.metrics = MetricsLog(self.run_dir / METRICS, enabled=dist.is_main)
 
@@ -266,12 +271,16 @@ class Engine:
         spec, dist = self.spec, self.dist
         accum = scale // dist.world
         track = bool(spec["track_stats"])
-        micro = (to_device(next(batches), dist.device) for _ in range(accum))  # streamed, one at a time
+        micro: Iterable[Any] = (to_device(next(batches), dist.device) for _ in range(accum))  # one at a time
         seeds = dropout_seeds(spec["seed"], state.microbatch + dist.rank * accum, accum)
         self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
-        loss_v, sum_sq_v, mean_sq_v = accumulate(
-            self.model, self.task, micro, seeds, self.params, observer, scale, dist
-        )
+        result = None
+        if self.batched is not None and accum > 1:  # spec microbatch_mode=batched (bench.engine.batched)
+            micro = list(micro)
+            result = self.batched.accumulate(micro, scale, track)
+        if result is None:
+            result = accumulate(self.model, self.loss_task, micro, seeds, self.params, observer, scale, dist)
+        loss_v, sum_sq_v, mean_sq_v = result
         self.split.end()
         finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
         if not finite or (track and scale > 1 and not math.isfinite(sum_sq_v)):
@@ -424,12 +433,12 @@ class Engine:
         return value <= target if not self.task.higher_is_better else value >= target
 
     def _evaluate(self, state: State) -> None:
-        if self.dist.is_main:
-            self.module.eval()
-            with torch.no_grad():
-                result = self.task.evaluate(self.module, self.evalset, self.spec, self.dist.device)
-            self.module.train()
-            state.last_eval = {k: float(v) for k, v in result.items()}
+        self.module.eval()
+        with torch.no_grad():  # every rank its shard; the metrics on rank 0 (bench.engine.evaluation)
+            result = evaluate(self.task, self.module, self.evalset, self.spec, self.dist)
+        self.module.train()
+        if result is not None:
+            state.last_eval = result
             self.metrics.append(
                 {
                     "eval": True,

@@ -52,6 +52,10 @@ from bench.run.data import prepare_data
 from bench.run.spec import resolve
 
 VARIANTS = ("adascale", "identity", "bare")
+# optional variants of the adascale engine, measured in the same interleaving when asked for:
+# `batched` (spec microbatch_mode=batched, perf --microbatch-mode both) and `bf16` (spec amp=bf16, --amp both)
+EXTRA_VARIANTS = ("batched", "bf16")
+EXTRA_SETS: dict[str, dict[str, Any]] = {"batched": {"microbatch_mode": "batched"}, "bf16": {"amp": "bf16"}}
 WARMUP = 3  # untimed iterations per variant: lazy allocations, optimizer state, first-call caches
 DISTINCT = 2  # iterations' worth of micro-batches pre-fetched and cycled through
 SAMPLE_S = 0.05  # target duration of one timed sample (a block of iterations)
@@ -70,6 +74,13 @@ COLUMNS = [
     "adascale_over_identity_wall",
     "engine_over_bare_wall",
     "flush_us_per_iteration",
+    *(f"examples_per_s_{v}" for v in EXTRA_VARIANTS),
+    *(f"ms_{v}" for v in EXTRA_VARIANTS),
+    *(f"{v}_over_adascale" for v in EXTRA_VARIANTS),
+    "peak_memory_mb",
+    "peak_memory_kind",
+    "device_name",
+    "synthetic",
     "clock",
     "iterations_per_sample",
     "samples",
@@ -167,6 +178,80 @@ class Setup:
                 loop.close()
 
 
+class SyntheticImages:
+    """A TrainSet of random images and labels of the preset's shapes: (3, size, size) float32, labels
+    below num_classes; each micro-batch drawn from its first item's key (nothing read from disk)."""
+
+    def __init__(self, shape: tuple[int, ...], classes: int, n: int = 1 << 20) -> None:
+        self.shape, self.classes, self.n = shape, classes, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, item: tuple[int, int]) -> int:
+        return item[1]
+
+    def collate(self, keys: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(int(keys[0]) & 0x7FFFFFFF)
+        images = torch.randn(len(keys), *self.shape, generator=g)
+        return images, torch.randint(0, self.classes, (len(keys),), generator=g)
+
+
+def synthetic_shapes(name: str, cfg: dict[str, Any]) -> tuple[tuple[int, ...], int]:
+    """(image shape, number of classes) of a task's training examples, from its preset."""
+    model, data = cfg.get("model", {}), cfg.get("data", {})
+    if name == "cifar10":
+        return (3, 32, 32), int(model.get("num_classes", 10))
+    if name == "imagenet":
+        size = int(data.get("image_size", 224))
+        return (3, size, size), int(model.get("num_classes", 1000))
+    raise UserError(
+        f"perf --synthetic: no synthetic data for {name} yet (speech, transformer and yolo need their "
+        "data's vocabulary or targets); pass --data-root"
+    )
+
+
+class SyntheticData:
+    """A task with synthetic training data of the real shapes (perf --synthetic): no data root needed."""
+
+    def __init__(self, task: Any) -> None:
+        self._task = task
+        if task.needs_data:
+            synthetic_shapes(task.name, task.presets["tiny"])  # fail early for tasks without synthetic data
+
+    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
+        """Nothing on disk to check."""
+
+    def train_set(self, cfg: dict[str, Any], root: Path) -> Any:
+        if not self._task.needs_data:
+            return self._task.train_set(cfg, root)
+        return SyntheticImages(*synthetic_shapes(self._task.name, cfg))
+
+    def eval_set(self, cfg: dict[str, Any], root: Path) -> Any:
+        return None if self._task.needs_data else self._task.eval_set(cfg, root)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._task, name)
+
+
+def peak_memory(device: torch.device) -> tuple[float, str]:
+    """(MiB, what it is): the CUDA caching allocator's peak since the last reset on a GPU; the process's
+    peak resident set (ru_maxrss, never reset: the largest cell so far) on a CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20, "cuda_max_allocated"
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "cpu_maxrss_process"
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+
+    return platform.processor() or platform.machine() or "cpu"
+
+
 def specs(task: Any, scale: int, preset: str, data_root: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The AdaScale spec and its identity twin without statistics: the same preset otherwise."""
     adascale = resolve(task, "adascale", scale, 0, preset, data_root)
@@ -174,15 +259,32 @@ def specs(task: Any, scale: int, preset: str, data_root: str | None) -> tuple[di
     return adascale, identity
 
 
-def build(task: Any, scale: int, preset: str, data_root: str | None, dist: Dist, tmp: Path) -> Setup:
-    """Build the three variants of one cell and pre-fetch DISTINCT iterations of micro-batches."""
+def build(
+    task: Any,
+    scale: int,
+    preset: str,
+    data_root: str | None,
+    dist: Dist,
+    tmp: Path,
+    extras: tuple[str, ...] = (),
+    synthetic: bool = False,
+) -> Setup:
+    """Build the variants of one cell (the three, plus `extras` of EXTRA_VARIANTS) and pre-fetch DISTINCT
+    iterations of micro-batches. `synthetic`: random data of the preset's real shapes instead of a dataset."""
+    if synthetic:
+        task = SyntheticData(task)
+        data_root = str(tmp / "synthetic")
     spec_a, spec_b = specs(task, scale, preset, data_root)
     root = prepare_data(task, spec_a, dist)  # (the tiny dataset is written on first use, as for a run)
+    here = tmp / task.name / f"s{scale}"
     loops: dict[str, EngineLoop | BareLoop] = {
-        "adascale": EngineLoop(spec_a, task, tmp / task.name / f"s{scale}" / "adascale", root, dist),
-        "identity": EngineLoop(spec_b, task, tmp / task.name / f"s{scale}" / "identity", root, dist),
+        "adascale": EngineLoop(spec_a, task, here / "adascale", root, dist),
+        "identity": EngineLoop(spec_b, task, here / "identity", root, dist),
     }
     loops["bare"] = BareLoop(task, spec_b, dist.device)
+    for v in extras:
+        spec_v = resolve(task, "adascale", scale, 0, preset, data_root, EXTRA_SETS[v])
+        loops[v] = EngineLoop(spec_v, task, here / v, root, dist)
     first = loops["adascale"]
     assert isinstance(first, EngineLoop)
     stream = first.engine.batches(first.state, scale)
@@ -212,18 +314,20 @@ def measure(
     clock = clock_for(device)
     now = time.process_time if clock == "cpu" else time.perf_counter
     last: dict[str, float] = {}
+    variants = tuple(setup.loops)
     for _ in range(WARMUP):
-        for v in VARIANTS:
+        for v in variants:
             _sync(device)
             start = time.perf_counter()
             setup.step(v, 0)
             _sync(device)
             last[v] = time.perf_counter() - start
     block = max(1, min(MAX_BLOCK, math.ceil(SAMPLE_S / max(statistics.median(last.values()), 1e-9))))
-    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    walls: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    times: dict[str, list[float]] = {v: [] for v in variants}
+    walls: dict[str, list[float]] = {v: [] for v in variants}
     for r in range(repeats):
-        order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]  # rotate, so no variant always follows the same one
+        k = r % len(variants)
+        order = variants[k:] + variants[:k]  # rotate, so no variant always follows the same one
         for v in order:
             _sync(device)
             start, wall = now(), time.perf_counter()
@@ -234,7 +338,7 @@ def measure(
             walls[v].append((time.perf_counter() - wall) / block)
         tick()
     row: dict[str, Any] = {"examples_per_iteration": setup.examples, "iterations_per_sample": block, "clock": clock}
-    for v in VARIANTS:
+    for v in variants:
         ms = sorted(t * 1e3 for t in times[v])
         median = statistics.median(ms)
         q1, q3 = (statistics.quantiles(ms, n=4)[i] for i in (0, 2)) if len(ms) > 1 else (median, median)
@@ -251,6 +355,9 @@ def measure(
     row["adascale_over_bare"] = paired(times, "adascale", "bare")
     row["adascale_over_identity_wall"] = paired(walls, "adascale", "identity")
     row["engine_over_bare_wall"] = paired(walls, "identity", "bare")
+    for v in variants:
+        if v in EXTRA_VARIANTS:
+            row[f"{v}_over_adascale"] = paired(times, v, "adascale")
     row["samples"] = repeats
     return row
 
@@ -307,6 +414,17 @@ def perf(args: argparse.Namespace) -> int:
     if getattr(args, "write_throughput", None) and 1 not in scales:
         raise UserError("--write-throughput records examples/s at S = 1: include 1 in --scales")
     repeats = int(args.repeats)
+    extras = tuple(
+        v
+        for v, opt in (
+            ("batched", getattr(args, "microbatch_mode", "sequential")),
+            ("bf16", getattr(args, "amp", "none")),
+        )
+        if opt == "both"
+    )
+    synthetic = getattr(args, "synthetic", None)
+    if synthetic is None:  # default: on for the paper preset without a data root
+        synthetic = args.preset == "paper" and args.data_root is None
     device = pick_device(args.device)
     dist = Dist(device=device)
     out = Path(args.out)
@@ -320,26 +438,36 @@ def perf(args: argparse.Namespace) -> int:
                 root = _data_root(args, task.name, len(tasks) > 1)
                 for s in scales:
                     bar.set_description(f"{task.name} S={s} (setting up)")
-                    setup = build(task, s, args.preset, root, dist, Path(tmp))
+                    if device.type == "cuda":
+                        torch.cuda.reset_peak_memory_stats(device)
+                    setup = build(task, s, args.preset, root, dist, Path(tmp), extras, synthetic)
                     bar.set_description(f"{task.name} S={s}")
                     try:
                         row = measure(setup, repeats, device, lambda: bar.update(1))
                         adascale = setup.loops["adascale"]
                         assert isinstance(adascale, EngineLoop)
                         row["flush_us_per_iteration"] = adascale.flush_us_per_iteration()
+                        row["peak_memory_mb"], row["peak_memory_kind"] = peak_memory(device)
                     finally:
                         setup.close()
                     row.update(
                         task=task.name,
                         scale=s,
                         device=str(device),
+                        device_name=device_name(device),
+                        synthetic=synthetic,
                         threads=torch.get_num_threads(),
                         load_1min=round(os.getloadavg()[0], 2),
                     )
                     rows.append(row)
+                    extra = "".join(
+                        f", {v}: {row[f'examples_per_s_{v}']:.0f} ex/s (time {row[f'{v}_over_adascale']:.3f}x adascale)"
+                        for v in extras
+                    )
                     tqdm.write(
                         f"{task.name} S={s}: adascale/identity {row['adascale_over_identity']:.3f}, "
-                        f"engine/bare {row['engine_over_bare']:.3f}"
+                        f"engine/bare {row['engine_over_bare']:.3f}, adascale {row['examples_per_s_adascale']:.0f} "
+                        f"ex/s{extra}, peak {row['peak_memory_mb']:.0f} MiB"
                     )
                     del setup
     finally:

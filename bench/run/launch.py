@@ -49,7 +49,7 @@ def _worker(spec: dict[str, Any], out: str, progress: bool) -> dict[str, Any]:
     multiprocessing.set_start_method(None, force=True)
     install_signal_handlers()
     signal.signal(signal.SIGINT, request_stop)  # Ctrl-C reaches every rank: checkpoint, then stop
-    dist = from_env(spec["device"])
+    dist = from_env(spec["device"], spec.get("collective_timeout_s"))
     try:
         return {"summary": run_spec(spec, Path(out), progress=progress, dist=dist)}
     except RanksChange as e:
@@ -138,7 +138,7 @@ def _launch(spec: dict[str, Any], out: Path, world: int, progress: bool) -> dict
 
     from bench.engine.distributed import timeout_s
 
-    timeout = timeout_s()
+    timeout = timeout_s(spec.get("collective_timeout_s"))
     _preload(spec)
     with tempfile.TemporaryDirectory(prefix="adascale-launch-") as logs, _quiet_torch_logs():
         config = LaunchConfig(

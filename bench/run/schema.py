@@ -78,6 +78,9 @@ class Spec(_Strict):
     target: Positive | None
     warmup_iterations: PositiveInt | None
     keep_checkpoints_every: PositiveInt | None
+    collective_timeout_s: Positive
+    microbatch_mode: Literal["sequential", "batched"]
+    amp: Literal["none", "bf16"]
     experiment: dict[str, Any] | None
     overrides: dict[str, Any]
     data_root: str | None

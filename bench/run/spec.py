@@ -52,7 +52,18 @@ RUN_DEFAULTS: dict[str, Any] = {
     "warmup_iterations": None,  # an extra ramp: iteration k uses (k + 1) / n of its lr for k < n (textbook)
     "keep_checkpoints_every": None,  # k: also keep the model weights every k iterations (checkpoints/), for `gain`
     "experiment": None,  # which experiment of a matrix the run belongs to (metadata for the report)
+    # How long a collective waits for a silent peer before the job fails (the process group's timeout).
+    # Sized for the longest wait between collectives: an evaluation, a checkpoint written by rank 0, a
+    # data-loader start on a cold file system (minutes on the paper presets). Set
+    # $ADASCALE_BENCH_DIST_TIMEOUT to override it for one job without changing the spec.
+    "collective_timeout_s": 1800.0,
+    # sequential: one forward/backward per micro-batch; batched: one over the rank's A micro-batches at
+    # once, with per-micro-batch BatchNorm and per-micro-batch gradients (bench.engine.batched)
+    "microbatch_mode": "sequential",
+    "amp": "none",  # none | bf16: autocast the forward pass to bfloat16 on CUDA (bench.engine.amp)
 }
+# Keys added after runs were recorded: a spec without them is the same run as one at their default.
+_LATE_DEFAULTS = {"microbatch_mode": "sequential", "amp": "none"}
 
 
 def parse_scale(value: str | int) -> int | str:
@@ -162,10 +173,12 @@ def run_name(spec: dict[str, Any]) -> str:
 
 
 def identity_of(spec: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a spec that decide a run's results."""
-    return {k: v for k, v in spec.items() if in_identity(k) and k != "overrides"} | {
-        "overrides": {k: v for k, v in spec.get("overrides", {}).items() if in_identity(k)}
-    }
+    """The parts of a spec that decide a run's results (keys added later count only off their default)."""
+    return {
+        k: v
+        for k, v in spec.items()
+        if in_identity(k) and k != "overrides" and not (k in _LATE_DEFAULTS and v == _LATE_DEFAULTS[k])
+    } | {"overrides": {k: v for k, v in spec.get("overrides", {}).items() if in_identity(k)}}
 
 
 def check_same(run_dir: Path, spec: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tasks.base import Task
+from tasks.base import Task, shard
 from tasks.presets.cifar10 import CARD
 
 from . import data
@@ -50,15 +50,24 @@ class Cifar10(Task):
         images, labels = batch
         return F.cross_entropy(model(images), labels)
 
-    def evaluate(self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device) -> dict:
-        """Top-1 accuracy (%) and mean cross-entropy over the whole test split, in batches."""
+    def eval_stats(
+        self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
+    ) -> dict[str, Any]:
+        """Correct top-1 predictions and summed cross-entropy over this rank's block of eval batches."""
         step = int(cfg["data"].get("eval_batch_size", 500))
-        correct, loss_sum = 0, 0.0
-        for i in range(0, len(evalset), step):
+        starts = range(0, len(evalset), step)
+        correct, loss_sum, n = 0, 0.0, 0
+        for b in shard(len(starts), rank, world):
+            i = starts[b]
             images = data.normalize(evalset.images[i : i + step].to(device))
             labels = evalset.labels[i : i + step].to(device)
             c, s = top1_and_loss(model(images), labels)
             correct += c
             loss_sum += s
-        n = len(evalset)
-        return {"top1": 100.0 * correct / n, "loss": loss_sum / n}
+            n += len(labels)
+        return {"correct": correct, "loss_sum": loss_sum, "n": n}
+
+    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+        """Top-1 accuracy (%) and mean cross-entropy over the whole test split."""
+        n = max(int(stats["n"]), 1)
+        return {"top1": 100.0 * stats["correct"] / n, "loss": stats["loss_sum"] / n}

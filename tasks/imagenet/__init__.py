@@ -25,12 +25,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 from torchvision.models import resnet50
 from torchvision.models.resnet import Bottleneck, ResNet
 
 from bench.errors import UserError
-from tasks.base import Task
+from tasks.base import Task, shard
 from tasks.presets.imagenet import CARD
 
 from . import tiny
@@ -120,13 +120,19 @@ class ImageNet(Task):
         images, labels = batch
         return F.cross_entropy(model(images), labels)
 
-    def evaluate(self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device) -> dict:
+    def eval_stats(
+        self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
+    ) -> dict[str, Any]:
+        """Top-1/top-5 hits and summed cross-entropy over this rank's block of validation batches."""
         data = data_settings(cfg)
         device = torch.device(device)
         workers = int(cfg.get("num_workers", 0))
+        step = int(data["eval_batch_size"])
+        mine = shard(-(-len(evalset) // step), rank, world)  # batches [start, stop) of ceil(n / step)
+        part = Subset(evalset, range(mine.start * step, min(mine.stop * step, len(evalset))))
         loader = DataLoader(
-            evalset,
-            batch_size=int(data["eval_batch_size"]),
+            part,
+            batch_size=step,
             shuffle=False,
             num_workers=workers,
             collate_fn=collate,
@@ -143,6 +149,14 @@ class ImageNet(Task):
             correct1 += c1
             correct5 += c5
             n += labels.numel()
+        return {"correct1": correct1, "correct5": correct5, "loss_sum": loss_sum, "n": n}
+
+    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+        n = int(stats["n"])
         if n == 0:
-            raise UserError(f"imagenet: no validation images in {getattr(evalset, 'root', evalset)}")
-        return {"top1": 100.0 * correct1 / n, "top5": 100.0 * correct5 / n, "loss": loss_sum / n}
+            raise UserError(f"imagenet: no validation images in {data_settings(cfg)['val_dir']}")
+        return {
+            "top1": 100.0 * stats["correct1"] / n,
+            "top5": 100.0 * stats["correct5"] / n,
+            "loss": stats["loss_sum"] / n,
+        }

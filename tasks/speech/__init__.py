@@ -16,9 +16,9 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 
-from tasks.base import Task
+from tasks.base import Task, shard
 from tasks.presets.speech import CARD
 
 from . import data
@@ -95,11 +95,17 @@ class Speech(Task):
         log_probs, out_lengths = model(batch["features"], batch["feature_lengths"])
         return ctc_loss(log_probs, out_lengths, batch["targets"], batch["target_lengths"])
 
-    def evaluate(self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device) -> dict:
-        """Corpus WER/CER of greedy decoding over the whole eval split, and the mean CTC loss over the
-        utterances CTC can align (all of them in LibriSpeech's dev/test splits)."""
+    def eval_stats(
+        self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
+    ) -> dict[str, Any]:
+        """Word and character edits and reference lengths of greedy decoding, and the summed CTC loss over
+        the utterances CTC can align (all of them in LibriSpeech's dev/test splits), over this rank's
+        block of eval batches."""
         workers = int(cfg.get("num_workers", 0))
-        batches = DataLoader(evalset, batch_size=None, num_workers=workers) if workers else evalset
+        part = Subset(evalset, shard(len(evalset), rank, world))
+        batches = (
+            DataLoader(part, batch_size=None, num_workers=workers) if workers else (part[i] for i in range(len(part)))
+        )
         counts, loss_sum, loss_n = ErrorCounts(), 0.0, 0
         for batch in batches:
             log_probs, out_lengths = model(batch["features"].to(device), batch["feature_lengths"].to(device))
@@ -117,8 +123,20 @@ class Speech(Task):
                     loss_sum += float(per_utt[i])
                     loss_n += 1
         return {
+            "word_errors": counts.word_errors,
+            "words": counts.words,
+            "char_errors": counts.char_errors,
+            "chars": counts.chars,
+            "loss_sum": loss_sum,
+            "loss_n": loss_n,
+        }
+
+    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+        """Corpus WER/CER (%), word accuracy = 100 - WER, and the mean CTC loss."""
+        counts = ErrorCounts(stats["word_errors"], stats["words"], stats["char_errors"], stats["chars"])
+        return {
             "word_acc": 100.0 - counts.wer,
             "wer": counts.wer,
             "cer": counts.cer,
-            "loss": loss_sum / max(loss_n, 1),
+            "loss": stats["loss_sum"] / max(int(stats["loss_n"]), 1),
         }

@@ -24,7 +24,7 @@ from torch import nn
 from bench.errors import UserError
 from tasks.presets.transformer import CARD
 
-from ..base import Task
+from ..base import Task, shard
 from . import data as D
 from .model import TransformerNMT, beam_search, greedy_decode
 from .tiny import write_tiny as _write_tiny
@@ -43,9 +43,18 @@ def smoothed_nll(logits: torch.Tensor, target: torch.Tensor, pad: int) -> torch.
     )
 
 
-def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
+def _detok_bleu() -> BLEU:
     """sacrebleu's corpus BLEU with its defaults (13a tokenisation, exp smoothing) on detokenised text."""
-    return float(BLEU(tokenize="13a").corpus_score(hyps, [refs]).score)
+    return BLEU(tokenize="13a")
+
+
+def _tok_bleu() -> BLEU:
+    """BLEU on tokens as they are, unsmoothed like fairseq-score / multi-bleu.perl."""
+    return BLEU(tokenize="none", smooth_method="none", force=True)
+
+
+def corpus_bleu(hyps: list[str], refs: list[str]) -> float:
+    return float(_detok_bleu().corpus_score(hyps, [refs]).score)
 
 
 # sacrebleu's signature of `bleu` (less its `version:` field, which summary.json's versions cannot carry):
@@ -68,15 +77,40 @@ def _tokenise(line: str) -> str:
 
 def tokenised_bleu(hyps: list[str], refs: list[str]) -> float:
     """Tokenised BLEU with compound splitting (the paper's ~27-point numbers): both sides 13a-tokenised
-    (Moses' "@-@" joined first), hyphenated compounds split, then BLEU on the tokens as they are
-    (tokenize='none'), unsmoothed like fairseq-score / multi-bleu.perl."""
-    bleu = BLEU(tokenize="none", smooth_method="none", force=True)
-    return float(bleu.corpus_score([_tokenise(h) for h in hyps], [[_tokenise(r) for r in refs]]).score)
+    (Moses' "@-@" joined first), hyphenated compounds split, then BLEU on the tokens as they are."""
+    return float(_tok_bleu().corpus_score([_tokenise(h) for h in hyps], [[_tokenise(r) for r in refs]]).score)
 
 
 def bleu_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
     """{"bleu": detokenised sacreBLEU, "bleu_tok": tokenised compound-split BLEU}."""
     return {"bleu": corpus_bleu(hyps, refs), "bleu_tok": tokenised_bleu(hyps, refs)}
+
+
+def bleu_statistics(hyps: list[str], refs: list[str], tokenised: bool = False) -> list[int]:
+    """Corpus BLEU's sufficient statistics: [hypothesis length, reference length, matches of 1..4-grams,
+    hypothesis 1..4-grams]. Sums over disjoint parts of a corpus are the whole corpus's (sharded eval)."""
+    if not hyps:
+        return [0] * 10
+    if tokenised:
+        hyps, refs = [_tokenise(h) for h in hyps], [_tokenise(r) for r in refs]
+    score = (_tok_bleu() if tokenised else _detok_bleu()).corpus_score(hyps, [refs])
+    return [score.sys_len, score.ref_len, *score.counts, *score.totals]
+
+
+def bleu_from_statistics(stats: list[int], tokenised: bool = False) -> float:
+    """Corpus BLEU from summed statistics: what corpus_score gives on the corpus they were summed over."""
+    bleu = _tok_bleu() if tokenised else _detok_bleu()
+    stats = [int(v) for v in stats]
+    return float(
+        BLEU.compute_bleu(
+            correct=stats[2:6],
+            total=stats[6:10],
+            sys_len=stats[0],
+            ref_len=stats[1],
+            smooth_method=bleu.smooth_method,
+            smooth_value=bleu.smooth_value,
+        ).score
+    )
 
 
 class Transformer(Task):
@@ -149,11 +183,22 @@ class Transformer(Task):
         logits = model(batch["src_tokens"], batch["prev_output_tokens"])
         return smoothed_nll(logits, batch["target"], int(batch["pad"]))
 
-    def evaluate(self, model: nn.Module, evalset: D.EvalSet, cfg: dict[str, Any], device: torch.device) -> dict:
+    def eval_stats(
+        self,
+        model: nn.Module,
+        evalset: D.EvalSet,
+        cfg: dict[str, Any],
+        device: torch.device,
+        rank: int = 0,
+        world: int = 1,
+    ) -> dict[str, Any]:
+        """BLEU's statistics of this rank's block of eval batches (decoded as in one process: the same
+        batches), and the token-weighted label-smoothed loss."""
         m, tgt = cfg["model"], evalset.vocab.tgt
         hyps: dict[int, str] = {}
         loss_sum, tok_sum = 0.0, 0
-        for idx in evalset.batches:
+        for b in shard(len(evalset.batches), rank, world):
+            idx = evalset.batches[b]
             pairs = [(evalset.data.src[i], evalset.data.tgt[i]) for i in idx.tolist()]
             batch = D.collate_pairs(pairs, tgt.pad_index, tgt.eos_index)
             src = batch["src_tokens"].to(device)
@@ -179,5 +224,17 @@ class Transformer(Task):
             for i, ids in zip(idx.tolist(), out, strict=True):
                 hyps[i] = evalset.detok(ids)
         order = sorted(hyps)
-        scores = bleu_scores([hyps[i] for i in order], [evalset.refs[i] for i in order])
-        return {**scores, "loss": loss_sum / max(tok_sum, 1)}
+        hyps_in_order, refs = [hyps[i] for i in order], [evalset.refs[i] for i in order]
+        return {
+            "bleu_stats": bleu_statistics(hyps_in_order, refs),
+            "bleu_tok_stats": bleu_statistics(hyps_in_order, refs, tokenised=True),
+            "loss_sum": loss_sum,
+            "tokens": tok_sum,
+        }
+
+    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+        return {
+            "bleu": bleu_from_statistics(stats["bleu_stats"]),
+            "bleu_tok": bleu_from_statistics(stats["bleu_tok_stats"], tokenised=True),
+            "loss": stats["loss_sum"] / max(int(stats["tokens"]), 1),
+        }

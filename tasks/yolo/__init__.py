@@ -51,7 +51,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tasks.base import Task
+from tasks.base import Concat, Task, shard
 from tasks.presets.yolo import CARD
 
 from . import offline
@@ -96,11 +96,25 @@ class Yolo(Task):
         total, _items = model(batch)  # ultralytics: [box, cls, dfl] * batch size
         return total.sum() / batch["img"].shape[0]
 
-    def evaluate(self, model: nn.Module, evalset: YoloEvalSet, cfg: dict[str, Any], device: torch.device) -> dict:
-        return evaluate_map(model, evalset, device)
+    def eval_stats(
+        self,
+        model: nn.Module,
+        evalset: YoloEvalSet,
+        cfg: dict[str, Any],
+        device: torch.device,
+        rank: int = 0,
+        world: int = 1,
+    ) -> dict[str, Any]:
+        """This rank's block of validation batches: the summed loss, the image count, and every image's
+        matched detections (mAP is no sum of per-shard numbers: the images' records are concatenated
+        on rank 0 in order and mAP is computed there, as one process computes it)."""
+        return map_statistics(model, evalset, device, rank, world)
+
+    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+        return map_from_statistics(stats, int(cfg["model"]["nc"]))
 
 
-def make_validator(evalset: YoloEvalSet, device: torch.device):
+def make_validator(evalset: YoloEvalSet, device: torch.device, loader: Any = None):
     """ultralytics' DetectionValidator, set up for use without a trainer and without its __call__
     (which would deep-copy and fuse the model, and look for a dataset YAML to check and download)."""
     offline.ensure()
@@ -117,7 +131,7 @@ def make_validator(evalset: YoloEvalSet, device: torch.device):
         "batch": evalset.batch_size,
     }  # conf (0.001 for val), iou 0.7 and max_det 300 stay ultralytics' defaults
     # The validator mkdirs save_dir; with plots and saving off nothing is written into it.
-    validator = DetectionValidator(dataloader=evalset.loader(), save_dir=offline.home() / "val", args=args)
+    validator = DetectionValidator(dataloader=loader or evalset.loader(), save_dir=offline.home() / "val", args=args)
     validator.data = evalset.spec.as_ultralytics()
     validator.device = device
     validator.training = False
@@ -125,21 +139,52 @@ def make_validator(evalset: YoloEvalSet, device: torch.device):
     return validator
 
 
-def evaluate_map(model: Any, evalset: YoloEvalSet, device: torch.device) -> dict[str, float]:
-    """mAP@0.5 and mAP@0.5:0.95 in percent, plus the validation loss, over the whole validation set:
-    the body of DetectionValidator.__call__'s loop, minus its timing, callbacks and plots."""
-    validator = make_validator(evalset, device)
+_STATS = ("tp", "conf", "pred_cls", "target_cls", "target_img")
+
+
+def map_statistics(
+    model: Any, evalset: YoloEvalSet, device: torch.device, rank: int = 0, world: int = 1
+) -> dict[str, Any]:
+    """The body of DetectionValidator.__call__'s loop (minus its timing, callbacks and plots) over this
+    rank's block of validation batches: the same batches as in one process (rect mode gives each batch
+    its letterbox shape), so each image's records are the same."""
+    n_images, b = len(evalset.dataset), evalset.batch_size
+    batches = [list(range(i * b, min((i + 1) * b, n_images))) for i in shard(-(-n_images // b), rank, world)]
+    loader = torch.utils.data.DataLoader(evalset.dataset, batch_sampler=batches, collate_fn=evalset.dataset.collate_fn)
+    validator = make_validator(evalset, device, loader)
     loss_sum, n = 0.0, 0
-    for batch in validator.dataloader:
+    for batch in loader:
         batch = validator.preprocess(batch)  # to the device, uint8 -> float / 255
         preds = model(batch["img"])  # eval mode: (decoded xywh boxes + class scores, raw head outputs)
         loss, _ = model.loss(batch, preds)
         loss_sum += float(loss.sum())
         n += batch["img"].shape[0]
         validator.update_metrics(validator.postprocess(preds), batch)
-    stats = validator.get_stats()
+    records = validator.metrics.stats
+    per_image = Concat(tuple(records[k][i] for k in _STATS) for i in range(len(records["tp"])))
+    return {"loss_sum": loss_sum, "images": n, "per_image": per_image}
+
+
+def map_from_statistics(stats: dict[str, Any], nc: int) -> dict[str, float]:
+    """mAP@0.5 and mAP@0.5:0.95 in percent (ultralytics' DetMetrics over every image's records, in
+    order), and the validation loss."""
+    offline.ensure()
+    from ultralytics.utils.metrics import DetMetrics
+
+    metrics = DetMetrics(names={i: str(i) for i in range(nc)})
+    for record in stats["per_image"]:
+        for k, v in zip(_STATS, record, strict=True):
+            metrics.stats[k].append(v)
+    if stats["per_image"]:
+        metrics.process(save_dir=offline.home() / "val", plot=False)
+    results = metrics.results_dict
     return {
-        "map50": 100.0 * float(stats["metrics/mAP50(B)"]),
-        "map50_95": 100.0 * float(stats["metrics/mAP50-95(B)"]),
-        "loss": loss_sum / max(n, 1),
+        "map50": 100.0 * float(results["metrics/mAP50(B)"]),
+        "map50_95": 100.0 * float(results["metrics/mAP50-95(B)"]),
+        "loss": stats["loss_sum"] / max(int(stats["images"]), 1),
     }
+
+
+def evaluate_map(model: Any, evalset: YoloEvalSet, device: torch.device) -> dict[str, float]:
+    """mAP@0.5 and mAP@0.5:0.95 in percent, plus the validation loss, over the whole validation set."""
+    return map_from_statistics(map_statistics(model, evalset, device), len(evalset.spec.names))

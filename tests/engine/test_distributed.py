@@ -263,6 +263,22 @@ def test_process_group_timeout_from_the_environment(monkeypatch: pytest.MonkeyPa
             timeout_s()
 
 
+def test_the_spec_sizes_the_collective_timeout_and_the_environment_overrides_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(TIMEOUT_ENV, raising=False)
+    spec = spec_for("logreg")
+    assert spec["collective_timeout_s"] == 1800 and timeout_s(spec["collective_timeout_s"]) == 1800
+    assert timeout_s(spec_for("logreg", collective_timeout_s=60)["collective_timeout_s"]) == 60
+    monkeypatch.setenv(TIMEOUT_ENV, "20")  # an operator's (or a test's) override for one job
+    assert timeout_s(1800) == 20
+    monkeypatch.delenv(TIMEOUT_ENV)
+    with pytest.raises(UserError, match="collective_timeout_s"):
+        timeout_s("soon")
+    write_json(tmp_path / "spec.json", spec)
+    check_same(tmp_path, {**spec, "collective_timeout_s": 60})  # not part of a run's identity
+
+
 def test_the_number_of_ranks_is_not_part_of_a_runs_identity(tmp_path: Path) -> None:
     one = spec_for("logreg", "adascale", 4, T1=40)
     write_json(tmp_path / "spec.json", one)

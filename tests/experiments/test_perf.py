@@ -29,6 +29,7 @@ from bench.engine.seeding import mix, mix_array
 from bench.experiments import perf
 from bench.files import MetricsLog, read_jsonl
 from tasks import get_task
+from tests.helpers import spec_for, train
 
 
 def _weights(module: nn.Module) -> list[torch.Tensor]:
@@ -226,3 +227,56 @@ def test_retained_memory_makes_no_page_faults_for_repeated_large_tensors() -> No
     for _ in range(50):
         torch.empty(1 << 20).fill_(1.0)  # 4 MiB, written so that its pages are touched
     assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 500  # not 50 × 1024
+
+
+# -- synthetic data, extra variants, memory, AMP (CPU plumbing; the CUDA figures are measured on a GPU) -----
+def test_synthetic_tiny_shapes_and_the_batched_and_bf16_variants(tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        task=["cifar10"],
+        device="cpu",
+        preset="tiny",
+        scales="2",
+        repeats=2,
+        data_root=None,
+        out=str(tmp_path),
+        synthetic=True,
+        microbatch_mode="both",
+        amp="both",
+    )
+    assert perf.perf(args) == 0
+    with open(tmp_path / "perf.csv") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["synthetic"] == "True" and row["peak_memory_kind"] == "cpu_maxrss_process"
+    assert float(row["peak_memory_mb"]) > 0 and row["device_name"]
+    for v in ("batched", "bf16"):
+        assert float(row[f"examples_per_s_{v}"]) > 0 and float(row[f"{v}_over_adascale"]) > 0
+    batch = perf.SyntheticData(get_task("imagenet")).train_set(spec_for("imagenet"), Path()).collate([(5)] * 3)
+    assert batch[0].shape == (3, 3, 32, 32) and batch[1].shape == (3,)
+
+
+def test_synthetic_data_names_the_tasks_it_cannot_make() -> None:
+    from bench.errors import UserError
+
+    with pytest.raises(UserError, match="no synthetic data for speech"):
+        perf.SyntheticData(get_task("speech"))
+
+
+def test_bf16_autocast_is_a_spec_option(tmp_path: Path) -> None:
+    from bench.engine.amp import amp_mode
+    from bench.errors import UserError
+
+    summary, engine = train(spec_for("cifar10", "adascale", 2, T1=4, amp="bf16"), tmp_path / "bf16")
+    assert summary["status"] == "completed" and type(engine.loss_task).__name__ == "AutocastLoss"
+    assert all(p.dtype == torch.float32 for p in engine.module.parameters())
+    _, plain = train(spec_for("cifar10", "adascale", 2, T1=4), tmp_path / "fp32")
+    assert plain.loss_task is plain.task
+    with pytest.raises(UserError, match="amp"):
+        amp_mode({"amp": "fp8"})
+
+
+@pytest.mark.gpu
+def test_cuda_knobs_channels_last_and_bf16(tmp_path: Path) -> None:  # pragma: no cover - needs a GPU
+    summary, engine = train(spec_for("cifar10", "adascale", 2, T1=4, amp="bf16", device="cuda"), tmp_path)
+    assert summary["status"] == "completed" and torch.backends.cudnn.benchmark
+    conv = next(m for m in engine.module.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)

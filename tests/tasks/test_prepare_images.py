@@ -286,6 +286,19 @@ def test_imagenet_from_kaggle_folders_links_the_images(tmp_path: Path) -> None:
     val_src = src / "ILSVRC" / "Data" / "CLS-LOC" / "val" / first
     assert (out / "val" / dict(SYNSETS)[truth[0]] / first).samefile(val_src)
     idempotent(prepare_imagenet, src, out, summary)
+    # the task's train and eval sets read index.csv instead of scanning: the same samples, order, classes
+    from torchvision.datasets import ImageFolder
+
+    from tasks.imagenet.data import image_folder
+
+    for split in ("train", "val"):
+        scanned, indexed = ImageFolder(str(out / split)), image_folder(out / split)
+        assert indexed.samples == scanned.samples and indexed.targets == scanned.targets
+        assert indexed.classes == scanned.classes and indexed.class_to_idx == scanned.class_to_idx
+        image, label = indexed[len(indexed) - 1]
+        assert label == scanned[len(scanned) - 1][1] and image.size == scanned[len(scanned) - 1][0].size
+    (out / "index.csv").rename(out / "index.off")
+    assert image_folder(out / "train").samples == ImageFolder(str(out / "train")).samples  # no index: a scan
 
 
 def test_imagenet_bad_sources(tmp_path: Path) -> None:

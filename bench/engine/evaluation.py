@@ -1,0 +1,95 @@
+"""Evaluation sharded over the W ranks and reduced exactly (DESIGN §1).
+
+A task that implements `eval_stats(model, evalset, cfg, device, rank, world)` and `metrics_from(stats,
+cfg)` is evaluated by every rank on its own shard of the evaluation set (`shard`: contiguous blocks of the
+task's evaluation batches, in the set's fixed order, so every batch is the same batch as in one process).
+The shards' sufficient statistics are gathered on rank 0 and combined there:
+
+- int: summed as Python ints (exact: correct predictions, examples, word errors, n-gram matches);
+- float: summed with math.fsum (exactly rounded; a loss sum then differs from one process's running sum
+  only by that sum's own rounding, ~1e-16 relative);
+- list or tuple of numbers: summed element by element, the same way (BLEU's n-gram counts and totals);
+- `Concat`: concatenated in rank order (per-image detections for yolo's mAP, which is no sum).
+
+Rank 0 turns the combined statistics into metrics with `metrics_from`; the other ranks get None. A task
+without `eval_stats` is evaluated by rank 0 alone with its `evaluate` (the other ranks wait).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from bench.engine.distributed import Dist
+
+
+class Concat(list):
+    """A statistic that is a list of per-item records, concatenated over the shards in rank order."""
+
+
+def shard(n: int, rank: int, world: int) -> range:
+    """Rank `rank`'s contiguous block of n items (batches) out of `world`: sizes differ by at most one,
+    blocks are in rank order, so concatenating the shards gives range(n)."""
+    if not 0 <= rank < world:
+        raise ValueError(f"rank {rank} out of {world}")
+    return range(rank * n // world, (rank + 1) * n // world)
+
+
+def combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The statistics of the whole set from those of its shards (in rank order)."""
+    if not parts:
+        return {}
+    keys = list(parts[0])
+    for p in parts[1:]:
+        if list(p) != keys:
+            raise ValueError(f"shards disagree on their statistics: {keys} vs {list(p)}")
+    out: dict[str, Any] = {}
+    for k in keys:
+        values = [p[k] for p in parts]
+        first = values[0]
+        if isinstance(first, Concat):
+            out[k] = Concat(x for v in values for x in v)
+        elif isinstance(first, list | tuple):
+            if len({len(v) for v in values}) != 1:
+                raise ValueError(f"statistic {k!r}: shards give lists of different lengths")
+            out[k] = [_sum(col) for col in zip(*values, strict=True)]
+        else:
+            out[k] = _sum(values)
+    return out
+
+
+def _sum(values: Any) -> int | float:
+    values = list(values)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return sum(values)
+    return math.fsum(float(v) for v in values)
+
+
+def is_sharded(task: Any) -> bool:
+    return callable(getattr(task, "eval_stats", None)) and callable(getattr(task, "metrics_from", None))
+
+
+def evaluate(task: Any, model: nn.Module, evalset: Any, cfg: dict[str, Any], dist: Dist) -> dict[str, float] | None:
+    """The task's metrics over the whole evaluation set, on rank 0 (None on the other ranks). Every rank
+    must call it (collectives) with the model in eval mode, under no_grad."""
+    if not is_sharded(task):
+        if not dist.is_main:
+            return None
+        return {k: float(v) for k, v in task.evaluate(model, evalset, cfg, dist.device).items()}
+    mine = task.eval_stats(model, evalset, cfg, dist.device, dist.rank, dist.world)
+    parts = dist.gather_objects(mine)
+    if parts is None:
+        return None
+    return {k: float(v) for k, v in task.metrics_from(combine(parts), cfg).items()}
+
+
+def evaluate_sharded_locally(
+    task: Any, model: nn.Module, evalset: Any, cfg: dict[str, Any], world: int, device: torch.device | None = None
+) -> dict[str, float]:
+    """What W ranks would report, computed in one process shard after shard (for tests and checks)."""
+    device = device or torch.device("cpu")
+    parts = [task.eval_stats(model, evalset, cfg, device, r, world) for r in range(world)]
+    return {k: float(v) for k, v in task.metrics_from(combine(parts), cfg).items()}
