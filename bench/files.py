@@ -1,4 +1,4 @@
-"""Run directory files (DESIGN §4): written atomically, appended in whole lines, read tolerantly."""
+"""Run directory files (docs/design.md §4): written atomically, appended in whole lines, read tolerantly."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Read a results folder into pandas, from the run files only (DESIGN §4): spec.json, summary.json and
+"""Read a results folder into pandas, from the run files only (docs/design.md §4): spec.json, summary.json and
 metrics.jsonl of every run folder under it. Nothing is imported from the training code.
 
 `load(dir)` gives a `Results`: one row per run folder (`runs`), the list of warnings about files it

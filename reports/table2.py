@@ -1,4 +1,4 @@
-"""Table 2 of the paper from a results folder (DESIGN §5).
+"""Table 2 of the paper from a results folder (docs/design.md §5).
 
 One table per task (and per preset and variant: runs made with different `--set` overrides are never
 averaged together). Rows = scales in numeric order, then elastic-up, elastic-down; columns = total batch

@@ -1,4 +1,4 @@
-"""One place that turns a run plus the user's options into a submitit executor (DESIGN §6).
+"""One place that turns a run plus the user's options into a submitit executor (docs/design.md §6).
 
 A run at scale S (the largest S of an elastic schedule included) gets W data-parallel ranks, one per GPU
 (one per node on CPU-only jobs), with W ≤ GPUs per node × max nodes and W dividing every S the run uses,

@@ -1,4 +1,4 @@
-"""Synthetic logistic regression: the textbook demonstration of the critical batch size (DESIGN §1).
+"""Synthetic logistic regression: the textbook demonstration of the critical batch size (docs/design.md §1).
 
 N = 20 000 examples in d = 30 dimensions, drawn from numpy.random.default_rng(7) in this order:
 X ~ N(0, I), then w* ~ N(0, I), then labels = uniform(N) < σ(X w*). The model is a linear score

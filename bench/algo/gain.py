@@ -1,4 +1,4 @@
-"""AdaScale gain estimators (DESIGN §1).
+"""AdaScale gain estimators (docs/design.md §1).
 
 Both take the two per-iteration statistics of the S micro-batch gradients g_i,
 `sum_sq = Σ_i ||g_i||²` and `mean_sq = ||ḡ||²`, and return the gain r_t ∈ [1, S].

@@ -1,4 +1,4 @@
-"""The four learning-rate scaling rules of DESIGN §1 as per-iteration factors of one loop.
+"""The four learning-rate scaling rules of docs/design.md §1 as per-iteration factors of one loop.
 
 Every method is the same loop:  η_t = m_t · w_t · lr(⌊τ_t⌋),  τ_{t+1} = τ_t + p_t,  stop when τ_t ≥ T1.
 A rule only says what m_t (lr multiplier), p_t (progress on τ) and w_t (warm-up factor) are.

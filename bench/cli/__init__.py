@@ -1,4 +1,4 @@
-"""`adascale-bench` (also `python -m bench`): the public command line (DESIGN §4)."""
+"""`adascale-bench` (also `python -m bench`): the public command line (docs/design.md §4)."""
 
 from __future__ import annotations
 

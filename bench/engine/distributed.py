@@ -1,6 +1,6 @@
 """Process-group context: who this process is among the W data-parallel ranks, and its device.
 
-A run at scale S is split over W ranks that each accumulate A = S / W micro-batches (DESIGN §1). W is
+A run at scale S is split over W ranks that each accumulate A = S / W micro-batches (docs/design.md §1). W is
 fixed for one process group; a run whose S schedule needs another W (spec key `accumulation`: A is
 held fixed, so W_t = S_t / A) checkpoints and raises `bench.engine.signals.RanksChange(ranks)`, and whoever
 launched it (bench.run.launch locally, the SLURM submitter on a cluster) starts it again with that many ranks.

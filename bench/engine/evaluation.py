@@ -1,4 +1,4 @@
-"""Evaluation sharded over the W ranks and reduced exactly (DESIGN §1).
+"""Evaluation sharded over the W ranks and reduced exactly (docs/design.md §1).
 
 A task that implements `eval_stats(model, evalset, cfg, device, rank, world)` and `metrics_from(stats,
 cfg)` is evaluated by every rank on its own shard of the evaluation set (`shard`: contiguous blocks of the

@@ -1,4 +1,4 @@
-"""The one training engine: every task, every method, every scale (DESIGN §1).
+"""The one training engine: every task, every method, every scale (docs/design.md §1).
 
 One iteration at scale S: W ranks each run A = S/W micro-batches (forward and backward per
 micro-batch, so BatchNorm normalises over each micro-batch alone), every micro-batch gradient g_i is

@@ -265,7 +265,7 @@ SWEEP_BATCHES = [32, 64, 128, 256, 512, 1024, 2048, 4096]
 
 
 def sweep_runs(batches: list[int], max_epochs: int, seeds: list[int]) -> list[RunRequest]:
-    """The critical-batch sweep on logreg (DESIGN §1): for each global batch B, epochs to the target loss
+    """The critical-batch sweep on logreg (docs/design.md §1): for each global batch B, epochs to the target loss
     under a fixed lr, under linear scaling with the textbook's warm-up, and with AdaScale at S = B/32."""
     from tasks.presets.logreg import REFERENCE_BATCH, REFERENCE_LR, TARGET_LOSS, N
 

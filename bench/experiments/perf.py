@@ -1,4 +1,4 @@
-"""`adascale-bench perf`: what AdaScale and the engine cost over plain training (DESIGN §4).
+"""`adascale-bench perf`: what AdaScale and the engine cost over plain training (docs/design.md §4).
 
 Per task and scale S, three variants train the same model from the same initial weights, with the same
 optimizer settings (the preset's), on the same pre-fetched micro-batches:

@@ -1,4 +1,4 @@
-"""`adascale-bench sweep --task logreg`: the critical-batch sweep's runs (DESIGN §1), through the one engine.
+"""`adascale-bench sweep --task logreg`: the critical-batch sweep's runs (docs/design.md §1), through the one engine.
 
 For global batches 32 … 4096: epochs of data until the full loss reaches the target, under a fixed lr,
 under linear scaling with warm-up and with AdaScale at S = B/32. The gradient-noise scale measured by

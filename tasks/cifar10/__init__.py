@@ -1,4 +1,4 @@
-"""cifar10: pre-activation ResNet-18 on CIFAR-10 (DESIGN §2, first row of the paper's Table 1)."""
+"""cifar10: pre-activation ResNet-18 on CIFAR-10 (docs/design.md §2, first row of the paper's Table 1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""speech: DeepSpeech2 on LibriSpeech with CTC (DESIGN §2, the paper's speech row).
+"""speech: DeepSpeech2 on LibriSpeech with CTC (docs/design.md §2, the paper's speech row).
 
 Loss: torch's CTC loss on float32 log-probabilities, summed over each utterance's frames (its negative
 log-likelihood) and averaged over the micro-batch's utterances. zero_infinity stays False: utterances

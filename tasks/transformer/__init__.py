@@ -5,7 +5,7 @@ Two BLEU numbers per evaluation (see `bleu_scores`): `bleu`, detokenised sacreBL
 Vaswani et al. and fairseq's compound_split_bleu.sh report it: the number that compares with the
 paper's ~27 on newstest2014.
 
-fairseq itself does not import on Python 3.11 (DESIGN §2), so its data format is read by this package:
+fairseq itself does not import on Python 3.11 (docs/design.md §2), so its data format is read by this package:
 dictionary.py (Dictionary conventions), indexed.py (mmap .bin/.idx), data.py (pairs and batching).
 """
 

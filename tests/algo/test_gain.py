@@ -1,4 +1,4 @@
-"""The gain estimators against sequences computed by hand from DESIGN §1."""
+"""The gain estimators against sequences computed by hand from docs/design.md §1."""
 
 from __future__ import annotations
 

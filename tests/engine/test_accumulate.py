@@ -1,4 +1,4 @@
-"""The statistics and the averaged gradient of one iteration, against brute force (DESIGN §1)."""
+"""The statistics and the averaged gradient of one iteration, against brute force (docs/design.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""logreg's recorded sweep target is what the textbook recipe computes (DESIGN §1)."""
+"""logreg's recorded sweep target is what the textbook recipe computes (docs/design.md §1)."""
 
 from __future__ import annotations
 
