@@ -250,6 +250,9 @@ class SyntheticData:
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         """Nothing on disk to check."""
 
+    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> None:
+        """No files to list (the engine then builds the sets below without a shared list)."""
+
     def train_set(self, cfg: dict[str, Any], root: Path) -> Any:
         if not self._task.needs_data:
             return self._task.train_set(cfg, root)
