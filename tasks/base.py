@@ -7,8 +7,9 @@ How the engine uses a task (per run):
 
     task.check_data(root, cfg)                     # one-line UserError if the layout is wrong
     torch.manual_seed(cfg["seed"]); model = task.build_model(cfg)
-    train = task.train_set(cfg, root)              # TrainSet, see below
-    evalset = task.eval_set(cfg, root)             # anything; handed back to task.evaluate
+    samples = task.samples(cfg, root, "train")     # rank 0 only; None: nothing to share (see below)
+    train = task.train_set(cfg, root)              # TrainSet, see below; or (cfg, root, samples=samples)
+    evalset = task.eval_set(cfg, root)             # anything; handed back to task.evaluate; likewise "eval"
     for each micro-batch:                          # items picked by bench.engine.data, never by the task
         batch = train.collate([train[(index, key)] for (index, key) in microbatch])
         batch = bench.engine.data.to_device(batch, device)
@@ -23,6 +24,14 @@ eval_stats returns sufficient statistics: ints and floats (summed over the shard
 (summed element-wise) and bench.engine.evaluation.Concat lists (concatenated in rank order). A rank's
 shard is `shard(n_batches, rank, world)` of the task's evaluation batches, in the set's fixed order, so
 each batch is computed exactly as in one process and the counts come out the same.
+
+Shared sample lists: a task whose data sets start by scanning files (an index of 1.28 M images, a
+folder walk, 281 k audio headers) returns that list from `samples(cfg, root, split)` (split "train" or
+"eval"; a picklable list). The engine calls it on rank 0 only, broadcasts the result
+(bench.engine.data.shared_samples) and passes it as `train_set(cfg, root, samples=...)` or
+`eval_set(cfg, root, samples=...)` on every rank, so W ranks do not each read the index; the set built
+from the list must be the one built without it. The default returns None: then the sets are built with
+no `samples` keyword (tasks with nothing worth sharing need not accept it).
 
 `(index, key)`: `index` is the item's position in the training set; `key` is an integer seed that
 fixes the item's augmentation randomness (use `seeded(key)` around random transforms). Both depend
@@ -91,10 +100,17 @@ class Task:
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         raise NotImplementedError
 
+    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> list[Any] | None:
+        """The sample list that building split "train" or "eval" scans files for, or None (the default:
+        nothing worth reading once and sharing). Called on rank 0 only; see the module docstring."""
+        return None
+
     def train_set(self, cfg: dict[str, Any], root: Path) -> TrainSet:
+        """The training set; a task whose `samples` returns lists also accepts `samples=` (its list)."""
         raise NotImplementedError
 
     def eval_set(self, cfg: dict[str, Any], root: Path) -> Any:
+        """The evaluation set; `samples=` as for train_set."""
         raise NotImplementedError
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:

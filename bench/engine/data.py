@@ -10,13 +10,16 @@ a different W and a run whose S changes all see the same examples with the same 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from bench.engine.distributed import Dist
 from bench.engine.seeding import mix_array
+from bench.errors import UserError
 
 
 class ItemStream:
@@ -94,3 +97,34 @@ def to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, list | tuple):
         return type(batch)(to_device(v, device) for v in batch)
     return batch
+
+
+def shared_samples(task: Any, cfg: dict[str, Any], root: Path, split: str, dist: Dist) -> Any:
+    """The task's sample list of `split` ("train" or "eval"; tasks.base, Task.samples), read on rank 0
+    alone and broadcast to every rank, so W ranks do not each read an index of a million entries.
+    None when the task has nothing to share. Every rank must call it (a collective when W > 1). If rank
+    0 fails to read it, every rank stops: rank 0 with its own error, the others with a UserError saying so
+    (instead of waiting in the broadcast until the collective timeout)."""
+    read = getattr(task, "samples", None)
+    if read is None:
+        return None
+    if dist.world == 1:
+        return read(cfg, root, split)
+    failure: BaseException | None = None
+    message: tuple[str, Any] | None = None
+    if dist.is_main:
+        try:
+            message = ("ok", read(cfg, root, split))
+        except Exception as e:  # noqa: BLE001 - re-raised below, after the other ranks are told
+            failure, message = e, ("failed", f"{type(e).__name__}: {e}")
+    kind, value = dist.broadcast(message)
+    if failure is not None:
+        raise failure
+    if kind == "failed":
+        raise UserError(f"rank 0 could not read the {split} samples of {getattr(task, 'name', 'the task')}: {value}")
+    return value
+
+
+def build_set(make: Any, cfg: dict[str, Any], root: Path, samples: Any) -> Any:
+    """`make(cfg, root)` (a task's train_set or eval_set), given `samples=` when there is a shared list."""
+    return make(cfg, root) if samples is None else make(cfg, root, samples=samples)

@@ -28,7 +28,7 @@ from bench.engine.allocator import retain_freed_memory
 from bench.engine.amp import cuda_speed_knobs, with_amp
 from bench.engine.batched import BatchedMicrobatches
 from bench.engine.checkpoint import load_checkpoint, save_checkpoint
-from bench.engine.data import ItemStream, RankSampler, loader, to_device
+from bench.engine.data import ItemStream, RankSampler, build_set, loader, shared_samples, to_device
 from bench.engine.distributed import Dist, ranks_for
 from bench.engine.evaluation import evaluate, is_sharded
 from bench.engine.gradstats import GradientObserver
@@ -199,8 +199,15 @@ class Engine:
         self.optimizer = torch.optim.SGD(
             self.params, lr=0.0, momentum=spec["momentum"], weight_decay=spec["weight_decay"], foreach=True
         )
-        self.train = self.task.train_set(spec, self.root)
-        self.evalset = self.task.eval_set(spec, self.root) if dist.is_main or is_sharded(self.task) else None
+        # rank 0 reads the sample lists (an index, a folder walk) and the other ranks receive them
+        self.train = build_set(
+            self.task.train_set, spec, self.root, shared_samples(self.task, spec, self.root, "train", dist)
+        )
+        if is_sharded(self.task):  # every rank evaluates its shard
+            samples = shared_samples(self.task, spec, self.root, "eval", dist)
+            self.evalset = build_set(self.task.eval_set, spec, self.root, samples)
+        else:
+            self.evalset = self.task.eval_set(spec, self.root) if dist.is_main else None
         self.stream = ItemStream(len(self.train), self.task.items_per_microbatch(spec), spec["seed"])
         self.metrics = MetricsLog(self.run_dir / METRICS, enabled=dist.is_main)
 

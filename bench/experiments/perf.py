@@ -12,6 +12,16 @@ optimizer settings (the preset's), on the same pre-fetched micro-batches:
   ends with the identity engine's weights bit for bit; at larger S the engine's pairwise reduction sums
   the micro-batch gradients in another order (see bench.engine.reduction), which is part of what it costs.
 
+A fourth variant, `big`, answers the issue's goal question: is simulating a batch of S·b by S
+micro-batches (the engine) nearly as fast as training that one batch of S·b outright? `big` is the bare
+loop with one forward and backward per iteration over a single batch of the same S·b examples (the
+TrainSet's collate over the S micro-batches' items), with the engine's CUDA layout (channels-last,
+bench.engine.amp.cuda_speed_knobs). simulated_over_big_batch = examples/s of `adascale` / examples/s of
+`big` (batched_over_big_batch: of the batched engine, when timed). It is meaningless for tasks whose
+items are whole batches (speech, transformer: items_per_microbatch = 1, S batches are not one batch of
+S·b examples): there `big` is not built, a one-line notice says so, and the columns stay empty; nor when
+the big batch does not fit in memory (dropped at its first step, with a notice).
+
 adascale_over_identity is the price of AdaScale (hooks, statistics, gain); engine_over_bare the price
 of the engine itself. They run in one process, interleaved (a, b, c, then b, c, a, ...), so whatever
 else the machine does hits all three alike and cancels in the ratios, which are medians of per-round
@@ -20,6 +30,8 @@ timing. A timed sample is a block of iterations of about 50 ms (tiny models iter
 millisecond). On a CPU with one torch thread the clock is the process's CPU time (see `clock_for`);
 wall-clock ratios are reported too. The metrics log is serialised when it is flushed, every 1000
 iterations (as in Engine.run), so the medians leave that out; `flush_us_per_iteration` reports it.
+peak_memory_mb is the peak over every variant of the cell, `big` included (on a GPU the big batch's
+activations usually set it).
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +55,7 @@ from tqdm import tqdm
 from bench.algo.rules import extra_warmup
 from bench.algo.schedules import lr_schedule
 from bench.engine.allocator import retain_freed_memory
+from bench.engine.amp import cuda_speed_knobs
 from bench.engine.data import to_device
 from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import Engine, dropout_seeds, seed_generators
@@ -56,6 +69,7 @@ VARIANTS = ("adascale", "identity", "bare")
 # `batched` (spec microbatch_mode=batched, perf --microbatch-mode both) and `bf16` (spec amp=bf16, --amp both)
 EXTRA_VARIANTS = ("batched", "bf16")
 EXTRA_SETS: dict[str, dict[str, Any]] = {"batched": {"microbatch_mode": "batched"}, "bf16": {"amp": "bf16"}}
+BIG = "big"  # the bare loop over one batch of S·b examples (see the module docstring)
 WARMUP = 3  # untimed iterations per variant: lazy allocations, optimizer state, first-call caches
 DISTINCT = 2  # iterations' worth of micro-batches pre-fetched and cycled through
 SAMPLE_S = 0.05  # target duration of one timed sample (a block of iterations)
@@ -77,6 +91,10 @@ COLUMNS = [
     *(f"examples_per_s_{v}" for v in EXTRA_VARIANTS),
     *(f"ms_{v}" for v in EXTRA_VARIANTS),
     *(f"{v}_over_adascale" for v in EXTRA_VARIANTS),
+    f"examples_per_s_{BIG}",
+    f"ms_{BIG}",
+    "simulated_over_big_batch",
+    "batched_over_big_batch",
     "peak_memory_mb",
     "peak_memory_kind",
     "device_name",
@@ -93,10 +111,12 @@ COLUMNS = [
 class BareLoop:
     """What one would write by hand: the model, torch.optim.SGD and the loop, nothing else."""
 
-    def __init__(self, task: Any, spec: dict[str, Any], device: torch.device) -> None:
+    def __init__(self, task: Any, spec: dict[str, Any], device: torch.device, engine_layout: bool = False) -> None:
         self.task, self.spec, self.device = task, spec, device
         torch.manual_seed(spec["seed"])  # the engine's initial weights
         self.model = task.build_model(spec).to(device)
+        if engine_layout:  # the engine's CUDA knobs (channels-last for conv nets); nothing on a CPU
+            self.model = cuda_speed_knobs(self.model, device)
         self.model.train()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(
@@ -163,14 +183,22 @@ class EngineLoop:
 
 @dataclass
 class Setup:
-    """The three variants of one (task, S) cell and the micro-batches they share."""
+    """The variants of one (task, S) cell and the micro-batches they share."""
 
     loops: dict[str, EngineLoop | BareLoop]
     iterations: list[list[Any]]  # DISTINCT iterations of S micro-batches each, already on the device
     examples: int
+    big: list[list[Any]] = field(default_factory=list)  # the same iterations as one batch each, for `big`
+    notices: list[str] = field(default_factory=list)  # one line each, printed with the cell's result
 
     def step(self, variant: str, i: int) -> None:
-        self.loops[variant].step(self.iterations[i % len(self.iterations)])
+        data = self.big if variant == BIG else self.iterations
+        self.loops[variant].step(data[i % len(data)])
+
+    def drop_big(self, why: str) -> None:
+        self.loops.pop(BIG, None)
+        self.big = []
+        self.notices.append(why)
 
     def close(self) -> None:
         for loop in self.loops.values():
@@ -222,6 +250,9 @@ class SyntheticData:
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         """Nothing on disk to check."""
 
+    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> None:
+        """No files to list (the engine then builds the sets below without a shared list)."""
+
     def train_set(self, cfg: dict[str, Any], root: Path) -> Any:
         if not self._task.needs_data:
             return self._task.train_set(cfg, root)
@@ -269,8 +300,9 @@ def build(
     extras: tuple[str, ...] = (),
     synthetic: bool = False,
 ) -> Setup:
-    """Build the variants of one cell (the three, plus `extras` of EXTRA_VARIANTS) and pre-fetch DISTINCT
-    iterations of micro-batches. `synthetic`: random data of the preset's real shapes instead of a dataset."""
+    """Build the variants of one cell (the three, plus `extras` of EXTRA_VARIANTS, plus `big` where the
+    task's items are examples) and pre-fetch DISTINCT iterations of micro-batches (and of big batches).
+    `synthetic`: random data of the preset's real shapes instead of a dataset."""
     if synthetic:
         task = SyntheticData(task)
         data_root = str(tmp / "synthetic")
@@ -291,7 +323,24 @@ def build(
     micro = [to_device(next(stream), dist.device) for _ in range(DISTINCT * scale)]
     del stream  # stops a paper preset's loader workers
     iterations = [micro[i * scale : (i + 1) * scale] for i in range(DISTINCT)]
-    return Setup(loops, iterations, scale * int(spec_a["batch_size"]))
+    setup = Setup(loops, iterations, scale * int(spec_a["batch_size"]))
+    if task.items_per_microbatch(spec_b) != int(spec_b["batch_size"]):
+        setup.notices.append(
+            f"{task.name}: no `{BIG}` variant (its items are whole batches, not examples): "
+            "simulated_over_big_batch left empty"
+        )
+        return setup
+    loops[BIG] = BareLoop(task, spec_b, dist.device, engine_layout=True)
+    setup.big = [[to_device(big_batch(first.engine, i * scale, scale), dist.device)] for i in range(DISTINCT)]
+    return setup
+
+
+def big_batch(engine: Engine, first: int, count: int) -> Any:
+    """Micro-batches first … first + count − 1 of the engine's stream (one rank) as ONE batch: the
+    TrainSet's collate over all their items, so the same examples with the same augmentation keys."""
+    train = engine.train
+    items = [item for j in range(first, first + count) for item in engine.stream.microbatch(j)]
+    return train.collate([train[item] for item in items])
 
 
 def _sync(device: torch.device) -> None:
@@ -309,19 +358,27 @@ def clock_for(device: torch.device) -> str:
 def measure(
     setup: Setup, repeats: int, device: torch.device, tick: Callable[[], None] = lambda: None
 ) -> dict[str, Any]:
-    """Interleaved timings of the three variants: median ms per iteration, IQR, paired ratios (on the
+    """Interleaved timings of the variants: median ms per iteration, IQR, paired ratios (on the
     clock of `clock_for`, and on wall time as well)."""
     clock = clock_for(device)
     now = time.process_time if clock == "cpu" else time.perf_counter
     last: dict[str, float] = {}
-    variants = tuple(setup.loops)
     for _ in range(WARMUP):
-        for v in variants:
+        for v in tuple(setup.loops):
             _sync(device)
             start = time.perf_counter()
-            setup.step(v, 0)
+            try:
+                setup.step(v, 0)
+            except torch.OutOfMemoryError:
+                if v != BIG:
+                    raise
+                setup.drop_big(f"`{BIG}`: one batch of {setup.examples} examples does not fit in memory; dropped")
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                continue
             _sync(device)
             last[v] = time.perf_counter() - start
+    variants = tuple(setup.loops)
     block = max(1, min(MAX_BLOCK, math.ceil(SAMPLE_S / max(statistics.median(last.values()), 1e-9))))
     times: dict[str, list[float]] = {v: [] for v in variants}
     walls: dict[str, list[float]] = {v: [] for v in variants}
@@ -358,6 +415,10 @@ def measure(
     for v in variants:
         if v in EXTRA_VARIANTS:
             row[f"{v}_over_adascale"] = paired(times, v, "adascale")
+    if BIG in variants:  # examples/s ratio = time ratio (both take S·b examples per iteration)
+        row["simulated_over_big_batch"] = paired(times, BIG, "adascale")
+        if "batched" in variants:
+            row["batched_over_big_batch"] = paired(times, BIG, "batched")
     row["samples"] = repeats
     return row
 
@@ -384,13 +445,19 @@ def table(rows: list[dict[str, Any]]) -> str:
     head = (
         f"{'task':<12}{'S':>4}  {'ms adascale':>16}  {'ms identity':>16}  {'ms bare':>16}"
         f"  {'ex/s adascale':>13}  {'ex/s identity':>13}  {'ex/s bare':>10}  {'as/identity':>11}  {'engine/bare':>11}"
+        f"  {'ex/s big':>10}  {'sim/big':>8}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         ms = "".join(f"  {r[f'ms_{v}']:>9.3f} ±{r[f'iqr_ms_{v}']:>5.2g}" for v in VARIANTS)
         eps = "".join(f"  {r[f'examples_per_s_{v}']:>{w}.0f}" for v, w in zip(VARIANTS, (13, 13, 10), strict=True))
         ratios = f"  {r['adascale_over_identity']:>11.3f}  {r['engine_over_bare']:>11.3f}"
-        lines.append(f"{r['task']:<12}{r['scale']:>4}{ms}{eps}{ratios}")
+        big = (
+            f"  {r[f'examples_per_s_{BIG}']:>10.0f}  {r['simulated_over_big_batch']:>8.3f}"
+            if "simulated_over_big_batch" in r
+            else f"  {'-':>10}  {'-':>8}"
+        )
+        lines.append(f"{r['task']:<12}{r['scale']:>4}{ms}{eps}{ratios}{big}")
     return "\n".join(lines)
 
 
@@ -430,6 +497,7 @@ def perf(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
+    said: set[str] = set()
     threads_before = torch.get_num_threads()
     bar = tqdm(total=len(tasks) * len(scales) * repeats, unit="round", dynamic_ncols=True, leave=False)
     try:
@@ -460,9 +528,19 @@ def perf(args: argparse.Namespace) -> int:
                         load_1min=round(os.getloadavg()[0], 2),
                     )
                     rows.append(row)
+                    for notice in setup.notices:
+                        if notice not in said:  # once per task, not once per scale
+                            said.add(notice)
+                            tqdm.write(notice)
                     extra = "".join(
                         f", {v}: {row[f'examples_per_s_{v}']:.0f} ex/s (time {row[f'{v}_over_adascale']:.3f}x adascale)"
                         for v in extras
+                        if f"{v}_over_adascale" in row
+                    )
+                    extra += "".join(
+                        f", {k} {row[k]:.3f}"
+                        for k in ("simulated_over_big_batch", "batched_over_big_batch")
+                        if k in row
                     )
                     tqdm.write(
                         f"{task.name} S={s}: adascale/identity {row['adascale_over_identity']:.3f}, "

@@ -34,7 +34,7 @@ from tasks.base import Task, shard
 from tasks.presets.imagenet import CARD
 
 from . import tiny
-from .data import TrainSet, check_layout, collate, data_settings, eval_folder
+from .data import TrainSet, check_layout, collate, data_settings, eval_folder, folder_samples
 
 
 class NarrowResNet(ResNet):
@@ -108,13 +108,18 @@ class ImageNet(Task):
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         return build_resnet(cfg.get("model", {}))
 
-    def train_set(self, cfg: dict[str, Any], root: Path) -> TrainSet:
+    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> list[tuple[str, int]]:
+        """(path relative to the split folder, class index) of every image: index.csv's rows, else a walk."""
         data = data_settings(cfg)
-        return TrainSet(Path(root) / data["train_dir"], int(data["image_size"]), data["crop_scale"])
+        return folder_samples(Path(root) / data["train_dir" if split == "train" else "val_dir"])
 
-    def eval_set(self, cfg: dict[str, Any], root: Path) -> Any:
+    def train_set(self, cfg: dict[str, Any], root: Path, samples: list[tuple[str, int]] | None = None) -> TrainSet:
         data = data_settings(cfg)
-        return eval_folder(Path(root) / data["val_dir"], int(data["image_size"]))
+        return TrainSet(Path(root) / data["train_dir"], int(data["image_size"]), data["crop_scale"], samples)
+
+    def eval_set(self, cfg: dict[str, Any], root: Path, samples: list[tuple[str, int]] | None = None) -> Any:
+        data = data_settings(cfg)
+        return eval_folder(Path(root) / data["val_dir"], int(data["image_size"]), samples)
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
         images, labels = batch

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 from torchvision.datasets import ImageFolder
-from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader, has_file_allowed_extension
+from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader, has_file_allowed_extension, make_dataset
 from torchvision.datasets.vision import StandardTransform
 from torchvision.transforms import v2
 
@@ -67,43 +67,86 @@ def collate(samples: Sequence[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, 
 INDEX = "index.csv"  # written by tasks.imagenet.prepare: split,path,class_index in ImageFolder's order
 
 
-def image_folder(folder: Path, transform: Any = None) -> ImageFolder:
-    """torchvision's ImageFolder over `folder`, with its sample list read from the prepared `index.csv`
-    next to it when that lists this split (1.28 M files are not scanned again at every start on every
-    rank); the same samples in the same order as ImageFolder's own scan. Classes still come from the
-    folder's subdirectories (one directory listing, as ImageFolder does)."""
-    folder = Path(folder)
-    index = folder.parent / INDEX
-    if not index.is_file():
-        return ImageFolder(str(folder), transform=transform)
-    classes, class_to_idx = ImageFolder.find_classes(ImageFolder, str(folder))  # type: ignore[arg-type]
+def read_index(index: Path, split: str) -> list[tuple[str, int]]:
+    """(path relative to the split folder, class index) of the rows of `index` for `split`, in its order."""
+    prefix, cut = f"{split}/", len(split) + 1
     samples: list[tuple[str, int]] = []
     with open(index, newline="") as f:
         for row in csv.DictReader(f):
-            if row["split"] == folder.name:
-                samples.append((str(folder.parent / row["path"]), int(row["class_index"])))
-    if not samples:
-        return ImageFolder(str(folder), transform=transform)
-    for path, target in (samples[0], samples[-1]):  # a cheap check that the index belongs to this tree
+            if row["split"] == split:
+                path = row["path"]  # relative to the index's folder, "/"-separated
+                rel = (
+                    path[cut:]
+                    if path.startswith(prefix)
+                    else os.path.relpath(index.parent / path, index.parent / split)
+                )
+                samples.append((rel, int(row["class_index"])))
+    return samples
+
+
+def scan(folder: Path, class_to_idx: dict[str, int]) -> list[tuple[str, int]]:
+    """ImageFolder's own walk of `folder` (torchvision's make_dataset), paths relative to `folder`."""
+    base = str(folder)
+    prefix, cut = base + os.sep, len(base) + 1
+    found = make_dataset(base, class_to_idx, extensions=IMG_EXTENSIONS)
+    return [(p[cut:] if p.startswith(prefix) else os.path.relpath(p, base), target) for p, target in found]
+
+
+def folder_samples(folder: Path) -> list[tuple[str, int]]:
+    """Every image of an ImageFolder split as (path relative to `folder`, class index), in ImageFolder's
+    order: read from the prepared `index.csv` next to the folder when that lists this split (1.28 M
+    files are not walked), else from a walk of the folder. What `image_folder` is built from; what rank 0
+    reads and broadcasts (ImageNet.samples)."""
+    folder = Path(folder)
+    index = folder.parent / INDEX
+    samples = read_index(index, folder.name) if index.is_file() else []
+    if samples:
+        return samples
+    _, class_to_idx = ImageFolder.find_classes(ImageFolder, str(folder))  # type: ignore[arg-type]
+    return scan(folder, class_to_idx)
+
+
+def image_folder(folder: Path, transform: Any = None, samples: Sequence[tuple[str, int]] | None = None) -> ImageFolder:
+    """torchvision's ImageFolder over `folder`, with the sample list `samples` (paths relative to
+    `folder`, as `folder_samples` gives, e.g. received from rank 0) or, without it, `folder_samples(folder)`:
+    the same samples in the same order as ImageFolder's own scan. Classes still come from the folder's
+    subdirectories (one directory listing, as ImageFolder does)."""
+    folder = Path(folder)
+    classes, class_to_idx = ImageFolder.find_classes(ImageFolder, str(folder))  # type: ignore[arg-type]
+    relative = folder_samples(folder) if samples is None else samples
+    if not relative:
+        raise UserError(f"imagenet: no images in {folder}; expected {LAYOUT}")
+    for path, target in (relative[0], relative[-1]):  # a cheap check that the list belongs to this tree
         wnid = Path(path).parent.name
         if class_to_idx.get(wnid) != target:
-            raise UserError(f"imagenet: {index} gives {path} class {target}, the folders say {class_to_idx.get(wnid)}")
+            raise UserError(
+                f"imagenet: {folder.parent / INDEX} gives {folder / path} class {target}, the folders say "
+                f"{class_to_idx.get(wnid)}"
+            )
+    base = str(folder)
+    listed = [(os.path.join(base, path), target) for path, target in relative]
     dataset = ImageFolder.__new__(ImageFolder)
-    dataset.root, dataset.transform, dataset.target_transform = str(folder), transform, None
+    dataset.root, dataset.transform, dataset.target_transform = base, transform, None
     dataset.transforms = StandardTransform(transform, None)
     dataset.loader, dataset.extensions = default_loader, IMG_EXTENSIONS
     dataset.allow_empty = False
     dataset.classes, dataset.class_to_idx = classes, class_to_idx
-    dataset.samples, dataset.imgs = samples, samples
-    dataset.targets = [t for _, t in samples]
+    dataset.samples, dataset.imgs = listed, listed
+    dataset.targets = [t for _, t in listed]
     return dataset
 
 
 class TrainSet:
     """ImageFolder items indexed by `(index, key)`: the random crop and flip are a function of `key`."""
 
-    def __init__(self, folder: Path, size: int, crop_scale: Sequence[float] = (0.08, 1.0)) -> None:
-        self.folder = image_folder(folder)  # no transform: applied below under seeded(key)
+    def __init__(
+        self,
+        folder: Path,
+        size: int,
+        crop_scale: Sequence[float] = (0.08, 1.0),
+        samples: Sequence[tuple[str, int]] | None = None,
+    ) -> None:
+        self.folder = image_folder(folder, samples=samples)  # no transform: applied below under seeded(key)
         self.transform = train_transform(size, crop_scale)
         self.classes = self.folder.classes
 
@@ -121,8 +164,8 @@ class TrainSet:
         return collate(samples)
 
 
-def eval_folder(folder: Path, size: int) -> ImageFolder:
-    return image_folder(folder, transform=eval_transform(size))
+def eval_folder(folder: Path, size: int, samples: Sequence[tuple[str, int]] | None = None) -> ImageFolder:
+    return image_folder(folder, transform=eval_transform(size), samples=samples)
 
 
 def _has_image(directory: str) -> bool:

@@ -70,9 +70,16 @@ class Speech(Task):
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         return build(features_of(cfg).num_features, cfg["model"])
 
-    def train_set(self, cfg: dict[str, Any], root: Path) -> data.TrainSet:
+    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> list[data.Utterance]:
+        """Every utterance of the train or eval split: from its manifest, else from the flac headers."""
+        d = cfg["data"]
+        return data.read_split(
+            Path(root), d["train_split" if split == "train" else "eval_split"], int(d["sample_rate"])
+        )
+
+    def train_set(self, cfg: dict[str, Any], root: Path, samples: list[data.Utterance] | None = None) -> data.TrainSet:
         d, feats = cfg["data"], features_of(cfg)
-        utts = data.read_split(Path(root), d["train_split"], int(d["sample_rate"]))
+        utts = self.samples(cfg, root, "train") if samples is None else list(samples)
         if d.get("max_duration_s"):
             utts = [u for u in utts if u.num_samples <= float(d["max_duration_s"]) * int(d["sample_rate"])]
         utts = data.trainable(utts, feats, lambda n: output_frames(n, cfg["model"]))
@@ -80,9 +87,9 @@ class Speech(Task):
             utts, int(cfg["batch_size"]), feats, drop_last=True, cache=bool(d.get("cache_features", False))
         )
 
-    def eval_set(self, cfg: dict[str, Any], root: Path) -> data.EvalSet:
+    def eval_set(self, cfg: dict[str, Any], root: Path, samples: list[data.Utterance] | None = None) -> data.EvalSet:
         d = cfg["data"]
-        utts = data.read_split(Path(root), d["eval_split"], int(d["sample_rate"]))
+        utts = self.samples(cfg, root, "eval") if samples is None else list(samples)
         return data.EvalSet(
             utts,
             int(d.get("eval_batch_size", cfg["batch_size"])),

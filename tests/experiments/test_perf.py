@@ -280,3 +280,75 @@ def test_cuda_knobs_channels_last_and_bf16(tmp_path: Path) -> None:  # pragma: n
     assert summary["status"] == "completed" and torch.backends.cudnn.benchmark
     conv = next(m for m in engine.module.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+
+
+# -- the goal metric: the engine against one batch of S·b -------------------------------------------------
+def test_simulated_over_big_batch_is_filled_for_example_level_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """S = 4, tiny cifar10 (synthetic images) and logreg: `big` is timed with the others and the ratio
+    columns are filled and positive (their values are the machine's business, not the test's)."""
+    args = argparse.Namespace(
+        task=["cifar10", "logreg"],
+        device="cpu",
+        preset="tiny",
+        scales="4",
+        repeats=2,
+        data_root=None,
+        out=str(tmp_path),
+        synthetic=True,
+        microbatch_mode="both",
+        amp="none",
+    )
+    assert perf.perf(args) == 0
+    with open(tmp_path / "perf.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["task"] for r in rows] == ["cifar10", "logreg"]
+    for r in rows:
+        assert float(r["examples_per_s_big"]) > 0 and float(r["ms_big"]) > 0
+        assert float(r["simulated_over_big_batch"]) > 0 and float(r["batched_over_big_batch"]) > 0
+    assert "sim/big" in capsys.readouterr().out
+
+
+def test_the_big_batch_is_the_engines_micro_batches_in_one(tmp_path: Path) -> None:
+    """Real tiny cifar10 data: the big batch holds exactly the S micro-batches' examples, in order, with
+    the same augmentation; `big` trains from the engine's initial weights."""
+    scale = 4
+    setup = perf.build(get_task("cifar10"), scale, "tiny", None, Dist(), tmp_path)
+    assert len(setup.big) == len(setup.iterations)
+    for (big,), micro in zip(setup.big, setup.iterations, strict=True):
+        assert big[0].shape[0] == setup.examples
+        assert torch.equal(big[0], torch.cat([m[0] for m in micro])) and torch.equal(
+            big[1], torch.cat([m[1] for m in micro])
+        )
+    for a, b in zip(_weights(setup.loops["big"].model), _weights(setup.loops["identity"].model), strict=True):
+        assert torch.equal(a, b)
+    _run(setup, ("big",), 2)  # one forward and backward per iteration, and it trains
+    assert any(
+        not torch.equal(a, b)
+        for a, b in zip(_weights(setup.loops["big"].model), _weights(setup.loops["bare"].model), strict=True)
+    )
+    setup.close()
+
+
+def test_tasks_whose_items_are_batches_have_no_big_variant(tmp_path: Path) -> None:
+    setup = perf.build(get_task("transformer"), 2, "tiny", None, Dist(), tmp_path)
+    assert "big" not in setup.loops and setup.big == []
+    (notice,) = setup.notices
+    assert "transformer" in notice and "simulated_over_big_batch left empty" in notice
+    row = perf.measure(setup, 1, torch.device("cpu"))
+    assert "simulated_over_big_batch" not in row and "batched_over_big_batch" not in row
+    setup.close()
+
+
+def test_a_big_batch_that_does_not_fit_is_dropped_with_a_notice(tmp_path: Path) -> None:
+    setup = perf.build(get_task("logreg"), 2, "tiny", None, Dist(), tmp_path)
+
+    def out_of_memory(micro: list) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    setup.loops["big"].step = out_of_memory  # type: ignore[method-assign]
+    row = perf.measure(setup, 2, torch.device("cpu"))
+    assert "big" not in setup.loops and "simulated_over_big_batch" not in row
+    assert float(row["engine_over_bare"]) > 0 and "does not fit" in setup.notices[-1]
+    setup.close()
