@@ -28,7 +28,7 @@ def test_shipped_matrices_expand() -> None:
     assert {r.task for r in smoke.runs} >= {"logreg", "cifar10", "imagenet", "speech", "transformer", "yolo"}
     assert max(r.scale for r in smoke.runs if isinstance(r.scale, int) and r.experiment["kind"] != "sweep") == 8
     grid = [r for r in smoke.runs if r.experiment["kind"] == "heatmap"]
-    assert len(grid) == 36 and all(r.overrides["T1"] == 50 for r in grid)  # the experiment's own `set`
+    assert len(grid) == 4 * 2 and all("T1" not in r.overrides for r in grid)  # 1 × 2 grid, the preset's T1
     paper = matrix.load("paper")
     cells = [r for r in paper.runs if r.experiment["kind"] == "table2"]
     assert len(cells) == 5 * 3 * 5 * 5  # tasks × methods × scales × seeds
@@ -46,7 +46,7 @@ def test_dependencies_come_first() -> None:
             assert deps, r
         assert all(position[d.key] < position[r.key] for d in deps)
     scaled = next(r for r in runs if r.method == "scaled")
-    assert len(matrix.depends_on(scaled, runs)) == 9  # the whole 3 × 3 AdaScale grid
+    assert len(matrix.depends_on(scaled, runs)) == 2  # the whole 1 × 2 AdaScale grid
 
 
 @pytest.mark.parametrize(
