@@ -31,13 +31,15 @@ _PAPER: dict[str, Any] = {
 }
 
 # Tiny: everything chosen for a CPU run whose loss clearly falls. T1 = 2000 by the tiny-T1 rule, so the
-# network is one pre-activation block per stage (ResNet-10 v2, `blocks` 1) at width 8: one forward+backward
-# of 16 images ~15-20 ms of CPU on a loaded 2-core machine (ResNet-18 at width 8: ~30 ms); test top-1 ~97 %
-# after 440 iterations at S = 1. lr0, decay and batch are those chosen for the 100-iteration preset.
+# network is one pre-activation block per stage (ResNet-10 v2, `blocks` 1) at width 8 and the batch is 8
+# (was ResNet-18, b = 16): at b = 16 a smoke S = 1 run of 2000 iterations of the ResNet-10 still took ~60 s
+# on a shared 2-core machine, most of it per-image loading and compute that scale with b; test top-1 ~97 %
+# after 440 iterations at S = 1 (b = 8). lr0 = 0.05 and decay 0.1 were chosen for the 100-iteration
+# preset at b = 16 and are kept, not re-tuned.
 _TINY: dict[str, Any] = {
     "T1": TINY_T1,  # the tiny-T1 rule at k = TINY_WINDOWS (tasks.presets): 2 gain memories even at S = 8
-    "batch_size": 16,
-    "lr_schedule": {"kind": "exponential", "lr0": 0.05, "decay": 0.1},  # paper family; lr0 for b = 16
+    "batch_size": 8,
+    "lr_schedule": {"kind": "exponential", "lr0": 0.05, "decay": 0.1},  # paper family; lr0 chosen for b = 16
     "momentum": 0.9,
     "weight_decay": 5e-4,
     "scales": [1, 2, 4, 8],

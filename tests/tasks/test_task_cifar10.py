@@ -236,7 +236,7 @@ def test_presets_complete() -> None:
     assert (paper["T1"], paper["batch_size"], paper["momentum"]) == (39100, 128, 0.9)
     assert paper["scales"] == [1, 8, 16, 32, 64] and paper["lr_schedule"]["kind"] == "exponential"
     assert paper["elastic"]["up"] == [[0.0, 32], [0.25, 64], [0.5, 128]]
-    assert tiny["scales"] == [1, 2, 4, 8] and tiny["batch_size"] == 16 and tiny["num_workers"] == 0
+    assert tiny["scales"] == [1, 2, 4, 8] and tiny["batch_size"] == 8 and tiny["num_workers"] == 0
     assert tiny["elastic"]["down"] == [[0.0, 8], [0.25, 4], [0.5, 2]]
 
 
