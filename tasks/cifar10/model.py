@@ -4,7 +4,8 @@ Networks") for 32x32 CIFAR images.
 Layout: 3x3 stem conv (no BN/ReLU after it: the first block's BN-ReLU follows), four stages of two
 pre-activation basic blocks with strides 1/2/2/2 and widths w, 2w, 4w, 8w, a final BN-ReLU (the v2
 paper's last activation, since the residual stream itself is never normalised), global average pool,
-linear. `width` = 64 is the paper's network; the tiny preset uses a narrow one through the same code.
+linear. `width` = 64 and `blocks` = 2 are the paper's network; the tiny preset uses a narrow, shallow one
+(one block per stage: a ResNet-10 v2) through the same code.
 """
 
 from __future__ import annotations
@@ -38,18 +39,21 @@ class PreActBlock(nn.Module):
 
 
 class PreActResNet18(nn.Module):
-    """ResNet-18 v2 for CIFAR: 2 blocks per stage, strides 1/2/2/2, widths w·(1, 2, 4, 8)."""
+    """ResNet-18 v2 for CIFAR: 2 blocks per stage (`blocks`), strides 1/2/2/2, widths w·(1, 2, 4, 8)."""
 
-    def __init__(self, width: int = 64, num_classes: int = 10) -> None:
+    def __init__(self, width: int = 64, num_classes: int = 10, blocks: int = 2) -> None:
         super().__init__()
         if width < 1:
             raise ValueError(f"width must be positive, got {width}")
+        if blocks < 1:
+            raise ValueError(f"blocks must be positive, got {blocks}")
         self.stem = nn.Conv2d(3, width, 3, stride=1, padding=1, bias=False)
         stages = []
         in_ch = width
         for i, stride in enumerate((1, 2, 2, 2)):
             out_ch = width * 2**i
-            stages.append(nn.Sequential(PreActBlock(in_ch, out_ch, stride), PreActBlock(out_ch, out_ch, 1)))
+            rest = [PreActBlock(out_ch, out_ch, 1) for _ in range(blocks - 1)]
+            stages.append(nn.Sequential(PreActBlock(in_ch, out_ch, stride), *rest))
             in_ch = out_ch
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
         self.bn = nn.BatchNorm2d(in_ch)

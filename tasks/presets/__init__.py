@@ -8,19 +8,56 @@ bench.run.spec for the keys every run has); task-specific settings live under "m
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from typing import Any
+
+from bench.algo.gain import theta
 
 # DESIGN §1: elastic S changes at T1/4 and T1/2, 32 -> 64 -> 128 and back (paper §4); tiny presets 2 -> 4 -> 8.
 ELASTIC_PAPER = {"up": [[0.0, 32], [0.25, 64], [0.5, 128]], "down": [[0.0, 128], [0.25, 64], [0.5, 32]]}
 ELASTIC_TINY = {"up": [[0.0, 2], [0.25, 4], [0.5, 8]], "down": [[0.0, 8], [0.25, 4], [0.5, 2]]}
 
+# Tiny presets are miniatures of the experiment: even the shortest AdaScale run, at the largest scale S a
+# smoke matrix uses, must last several memories of the gain's moving averages, so that the gain estimate
+# settles and then follows training (a run shorter than one memory reports the estimator's warm-up, not
+# the method). The averages use θ(S) = max(1 − S/1000, 0) (bench.algo.gain.theta), a memory of
+# 1/(1 − θ) = 1000/S iterations; an AdaScale run at S lasts at least T1/S iterations (gain r_t ≤ S).
+# The rule: T1/S ≥ k/(1 − θ(S)), i.e. T1 ≥ 1000·k for every S < 1000, whatever S is.
+# k = 2, the least "several": at the end of the run the first memory's iterations weigh ~27 % of the
+# estimate (e^-1 − e^-2 over 1 − e^-2), and at least the second half of the run steps with an estimate
+# that spans a full memory. k = 3 would halve that weight again but cost 1.5× the smoke's time budget.
+TINY_WINDOWS = 2
+TINY_MAX_SCALE = 8  # the largest S of every tiny preset's scales ([1, 2, 4, 8]) and of ELASTIC_TINY
+
+
+def gain_memory(scale: int) -> float:
+    """Iterations the gain's moving averages remember at scale S: 1/(1 − θ(S)), one iteration once θ = 0."""
+    return 1.0 / (1.0 - theta(scale))
+
+
+def windows_at(T1: float, scale: int) -> float:
+    """How many gain memories the shortest AdaScale run at `scale` lasts: (T1/S) / (1/(1 − θ(S)))."""
+    return (T1 / scale) / gain_memory(scale)
+
+
+def tiny_T1(windows: float, scale: int) -> int:
+    """The least T1 whose shortest AdaScale run at `scale` lasts `windows` gain memories (1000·windows
+    for S < 1000); rounded before the ceiling so that float error in θ does not add an iteration."""
+    return math.ceil(round(windows * scale * gain_memory(scale), 6))
+
+
+# Every tiny preset's T1 (2000): the rule at k = TINY_WINDOWS for any S up to TINY_MAX_SCALE (and up to 999).
+TINY_T1 = tiny_T1(TINY_WINDOWS, TINY_MAX_SCALE)
+
 
 @dataclass(frozen=True)
 class TaskCard:
     """A task's name, its Table 2 metric (key in evaluate()'s result, label, direction), whether it reads
-    a data root, its presets by name (tiny, paper), and `differs`: one line per way the paper preset
-    differs from the paper by necessity (a chosen value where the supplement is missing, a model variant)."""
+    a data root, its presets by name (tiny, paper), the k of the tiny-T1 rule its tiny preset follows
+    (`tiny_windows`: gain memories in the shortest AdaScale run at the largest smoke scale, see tiny_T1), and
+    `differs`: one line per way the paper preset differs from the paper by necessity (a chosen value where
+    the supplement is missing, a model variant)."""
 
     name: str
     metric: str
@@ -28,6 +65,7 @@ class TaskCard:
     higher_is_better: bool
     needs_data: bool
     presets: dict[str, dict[str, Any]]
+    tiny_windows: float
     differs: tuple[str, ...] = ()
 
 

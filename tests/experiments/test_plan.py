@@ -44,6 +44,7 @@ def test_shipped_throughput_table_has_the_paper_tasks_unmeasured() -> None:
 
 TINY = """preset: tiny
 seeds: [0, 1]
+set: {T1: 100, batch_size: 16}
 experiments:
   - table2: {tasks: [cifar10], methods: [adascale, lsw, lsw+], scales: [1, 4]}
 """
@@ -54,7 +55,7 @@ def test_figures_match_a_hand_computation(tmp_path: Path, capsys: pytest.Capture
     tp = write(tmp_path / "tp.csv", "task,preset,examples_per_s,device,measured\ncifar10,tiny,100,test,2026\n")
     cells = {(c.method, c.scale): c for c in plan.make_plan(m, plan.read_throughput(tp), gpus=2)}
     assert set(cells) == {("adascale", 1), ("adascale", 4), ("lsw", 4), ("lsw+", 4)}
-    # cifar10 tiny: T1 = 100, b = 16; 2 seeds; 100 examples/s
+    # the matrix's set: T1 = 100, b = 16; 2 seeds; 100 examples/s
     s1 = cells[("adascale", 1)]
     assert (s1.runs, s1.iterations, s1.examples) == (2, [100, 100], [2 * 100 * 16, 2 * 100 * 16])
     assert s1.hours == pytest.approx([3200 / 100 / 3600] * 2)

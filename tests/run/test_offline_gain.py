@@ -26,7 +26,8 @@ def logreg_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny logreg AdaScale run at S = 8 (303 iterations, ~2 s), weights kept every 100 iterations
     and a resume checkpoint every 40."""
     run_dir = tmp_path_factory.mktemp("offline") / "run"
-    train(spec_for("logreg", "adascale", 8, keep_checkpoints_every=KEEP, checkpoint_every=40), run_dir)
+    spec = spec_for("logreg", "adascale", 8, T1=1250, keep_checkpoints_every=KEEP, checkpoint_every=40)
+    train(spec, run_dir)
     return run_dir
 
 

@@ -1,5 +1,6 @@
 """Every task's paper preset against the paper's Table 2 (shipped as reports/paper_table2.csv): the S = 1
-batch size and T1, and the scales of its rows; and every preset defines every common key."""
+batch size and T1, and the scales of its rows; every preset defines every common key; and every tiny
+preset states its k and follows the tiny-T1 rule (tasks.presets.tiny_T1) at the scales the smoke uses."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from bench.run.spec import PRESET_KEYS
 from tasks import get_task
+from tasks.presets import card, gain_memory, tiny_T1, windows_at
 
 PAPER = pd.read_csv(Path(__file__).resolve().parents[2] / "reports" / "paper_table2.csv", dtype={"scale": str})
 PAPER_TASKS = ["cifar10", "imagenet", "speech", "transformer", "yolo"]
@@ -41,3 +43,59 @@ def test_momentum_is_the_papers() -> None:
     assert get_task("transformer").presets["paper"]["momentum"] == 0.99
     for name in ["cifar10", "imagenet", "speech", "yolo"]:
         assert get_task(name).presets["paper"]["momentum"] == 0.9
+
+
+def _smoke_scales() -> dict[str, int]:
+    """The largest constant S of each task's AdaScale-using runs in the smoke matrix (elastic runs count
+    with their schedule's largest S); the sweep is left out (its own T1, and it stops at a target loss)."""
+    from bench.experiments import matrix
+
+    largest: dict[str, int] = {}
+    for r in matrix.load("smoke").runs:
+        if r.experiment["kind"] == "sweep":
+            continue
+        if isinstance(r.scale, int):
+            s = r.scale
+        else:
+            s = max(n for _, n in card(r.task).presets["tiny"]["elastic"][r.scale.removeprefix("elastic-")])
+        largest[r.task] = max(largest.get(r.task, 1), s)
+    return largest
+
+
+@pytest.mark.parametrize("name", PAPER_TASKS + ["logreg"])
+def test_tiny_preset_states_its_windows_and_follows_the_rule(name: str) -> None:
+    c = card(name)
+    assert c.tiny_windows >= 2  # "several" gain memories: see tasks.presets.TINY_WINDOWS
+    tiny = c.presets["tiny"]
+    for s in [*tiny["scales"], max(n for _, n in tiny["elastic"]["up"])]:
+        assert windows_at(tiny["T1"], s) >= c.tiny_windows - 1e-9, (name, s)
+    assert tiny["T1"] >= tiny_T1(c.tiny_windows, max(tiny["scales"]))
+    assert tiny["T1"] == 1000 * c.tiny_windows  # the rule is independent of S below 1000
+
+
+def test_smoke_runs_follow_the_rule_at_their_largest_scale() -> None:
+    """Every task of the smoke matrix at the largest S it uses there, and every run's own T1 (a `set: {T1}`
+    of an experiment included) at that run's largest S."""
+    from bench.experiments import matrix
+
+    largest = _smoke_scales()
+    assert set(largest) == set(PAPER_TASKS) | {"logreg"}
+    for name, s in largest.items():
+        c = card(name)
+        assert windows_at(c.presets["tiny"]["T1"], s) >= c.tiny_windows - 1e-9, (name, s)
+    m = matrix.load("smoke")
+    for r in m.runs:
+        if r.experiment["kind"] == "sweep":
+            continue
+        spec = m.spec(r)
+        s = r.scale if isinstance(r.scale, int) else largest[r.task]
+        assert windows_at(spec["T1"], s) >= card(r.task).tiny_windows - 1e-9, r
+
+
+def test_gain_memory_is_the_estimators() -> None:
+    from bench.algo.gain import theta
+
+    for s in (1, 2, 8, 125, 999, 1000, 4096):
+        assert gain_memory(s) == pytest.approx(1 / (1 - theta(s)))
+    assert gain_memory(8) == pytest.approx(125) and tiny_T1(2, 8) == 2000 and tiny_T1(2, 1000) == 2000
+    assert tiny_T1(2, 2000) == 4000  # θ = 0: a memory of one iteration, T1/S ≥ k

@@ -183,6 +183,13 @@ def test_model_is_pre_activation() -> None:
     assert (out < 0).any()
 
 
+def test_tiny_model_has_one_block_per_stage() -> None:
+    model = TASK.build_model(TINY)  # the tiny preset's ResNet-10 v2 (blocks: 1)
+    blocks = [m for m in model.modules() if isinstance(m, PreActBlock)]
+    assert [b.conv1.stride[0] for b in blocks] == [1, 2, 2, 2]
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
 @pytest.mark.parametrize("width", [64, 8])
 def test_model_output_shape(width: int) -> None:
     model = TASK.build_model({**TINY, "model": {"width": width, "num_classes": 10}})
@@ -229,7 +236,7 @@ def test_presets_complete() -> None:
     assert (paper["T1"], paper["batch_size"], paper["momentum"]) == (39100, 128, 0.9)
     assert paper["scales"] == [1, 8, 16, 32, 64] and paper["lr_schedule"]["kind"] == "exponential"
     assert paper["elastic"]["up"] == [[0.0, 32], [0.25, 64], [0.5, 128]]
-    assert tiny["scales"] == [1, 2, 4, 8] and tiny["batch_size"] == 16 and tiny["num_workers"] == 0
+    assert tiny["scales"] == [1, 2, 4, 8] and tiny["batch_size"] == 8 and tiny["num_workers"] == 0
     assert tiny["elastic"]["down"] == [[0.0, 8], [0.25, 4], [0.5, 2]]
 
 
