@@ -32,6 +32,9 @@ wall-clock ratios are reported too. The metrics log is serialised when it is flu
 iterations (as in Engine.run), so the medians leave that out; `flush_us_per_iteration` reports it.
 peak_memory_mb is the peak over every variant of the cell, `big` included (on a GPU the big batch's
 activations usually set it).
+
+`--synthetic`: every task trains on random data of its preset's real shapes (bench.experiments.synthetic),
+so the paper models can be timed on a machine without their datasets.
 """
 
 from __future__ import annotations
