@@ -32,6 +32,9 @@ wall-clock ratios are reported too. The metrics log is serialised when it is flu
 iterations (as in Engine.run), so the medians leave that out; `flush_us_per_iteration` reports it.
 peak_memory_mb is the peak over every variant of the cell, `big` included (on a GPU the big batch's
 activations usually set it).
+
+`--synthetic`: every task trains on random data of its preset's real shapes (bench.experiments.synthetic),
+so the paper models can be timed on a machine without their datasets.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from bench.engine.data import to_device
 from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import Engine, dropout_seeds, seed_generators
 from bench.errors import UserError
+from bench.experiments.synthetic import SyntheticData
 from bench.files import atomic_write_bytes
 from bench.run.data import prepare_data
 from bench.run.spec import resolve
@@ -204,65 +208,6 @@ class Setup:
         for loop in self.loops.values():
             if isinstance(loop, EngineLoop):
                 loop.close()
-
-
-class SyntheticImages:
-    """A TrainSet of random images and labels of the preset's shapes: (3, size, size) float32, labels
-    below num_classes; each micro-batch drawn from its first item's key (nothing read from disk)."""
-
-    def __init__(self, shape: tuple[int, ...], classes: int, n: int = 1 << 20) -> None:
-        self.shape, self.classes, self.n = shape, classes, n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, item: tuple[int, int]) -> int:
-        return item[1]
-
-    def collate(self, keys: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        g = torch.Generator().manual_seed(int(keys[0]) & 0x7FFFFFFF)
-        images = torch.randn(len(keys), *self.shape, generator=g)
-        return images, torch.randint(0, self.classes, (len(keys),), generator=g)
-
-
-def synthetic_shapes(name: str, cfg: dict[str, Any]) -> tuple[tuple[int, ...], int]:
-    """(image shape, number of classes) of a task's training examples, from its preset."""
-    model, data = cfg.get("model", {}), cfg.get("data", {})
-    if name == "cifar10":
-        return (3, 32, 32), int(model.get("num_classes", 10))
-    if name == "imagenet":
-        size = int(data.get("image_size", 224))
-        return (3, size, size), int(model.get("num_classes", 1000))
-    raise UserError(
-        f"perf --synthetic: no synthetic data for {name} yet (speech, transformer and yolo need their "
-        "data's vocabulary or targets); pass --data-root"
-    )
-
-
-class SyntheticData:
-    """A task with synthetic training data of the real shapes (perf --synthetic): no data root needed."""
-
-    def __init__(self, task: Any) -> None:
-        self._task = task
-        if task.needs_data:
-            synthetic_shapes(task.name, task.presets["tiny"])  # fail early for tasks without synthetic data
-
-    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
-        """Nothing on disk to check."""
-
-    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> None:
-        """No files to list (the engine then builds the sets below without a shared list)."""
-
-    def train_set(self, cfg: dict[str, Any], root: Path) -> Any:
-        if not self._task.needs_data:
-            return self._task.train_set(cfg, root)
-        return SyntheticImages(*synthetic_shapes(self._task.name, cfg))
-
-    def eval_set(self, cfg: dict[str, Any], root: Path) -> Any:
-        return None if self._task.needs_data else self._task.eval_set(cfg, root)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._task, name)
 
 
 def peak_memory(device: torch.device) -> tuple[float, str]:

@@ -113,6 +113,25 @@ def bleu_from_statistics(stats: list[int], tokenised: bool = False) -> float:
     )
 
 
+def make_model(cfg: dict[str, Any], src_vocab: int, tgt_vocab: int, pad: int, joint: bool) -> TransformerNMT:
+    """The preset's TransformerNMT for dictionaries of these sizes (shared embeddings when `joint`)."""
+    m = cfg["model"]
+    return TransformerNMT(
+        src_vocab,
+        tgt_vocab,
+        pad,
+        joint,
+        encoder_layers=m["encoder_layers"],
+        decoder_layers=m["decoder_layers"],
+        d_model=m["d_model"],
+        ffn_dim=m["ffn_dim"],
+        heads=m["heads"],
+        dropout=m["dropout"],
+        max_positions=m["max_positions"],
+        norm_first=bool(m.get("norm_first", False)),
+    )
+
+
 class Transformer(Task):
     card = CARD
 
@@ -144,21 +163,7 @@ class Transformer(Task):
             vocab = list(self._vocab.values())[-1]
         else:
             raise UserError("transformer: call check_data(root, cfg) before build_model (vocabulary size)")
-        m = cfg["model"]
-        return TransformerNMT(
-            len(vocab.src),
-            len(vocab.tgt),
-            vocab.tgt.pad_index,
-            vocab.joint,
-            encoder_layers=m["encoder_layers"],
-            decoder_layers=m["decoder_layers"],
-            d_model=m["d_model"],
-            ffn_dim=m["ffn_dim"],
-            heads=m["heads"],
-            dropout=m["dropout"],
-            max_positions=m["max_positions"],
-            norm_first=bool(m.get("norm_first", False)),
-        )
+        return make_model(cfg, len(vocab.src), len(vocab.tgt), vocab.tgt.pad_index, vocab.joint)
 
     def train_set(self, cfg: dict[str, Any], root: Path) -> D.TokenBatches:
         vocab = self._vocab_for(root, cfg)

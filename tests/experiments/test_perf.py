@@ -26,7 +26,7 @@ from bench.engine.gradstats import SquaredNormHooks
 from bench.engine.loop import accumulate
 from bench.engine.reduction import PairwiseGrads
 from bench.engine.seeding import mix, mix_array
-from bench.experiments import perf
+from bench.experiments import perf, synthetic
 from bench.files import MetricsLog, read_jsonl
 from tasks import get_task
 from tests.helpers import spec_for, train
@@ -250,15 +250,86 @@ def test_synthetic_tiny_shapes_and_the_batched_and_bf16_variants(tmp_path: Path)
     assert float(row["peak_memory_mb"]) > 0 and row["device_name"]
     for v in ("batched", "bf16"):
         assert float(row[f"examples_per_s_{v}"]) > 0 and float(row[f"{v}_over_adascale"]) > 0
-    batch = perf.SyntheticData(get_task("imagenet")).train_set(spec_for("imagenet"), Path()).collate([(5)] * 3)
+    batch = synthetic.SyntheticData(get_task("imagenet")).train_set(spec_for("imagenet"), Path()).collate([(5)] * 3)
     assert batch[0].shape == (3, 3, 32, 32) and batch[1].shape == (3,)
 
 
 def test_synthetic_data_names_the_tasks_it_cannot_make() -> None:
+    from types import SimpleNamespace
+
     from bench.errors import UserError
 
-    with pytest.raises(UserError, match="no synthetic data for speech"):
-        perf.SyntheticData(get_task("speech"))
+    with pytest.raises(UserError, match="no synthetic data for nope"):
+        synthetic.SyntheticData(SimpleNamespace(name="nope", needs_data=True))
+
+
+@pytest.mark.parametrize("task", ["speech", "transformer", "yolo"])
+def test_synthetic_perf_runs_the_batch_level_tasks(tmp_path: Path, task: str) -> None:
+    """perf --synthetic --preset tiny --task T --scales 2 --repeats 2 through the CLI: no data root, the row
+    filled (yolo's items are images, so it also gets `big`; speech's and transformer's are whole batches)."""
+    from bench.cli import main
+
+    argv = ["perf", "--synthetic", "--preset", "tiny", "--task", task, "--scales", "2", "--repeats", "2"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "perf.csv") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["task"] == task and row["scale"] == "2" and row["synthetic"] == "True"
+    for v in perf.VARIANTS:
+        assert float(row[f"examples_per_s_{v}"]) > 0 and float(row[f"ms_{v}"]) > 0
+    assert float(row["adascale_over_identity"]) > 0 and float(row["engine_over_bare"]) > 0
+    assert (row["simulated_over_big_batch"] != "") == (task == "yolo")
+
+
+def _structure(batch: object) -> object:
+    """Keys, tensor dtypes and ranks, and the types of everything else, of a (nested) batch."""
+    if isinstance(batch, dict):
+        return {k: _structure(v) for k, v in batch.items()}
+    if isinstance(batch, torch.Tensor):
+        return (batch.dtype, batch.dim())
+    return type(batch).__name__
+
+
+@pytest.mark.parametrize("task", ["speech", "transformer", "yolo"])
+def test_a_synthetic_batch_is_the_real_collates_and_trains(task: str) -> None:
+    """The tiny preset: a synthetic micro-batch has the real tiny collate's keys, dtypes and ranks (and
+    the preset's sizes), and goes through the task's loss and backward with a finite loss."""
+    from bench.run.data import prepare_data
+
+    real_task, spec = get_task(task), spec_for(task)
+    fake = synthetic.SyntheticData(real_task)
+    train_set = fake.train_set(spec, Path())
+    n = real_task.items_per_microbatch(spec)
+    batch = train_set.collate([train_set[(i, 7 + i)] for i in range(n)])
+    real_set = real_task.train_set(spec, prepare_data(real_task, spec, Dist()))
+    real = real_set.collate([real_set[(i, i)] for i in range(n)])
+    assert _structure(batch) == _structure(real)
+    b = int(spec["batch_size"])
+    if task == "speech":
+        from tasks.speech.data import ctc_feasible
+        from tasks.speech.model import output_frames
+
+        assert batch["features"].shape[:2] == (b, spec["data"]["n_mels"])
+        targets = batch["targets"].split(batch["target_lengths"].tolist())
+        for t, frames in zip(targets, batch["feature_lengths"].tolist(), strict=True):
+            assert ctc_feasible(t.tolist(), output_frames(frames, spec["model"]))
+    elif task == "transformer":
+        from tasks.transformer.data import load_vocab
+        from tasks.transformer.synthetic import vocab_size
+
+        assert int(batch["target"].ne(batch["pad"]).sum()) == batch["ntokens"] <= b
+        tiny_vocab = len(load_vocab(Path(spec["data_root"]), spec["data"]).src)
+        assert int(batch["src_tokens"].max()) < vocab_size(spec) == tiny_vocab  # the toy corpus's dictionary
+    else:
+        size = spec["data"]["imgsz"]
+        assert batch["img"].shape == (b, 3, size, size) and int(batch["cls"].max()) < spec["model"]["nc"]
+        assert set(batch["batch_idx"].long().tolist()) == set(range(b))
+    torch.manual_seed(0)
+    model = fake.build_model(spec)
+    model.train()
+    loss = fake.loss(model, batch)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
 def test_bf16_autocast_is_a_spec_option(tmp_path: Path) -> None:
