@@ -102,9 +102,10 @@ def test_matrix_completes_then_a_second_submit_submits_nothing(tmp_path: Path, c
     path, out = write(tmp_path, MATRIX), tmp_path / "out"
     assert main(["submit", str(path), *SLURM, "--out", str(out), "--wait"]) == 0, capsys.readouterr()
     text = capsys.readouterr().out
-    assert "12 to submit" in text and "12 runs: 12 done" in text
+    # 2 tasks × (S = 1 once, shared by the three methods, + 3 methods at S = 2)
+    assert "8 to submit" in text and "8 runs: 8 done" in text
     runs = sorted(p.parent for p in out.rglob(JOB))
-    assert len(runs) == 12
+    assert len(runs) == 8
     ids = [job_id(r) for r in runs]
     assert set(sacct_states(ids).values()) == {"COMPLETED"}, sacct_states(ids)
     for r in runs:
@@ -124,7 +125,7 @@ def test_matrix_completes_then_a_second_submit_submits_nothing(tmp_path: Path, c
     from reports.collect import runs as collect_runs
 
     df = collect_runs(out)
-    assert len(df) == 12 and set(df["status"]) == {"completed"}
+    assert len(df) == 8 and set(df["status"]) == {"completed"}
     assert set(df["task"]) == {"logreg", "cifar10"} and set(df["method"]) == {"adascale", "lsw", "lsw+"}
     if build_report is not None:
         assert Path(build_report(out, ["md", "csv"])).exists()
@@ -132,7 +133,7 @@ def test_matrix_completes_then_a_second_submit_submits_nothing(tmp_path: Path, c
     capsys.readouterr()
     assert main(["submit", str(path), *SLURM, "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "12 complete" in text and "nothing to submit" in text and "submitted" not in text
+    assert "8 complete" in text and "nothing to submit" in text and "submitted" not in text
     assert [job_id(r) for r in runs] == ids
 
 
