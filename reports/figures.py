@@ -212,6 +212,8 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
     if df.empty:
         return figs
     for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
+        if g["shared_s1"].all():  # only the shared S = 1 run: the method has no curves of its own
+            continue
         label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         scales = sorted(g["scale"].unique(), key=scale_order)
         picked = []

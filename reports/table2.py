@@ -74,12 +74,16 @@ CELL_COLUMNS = [
 
 
 def table_runs(df: pd.DataFrame) -> pd.DataFrame:
-    """The runs that make Table 2."""
+    """The runs that make Table 2, the shared S = 1 run counted under each method (share_s1): Table 2,
+    the scale-free comparison, the findings and the curves all see the same runs."""
     if df.empty:
         return df
     kind = df["experiment_kind"] if "experiment_kind" in df else pd.Series(None, index=df.index)
     keep = df["method"].isin(METHODS) & (kind.isna() | kind.isin(TABLE_KINDS))
-    return df[keep]
+    out = df[keep].copy()
+    for col in ("preset", "variant"):
+        out[col] = out[col].fillna("") if col in out else ""
+    return share_s1(out)
 
 
 def table_name(task: str, preset: str, variant: str, several_presets: bool) -> str:
@@ -102,14 +106,14 @@ def share_s1(df: pd.DataFrame) -> pd.DataFrame:
     key = ["task", "preset", "variant"]
     s1 = df[(df["scale"].astype(str) == "1") & (df["method"] == "adascale")]
     if s1.empty:
-        return df
+        return df.assign(shared_s1=False)
     copies = []
     for method in ("lsw", "lsw+"):
         own = df[(df["scale"].astype(str) == "1") & (df["method"] == method)]
         have = set(map(tuple, own[key].to_numpy().tolist()))
         take = s1[[tuple(k) not in have for k in s1[key].to_numpy().tolist()]]
-        copies.append(take.assign(method=method))
-    return pd.concat([df, *copies], ignore_index=True)
+        copies.append(take.assign(method=method, shared_s1=True))
+    return pd.concat([df.assign(shared_s1=False), *copies], ignore_index=True)
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
@@ -117,10 +121,6 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     df = table_runs(df)
     if df.empty:
         return pd.DataFrame(columns=CELL_COLUMNS)
-    df = df.copy()
-    for col in ("preset", "variant"):
-        df[col] = df[col].fillna("") if col in df else ""
-    df = share_s1(df)
     presets_per_task = df.groupby("task")["preset"].nunique()
     rows = []
     for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):

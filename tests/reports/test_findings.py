@@ -33,8 +33,8 @@ def test_checks_hold_on_a_paperlike_folder(paperlike):
     st, detail = status(paperlike, "iii")
     assert st == HOLDS and "S=8: 20 in [13, 100]" in detail
     assert status(paperlike, "iv")[0] == HOLDS
-    st, detail = status(paperlike, "v")  # the elastic schedule's largest S is 4: no fixed S=4 run
-    assert st == SEEDS and "no fixed S=4 run" in detail
+    st, detail = status(paperlike, "v")  # the elastic schedule's largest S is 4: no fixed S=4 run, so S = 1
+    assert st == HOLDS and "vs S=1" in detail
     assert "AdaScale within noise" in text(findings(quiet_load(paperlike)))
 
 
@@ -64,3 +64,11 @@ def test_one_seed_is_not_enough_but_hard_checks_still_run(tmp_path):
     assert st == HOLDS and "diverged" in detail
     assert status(tmp_path, "iii")[0] == HOLDS
     assert status(tmp_path, "v")[0] == NOT_RUN
+
+
+def test_the_shared_scale_one_run_is_lsws_baseline(tmp_path):
+    """A matrix runs S = 1 once, as adascale: LSW's check compares its largest S with that run."""
+    seeds(tmp_path, "cifar10", "adascale", 1, [74.0, 74.4, 73.6], iterations=100)
+    seeds(tmp_path, "cifar10", "lsw", 8, [60.2, 60.4, 60.3], iterations=13, T1=100)
+    st, detail = status(tmp_path, "ii")
+    assert st == HOLDS and "S=8: 60.30" in detail and "vs 74.00" in detail
