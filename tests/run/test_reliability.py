@@ -26,7 +26,7 @@ from slurm.status import collect, run_state, table
 from tests.helpers import spec_for, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_args(out: Path, *extra: str, scale: str = "2") -> list[str]:
