@@ -35,7 +35,7 @@ from bench.files import atomic_write_bytes
 THROUGHPUT = Path(__file__).with_name("throughput.csv")
 THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "measured"]
 UNITS = {"cifar10": "images", "imagenet": "images", "yolo": "images", "speech": "utterances", "transformer": "tokens"}
-FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --data-root DATASETS --write-throughput {path}"
+FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --write-throughput {path}"
 
 
 # -- the throughput table ---------------------------------------------------------------------------------------
