@@ -20,7 +20,7 @@ _PAPER: dict[str, Any] = {
     # the ~94 % top-1 the paper reports at S = 1 (He et al.'s 1e-4 goes with 164-epoch runs).
     "weight_decay": 5e-4,
     "scales": [1, 8, 16, 32, 64],  # paper
-    # Elastic 32 -> 64 -> 128 and back, at T1/4 and T1/2: DESIGN §1 (paper §4 used it on imagenet).
+    # Elastic 32 -> 64 -> 128 and back, at T1/4 and T1/2: docs/design.md §1 (paper §4 used it on imagenet).
     "elastic": ELASTIC_PAPER,
     "eval_every": 391,  # chosen: one epoch at S = 1 (50 000 / 128)
     "checkpoint_every": 1000,  # chosen: a preempted run loses at most ~2.5 epochs at S = 1
@@ -60,7 +60,7 @@ DIFFERS = (
         "supplement with the tuned values is not available"
     ),
     ("weight decay 5e-4 chosen (the usual ResNet-18 / CIFAR-10 value for ~100-epoch runs); the paper's is not known"),
-    "elastic runs 32 → 64 → 128 and back (DESIGN §1): the paper ran elastic scaling on imagenet only",
+    "elastic runs 32 → 64 → 128 and back (docs/design.md §1): the paper ran elastic scaling on imagenet only",
 )
 
 CARD = TaskCard(

@@ -1,4 +1,4 @@
-"""logreg: the textbook's synthetic logistic regression (DESIGN §1) as plain data, read without importing
+"""logreg: the textbook's synthetic logistic regression (docs/design.md §1) as plain data, read without importing
 torch or numpy: its constants, its presets and the critical-batch sweep's target loss."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 # What differs from the paper by necessity (the report lists it beside the comparison).
-DIFFERS = ("not in the paper: the textbook's synthetic logistic regression (DESIGN §1), a check of the suite",)
+DIFFERS = ("not in the paper: the textbook's synthetic logistic regression (docs/design.md §1), a check of the suite",)
 
 CARD = TaskCard(
     name="logreg",

@@ -20,7 +20,7 @@ _PAPER: dict[str, Any] = {
     "momentum": 0.9,  # paper
     "weight_decay": 1e-5,  # chosen: a light L2, as public DS2 recipes use; the paper's value is not known
     "scales": [1, 4, 8, 16, 32],  # paper
-    # Elastic 32 -> 64 -> 128 and back, at T1/4 and T1/2: DESIGN §1 (the paper ran elastic on imagenet).
+    # Elastic 32 -> 64 -> 128 and back, at T1/4 and T1/2: docs/design.md §1 (the paper ran elastic on imagenet).
     "elastic": ELASTIC_PAPER,
     "eval_every": 4240,  # chosen: T1/20, about every half pass over the 960 h
     "checkpoint_every": 1000,  # chosen: a preempted run loses minutes, not hours
@@ -106,7 +106,7 @@ DIFFERS = (
     ),
     "weight decay 1e-5 chosen (a light L2 as public DS2 recipes use); the paper's is not known",
     "validation on dev-clean (test-clean kept for a final number)",
-    "elastic runs 32 → 64 → 128 and back (DESIGN §1): the paper ran elastic scaling on imagenet only",
+    "elastic runs 32 → 64 → 128 and back (docs/design.md §1): the paper ran elastic scaling on imagenet only",
 )
 
 CARD = TaskCard(

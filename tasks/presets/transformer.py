@@ -107,7 +107,7 @@ DIFFERS = (
         "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp); the paper's ~27-point numbers compare with "
         "`bleu_tok`, tokenised BLEU with compound splitting (summary.json eval.bleu_tok)"
     ),
-    "elastic runs 32 → 64 → 128 and back (DESIGN §1): the paper ran elastic scaling on imagenet only",
+    "elastic runs 32 → 64 → 128 and back (docs/design.md §1): the paper ran elastic scaling on imagenet only",
 )
 
 CARD = TaskCard(

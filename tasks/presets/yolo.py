@@ -39,7 +39,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "momentum": 0.9,  # paper
         "weight_decay": 5e-4,  # chosen: Darknet's yolov3 decay and ultralytics' default value
         "scales": [1, 16, 32, 64, 128],  # paper
-        "elastic": {  # chosen: DESIGN §1's 32/64/128 (the paper ran elastic scaling on imagenet only)
+        "elastic": {  # chosen: docs/design.md §1's 32/64/128 (the paper ran elastic scaling on imagenet only)
             "up": [[0.0, 32], [0.25, 64], [0.5, 128]],
             "down": [[0.0, 128], [0.25, 64], [0.5, 32]],
         },
@@ -111,7 +111,7 @@ DIFFERS = (
     "no warm-up in the S = 1 baseline (ultralytics warms up for 3 epochs)",
     "image size 416 chosen (Darknet YOLOv3's usual VOC resolution)",
     "weight decay 5e-4 chosen (Darknet's yolov3 value)",
-    "elastic runs 32 → 64 → 128 and back (DESIGN §1): the paper ran elastic scaling on imagenet only",
+    "elastic runs 32 → 64 → 128 and back (docs/design.md §1): the paper ran elastic scaling on imagenet only",
 )
 
 CARD = TaskCard(
