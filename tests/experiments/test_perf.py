@@ -32,6 +32,17 @@ from tasks import get_task
 from tests.helpers import spec_for, train
 
 
+def perf_rows(out: Path, tasks: list[str], scales: str, **options: object) -> list[dict[str, str]]:
+    """Run `adascale-bench perf` (CPU, tiny, 2 repeats) as the CLI would and return perf.csv's rows."""
+    args = argparse.Namespace(
+        **{"task": tasks, "device": "cpu", "preset": "tiny", "scales": scales, "repeats": 2, "data_root": None}
+        | {"out": str(out), **options}
+    )
+    assert perf.perf(args) == 0
+    with open(out / "perf.csv") as f:
+        return list(csv.DictReader(f))
+
+
 def _weights(module: nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in module.parameters()]
 
@@ -231,21 +242,7 @@ def test_retained_memory_makes_no_page_faults_for_repeated_large_tensors() -> No
 
 # -- synthetic data, extra variants, memory, AMP (CPU plumbing; the CUDA figures are measured on a GPU) -----
 def test_synthetic_tiny_shapes_and_the_batched_and_bf16_variants(tmp_path: Path) -> None:
-    args = argparse.Namespace(
-        task=["cifar10"],
-        device="cpu",
-        preset="tiny",
-        scales="2",
-        repeats=2,
-        data_root=None,
-        out=str(tmp_path),
-        synthetic=True,
-        microbatch_mode="both",
-        amp="both",
-    )
-    assert perf.perf(args) == 0
-    with open(tmp_path / "perf.csv") as f:
-        (row,) = list(csv.DictReader(f))
+    (row,) = perf_rows(tmp_path, ["cifar10"], "2", synthetic=True, microbatch_mode="both", amp="both")
     assert row["synthetic"] == "True" and row["peak_memory_kind"] == "cpu_maxrss_process"
     assert float(row["peak_memory_mb"]) > 0 and row["device_name"]
     for v in ("batched", "bf16"):
@@ -359,21 +356,7 @@ def test_simulated_over_big_batch_is_filled_for_example_level_tasks(
 ) -> None:
     """S = 4, tiny cifar10 (synthetic images) and logreg: `big` is timed with the others and the ratio
     columns are filled and positive (their values are the machine's business, not the test's)."""
-    args = argparse.Namespace(
-        task=["cifar10", "logreg"],
-        device="cpu",
-        preset="tiny",
-        scales="4",
-        repeats=2,
-        data_root=None,
-        out=str(tmp_path),
-        synthetic=True,
-        microbatch_mode="both",
-        amp="none",
-    )
-    assert perf.perf(args) == 0
-    with open(tmp_path / "perf.csv") as f:
-        rows = list(csv.DictReader(f))
+    rows = perf_rows(tmp_path, ["cifar10", "logreg"], "4", synthetic=True, microbatch_mode="both", amp="none")
     assert [r["task"] for r in rows] == ["cifar10", "logreg"]
     for r in rows:
         assert float(r["examples_per_s_big"]) > 0 and float(r["ms_big"]) > 0
