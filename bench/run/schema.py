@@ -45,12 +45,9 @@ class Step(_Strict):
     milestones: list[Annotated[float, Field(ge=0, le=1)]] = []  # fractions of T1
 
 
-class Spec(_Strict):
-    task: str
-    method: str
-    scale: PositiveInt | Literal["elastic-up", "elastic-down"]
-    seed: NonNegativeInt
-    preset: str
+class Preset(_Strict):
+    """What every task preset defines (tasks/presets/<task>.py): its model, data and training recipe."""
+
     T1: Positive
     batch_size: PositiveInt
     lr_schedule: Constant | Exponential | Step = Field(discriminator="kind")
@@ -63,27 +60,6 @@ class Spec(_Strict):
     num_workers: NonNegativeInt
     model: dict[str, Any]
     data: dict[str, Any]
-    estimator: Literal["unbiased", "ratio"]
-    track_stats: bool
-    device: Literal["auto", "cpu", "cuda"]
-    ranks: PositiveInt
-    accumulation: PositiveInt | None
-    reduction: Literal["pairwise", "native"]
-    T_AS: Positive | None
-    T: Positive | None
-    train_loss_window: Fraction
-    threads: PositiveInt | None
-    eval_unit: Literal["tau", "epochs"]
-    max_epochs: Positive | None
-    target: Positive | None
-    warmup_iterations: PositiveInt | None
-    keep_checkpoints_every: PositiveInt | None
-    collective_timeout_s: Positive
-    microbatch_mode: Literal["sequential", "batched"]
-    amp: Literal["none", "bf16"]
-    experiment: dict[str, Any] | None
-    overrides: dict[str, Any]
-    data_root: str | None
 
     @field_validator("lr_schedule", mode="before")
     @classmethod
@@ -91,6 +67,69 @@ class Spec(_Strict):
         if isinstance(value, dict) and value.get("kind") not in ("constant", "exponential", "step"):
             raise ValueError(f"kind {value.get('kind')!r} is not one of constant, exponential, step")
         return value
+
+
+class Settings(_Strict):
+    """The settings every run has, whatever the task, with their defaults: this is where they are
+    written (bench.run.spec.RUN_DEFAULTS reads them from here); a preset or --set may change any."""
+
+    estimator: Literal["unbiased", "ratio"] = Field("unbiased", description="or ratio, the paper's §3.4 estimator")
+    track_stats: bool = Field(True, description="observe sum_sq per iteration (off: plain training, the perf baseline)")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when there is one")
+    ranks: PositiveInt = Field(1, description="W data-parallel processes; A = S / W micro-batches on each")
+    accumulation: PositiveInt | None = Field(
+        None, description="fix A instead: W_t = S_t / A; a change of W restarts the run on S_t / A ranks"
+    )
+    reduction: Literal["pairwise", "native"] = Field(
+        "pairwise", description="ḡ summed as a binary tree, bit-identical for any W × A; native: autograd + DDP"
+    )
+    T_AS: Positive | None = Field(None, description="LSW+: iterations of its AdaScale run (looked up when unset)")
+    T: Positive | None = Field(None, description="scaled SGD: its own number of iterations")
+    train_loss_window: Fraction = Field(0.05, description="summary.train_loss: mean over this final fraction")
+    threads: PositiveInt | None = Field(None, description="torch threads on CPU; None: 1 (tiny), torch's default")
+    eval_unit: Literal["tau", "epochs"] = Field(
+        "tau", description="evaluate every eval_every scale-invariant iterations (tau) or data epochs"
+    )
+    max_epochs: Positive | None = Field(None, description="also stop after this many epochs of data")
+    target: Positive | None = Field(None, description="also stop at the first evaluation that reaches this metric")
+    warmup_iterations: PositiveInt | None = Field(
+        None, description="an extra ramp: iteration k uses (k + 1) / n of its lr for k < n (textbook)"
+    )
+    keep_checkpoints_every: PositiveInt | None = Field(
+        None, description="also keep the model weights every k iterations (checkpoints/), for `gain`"
+    )
+    experiment: dict[str, Any] | None = Field(None, description="the matrix experiment the run belongs to")
+    # Sized for the longest wait between collectives: an evaluation, a checkpoint written by rank 0, a
+    # data-loader start on a cold file system (minutes on the paper presets).
+    collective_timeout_s: Positive = Field(
+        1800.0,
+        description="how long a collective waits for a silent peer before the job fails (the process group's "
+        "timeout); $ADASCALE_BENCH_DIST_TIMEOUT overrides it for one job",
+    )
+    microbatch_mode: Literal["sequential", "batched"] = Field(
+        "sequential",
+        description="sequential: one forward/backward per micro-batch; batched: one over the rank's A "
+        "micro-batches at once (bench.engine.batched)",
+    )
+    amp: Literal["none", "bf16"] = Field("none", description="bf16: autocast the forward pass on CUDA")
+
+
+class Spec(Settings, Preset):
+    """A resolved spec: which run, the preset's recipe, the settings, and what the user overrode."""
+
+    task: str
+    method: str
+    scale: PositiveInt | Literal["elastic-up", "elastic-down"]
+    seed: NonNegativeInt
+    preset: str
+    overrides: dict[str, Any]
+    data_root: str | None
+
+
+RUN_DEFAULTS: dict[str, Any] = {name: field.default for name, field in Settings.model_fields.items()}
+PRESET_KEYS: tuple[str, ...] = tuple(Preset.model_fields)
+# Settings added after runs were recorded: a spec without them is the same run as one at their default.
+LATE_SETTINGS = ("microbatch_mode", "amp")
 
 
 def _where(loc: tuple) -> str:

@@ -16,54 +16,11 @@ import yaml
 from bench.algo.rules import METHODS
 from bench.errors import UserError
 from bench.files import SPEC, in_identity, read_json
-from bench.run.schema import validate
+from bench.run.schema import LATE_SETTINGS, RUN_DEFAULTS, validate
 
 ELASTIC = ("elastic-up", "elastic-down")
 PRESETS = ("tiny", "paper")
-PRESET_KEYS = (
-    "T1",
-    "batch_size",
-    "lr_schedule",
-    "momentum",
-    "weight_decay",
-    "scales",
-    "elastic",
-    "eval_every",
-    "checkpoint_every",
-    "num_workers",
-    "model",
-    "data",
-)
-# Settings every run has, whatever the task.
-RUN_DEFAULTS: dict[str, Any] = {
-    "estimator": "unbiased",  # or "ratio", the paper's §3.4 estimator
-    "track_stats": True,  # observe sum_sq per iteration (off: plain training, e.g. the perf baseline)
-    "device": "auto",  # auto | cpu | cuda
-    "ranks": 1,  # W data-parallel processes; A = S / W micro-batches accumulated on each
-    "accumulation": None,  # fix A instead: W_t = S_t / A, and a change of W restarts the run on S_t / A ranks
-    "reduction": "pairwise",  # ḡ summed as a binary tree, bit-identical for any W × A; "native": autograd + DDP
-    "T_AS": None,  # LSW+: iterations of its AdaScale run (found in the results folder when unset)
-    "T": None,  # scaled SGD: its own number of iterations
-    "train_loss_window": 0.05,  # summary.train_loss: mean loss over this final fraction of iterations
-    "threads": None,  # torch intra-op threads on CPU; None: 1 for the tiny preset, torch's default otherwise
-    "eval_unit": "tau",  # evaluate every eval_every scale-invariant iterations ("tau") or data epochs ("epochs")
-    "max_epochs": None,  # also stop after this many epochs of data
-    "target": None,  # also stop at the first evaluation whose metric reaches this value
-    "warmup_iterations": None,  # an extra ramp: iteration k uses (k + 1) / n of its lr for k < n (textbook)
-    "keep_checkpoints_every": None,  # k: also keep the model weights every k iterations (checkpoints/), for `gain`
-    "experiment": None,  # which experiment of a matrix the run belongs to (metadata for the report)
-    # How long a collective waits for a silent peer before the job fails (the process group's timeout).
-    # Sized for the longest wait between collectives: an evaluation, a checkpoint written by rank 0, a
-    # data-loader start on a cold file system (minutes on the paper presets). Set
-    # $ADASCALE_BENCH_DIST_TIMEOUT to override it for one job without changing the spec.
-    "collective_timeout_s": 1800.0,
-    # sequential: one forward/backward per micro-batch; batched: one over the rank's A micro-batches at
-    # once, with per-micro-batch BatchNorm and per-micro-batch gradients (bench.engine.batched)
-    "microbatch_mode": "sequential",
-    "amp": "none",  # none | bf16: autocast the forward pass to bfloat16 on CUDA (bench.engine.amp)
-}
-# Keys added after runs were recorded: a spec without them is the same run as one at their default.
-_LATE_DEFAULTS = {"microbatch_mode": "sequential", "amp": "none"}
+_LATE_DEFAULTS = {k: RUN_DEFAULTS[k] for k in LATE_SETTINGS}
 
 
 def parse_scale(value: str | int) -> int | str:

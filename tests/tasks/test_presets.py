@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.run.spec import PRESET_KEYS
+from bench.run.schema import PRESET_KEYS
 from tasks import get_task
 from tasks.presets import card, gain_memory, tiny_T1, windows_at
 

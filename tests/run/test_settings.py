@@ -1,0 +1,29 @@
+"""The run settings are written once (bench.run.schema.Settings): their defaults, types and meaning."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.errors import UserError
+from bench.run.schema import PRESET_KEYS, RUN_DEFAULTS, Settings
+from bench.run.spec import resolve
+from tasks import get_task
+
+
+def test_every_setting_says_what_it_is_for() -> None:
+    undocumented = [name for name, field in Settings.model_fields.items() if not field.description]
+    assert undocumented == []
+
+
+def test_a_resolved_spec_holds_every_default_and_every_preset_key() -> None:
+    spec = resolve(get_task("logreg"), "adascale", 2, 0, "tiny")
+    assert {k: spec[k] for k in RUN_DEFAULTS if k != "threads"} == {
+        k: v for k, v in RUN_DEFAULTS.items() if k != "threads"
+    }
+    assert spec["threads"] == 1  # the tiny preset's rule for an unset value
+    assert set(PRESET_KEYS) <= set(spec)
+
+
+def test_a_setting_is_checked_against_its_one_declaration() -> None:
+    with pytest.raises(UserError, match=r"microbatch_mode='fused'.*'sequential' or 'batched'"):
+        resolve(get_task("logreg"), "adascale", 2, 0, "tiny", overrides={"microbatch_mode": "fused"})
