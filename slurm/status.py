@@ -42,6 +42,9 @@ ACTIVE = {
     "PREEMPTED",
     "READY",
 }
+# Scheduler states of a job ended from outside (scancel, its time limit, a deadline): with a checkpoint
+# the run is `stopped`, not `failed` (a crash, a dead node or an OOM kill is failed, checkpoint or not).
+STOPPED = {"CANCELLED", "TIMEOUT", "DEADLINE"}
 STALE_S = 600  # a run folder without a job whose metrics have not moved for this long has stopped
 METHOD_ORDER = {"adascale": 0, "lsw": 1, "lsw+": 2, "identity": 3, "scaled": 4}
 
@@ -179,6 +182,8 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
         why = f"job {job_id} ended ({scheduler or 'UNKNOWN'}) without a summary"
         if (run_dir / CHECKPOINT).exists():
             why += "; checkpoint saved, submit again to resume"
+            if scheduler in STOPPED:  # stopped from outside, not broken: nothing to investigate
+                return RunState(name, "stopped", job_id, scheduler, why)
         line = last_line(job.get("stderr"))
         return RunState(name, "failed", job_id, scheduler, f"{why}; log: {line}" if line else why)
     if (run_dir / METRICS).exists() or (run_dir / CHECKPOINT).exists():  # started outside `submit`

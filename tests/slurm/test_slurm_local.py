@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.files import SUMMARY, read_json, write_json
+from bench.files import CHECKPOINT, SUMMARY, read_json, write_json
 from slurm.executors import Resources, accumulation, choose_ranks, shape_for
 from slurm.job import ATTEMPTS, JOB, RunJob, dist_environment, master_port
 from slurm.status import add_to_manifest, collect, last_line, run_state, table
@@ -201,6 +201,14 @@ def test_status_states_from_files_and_scheduler(tmp_path: Path) -> None:
 
     st = run_state(tmp_path, name, job, "CANCELLED")
     assert st.state == "failed" and "CANCELLED" in st.detail and "JOB 7 CANCELLED" in st.detail
+    (run_dir / CHECKPOINT).write_bytes(b"")  # cancelled or out of time after a checkpoint: resumable, not broken
+    for scheduler in ("CANCELLED", "TIMEOUT"):
+        st = run_state(tmp_path, name, job, scheduler)
+        assert st.state == "stopped" and "submit again to resume" in st.detail
+    for scheduler in ("NODE_FAIL", "OUT_OF_MEMORY", "FAILED"):
+        st = run_state(tmp_path, name, job, scheduler)
+        assert st.state == "failed" and "JOB 7 CANCELLED" in st.detail  # the log's last line, to investigate
+    (run_dir / CHECKPOINT).unlink()
     assert run_state(tmp_path, name, job, "PENDING").state == "pending"
     assert run_state(tmp_path, name, job, "RUNNING").state == "running"
     assert run_state(tmp_path, name, None, None).state == "missing"
