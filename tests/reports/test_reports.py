@@ -418,8 +418,9 @@ def test_report_is_self_contained_with_curves_and_elastic(tmp_path):
     assert "<link" not in html and "<script" not in html and "url(" not in html
 
 
-@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="needs pdflatex")
+@pytest.mark.latex
 def test_latex_fragment_compiles(na_folder, tmp_path):
+    assert shutil.which("pdflatex"), "needs pdflatex: apt install texlive-latex-base texlive-latex-recommended"
     (tmp_path / "t.tex").write_text(latex(cells(quiet_load(na_folder).runs), std=True))
     doc = "\\documentclass{article}\\usepackage{booktabs}\\usepackage[table]{xcolor}\\begin{document}"
     (tmp_path / "doc.tex").write_text(doc + "\\input{t.tex}\\end{document}\n")

@@ -181,8 +181,10 @@ def test_atomic_writes_respect_the_umask(tmp_path: Path, umask: int, mode: int) 
 
 
 # -- 6. the device of a one-rank run -----------------------------------------------------------------------------------
-@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
-def test_device_cuda_without_cuda_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_device_cuda_without_cuda_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without CUDA, also on a GPU one
     assert main(run_args(tmp_path, "--set", "T1=20", "--set", "device=cuda")) == 2
     assert "device=cuda asked for, but no CUDA device is visible" in one_line_error(capsys)
     assert not any(tmp_path.iterdir())
