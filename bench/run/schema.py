@@ -70,8 +70,8 @@ class Preset(_Strict):
 
 
 class Settings(_Strict):
-    """The settings every run has, whatever the task, with their defaults: this is where they are
-    written (bench.run.spec.RUN_DEFAULTS reads them from here); a preset or --set may change any."""
+    """The settings every run has, whatever the task, with their defaults and meaning: the one place
+    they are written (RUN_DEFAULTS, below, is read off these fields); a preset or --set may change any."""
 
     estimator: Literal["unbiased", "ratio"] = Field("unbiased", description="or ratio, the paper's §3.4 estimator")
     track_stats: bool = Field(True, description="observe sum_sq per iteration (off: plain training, the perf baseline)")
