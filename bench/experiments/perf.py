@@ -88,6 +88,10 @@ COLUMNS = [
     "adascale_over_identity",
     "engine_over_bare",
     "adascale_over_bare",
+    "adascale_over_identity_low",
+    "adascale_over_identity_high",
+    "engine_over_bare_low",
+    "engine_over_bare_high",
     *(f"wall_ms_{v}" for v in VARIANTS),
     "adascale_over_identity_wall",
     "engine_over_bare_wall",
@@ -300,6 +304,19 @@ def clock_for(device: torch.device) -> str:
     return "cpu" if device.type == "cpu" and torch.get_num_threads() == 1 else "wall"
 
 
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """A distribution-free confidence interval for the median of `values`: the order statistics
+    x_(k) and x_(n+1-k), k the largest with P(Binomial(n, 1/2) < k) <= (1 - level)/2 (for n = 30 at
+    95 %: the 10th and the 21st). It says whether a ratio's distance from a goal is more than the
+    machine's noise, without assuming how per-round ratios are distributed. NaN when n is too small."""
+    xs, n = sorted(values), len(values)
+    tail, below, k = (1 - level) / 2, 0.0, 0
+    while k < n and below + math.comb(n, k) / 2**n <= tail:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    return (xs[k - 1], xs[n - k]) if k > 0 else (math.nan, math.nan)
+
+
 def measure(
     setup: Setup, repeats: int, device: torch.device, tick: Callable[[], None] = lambda: None
 ) -> dict[str, Any]:
@@ -349,11 +366,19 @@ def measure(
         row[f"examples_per_s_{v}"] = setup.examples / (median / 1e3)
         row[f"wall_ms_{v}"] = statistics.median(walls[v]) * 1e3
 
+    def per_round(t: dict[str, list[float]], a: str, b: str) -> list[float]:
+        return [x / y for x, y in zip(t[a], t[b], strict=True)]
+
     def paired(t: dict[str, list[float]], a: str, b: str) -> float:
-        return statistics.median(x / y for x, y in zip(t[a], t[b], strict=True))
+        return statistics.median(per_round(t, a, b))
 
     row["adascale_over_identity"] = paired(times, "adascale", "identity")
     row["engine_over_bare"] = paired(times, "identity", "bare")
+    for name, (a, b) in {
+        "adascale_over_identity": ("adascale", "identity"),
+        "engine_over_bare": ("identity", "bare"),
+    }.items():
+        row[f"{name}_low"], row[f"{name}_high"] = median_interval(per_round(times, a, b))
     row["adascale_over_bare"] = paired(times, "adascale", "bare")
     row["adascale_over_identity_wall"] = paired(walls, "adascale", "identity")
     row["engine_over_bare_wall"] = paired(walls, "identity", "bare")
@@ -389,14 +414,18 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The measured table: median ms per iteration (± IQR) and examples/s per variant, and the ratios."""
     head = (
         f"{'task':<12}{'S':>4}  {'ms adascale':>16}  {'ms identity':>16}  {'ms bare':>16}"
-        f"  {'ex/s adascale':>13}  {'ex/s identity':>13}  {'ex/s bare':>10}  {'as/identity':>11}  {'engine/bare':>11}"
+        f"  {'ex/s adascale':>13}  {'ex/s identity':>13}  {'ex/s bare':>10}  {'as/identity (95 %)':>21}"
+        f"  {'engine/bare (95 %)':>21}"
         f"  {'ex/s big':>10}  {'sim/big':>8}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         ms = "".join(f"  {r[f'ms_{v}']:>9.3f} ±{r[f'iqr_ms_{v}']:>5.2g}" for v in VARIANTS)
         eps = "".join(f"  {r[f'examples_per_s_{v}']:>{w}.0f}" for v, w in zip(VARIANTS, (13, 13, 10), strict=True))
-        ratios = f"  {r['adascale_over_identity']:>11.3f}  {r['engine_over_bare']:>11.3f}"
+        ratios = "".join(
+            f"  {r[k]:>6.3f} [{r[f'{k}_low']:.3f}, {r[f'{k}_high']:.3f}]"
+            for k in ("adascale_over_identity", "engine_over_bare")
+        )
         big = (
             f"  {r[f'examples_per_s_{BIG}']:>10.0f}  {r['simulated_over_big_batch']:>8.3f}"
             if "simulated_over_big_batch" in r
@@ -504,7 +533,8 @@ def perf(args: argparse.Namespace) -> int:
         f"device {device}, {rows[0]['threads'] if rows else '?'} torch thread(s), clock: "
         f"{'process CPU time' if clock == 'cpu' else 'wall time'}; load average now "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}. Medians (± IQR) over {repeats} interleaved samples; "
-        "ratios: medians of per-round ratios. Micro-batches pre-fetched: data loading is not compared."
+        "ratios: medians of per-round ratios [95 % distribution-free interval]. Micro-batches pre-fetched: "
+        "data loading is not compared."
     )
     print(f"perf: {path}")
     if getattr(args, "write_throughput", None):

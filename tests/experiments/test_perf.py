@@ -12,6 +12,7 @@ import argparse
 import copy
 import csv
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -100,10 +101,21 @@ def test_perf_writes_the_table_and_perf_csv(tmp_path: Path, capsys: pytest.Captu
         for v in perf.VARIANTS:
             assert float(r[f"ms_{v}"]) > 0 and float(r[f"examples_per_s_{v}"]) > 0
         assert float(r["adascale_over_identity"]) > 0 and float(r["engine_over_bare"]) > 0
+        assert math.isnan(float(r["engine_over_bare_low"]))  # 2 rounds: too few for a 95 % interval
         assert int(r["examples_per_iteration"]) == 32 * int(r["scale"])
     out = capsys.readouterr().out
     assert "as/identity" in out and "engine/bare" in out and "perf.csv" in out
     assert [p.name for p in tmp_path.iterdir()] == ["perf.csv"]  # the engines' run folders are gone
+
+
+def test_the_ratio_interval_is_the_median_s_order_statistics() -> None:
+    xs = [float(x) for x in range(30, 0, -1)]  # 30 rounds, in any order
+    assert perf.median_interval(xs) == (10.0, 21.0)  # the 10th and 21st of 30 (binomial tables)
+    assert perf.median_interval(list(range(1, 11))) == (2, 9)  # n = 10: P(B <= 1) = 0.011, P(B <= 2) = 0.055
+    low, high = perf.median_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert math.isnan(low) and math.isnan(high)  # n = 5: even min..max covers only 94 %
+    low, high = perf.median_interval([1.0] * 6)
+    assert low == high == 1.0
 
 
 def test_bad_scales_are_a_user_error() -> None:
