@@ -45,6 +45,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from bench.engine import tree
 from bench.errors import UserError
 
 MODES = ("sequential", "batched")
@@ -78,16 +79,10 @@ def stack_microbatches(micro: list[Any]) -> Any | None:
 def pairwise_sum(stacked: torch.Tensor) -> torch.Tensor:
     """Σ_i stacked[i] added as TreeSum adds the micro-batch gradients: a binary counter over the index
     order, equal subtrees merged (older + newer), what is left folded smaller subtrees first."""
-    stack: list[tuple[int, torch.Tensor]] = []
+    stack: tree.Stack = []
     for i in range(stacked.shape[0]):
-        node, level = stacked[i], 0
-        while stack and stack[-1][0] == level:
-            node, level = stack.pop()[1] + node, level + 1
-        stack.append((level, node))
-    node = stack.pop()[1]
-    while stack:
-        node = stack.pop()[1] + node
-    return node
+        tree.push(stack, stacked[i], torch.add)
+    return tree.fold(stack, torch.add)
 
 
 def merge_running_stats(
@@ -120,6 +115,8 @@ class BatchedMicrobatches:
             for name, m in module.named_modules()
             if isinstance(m, _BatchNorm) and m.track_running_stats and m.running_mean is not None
         }
+        stats = ("running_mean", "running_var", "num_batches_tracked")
+        self.bn_keys = {f"{name}.{b}" for name in self.bn for b in stats}
         self.disabled: str | None = None
         self._step = vmap(
             grad(self._loss, has_aux=True), in_dims=(None, None, 0, 0), randomness="error"
@@ -170,9 +167,9 @@ class BatchedMicrobatches:
             self._disable("its micro-batches are not tensors of one shape each")
             return None
         params = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
-        bn_keys = {f"{name}.{b}" for name in self.bn for b in ("running_mean", "running_var", "num_batches_tracked")}
-        fixed = {n: b for n, b in self.module.named_buffers() if n not in bn_keys}
-        start = {n: b for n, b in self.module.named_buffers() if n in bn_keys}
+        buffers = dict(self.module.named_buffers())
+        fixed = {n: b for n, b in buffers.items() if n not in self.bn_keys}
+        start = {n: b for n, b in buffers.items() if n in self.bn_keys}
         copies = {n: b.detach().unsqueeze(0).repeat(accum, *([1] * b.dim())) for n, b in start.items()}
         try:
             grads, losses = self._step(params, fixed, copies, stacked)

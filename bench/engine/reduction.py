@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from bench.engine import tree
 from bench.engine.gradstats import SMALL_MODEL, GradientObserver, SquaredNormHooks
 
 REDUCTIONS = ("pairwise", "native")
@@ -76,19 +77,14 @@ class TreeSum:
             self._kept.extend(grads)
         elif self.tracks:
             self._norms.extend(torch._foreach_norm(grads))
-        node, level = grads, 0
-        while self._stack and self._stack[-1][0] == level:  # equal subtrees merge: older + newer
-            node, level = self._add(self._stack.pop()[1], node), level + 1
-        self._stack.append((level, node))
+        tree.push(self._stack, grads, self._add)
         if not self.tracks and self._passes == self.accum - 1:
             for p, g in zip(self.params, self._stack.pop()[1], strict=True):
                 p.grad = g
 
     def take(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Fold what is left, smaller subtrees first, into `.grad`; return (the g_i kept, the norms taken)."""
-        node = [p.grad for p in self.params] if not self.tracks else self._stack.pop()[1]
-        while self._stack:
-            node = self._add(self._stack.pop()[1], node)
+        node = tree.fold(self._stack, self._add, [p.grad for p in self.params] if not self.tracks else None)
         for p, g in zip(self.params, node, strict=True):
             p.grad = g
         kept, norms = self._kept, self._norms
@@ -131,24 +127,13 @@ class PairwiseGrads:
 
     @torch.no_grad()
     def _hook(self, p: nn.Parameter) -> None:
-        node, level = p.grad, 0  # this micro-batch's gradient alone (.grad was None before it)
+        node = p.grad  # this micro-batch's gradient alone (.grad was None before it)
         p.grad = None
         stack = self._stacks.setdefault(p, [])
-        while stack and stack[-1][0] == level:  # a binary counter: equal subtrees merge
-            node = stack.pop()[1].add_(node)
-            level += 1
-        stack.append((level, node))
+        tree.push(stack, node, _add_into)
         seen = self._seen[p] = self._seen.get(p, 0) + 1
         if seen == self.accum:  # the last micro-batch: hand the rank's sum to DDP's reducer / the step
-            p.grad = self._fold(stack)
-
-    @staticmethod
-    def _fold(stack: list[tuple[int, torch.Tensor]]) -> torch.Tensor:
-        """Merge what is left (A not a power of two), smaller subtrees first; then the stack is empty."""
-        node = stack.pop()[1]
-        while stack:
-            node = stack.pop()[1].add_(node)
-        return node
+            p.grad = tree.fold(stack, _add_into)  # what is left when A is no power of two
 
     def end(self) -> None:
         """Check that every parameter got a gradient from every micro-batch (else its sum would never
@@ -168,6 +153,10 @@ class PairwiseGrads:
         for h in self._handles:
             h.remove()
         self._handles = []
+
+
+def _add_into(older: torch.Tensor, newer: torch.Tensor) -> torch.Tensor:
+    return older.add_(newer)
 
 
 def is_power_of_two(n: int) -> bool:

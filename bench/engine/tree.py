@@ -1,0 +1,33 @@
+"""The one order in which micro-batch gradients are added: a balanced binary tree over the index order.
+
+A binary counter builds it incrementally: each new node (a micro-batch's gradient, level 0) merges with
+the newest partial sum while their levels are equal (older + newer), and what is left at the end folds
+smaller subtrees first. Every power-of-two split S = W × A builds the same tree, which is what makes ḡ
+bit-identical across splits (bench.engine.reduction). TreeSum, PairwiseGrads and the batched path
+(bench.engine.batched) all add through these two functions, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+Stack = list[tuple[int, T]]  # (level, partial sum), levels strictly decreasing
+
+
+def push(stack: Stack, node: T, add: Callable[[T, T], T], level: int = 0) -> None:
+    """Add `node` (a subtree of `level`) to the counter: merge while the newest partial has its level."""
+    while stack and stack[-1][0] == level:
+        node, level = add(stack.pop()[1], node), level + 1
+    stack.append((level, node))
+
+
+def fold(stack: Stack, add: Callable[[T, T], T], node: T | None = None) -> T:
+    """The whole sum: what is left on the counter (and `node`, the newest, if given), smaller subtrees
+    first. The stack is empty afterwards."""
+    if node is None:
+        node = stack.pop()[1]
+    while stack:
+        node = add(stack.pop()[1], node)
+    return node
