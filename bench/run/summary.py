@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench.algo.gain import b_simple_average
 from bench.files import CHECKPOINT, METRICS, SUMMARY, read_jsonl, write_json
 from bench.run.provenance import git_commit, versions
 
@@ -16,6 +17,10 @@ IDENTIFYING = ("task", "method", "scale", "seed", "preset")
 def _task_fields(task: Any) -> dict[str, Any]:
     """What a report needs to know of the metric without importing the task (reports read run files only)."""
     return {"metric": task.metric, "metric_label": task.metric_label, "higher_is_better": task.higher_is_better}
+
+
+def _has_stats(record: dict[str, Any]) -> bool:
+    return all(isinstance(record.get(k), int | float) for k in ("sum_sq", "mean_sq"))
 
 
 def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> dict[str, Any]:
@@ -48,7 +53,11 @@ def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> d
             mean_gain=sum(gains) / len(gains) if gains else None,
         )
         if outcome.noise_scale is not None:
-            summary["noise_scale"] = outcome.noise_scale
+            summary["noise_scale"] = outcome.noise_scale  # B_simple of the moving averages at the end
+        stats = [(r["sum_sq"], r["mean_sq"], r.get("scale", 1)) for r in records if _has_stats(r)]
+        noise = b_simple_average(stats, spec["batch_size"])
+        if math.isfinite(noise):  # the training average (reports read it; inf/NaN: left out, they recompute)
+            summary["B_simple"] = noise
     return summary
 
 
