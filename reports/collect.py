@@ -39,6 +39,7 @@ SUMMARY_NUMBERS = (
     "target_epochs",
     "mean_gain",
     "noise_scale",
+    "B_simple",
 )
 RUN_COLUMNS = [
     "task",

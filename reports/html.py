@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .figures import Figure
+from .noise import fmt as noise_fmt
 from .scalefree import _delta
 from .table2 import LABELS, LEGEND, METHODS, MISSING, NA, decimals, fmt_iterations, fmt_value, views
 
@@ -229,18 +230,30 @@ def page(title: str, body: str) -> str:
     )
 
 
-_STATUS_CLASS = {"holds": "holds", "does not hold": "fails", "not enough seeds": "seeds", "not run": "notrun"}
+_STATUS_CLASS = {
+    "holds": "holds",
+    "does not hold": "fails",
+    "inconclusive": "seeds",
+    "not testable here": "notrun",
+    "not run": "notrun",
+}
 
 
 def findings_html(f: pd.DataFrame, legend: str) -> str:
     """The paper's findings as checks: one table, a row per task × check."""
     if f.empty:
         return '<p class="note">No Table 2 runs: nothing to check.</p>'
-    out = ["<table><tr><th>task</th><th>finding</th><th>status</th><th>what was compared</th></tr>"]
+    out = ["<table><tr><th>task (B_simple)</th><th>finding</th><th>status</th><th>what was compared</th></tr>"]
     for table, t in f.groupby("table", sort=False):
         first = True
+        head = t.iloc[0]
+        b = head.get("B_simple", math.nan)
+        noise = (
+            f'<br><span class="detail">B_simple {E(_bfmt(b))} (median of {head.get("B_runs", 0)} AdaScale '
+            f"run(s), S ≥ 2); largest S·b {E(_num(head.get('max_total_batch', math.nan), ',.0f'))}</span>"
+        )
         for r in t.itertuples():
-            lead = f'<td class="label" rowspan="{len(t)}">{E(table)}</td>' if first else ""
+            lead = f'<td class="label" rowspan="{len(t)}">{E(table)}{noise}</td>' if first else ""
             cls = ' class="group-start"' if first else ""
             first = False
             out.append(
@@ -251,6 +264,10 @@ def findings_html(f: pd.DataFrame, legend: str) -> str:
     out.append("</table>")
     out.append(f'<p class="legend">{E(legend)}</p>')
     return "\n".join(out)
+
+
+def _bfmt(b: float) -> str:
+    return noise_fmt(float(b)) if isinstance(b, int | float) else MISSING
 
 
 def _num(v: float, fmt: str) -> str:

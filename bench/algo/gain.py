@@ -44,8 +44,8 @@ def gain_from(var: float, sqr: float, scale: int) -> float:
 def b_simple(var: float, sqr: float, batch_size: float) -> float:
     """The simple gradient-noise scale B_simple = b·σ²/μ² (McCandlish et al. 2018), in examples, of the
     variance σ² of one batch-b gradient and the squared mean μ²: inf when μ² ≤ 0 (the noise swamps the
-    signal: no finite scale can be told)."""
-    return batch_size * var / sqr if sqr > 0 else math.inf
+    signal: no finite scale can be told); 0 when σ² ≤ 0 (an unbiased estimate can dip below 0)."""
+    return batch_size * max(var, 0.0) / sqr if sqr > 0 else math.inf
 
 
 def steady_gain(noise_scale: float, batch_size: float, scale: float) -> float:

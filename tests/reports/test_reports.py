@@ -50,6 +50,7 @@ def write_run(
     n_records: int = 20,
     T1: int | None = None,
     gain_rises: bool = True,
+    b_simple: float | None = None,
 ) -> Path:
     """One run folder as the engine writes it. status=None: no summary.json (a run in progress)."""
     label = scale if isinstance(scale, str) else f"s{scale}"
@@ -72,6 +73,10 @@ def write_run(
     }
     (run / "spec.json").write_text(json.dumps(spec))
     s = 8 if isinstance(scale, str) else scale
+    # statistics of a noise scale b_simple (σ² = B/b, μ² = 1: sum_sq, mean_sq as the engine records them)
+    var = None if b_simple is None else b_simple / batch_size
+    mean_sq = 1.0 if var is None else 1.0 + var / s
+    sum_sq = None if var is None else var * (s - 1) + s * mean_sq  # None: statistics off
     if with_metrics:
         lines = []
         for i in range(n_records):
@@ -86,12 +91,12 @@ def write_run(
                     "gain": gain,
                     "lr": lr0 * gain * 0.9**i,
                     "loss": 1 / (i + 1),
-                    "sum_sq": 1.0,
-                    "mean_sq": 1.0,
+                    "sum_sq": sum_sq,
+                    "mean_sq": mean_sq,
                     "progress": 1.0,
                     "warmup": 1.0,
-                    "var": None,
-                    "sqr": None,
+                    "var": var,
+                    "sqr": None if var is None else 1.0,
                 }
             )
             if i % 5 == 4:
