@@ -25,6 +25,7 @@ from . import html as H
 from . import scalefree as SF
 from .collect import load
 from .latex import latex
+from .noise import fill as fill_noise
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
 from .sweep import sweep_table
 from .sweep import write_csv as write_sweep_csv
@@ -47,6 +48,7 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         old.unlink()
 
     res = load(out)
+    fill_noise(res)  # each AdaScale run's training-average B_simple: Table 2's notes and the findings
     c = cells(res.runs)
     try:
         paper = load_paper()

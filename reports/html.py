@@ -30,6 +30,7 @@ td.grey { background: #c4c4c4; font-weight: 600; }
 td.na { text-align: center; color: #8a1c1c; }
 td.missing { text-align: center; color: #9a9a9a; }
 td.label { font-weight: 600; white-space: nowrap; }
+small.n { color: #777; font-size: 0.8em; white-space: nowrap; }
 td.holds { background: #e3f4e1; font-weight: 600; white-space: nowrap; }
 td.fails { background: #f9dcdc; font-weight: 600; white-space: nowrap; }
 td.seeds, td.notrun { background: #f3f3f3; color: #555; white-space: nowrap; }
@@ -79,14 +80,18 @@ def table2_html(c: pd.DataFrame, std: bool = False) -> str:
             tds = [_td(scale, "label"), _td(total)]
             for cell in cells:
                 kind = "grey num" if cell.grey else {"na": "na", "missing": "missing"}.get(cell.kind, "num")
-                title = ' title="significantly worse than S = 1"' if cell.grey else ""
+                hover = "; ".join(h for h in ("significantly worse than S = 1" if cell.grey else "", cell.hover) if h)
+                title = f' title="{E(hover)}"' if hover else ""
                 note = f"<sup>{E(cell.note)}</sup>" if cell.note else ""
-                tds.append(f'<td class="{kind}"{title}>{E(cell.text)}{note}</td>')
+                n = f' <small class="n">{E(cell.seeds)}</small>' if cell.seeds else ""
+                tds.append(f'<td class="{kind}"{title}>{E(cell.text)}{note}{n}</td>')
             out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
         out.append("</table>")
         if v.notes:
             items = "".join(f"<li>{E(n)}</li>" for n in v.notes)
             out.append(f'<ol class="legend footnotes">{items}</ol>')
+        if v.noise:
+            out.append(f'<p class="legend">{E(v.noise)}</p>')
     legend = LEGEND.replace("† grey:", "").strip()
     out.append(f'<p class="legend"><span class="grey-swatch">&nbsp;</span> {E(legend)}</p>')
     return "\n".join(out)

@@ -19,6 +19,7 @@ from reports import figures
 from reports.build import build_report
 from reports.collect import ReportWarning, load, task_info
 from reports.latex import latex
+from reports.noise import fill as fill_noise
 from reports.paper import compare, header_note, load_paper
 from reports.significance import worse_than
 from reports.sweep import sweep_table
@@ -222,9 +223,10 @@ def test_na_and_missing_cells_in_markdown(na_folder):
     parts = [p.strip() for p in line.strip("|").split("|")]
     # S, total, metric AS/LSW/LSW+, loss AS/LSW/LSW+, iterations AS/LSW/LSW+
     assert parts[:2] == ["8", "128"]
-    assert parts[2] == "N/A" and parts[3] == "60.00†" and parts[4] == "–"
-    assert parts[5] == "N/A" and parts[7] == "–"
-    assert parts[8] == "–[1]" and parts[10] == "–"  # no planned count for AdaScale; footnote 1
+    # every cell with runs shows its seeds (N/A: the seeds run)
+    assert parts[2] == "N/A (n=2)" and parts[3] == "60.00† (n=3)" and parts[4] == "–"
+    assert parts[5] == "N/A (n=2)" and parts[7] == "–"
+    assert parts[8] == "–[1] (n=2)" and parts[10] == "–"  # no planned count for AdaScale; footnote 1
     assert "[1] S=8 AS: diverged (seed 1 at iteration 77); no planned count (AdaScale)" in md
 
 
@@ -237,7 +239,7 @@ def test_diverged_lsw_and_lsw_plus_show_the_planned_iterations(tmp_path):
     assert cell(c, "cifar10", "8", "lsw")["iterations"] == 13
     assert cell(c, "cifar10", "8", "lsw+")["iterations"] == 21
     md = markdown(c)
-    assert "| 13[1] | 21[2] |" in md and "[1] S=8 LSW: diverged (seed 0 at iteration 5); planned" in md
+    assert "| 13[1] (n=1) | 21[2] (n=1) |" in md and "[1] S=8 LSW: diverged (seed 0 at iteration 5); planned" in md
 
 
 def test_na_and_missing_cells_in_latex(na_folder):
@@ -247,7 +249,7 @@ def test_na_and_missing_cells_in_latex(na_folder):
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
     assert "\\cellcolor{gray!25}60.00" in tex
     row = next(x for x in tex.splitlines() if x.startswith("8 &"))
-    assert "N/A" in row and "--" in row
+    assert "N/A\\,{\\scriptsize(n=2)}" in row and "--" in row
     assert row.count("&") == 10 and row.endswith("\\\\")
     assert "top-1 \\%" in tex  # % escaped
     body = re.sub(r"\\[{}%]", "", tex)
@@ -259,12 +261,15 @@ def test_na_missing_and_grey_cells_in_html(na_folder):
         warnings.simplefilter("error", ReportWarning)  # nothing to warn about here
         report = build_report(na_folder, ["md", "tex", "html", "csv"])
     text = report.read_text()
-    assert '<td class="na">N/A</td>' in text
+    assert '<td class="na">N/A <small class="n">n=2</small></td>' in text
     assert '<td class="missing">–</td>' in text
-    assert re.search(r'<td class="grey num"[^>]*>60\.00</td>', text)
+    grey = re.search(r'<td class="grey num" title="([^"]*)">60\.00 <small class="n">n=3</small></td>', text)
+    assert grey and "significantly worse than S = 1; n=3, 95 % interval of the mean [57.52, 62.48]" in grey[1]
     assert "td.grey { background" in text
     csv = pd.read_csv(report.parent / "table2.csv")
     assert {"task", "scale", "method", "n_seeds", "grey_metric", "grey_loss", "val_metric"} <= set(csv.columns)
+    lsw8 = csv[(csv["scale"].astype(str) == "8") & (csv["method"] == "lsw")].iloc[0]
+    assert (lsw8["val_metric_ci_lo"], lsw8["val_metric_ci_hi"]) == pytest.approx((57.516, 62.484), abs=1e-3)
     assert len(csv) == 5  # one row per task × scale × method that has runs, + LSW+ at S = 1 from the shared run
     assert (report.parent / "table2.md").exists() and (report.parent / "table2.tex").exists()
 
@@ -331,7 +336,7 @@ def test_broken_partial_and_running_runs_still_give_a_report(tmp_path):
     runs = quiet_load(tmp_path).runs.set_index("run_dir")["status"]
     assert runs[str(corrupt)] == "unreadable" and runs[str(running)] == "running"
     md = (report.parent / "table2.md").read_text()
-    assert "| 8 | 128 | 90.00 |" in md  # the run without metrics is still in the table
+    assert "| 8 | 128 | 90.00 (n=1) |" in md  # the run without metrics is still in the table
     assert "| 4 | 64 | – |" in md  # the running one is not
 
 
@@ -540,3 +545,15 @@ def test_the_shared_scale_one_run_fills_all_three_columns(tmp_path):
         assert (row["val_metric"], row["train_loss"], row["iterations"]) == (93.5, 0.25, 100)
     row = next(ln for ln in markdown(c).splitlines() if ln.startswith("| 1 |"))
     assert row.count("93.50") == 3 and row.count("0.2500") == 3 and row.count(" 100 ") == 3
+
+
+def test_table2_notes_give_adascales_noise_scale(tmp_path):
+    write_run(tmp_path, "cifar10", "adascale", 1, 0)
+    for seed, noise in enumerate((300.0, 500.0)):  # from metrics.jsonl: these runs' summaries have no B_simple
+        write_run(tmp_path, "cifar10", "adascale", 8, seed, b_simple=noise)
+    res = quiet_load(tmp_path)
+    fill_noise(res)
+    c = cells(res.runs)
+    assert cell(c, "cifar10", "8", "adascale")["B_simple"] == pytest.approx(400.0)
+    assert "(training average, median over seeds), in examples: S=8 400 (n=2)." in markdown(c)
+    assert "S=8 400 (n=2)" in latex(c)
