@@ -38,6 +38,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from .collect import Results, scale_order, task_info  # noqa: E402
+from .findings import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups  # noqa: E402
+from .noise import COLUMN, trajectory  # noqa: E402
 from .sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs  # noqa: E402
 from .table2 import table_runs  # noqa: E402
 
@@ -90,15 +92,6 @@ def _finite(s: pd.Series) -> np.ndarray:
     return x[np.isfinite(x)]
 
 
-def _pick_run(g: pd.DataFrame) -> pd.Series | None:
-    """The run drawn for one scale: the lowest seed among completed runs with metrics, else any with metrics."""
-    g = g[g["has_metrics"].astype(bool)]
-    if g.empty:
-        return None
-    g = g.assign(_done=(g["status"] != "completed").astype(int), _seed=pd.to_numeric(g["seed"], errors="coerce"))
-    return g.sort_values(["_done", "_seed"]).iloc[0]
-
-
 def _scale_colors(scales: list[str]) -> dict[str, tuple]:
     cmap = plt.get_cmap("viridis")
     n = max(len(scales) - 1, 1)
@@ -143,17 +136,13 @@ def _plain_log(ax, axis: str, vals: np.ndarray) -> None:
     target.set_minor_formatter(FuncFormatter(minor))
 
 
-def _run_label(r: pd.Series, scale_name: str) -> str:
-    label = f"{scale_name} (seed {r['seed']})"
-    return label + (f" [{r['status']}]" if r["status"] != "completed" else "")
-
-
 # ------------------------------------------------------------------------------------------- curves
 
 
 def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
     """Mean, min and max over seeds of one quantity against τ: each seed interpolated onto a common τ grid
-    (within its own range only, so a shorter seed leaves the band where it stops)."""
+    that spans only the range every seed covers — a mean is never one seed's value where the others have
+    stopped (or not started)."""
     parts = []
     for df in series:
         if df.empty or "tau" not in df or y not in df:
@@ -164,25 +153,38 @@ def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
             parts.append(d)
     if not parts:
         return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
-    lo, hi = min(d["tau"].min() for d in parts), max(d["tau"].max() for d in parts)
-    grid = np.unique(np.concatenate([d["tau"].to_numpy(float) for d in parts])) if n <= 0 else np.linspace(lo, hi, n)
-    ys = np.full((len(parts), len(grid)), np.nan)
-    for k, d in enumerate(parts):
-        x, v = d["tau"].to_numpy(float), d[y].to_numpy(float)
-        inside = (grid >= x.min()) & (grid <= x.max())
-        ys[k, inside] = np.interp(grid[inside], x, v)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
-        out = pd.DataFrame(
-            {
-                "tau": grid,
-                "mean": np.nanmean(ys, axis=0),
-                "lo": np.nanmin(ys, axis=0),
-                "hi": np.nanmax(ys, axis=0),
-                "n": np.isfinite(ys).sum(axis=0),
-            }
-        )
-    return out[out["n"] > 0]
+    lo, hi = max(d["tau"].min() for d in parts), min(d["tau"].max() for d in parts)
+    if lo > hi:  # the seeds share no stretch of τ
+        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+    if n <= 0:
+        grid = np.unique(np.concatenate([d["tau"].to_numpy(float) for d in parts]))
+        grid = grid[(grid >= lo) & (grid <= hi)]
+    else:
+        grid = np.linspace(lo, hi, n) if hi > lo else np.array([lo])
+    ys = np.vstack([np.interp(grid, d["tau"].to_numpy(float), d[y].to_numpy(float)) for d in parts])
+    return pd.DataFrame(
+        {"tau": grid, "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(parts)}
+    )
+
+
+def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
+    """The evaluations averaged by their index: the k-th evaluation of every seed gives one point (mean τ,
+    mean, min and max of the metric), for k up to the fewest evaluations any seed has."""
+    seqs = []
+    for e in evals:
+        if e.empty or "tau" not in e or y not in e:
+            continue
+        d = e[["tau", y]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("tau", kind="stable")
+        if len(d):
+            seqs.append(d)
+    if not seqs:
+        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+    k = min(len(d) for d in seqs)
+    taus = np.vstack([d["tau"].to_numpy(float)[:k] for d in seqs])
+    ys = np.vstack([d[y].to_numpy(float)[:k] for d in seqs])
+    return pd.DataFrame(
+        {"tau": taus.mean(axis=0), "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(seqs)}
+    )
 
 
 def _smooth(train: pd.DataFrame, y: str = "loss") -> pd.DataFrame:
@@ -194,18 +196,63 @@ def _smooth(train: pd.DataFrame, y: str = "loss") -> pd.DataFrame:
     return train.assign(**{y: v.rolling(window, center=True, min_periods=1).mean()})
 
 
-def _draw_band(ax, b: pd.DataFrame, color, label: str, marker: str | None = None) -> bool:
+def _draw_band(ax, b: pd.DataFrame, color, label: str, marker: str | None = None, **kw) -> bool:
     if b.empty:
         return False
-    ax.plot(b["tau"], b["mean"], color=color, lw=1.8, label=label, marker=marker, ms=3)
+    ax.plot(b["tau"], b["mean"], color=color, lw=kw.pop("lw", 1.8), label=label, marker=marker, ms=3, **kw)
     if (b["n"] > 1).any():
         ax.fill_between(b["tau"], b["lo"], b["hi"], color=color, alpha=0.2, lw=0)
     return True
 
 
+def warmup_caption(res: Results, g: pd.DataFrame) -> str:
+    """What the AdaScale runs' gain did over the first 10 % of τ, per S, written from the data (finding iv)."""
+    per_scale: dict[str, list] = {}
+    for r, w in run_warmups(res, g):
+        if w.holds is not None:
+            per_scale.setdefault(r["scale"], []).append(w)
+    if not per_scale:
+        return " Too few records in the first 10 % of τ to tell whether the gain warms up."
+    parts = []
+    for s, ws in sorted(per_scale.items(), key=lambda kv: scale_order(kv[0])):
+        start, end = np.mean([w.start for w in ws]), np.mean([w.end for w in ws])
+        held = sum(bool(w.holds) for w in ws)
+        verdict = (
+            "starts well below S and rises: a warm-up emerges"
+            if held == len(ws)
+            else "does not start well below S and rise: no emergent warm-up"
+            if held == 0
+            else f"warms up in {held} of {len(ws)} runs"
+        )
+        parts.append(f"S={s}: {start:.2f} → {end:.2f} ({verdict})")
+    return (
+        f" AdaScale's normalised gain (r − 1)/(S − 1) over the first {WARMUP_WINDOW:.0%} of τ, mean of its first "
+        f"and last fifth over the seeds — " + "; ".join(parts) + f" (warm-up: start ≤ {WARMUP_START:g}, rise ≥ "
+        f"{WARMUP_RISE:g}; finding iv)."
+    )
+
+
+def _noise_band(res: Results, runs: pd.DataFrame) -> pd.DataFrame:
+    """B_simple against τ over the seeds of one scale (reports.noise.trajectory of each run)."""
+    trajs = []
+    for _, r in runs.iterrows():
+        t = trajectory(res.metrics(r["run_dir"])[0], float(r["batch_size"]))
+        trajs.append(_thin(t.rename(columns={COLUMN: "B"})))
+    return band(trajs, "B")
+
+
+CURVE_PANELS = {  # key: (title, y label); AdaScale alone uses the gain and measures the noise scale
+    "metric": ("validation metric", ""),
+    "loss": ("training loss (smoothed)", "loss"),
+    "lr": ("learning rate", "lr"),
+    "gain": ("gain", "gain r"),
+    "B_simple": ("gradient-noise scale B_simple = b·σ²/μ²", "B_simple (examples)"),
+}
+
+
 def curves(res: Results, outdir: Path) -> list[Figure]:
-    """Metric, training loss, lr and gain against τ per task and method: per fixed scale the mean over
-    seeds with a min–max band."""
+    """Metric, training loss and lr against τ per task and method — for AdaScale also its gain and the
+    noise scale B_simple it measured: per fixed scale the mean over seeds with a min–max band."""
     df = table_runs(res.runs)
     df = df[df["scale"].map(lambda s: scale_order(s)[0] == 0)] if not df.empty else df
     figs: list[Figure] = []
@@ -223,10 +270,16 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
                 picked.append((s, [res.metrics(d) for d in runs["run_dir"]], runs))
         if not picked:
             continue
+        ada = method == "adascale"
+        keys = list(CURVE_PANELS) if ada else ["metric", "loss", "lr"]
         colors = _scale_colors([s for s, _, _ in picked])
         with plt.rc_context(STYLE):
-            fig, axes = plt.subplots(2, 2, figsize=(15, 9), constrained_layout=True)
-            axes = axes.ravel()
+            shape, size = ((2, 3), (20, 9)) if ada else ((1, 3), (20, 5))
+            fig, grid = plt.subplots(*shape, figsize=size, constrained_layout=True)
+            grid = grid.ravel()
+            for ax in grid[len(keys) :]:
+                ax.set_visible(False)
+            axes = dict(zip(keys, grid, strict=False))
             drawn = False
             for s, metrics, runs in picked:
                 n_div = int((runs["status"] == "diverged").sum())
@@ -234,91 +287,87 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
                     f", {n_div} diverged)" if n_div else ")"
                 )
                 trains = [_thin(t) for t, _ in metrics]
-                drawn |= _draw_band(axes[0], band([e for _, e in metrics], "metric", n=0), colors[s], name, "o")
-                drawn |= _draw_band(axes[1], band([_smooth(t) for t in trains], "loss"), colors[s], name)
-                drawn |= _draw_band(axes[2], band(trains, "lr"), colors[s], name)
-                drawn |= _draw_band(axes[3], band(trains, "gain"), colors[s], name)
+                drawn |= _draw_band(axes["metric"], eval_band([e for _, e in metrics]), colors[s], name, "o")
+                drawn |= _draw_band(axes["loss"], band([_smooth(t) for t in trains], "loss"), colors[s], name)
+                drawn |= _draw_band(axes["lr"], band(trains, "lr"), colors[s], name)
+                if ada:
+                    drawn |= _draw_band(axes["gain"], band(trains, "gain"), colors[s], name)
+                    if _draw_band(axes["B_simple"], _noise_band(res, runs), colors[s], name):
+                        b = pd.to_numeric(runs["batch_size"], errors="coerce").dropna()
+                        if len(b) and float(s) >= 2:
+                            axes["B_simple"].axhline(float(s) * float(b.iloc[0]), color=colors[s], lw=1, ls="--")
             if not drawn:
                 plt.close(fig)
                 continue
             arrow = "higher" if higher else "lower"
-            titles = (
-                ("validation metric", f"{label} ({arrow} is better)"),
-                ("training loss (smoothed)", "loss"),
-                ("learning rate", "lr"),
-                ("gain", "gain r"),
-            )
-            for ax, (what, ylabel) in zip(axes, titles, strict=True):
+            for key, ax in axes.items():
+                what, ylabel = CURVE_PANELS[key]
                 ax.set_title(what)
                 ax.set_xlabel("scale-invariant iterations τ")
-                ax.set_ylabel(ylabel)
-            for ax in axes[1:]:
-                _log_if_positive(ax)
-            handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[0]))
+                ax.set_ylabel(f"{label} ({arrow} is better)" if key == "metric" else ylabel)
+                if key != "metric":
+                    _log_if_positive(ax)
+            handles, labels = max((ax.get_legend_handles_labels() for ax in axes.values()), key=lambda hl: len(hl[0]))
             fig.legend(handles, labels, loc="outside right center", title="scale")
             name = f"{task}{f' [{variant}]' if variant else ''}: {METHOD_NAMES.get(method, method)}"
-            fig.suptitle(f"{name} — metric, training loss, lr and gain against τ ({preset} preset)")
+            what = "metric, training loss, lr, gain and B_simple" if ada else "metric, training loss and lr"
+            fig.suptitle(f"{name} — {what} against τ ({preset} preset)")
             path = _save(fig, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
-        figs.append(
-            Figure(
-                "curves",
-                name,
-                path,
-                "Per scale S: the mean over seeds, with the band from the lowest to the highest seed; training "
-                "loss smoothed (rolling mean over 5 % of the run); loss, lr and gain on log axes."
-                + (
-                    " With AdaScale the gain starts low and rises towards S: the warm-up emerges from the "
-                    "gain ratio instead of being scheduled."
-                    if method == "adascale"
-                    else ""
-                ),
-            )
+        caption = (
+            "Per scale S: the mean over seeds, with the band from the lowest to the highest seed, drawn only "
+            "over the τ every seed reached; the validation metric averaged by evaluation index (the k-th "
+            "evaluation of every seed); training loss smoothed (rolling mean over 5 % of the run); log axes "
+            "but for the metric."
         )
+        if ada:
+            caption += (
+                " B_simple: b·σ²/μ² of AdaScale's moving averages; the dashed line of each colour is that "
+                "run's total batch S·b (LSW degrades in the paper only where S·b is past the noise scale)."
+            )
+            caption += warmup_caption(res, g)
+        else:
+            caption += f" No gain panel: {METHOD_NAMES.get(method, method)} does not use the gain."
+        figs.append(Figure("curves", name, path, caption))
     return figs
 
 
 # ------------------------------------------------------------------------------------------ elastic
 
 
+def _seed_runs(g: pd.DataFrame) -> pd.DataFrame:
+    return g[g["has_metrics"].astype(bool) & g["status"].isin(("completed", "diverged"))]
+
+
 def elastic(res: Results, outdir: Path) -> list[Figure]:
-    """Scale, gain, lr and metric against τ for elastic runs, against the fixed-scale runs."""
+    """Scale, gain, lr and metric against τ for elastic runs against the fixed-scale runs: each the mean
+    over its seeds (band: lowest to highest seed), over the τ every seed reached."""
     df = table_runs(res.runs)
     figs: list[Figure] = []
     if df.empty or not df["scale"].isin(("elastic-up", "elastic-down")).any():
         return figs
     for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
-        el = [(s, _pick_run(g[g["scale"] == s])) for s in ("elastic-up", "elastic-down")]
-        el = [(s, r) for s, r in el if r is not None]
+        el = [(s, _seed_runs(g[g["scale"] == s])) for s in ("elastic-up", "elastic-down")]
+        el = [(s, r) for s, r in el if len(r)]
         if not el:
             continue
         label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         fixed_scales = sorted((s for s in g["scale"].unique() if scale_order(s)[0] == 0), key=scale_order)
-        fixed = [(s, _pick_run(g[g["scale"] == s])) for s in fixed_scales]
-        fixed = [(s, r) for s, r in fixed if r is not None]
+        fixed = [(s, _seed_runs(g[g["scale"] == s])) for s in fixed_scales]
+        fixed = [(s, r) for s, r in fixed if len(r)]
         greys = {s: plt.get_cmap("Greys")(0.35 + 0.6 * i / max(len(fixed) - 1, 1)) for i, (s, _) in enumerate(fixed)}
         with plt.rc_context(STYLE):
             fig, axes = plt.subplots(2, 2, figsize=(15, 9), constrained_layout=True)
             axes = axes.ravel()
             keys = (("scale", "scale S"), ("gain", "gain r"), ("lr", "learning rate"), ("metric", label))
-            for s, r in fixed:
-                train, evals = res.metrics(r["run_dir"])
-                kw = {"color": greys[s], "lw": 1.2, "ls": "--", "label": _run_label(r, f"S={s}")}
-                t = _thin(train)
+            lines = [(s, runs, greys[s], {"lw": 1.2, "ls": "--"}) for s, runs in fixed]
+            lines += [(s, runs, "tab:red" if s == "elastic-up" else "tab:blue", {"lw": 2.4}) for s, runs in el]
+            for s, runs, color, kw in lines:
+                metrics = [res.metrics(d) for d in runs["run_dir"]]
+                name = f"{s if s in ('elastic-up', 'elastic-down') else f'S={s}'} (n={len(runs)})"
+                trains = [_thin(t) for t, _ in metrics]
                 for ax, (k, _) in zip(axes, keys, strict=True):
-                    _plot_series(ax, evals if k == "metric" else t, k, **kw)
-            for s, r in el:
-                train, evals = res.metrics(r["run_dir"])
-                color = "tab:red" if s == "elastic-up" else "tab:blue"
-                kw = {"color": color, "lw": 2.4, "label": _run_label(r, s)}
-                t = _thin(train)
-                for ax, (k, _) in zip(axes, keys, strict=True):
-                    _plot_series(
-                        ax,
-                        evals if k == "metric" else t,
-                        k,
-                        **({"marker": "o", "ms": 3} if k == "metric" else {}),
-                        **kw,
-                    )
+                    b = eval_band([e for _, e in metrics]) if k == "metric" else band(trains, k)
+                    _draw_band(ax, b, color, name, "o" if k == "metric" else None, **kw)
             arrow = "higher" if higher else "lower"
             for ax, (k, ylabel) in zip(axes, keys, strict=True):
                 ax.set_title({"metric": "validation metric"}.get(k, k))
@@ -326,7 +375,7 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
                 ax.set_ylabel(f"{ylabel} ({arrow} is better)" if k == "metric" else ylabel)
             _log_if_positive(axes[1])
             handles, labels = axes[0].get_legend_handles_labels()
-            fig.legend(handles, labels, loc="outside right center", title="run")
+            fig.legend(handles, labels, loc="outside right center", title="runs (seeds)")
             name = f"{task}{f' [{variant}]' if variant else ''}: {METHOD_NAMES.get(method, method)}"
             fig.suptitle(f"{name} — elastic scaling ({preset} preset)")
             path = _save(fig, outdir / f"elastic_{_slug(task, preset, variant, method)}.png")
@@ -336,7 +385,8 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
                 name,
                 path,
                 "Elastic-up (red) and elastic-down (blue) against the fixed-scale runs (dashed grey, darker = "
-                "larger S), lowest seed of each.",
+                "larger S): each the mean over its seeds with the band from the lowest to the highest seed, over "
+                "the τ every seed reached; the metric averaged by evaluation index.",
             )
         )
     return figs

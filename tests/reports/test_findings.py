@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from reports import figures
 from reports.findings import (
     FAILS,
     FEW,
@@ -219,3 +220,17 @@ def test_nothing_to_check_is_not_run(tmp_path):
     write_run(tmp_path, "cifar10", "lsw", 4, 0)
     f = findings(quiet_load(tmp_path))
     assert set(f["status"]) == {NOT_RUN}
+
+
+def test_the_curves_caption_is_written_from_the_gain(tmp_path):
+    """No hard-coded "gain starts low and rises": the caption says what the runs' gain did."""
+    for seed in (0, 1):
+        with_gains(write_run(tmp_path / "up", "cifar10", "adascale", 4, seed, T1=1000, iterations=400), RISING)
+        with_gains(write_run(tmp_path / "down", "cifar10", "adascale", 4, seed, T1=1000, iterations=400), FALLING)
+    write_run(tmp_path / "down", "cifar10", "lsw", 4, 0, b_simple=50.0)
+    (up,) = figures.curves(quiet_load(tmp_path / "up"), tmp_path / "out")
+    assert "S=4: 0.30 → 0.89 (starts well below S and rises: a warm-up emerges)" in up.caption
+    down = {f.title: f.caption for f in figures.curves(quiet_load(tmp_path / "down"), tmp_path / "out")}
+    assert "(does not start well below S and rise: no emergent warm-up)" in down["cifar10: AdaScale"]
+    assert "starts low" not in down["cifar10: AdaScale"]
+    assert "No gain panel: LSW does not use the gain." in down["cifar10: LSW"]

@@ -513,8 +513,18 @@ def test_curves_draw_mean_and_band_over_seeds():
     assert band["mean"].tolist() == [2.0, 2.0, 2.0]
     assert band["lo"].tolist() == [1.0, 2.0, 1.0] and band["hi"].tolist() == [3.0, 2.0, 3.0]
     short = pd.DataFrame({"tau": [0.0, 1.0], "loss": [5.0, 5.0]})  # a seed that stopped early
-    band = figures.band([a, short], "loss", n=3)
-    assert band["n"].tolist() == [2, 2, 1] and band["mean"].iloc[-1] == 1.0
+    band = figures.band([a, short], "loss", n=3)  # only where both seeds have a value: τ ≤ 1
+    assert band["tau"].tolist() == [0.0, 0.5, 1.0] and band["mean"].tolist() == [4.0, 3.75, 3.5]
+    assert (band["n"] == 2).all()
+
+
+def test_evaluations_are_averaged_by_index_only_where_every_seed_has_one():
+    """The reviewer's case: a seed's last evaluation alone at τ = 500 made a jump 91.67 → 93.2."""
+    a = pd.DataFrame({"tau": [100.0, 300.0, 500.0], "metric": [80.0, 90.0, 93.2]})
+    b = pd.DataFrame({"tau": [110.0, 290.0], "metric": [82.0, 91.0]})
+    band = figures.eval_band([a, b])
+    assert band["tau"].tolist() == [105.0, 295.0] and band["mean"].tolist() == [81.0, 90.5]
+    assert band["lo"].tolist() == [80.0, 90.0] and band["hi"].tolist() == [82.0, 91.0]
 
 
 def test_gain_figure_renders_online_against_offline(tmp_path):
