@@ -531,11 +531,15 @@ def test_gain_figure_renders_online_against_offline(tmp_path):
     run = write_run(tmp_path, "logreg", "adascale", 8, 0, metric="loss", experiment={"kind": "gain"})
     write_run(tmp_path, "cifar10", "adascale", 8, 0)  # no offline_gain.csv: no panel
     (run / "offline_gain.csv").write_text(
-        "iteration,tau,offline_gain,var,sqr,batches,scale\n5,32.0,5.5,0.1,0.01,64,8\n10,64.0,6.8,0.1,0.004,64,8\n"
+        "iteration,tau,offline_gain,gain_lo,gain_hi,var,sqr,batches,scale\n"
+        "5,32.0,5.5,5.0,6.0,0.1,0.01,256,8\n10,64.0,6.8,6.5,7.0,0.1,0.004,256,8\n"
     )
     res = quiet_load(tmp_path)
     figs = figures.gain(res, tmp_path / "out")
     assert len(figs) == 1 and figs[0].title == "1 run(s)"
+    # online gain at iterations 5 and 10 of write_run: 1 + 7(1 − e^{−i/5}) = 5.42, 7.05; the second outside
+    assert "with its 95 % bootstrap interval" in figs[0].caption
+    assert "logreg seed 0: online − offline: mean +0.09, 1 of 2 outside the offline 95 % interval" in figs[0].caption
     assert figs[0].path.read_bytes()[:8] == PNG
     html = build_report(tmp_path, ["html"]).read_text()
     assert "gain_online_offline.png" in html and "paper Figure 2" in html

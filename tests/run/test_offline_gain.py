@@ -11,10 +11,11 @@ import pytest
 import torch
 from torch import nn
 
+from bench.algo.gain import clamp, gain_from, moments
 from bench.cli import main
 from bench.engine.checkpoint import load_weights
 from bench.files import CHECKPOINT, KEPT, OFFLINE_GAIN, SPEC, kept_name, write_json
-from bench.run.offline_gain import COLUMNS, measure, microbatches, offline_gains, online_gains
+from bench.run.offline_gain import COLUMNS, bootstrap, measure, microbatches, offline_gains, online_gains
 from tasks import get_task
 from tests.helpers import records, spec_for, train
 
@@ -81,8 +82,27 @@ def test_offline_gain_matches_a_computation_by_hand() -> None:
     assert est["sqr"] == pytest.approx(sqr, rel=1e-4)
     assert est["offline_gain"] == pytest.approx((var + sqr) / (var / S + sqr), rel=1e-4)
     assert 1 < est["offline_gain"] < S
+    assert est["gain_lo"] < est["offline_gain"] < est["gain_hi"]  # the bootstrap interval around it
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # the model is untouched
     assert model.weight.grad is None
+
+
+def test_bootstrap_over_groups() -> None:
+    """Identical groups: every replicate is the full sample, so the interval is the point; groups that
+    differ give an interval around the gain of their sum."""
+    S = 8
+    t = torch.tensor([[1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0]], dtype=torch.float64)  # 4 groups of 3
+    q = torch.full((4,), 3 * 6.0, dtype=torch.float64)  # Σ||g_i||²: ||g_i||² = 6 each
+    sizes = torch.full((4,), 3.0, dtype=torch.float64)
+    point = gain_from(*clamp(*moments(72.0, float((t.sum(0) / 12).pow(2).sum()), 12)), S)
+    lo, hi = bootstrap(q, t @ t.T, sizes, S, seed=1)
+    assert lo == pytest.approx(point) and hi == pytest.approx(point)
+    t2 = torch.tensor([[1.0, 2.0], [3.0, -1.0], [0.5, 2.5], [2.0, 0.0]], dtype=torch.float64)
+    q2 = torch.tensor([9.0, 20.0, 12.0, 8.0], dtype=torch.float64)
+    mean_sq = float((t2.sum(0) / 12).pow(2).sum())
+    point = gain_from(*clamp(*moments(49.0, mean_sq, 12)), S)
+    lo, hi = bootstrap(q2, t2 @ t2.T, sizes, S, seed=1)
+    assert lo < point < hi and (lo, hi) == bootstrap(q2, t2 @ t2.T, sizes, S, seed=1)  # seeded
 
 
 def test_offline_draws_are_their_own() -> None:
@@ -135,7 +155,7 @@ def test_online_and_offline_gain_agree_late_in_training(logreg_run: Path) -> Non
 def test_gain_command_prints_the_table(logreg_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gain", str(logreg_run), "--batches", "4"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["iteration", "tau", "S", "online", "offline"]
+    assert out[0].split() == ["iteration", "tau", "S", "online", "offline", "95", "%", "interval", "gap"]
     assert [line.split()[0] for line in out[1:4]] == ["100", "200", "300"]
     assert out[-1] == f"offline gain: {logreg_run / OFFLINE_GAIN}"
 
