@@ -52,7 +52,7 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     c = cells(res.runs)
     try:
         paper = load_paper()
-        comp = compare(c, paper)
+        comp = compare(c, paper, res.runs)
         paper_tasks = set(paper["task"])
     except Exception as e:  # a broken paper table costs the comparison, not the report
         res.warn(f"skipped paper comparison: {type(e).__name__}: {e}")
@@ -138,6 +138,7 @@ def build_sweep(out: Path) -> tuple[pd.DataFrame, list[Path]]:
     """The sweep's table and figure for `adascale-bench sweep`: OUT/sweep.csv and OUT/sweep_<task>.png,
     from the same table the report uses."""
     res = load(Path(out))
+    fill_noise(res)
     table = sweep_table(res)
     written = []
     if not table.empty:

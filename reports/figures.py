@@ -421,7 +421,7 @@ def _log_ticks(ax, values: np.ndarray, axis: str) -> None:
     fmt = FuncFormatter(lambda v, _: f"{10**v:.3g}")
     target = ax.xaxis if axis == "x" else ax.yaxis
     u = np.unique(np.round(values, 9))
-    if 1 < len(u) <= 7:
+    if 1 <= len(u) <= 7:  # the grid's own values: a one-value axis gets its one tick, not invented ones
         target.set_ticks(u)
     else:
         target.set_major_locator(MaxNLocator(6))
@@ -492,6 +492,7 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
                 1, n, figsize=(4.4 * n + 1.8, 5.2), squeeze=False, constrained_layout=True, sharex=shared, sharey=True
             )
             axes = axes[0]
+            drew_threshold = False
             for ax, panel in zip(axes, panels, strict=True):
                 p = pts[pts["panel"] == panel]
                 x, y = np.log10(p["lr0"].to_numpy(float)), np.log10(p["decay"].to_numpy(float))
@@ -504,7 +505,8 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
                         warnings.simplefilter("ignore")
                         sx, sy, sz = surface
                         draw = ax.contour if np.ndim(sx) == 2 else ax.tricontour
-                        draw(sx, sy, sz, levels=[threshold], colors="red", linewidths=2.2)
+                        line = draw(sx, sy, sz, levels=[threshold], colors="red", linewidths=2.2)
+                        drew_threshold |= bool(line.allsegs and any(len(seg) for seg in line.allsegs[0]))
                 ok = ~p["diverged"].to_numpy(bool)
                 ax.scatter(x[ok], y[ok], c="black", s=14, zorder=3, clip_on=False)
                 if (~ok).any():
@@ -526,7 +528,7 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
             handles = [Line2D([], [], color="black", marker="o", ls="", label="grid point")]
             if (pts["diverged"]).any():
                 handles.append(Line2D([], [], color="red", marker="x", ls="", mew=2, label="diverged (worst colour)"))
-            if threshold is not None:
+            if drew_threshold:  # only a line that is drawn gets a legend entry
                 handles.append(Line2D([], [], color="red", lw=2.2, label=f"threshold {threshold:g}"))
             fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
             fig.suptitle(f"{task} heat map '{grid}': validation {label} over exponential-decay schedules")
@@ -538,10 +540,19 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
                 path,
                 f"Panels: {', '.join(panels)}; mean over seeds; one colour scale for all panels; T in each title "
                 "is the panel's mean iterations"
-                + ("." if shared else "; each panel on its own lr axis (scaled SGD searches its own initial lr)."),
+                + ("." if shared else "; each panel on its own lr axis (scaled SGD searches its own initial lr).")
+                + _threshold_note(threshold, drew_threshold),
             )
         )
     return figs
+
+
+def _threshold_note(threshold: float | None, drawn: bool) -> str:
+    if threshold is None:
+        return ""
+    if drawn:
+        return f" Red line: the threshold {threshold:g}."
+    return f" Threshold {threshold:g}: no line (no panel's surface crosses it on this grid)."
 
 
 # ------------------------------------------------------------------------------ gain (paper Figure 2)
@@ -704,7 +715,7 @@ def _sweep_plot(pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, pa
                 color="tab:red",
                 ls="--",
                 lw=2,
-                label=f"gradient noise scale B_noise ≈ {b_crit:,.0f}\n(median over {len(noise)} "
+                label=f"gradient-noise scale B_simple ≈ {b_crit:,.0f}\n(median over {len(noise)} "
                 "AdaScale runs): predicted critical batch",
             )
         ax.set_xscale("log")

@@ -116,10 +116,11 @@ def comparison_html(comp: pd.DataFrame, note: str, tasks_without_paper: Sequence
     if comp.empty:
         out.append('<p class="note">No task of this folder is in the paper\'s Table 2.</p>')
     for name, t in comp.groupby("table", sort=False):
+        key = str(t["metric_key"].iloc[0]) if "metric_key" in t and isinstance(t["metric_key"].iloc[0], str) else ""
         out.append(f"<h3>{E(name)}</h3><table>")
         out.append(
             '<tr><th rowspan="2">S</th><th rowspan="2">method</th><th colspan="2">total batch</th>'
-            '<th colspan="3">validation metric</th><th colspan="3">training loss</th>'
+            f'<th colspan="3">validation metric{f" ({E(key)})" if key else ""}</th><th colspan="3">training loss</th>'
             '<th colspan="3">iterations</th><th rowspan="2">seeds</th></tr>'
         )
         out.append("<tr>" + "<th>ours</th><th>paper</th>" + "<th>ours</th><th>paper</th><th>Δ</th>" * 3 + "</tr>")

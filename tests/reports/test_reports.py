@@ -377,7 +377,22 @@ def test_heatmap_panels_render(tmp_path):
     figs = figures.heatmaps(res, tmp_path / "out")
     assert len(figs) == 1 and figs[0].path.read_bytes().startswith(PNG)
     assert "S=1, AdaScale S=16, LSW S=16" in figs[0].caption
+    assert "Red line: the threshold 85." in figs[0].caption
     assert figures.sweep(res, tmp_path / "out") == []  # no sweep runs: no sweep figure, no crash
+
+
+def test_heatmap_with_one_lr_has_its_one_tick_and_no_threshold_without_a_line(tmp_path):
+    """The smoke's 1 × 2 grid: lr 0.05 only; the threshold 90 is above every point (no line drawn)."""
+    exp = {"kind": "heatmap", "grid": "one", "threshold": 90.0, "panel": "S=1"}
+    for k, decay in enumerate((0.01, 1.0)):
+        write_run(tmp_path, "cifar10", "adascale", 1, k, val=80 + k, lr0=0.05, decay=decay, experiment=exp)
+    (fig,) = figures.heatmaps(quiet_load(tmp_path), tmp_path / "out")
+    assert "Threshold 90: no line" in fig.caption and "Red line" not in fig.caption
+    ax = figures.plt.figure().add_subplot()
+    figures._log_ticks(ax, np.log10([0.05, 0.05]), "x")
+    ax.figure.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.05"]  # not invented ticks like 0.0501
+    figures.plt.close(ax.figure)
 
 
 def test_sweep_figure_renders(tmp_path):
@@ -571,3 +586,32 @@ def test_table2_notes_give_adascales_noise_scale(tmp_path):
     assert cell(c, "cifar10", "8", "adascale")["B_simple"] == pytest.approx(400.0)
     assert "(training average, median over seeds), in examples: S=8 400 (n=2)." in markdown(c)
     assert "S=8 400 (n=2)" in latex(c)
+
+
+def test_the_transformers_absolute_comparison_uses_bleu_tok(tmp_path):
+    """The paper's ~27 BLEU is tokenised BLEU: ours is eval.bleu_tok there, not Table 2's detokenised bleu."""
+    for seed, (bleu, tok) in enumerate(((25.0, 26.0), (25.4, 26.6))):
+        extra = {"eval": {"bleu": bleu, "bleu_tok": tok}}
+        write_run(
+            tmp_path, "transformer", "adascale", 1, seed, val=bleu, metric="bleu", preset="paper", summary_extra=extra
+        )
+    res = quiet_load(tmp_path)
+    comp = compare(cells(res.runs), load_paper(), res.runs)
+    row = comp[(comp["scale"] == "1") & (comp["method"] == "adascale")].iloc[0]
+    assert row["metric_key"] == "bleu_tok" and row["metric_ours"] == pytest.approx(26.3)
+    assert row["metric_diff"] == pytest.approx(26.3 - 27.2)
+    assert cells(res.runs)["val_metric"].iloc[0] == pytest.approx(25.2)  # Table 2 keeps bleu
+
+
+def test_the_sweep_line_is_the_training_average_b_simple_else_the_final_noise_scale():
+    from reports.sweep import noise_scales
+
+    g = pd.DataFrame(
+        {
+            "sweep_method": ["adascale", "adascale", "linear"],
+            "method": ["adascale", "adascale", "lsw"],
+            "noise_scale": [900.0, 800.0, 5.0],
+            "B_simple": [400.0, math.nan, math.nan],
+        }
+    )
+    assert noise_scales(g).tolist() == [400.0, 800.0]  # an old run keeps its summary's noise_scale
