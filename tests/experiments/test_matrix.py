@@ -40,7 +40,7 @@ def test_shipped_matrices_expand() -> None:
     assert len(cells) == 5 * (1 + 3 * 4) * 5  # tasks × (S = 1 once + methods × larger scales) × seeds
     assert not [r for r in cells if r.scale == 1 and r.method != "adascale"]  # S = 1: one shared run
     grid = [r for r in paper.runs if r.experiment["kind"] == "heatmap"]
-    assert len(grid) == 13 * 16 * 4  # lr0 × decay (down to 1e-5) × panels
+    assert len(grid) == 13 * 13 * 4  # lr0 × decay (down to 1e-5) × panels: the paper's 13 × 13
     assert min(r.overrides["lr_schedule.decay"] for r in grid) == 1e-5
     assert max(r.overrides["lr_schedule.lr0"] for r in grid if r.method == "scaled") == 100.0
     assert {r.experiment["panel"] for r in grid} == {"S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16"}
