@@ -605,7 +605,7 @@ def gap_text(online: np.ndarray, points: pd.DataFrame) -> str:
 
 
 def gain(res: Results, outdir: Path) -> list[Figure]:
-    """Online gain against τ with the offline estimates (bootstrap 95 % intervals) at the kept checkpoints,
+    """Online gain against τ with the offline estimates (95 % jackknife intervals) at the kept checkpoints,
     one panel per run, the online − offline gap printed in each."""
     df = res.runs
     if df.empty:
@@ -636,7 +636,7 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
                 yerr = np.vstack([np.clip(g - lo, 0, None), np.clip(hi - g, 0, None)])
                 yerr = np.where(np.isfinite(yerr), yerr, 0.0)
                 bars |= bool(np.isfinite(lo).any())
-                label += ", 95 % bootstrap interval"
+                label += ", 95 % jackknife interval"
             else:
                 yerr = None
             ax.errorbar(points["tau"], g, yerr=yerr, fmt="o", color="tab:red", ms=6, capsize=4, label=label, zorder=3)
@@ -661,7 +661,7 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
         "gain from σ², μ² estimated afresh at the kept checkpoint's weights over independent micro-batches "
         "(adascale-bench gain)"
         + (
-            ", with its 95 % bootstrap interval over the micro-batches"
+            ", with its 95 % delete-one-group jackknife interval over the micro-batches"
             if bars
             else " (no interval: offline_gain.csv written before it had gain_lo / gain_hi)"
         )

@@ -553,7 +553,7 @@ def test_gain_figure_renders_online_against_offline(tmp_path):
     figs = figures.gain(res, tmp_path / "out")
     assert len(figs) == 1 and figs[0].title == "1 run(s)"
     # online gain at iterations 5 and 10 of write_run: 1 + 7(1 − e^{−i/5}) = 5.42, 7.05; the second outside
-    assert "with its 95 % bootstrap interval" in figs[0].caption
+    assert "with its 95 % delete-one-group jackknife interval" in figs[0].caption
     assert "logreg seed 0: online − offline: mean +0.09, 1 of 2 outside the offline 95 % interval" in figs[0].caption
     assert figs[0].path.read_bytes()[:8] == PNG
     html = build_report(tmp_path, ["html"]).read_text()
