@@ -645,15 +645,16 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
                 ax.axhline(s, color="black", lw=0.8, ls=":", label=f"S = {s:g}")
             gap = gap_text(online_at(train, points), points)
             gaps.append(f"{r['task']} seed {r['seed']}: {gap}")
-            ax.text(0.02, 0.03, gap, transform=ax.transAxes, fontsize=9, va="bottom")
             ax.set_ylim(0, ax.get_ylim()[1] * 1.05)
             ax.set_xlabel("scale-invariant iterations τ")
             ax.set_ylabel("gain r")
             variant = f" [{r['variant']}]" if r["variant"] else ""
             ax.set_title(
                 f"{r['task']} {METHOD_NAMES.get(r['method'], r['method'])} S={r['scale']} seed {r['seed']}{variant}"
+                f"\n{gap}",
+                fontsize=11,
             )
-            ax.legend(loc="best")
+            ax.legend(loc="lower right")
         fig.suptitle("Online gain against offline estimates at kept checkpoints (paper Figure 2)")
         path = _save(fig, outdir / "gain_online_offline.png")
     caption = (
