@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, in_identity
+from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, identity_of
 
 STATUSES = ("completed", "diverged", "failed")
 ELASTIC = ("elastic-up", "elastic-down")
@@ -138,7 +138,7 @@ def experiment_of(spec: dict) -> dict:
 
 def variant_of(overrides: dict) -> str:
     """The overrides that make a run differ from its preset, as a stable string ("" for none)."""
-    keep = {k: v for k, v in (overrides or {}).items() if in_identity(k)}
+    keep = identity_of({"overrides": overrides or {}})["overrides"]
     return ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(keep.items()))
 
 

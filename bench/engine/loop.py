@@ -36,7 +36,7 @@ from bench.engine.reduction import SplitInvariance
 from bench.engine.seeding import mix
 from bench.engine.signals import Interrupted, RanksChange, stop_requested
 from bench.errors import UserError
-from bench.files import CHECKPOINT, KEPT, METRICS, NOT_IDENTITY, MetricsLog, kept_name
+from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, identity_differs, kept_name
 
 _DROPOUT_STREAM = 0x0D20
 
@@ -233,8 +233,7 @@ class Engine:
     def _damage(self, saved: dict[str, Any] | None, state: State) -> str | None:
         """Why the checkpoint cannot continue this run here: another run's spec, or metrics cut short."""
         if isinstance(saved, dict):
-            keys = sorted(k for k in set(saved) | set(self.spec) if k not in NOT_IDENTITY)
-            differ = [k for k in keys if saved.get(k) != self.spec.get(k)]
+            differ = identity_differs(saved, self.spec)  # the one identity (bench.files.identity_of)
             if differ:
                 return f"{CHECKPOINT} belongs to another run (differs in: {', '.join(differ)}); delete"
         why = self.metrics.damage(state.metrics_offset, state.metrics_records)
