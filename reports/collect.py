@@ -217,20 +217,17 @@ def max_scale(spec: dict) -> float:
 
 
 def planned_iterations(spec: dict) -> float:
-    """The iterations a run was planned to take, as the paper prints for a diverged cell: LSW's
-    ⌈T1/S⌉ on its scale schedule (bench.algo.rules.iterations_for), LSW+'s T_AS; NaN for AdaScale (its
-    count is only known once it has run: somewhere in T1/S … T1) and anything else."""
-    from bench.algo.rules import iterations_for
+    """The iterations a run was planned to take, as the paper prints for a diverged cell: the method
+    table's plan (bench.algo.rules.planned_iterations: LSW's ⌈T1/S⌉ on its scale schedule, LSW+'s T_AS);
+    NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else."""
+    from bench.algo.rules import planned_iterations as plan
     from bench.algo.schedules import scale_schedule
 
     try:
-        if spec.get("method") == "lsw":
-            return float(iterations_for(scale_schedule(spec), float(spec["T1"])))
-        if spec.get("method") == "lsw+":
-            return _num(spec.get("T_AS"))
-    except Exception:  # an incomplete spec: no plan to show
+        planned = plan(spec["method"], scale_schedule(spec), float(spec["T1"]), spec.get("T_AS"), spec.get("T"))
+    except Exception:  # an incomplete spec or an unknown method: no plan to show
         return math.nan
-    return math.nan
+    return _num(planned)
 
 
 def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:

@@ -1,14 +1,15 @@
 """`adascale-bench plan MATRIX [--gpus N] [--throughput CSV]`: what a matrix costs before it is submitted.
 
 Per cell (experiment × task × method × S) and in total: runs, iterations per run, examples processed and
-GPU-hours. Iterations: S = 1 and identity runs take T1; LSW takes exactly `iterations_for` (τ advances by
-S_t); AdaScale's gain r_t lies in [1, S_t], so it takes between LSW's count (r = S: ⌈T1/S⌉ at a constant S)
-and T1 (r = 1); LSW+ runs T_AS iterations and the heat map's scaled SGD the mean of its grid's AdaScale
-runs, so both have AdaScale's range. Examples: Σ over iterations of S_t · b (b is tokens for the
-transformer, see the unit column). GPU-hours: examples / the task's examples/s at S = 1 on one GPU (the
-throughput table), i.e. an iteration at scale S costs S micro-batches' worth of GPU time, whatever the
-number of GPUs that share it (no communication overhead). Runs stopped by `max_epochs` (the logreg
-sweep) are capped there; stopping at a target metric is not foreseen, so those are upper bounds.
+GPU-hours. Iterations follow each method's pace in the method table (bench.algo.rules.METHODS): S = 1 and
+identity runs take T1; LSW takes exactly `iterations_for` (τ advances by S_t); AdaScale's gain r_t lies in
+[1, S_t], so it takes between LSW's count (r = S: ⌈T1/S⌉ at a constant S) and T1 (r = 1); LSW+ runs T_AS
+iterations and the heat map's scaled SGD the mean of its grid's AdaScale runs, so both have AdaScale's
+range. Examples: Σ over iterations of S_t · b (b in the task's unit, its card's `unit`: tokens for the
+transformer). GPU-hours: examples / the task's examples/s at S = 1 on one GPU (the throughput table),
+i.e. an iteration at scale S costs S micro-batches' worth of GPU time, whatever the number of GPUs that
+share it (no communication overhead). Runs stopped by `max_epochs` (the logreg sweep) are capped there;
+stopping at a target metric is not foreseen, so those are upper bounds.
 
 Reads the tasks' cards (tasks.presets, plain data): no torch, well under a second.
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench.algo.rules import METHODS, TAU_RTOL, finished
+from bench.algo.rules import METHODS, TAU_RTOL, finished, method_order
 from bench.algo.schedules import ScaleSchedule, scale_schedule
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
@@ -120,12 +121,7 @@ def run_cost(spec: dict[str, Any], logreg_n: int) -> RunCost:
     scales = scale_schedule(spec)
     T1, b, method = float(spec["T1"]), int(spec["batch_size"]), spec["method"]
     fast, slow = walk(scales, T1, True), walk(scales, T1, False)
-    if method == "lsw":
-        lo = hi = fast
-    elif method in ("adascale", "lsw+", "scaled"):
-        lo, hi = fast, slow
-    else:  # identity: p = 1
-        lo = hi = slow
+    lo, hi = {"scale": (fast, fast), "gain": (fast, slow), "one": (slow, slow)}[METHODS[method].pace]
     its, sums = [lo[0], hi[0]], [lo[1], hi[1]]
     if spec.get("max_epochs") and spec["task"] == "logreg":  # the sweep: stopped after max_epochs of data
         cap_examples = spec["max_epochs"] * logreg_n
@@ -193,11 +189,11 @@ def make_plan(m: matrices.Matrix, throughput: dict[tuple[str, str], dict[str, An
             width = min(cost.max_scale, gpus or cost.max_scale)
             chain = [h / width * (2 if cost.waits else 1) for h in run_hours]
             cell.longest = [max(a, c) for a, c in zip(cell.longest or [0.0, 0.0], chain, strict=True)]
-    kinds, methods = list(matrices.KINDS), list(METHODS)
+    kinds = list(matrices.KINDS)
 
     def order(c: Cell) -> tuple:
         scale = (0, c.scale, "") if isinstance(c.scale, int) else (1, 0, c.scale)
-        return (kinds.index(c.kind) if c.kind in kinds else 9, c.task, methods.index(c.method), scale)
+        return (kinds.index(c.kind) if c.kind in kinds else 9, c.task, method_order(c.method), scale)
 
     return sorted(cells.values(), key=order)
 
