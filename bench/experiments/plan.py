@@ -27,7 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench.algo.rules import METHODS, TAU_RTOL, finished, method_order
+from bench.algo.rules import METHODS, SHARED_AT_S1, TAU_RTOL, finished, method_order, table2_methods
 from bench.algo.schedules import ScaleSchedule, scale_schedule
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
@@ -201,12 +201,14 @@ def make_plan(m: matrices.Matrix, throughput: dict[tuple[str, str], dict[str, An
 def frame(cells: list[Cell], gpus: int | None) -> Any:
     import pandas as pd
 
+    shared = " (" + "".join(f"={m}" for m in table2_methods() if m != SHARED_AT_S1) + ")"  # " (=lsw=lsw+)"
+
     rows = []
     for c in cells:
         row = {
             "experiment": c.kind,
             "task": c.task,
-            "method": c.method + (" (=lsw=lsw+)" if matrices.is_shared(c.method, c.scale, c.kind) else ""),
+            "method": c.method + (shared if matrices.is_shared(c.method, c.scale, c.kind) else ""),
             "S": str(c.scale),
             "runs": c.runs,
             "iterations/run": _range(c.iterations[0], c.iterations[1], lambda x: f"{x:,}"),
