@@ -16,6 +16,7 @@ from typing import Any
 
 import submitit
 
+from bench.algo.schedules import scale_steps
 from bench.errors import UserError
 
 SLURM_DEFAULT_TIME_MIN = 240
@@ -106,11 +107,7 @@ class Shape:
 
 def run_scales(spec: dict[str, Any]) -> list[int]:
     """Every scale S a run uses: one, or each step of its elastic schedule."""
-    scale = spec["scale"]
-    if isinstance(scale, int):
-        return [scale]
-    steps = spec["elastic"][scale.removeprefix("elastic-")]
-    return sorted({int(s) for _, s in steps})
+    return sorted({s for _, s in scale_steps(spec)})
 
 
 def fits(ranks: int, res: Resources) -> bool:

@@ -36,8 +36,9 @@ from typing import Any
 import yaml
 
 from bench.algo.rules import METHODS, SHARED_AT_S1, label, table2_methods, title
+from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
-from bench.run.spec import ELASTIC, parse_scale
+from bench.run.spec import parse_scale
 
 PRESET_DIR = Path(__file__).parent / "matrices"
 KINDS = ("table2", "elastic", "heatmap", "sweep", "gain")

@@ -14,11 +14,11 @@ from typing import Any
 import yaml
 
 from bench.algo.rules import METHODS
+from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.files import SPEC, identity_differs, identity_of, read_json
 from bench.run.schema import RUN_DEFAULTS, validate
 
-ELASTIC = ("elastic-up", "elastic-down")
 PRESETS = ("tiny", "paper")
 
 
