@@ -157,36 +157,34 @@ class BareLoop:
 
 
 class EngineLoop:
-    """The real engine, driven one iteration at a time the way Engine.run drives it."""
+    """The real engine, driven one iteration at a time through its public API (Engine.at_scale), as
+    Engine.run drives it; each step gets the benchmark's micro-batches instead of the stream's."""
 
     def __init__(self, spec: dict[str, Any], task: Any, run_dir: Path, data_root: Path, dist: Dist) -> None:
         self.engine = Engine(spec, task, run_dir, data_root, dist=dist, progress=False)
         self.state = self.engine.setup()
         self.engine.model.train()
         self.scale = int(spec["scale"])
-        self.observer = self.engine.split.observer(self.scale, bool(spec["track_stats"]))  # as Engine.run
+        self.iterating = self.engine.at_scale(self.state, self.scale, iter(()))
 
     @property
     def model(self) -> torch.nn.Module:
         return self.engine.module
 
     def step(self, micro: list[Any]) -> None:
-        if not self.engine.step(self.state, self.scale, iter(micro), self.observer):
+        if not self.iterating.step(iter(micro)):
             raise UserError(f"{self.engine.spec['task']} diverged at S = {self.scale} during the benchmark")
 
     def flush_us_per_iteration(self) -> float:
         """Flush what the metrics log holds (serialise, write, fsync) and return the wall µs per record:
         what a run pays per iteration for its metrics, outside the timed medians."""
-        log = self.engine.metrics
-        n = log.pending()
         start = time.perf_counter()
-        log.flush()
+        n = self.engine.flush_metrics()
         return (time.perf_counter() - start) * 1e6 / n if n else math.nan
 
     def close(self) -> None:
-        if self.observer is not None:
-            self.observer.remove()
-        self.engine.metrics.flush()
+        self.iterating.close()
+        self.engine.flush_metrics()
 
 
 @dataclass
@@ -288,7 +286,7 @@ def big_batch(engine: Engine, first: int, count: int) -> Any:
     """Micro-batches first … first + count − 1 of the engine's stream (one rank) as ONE batch: the
     TrainSet's collate over all their items, so the same examples with the same augmentation keys."""
     train = engine.train
-    items = [item for j in range(first, first + count) for item in engine.stream.microbatch(j)]
+    items = engine.items(first, count)
     return train.collate([train[item] for item in items])
 
 
