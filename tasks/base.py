@@ -97,6 +97,11 @@ class Task:
         """Raise UserError naming the path and the expected layout if `root` is not usable."""
         raise NotImplementedError
 
+    def check_paper_data(self, root: Path, cfg: dict[str, Any]) -> list[str]:
+        """The paper data check `submit` runs on a paper matrix's data root after check_data: one line per
+        way the data is not the paper's full data set (split sizes, an unreadable sample). Default: none."""
+        return []
+
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         raise NotImplementedError
 

@@ -35,7 +35,6 @@ from bench.files import atomic_write_bytes
 
 THROUGHPUT = Path(__file__).with_name("throughput.csv")
 THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "measured"]
-UNITS = {"cifar10": "images", "imagenet": "images", "yolo": "images", "speech": "utterances", "transformer": "tokens"}
 FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --write-throughput {path}"
 
 
@@ -148,6 +147,13 @@ class Cell:
     longest: list[float] | None = None  # the longest chain of runs, in hours on min(S, N) GPUs
 
 
+def _unit(task: str) -> str:
+    """What the task's batch_size counts (its card's `unit`)."""
+    from tasks.presets import card
+
+    return card(task).unit
+
+
 def _fmt_si(x: float) -> str:
     for div, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
@@ -213,7 +219,7 @@ def frame(cells: list[Cell], gpus: int | None) -> Any:
             "runs": c.runs,
             "iterations/run": _range(c.iterations[0], c.iterations[1], lambda x: f"{x:,}"),
             "examples": _range(c.examples[0], c.examples[1], _fmt_si),
-            "unit": UNITS.get(c.task, "examples"),
+            "unit": _unit(c.task),
             "GPU-hours": _range(c.hours[0], c.hours[1], _hours) if c.hours else "unknown",
         }
         if gpus:
@@ -230,11 +236,11 @@ def totals(cells: list[Cell], gpus: int | None) -> dict[str, str]:
     runs = sum(c.runs for c in cells)
     known = all(c.hours for c in cells)
     out = {"runs": f"{runs:,}"}
-    units = sorted({UNITS.get(c.task, "examples") for c in cells})
+    units = sorted({_unit(c.task) for c in cells})
     out["examples"] = "; ".join(
         _range(
-            sum(c.examples[0] for c in cells if UNITS.get(c.task, "examples") == u),
-            sum(c.examples[1] for c in cells if UNITS.get(c.task, "examples") == u),
+            sum(c.examples[0] for c in cells if _unit(c.task) == u),
+            sum(c.examples[1] for c in cells if _unit(c.task) == u),
             _fmt_si,
         )
         + f" {u}"

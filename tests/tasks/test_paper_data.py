@@ -1,0 +1,40 @@
+"""The paper data check is the task's own (Task.check_paper_data, run by `submit` on a paper matrix): the
+full data set's split sizes, each problem one line naming the folder; a task without one checks nothing."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+from tasks import get_task
+from tasks.cifar10.data import BASE_FOLDER, PAPER_SPLITS, TEST_FILES, TRAIN_FILES
+from tests.helpers import spec_for
+
+
+def _cifar_labels(root: Path, per_file: dict[str, int]) -> Path:
+    """CIFAR-10 pickles in the real layout whose files hold `n` labels each (the check reads only labels)."""
+    folder = root / BASE_FOLDER
+    folder.mkdir(parents=True)
+    for name, n in per_file.items():
+        with open(folder / name, "wb") as f:
+            pickle.dump({"labels": [0] * n, "data": b""}, f)
+    return root
+
+
+def test_cifar10_at_the_paper_sizes_passes_and_a_short_split_is_named(tmp_path: Path) -> None:
+    task, spec = get_task("cifar10"), spec_for("cifar10")
+    full = {**dict.fromkeys(TRAIN_FILES, PAPER_SPLITS["train"] // 5), TEST_FILES[0]: PAPER_SPLITS["test"]}
+    assert task.check_paper_data(_cifar_labels(tmp_path / "full", full), spec) == []
+    short = _cifar_labels(tmp_path / "short", {**full, TEST_FILES[0]: 100})
+    (problem,) = task.check_paper_data(short, spec)
+    assert problem == f"cifar10: {short / BASE_FOLDER}: 100 test images (1 × 100), the paper preset expects 10000"
+
+
+def test_the_tiny_imagenet_is_not_the_paper_one_and_logreg_checks_nothing(tmp_path: Path) -> None:
+    imagenet = get_task("imagenet")
+    imagenet.write_tiny(tmp_path)
+    problems = imagenet.check_paper_data(tmp_path, spec_for("imagenet"))
+    assert any("class folders, the paper preset expects 1000" in p for p in problems), problems
+    assert any("validation images, the paper preset expects 50000" in p for p in problems), problems
+    assert all("\n" not in p for p in problems)
+    assert get_task("logreg").check_paper_data(tmp_path, spec_for("logreg")) == []
