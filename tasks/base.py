@@ -42,32 +42,23 @@ split over a different number of ranks, sees the same items with the same augmen
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from bench.engine.evaluation import Concat, shard
+from bench.engine.task import TrainSet
 from tasks.presets import TaskCard
 
 __all__ = ["Concat", "Task", "TrainSet", "seeded", "shard"]
 
 
-class TrainSet(Protocol):
-    """A map-style dataset indexed by `(index, key)`, with its own collate function."""
-
-    def __len__(self) -> int: ...
-
-    def __getitem__(self, item: tuple[int, int]) -> Any: ...
-
-    def collate(self, samples: Sequence[Any]) -> Any: ...
-
-
 class Task:
-    """Base class of task adapters. Subclasses set `card` (their tasks.presets card: name, metric,
-    presets, as plain data) and override the methods."""
+    """Base class of task adapters; it satisfies the engine's protocol (bench.engine.task.Task). Subclasses
+    set `card` (their tasks.presets card: name, metric, presets, as plain data) and override the methods."""
 
     card: ClassVar[TaskCard]
     name: ClassVar[str]

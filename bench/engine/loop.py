@@ -35,6 +35,7 @@ from bench.engine.gradstats import GradientObserver
 from bench.engine.reduction import SplitInvariance
 from bench.engine.seeding import mix
 from bench.engine.signals import Interrupted, RanksChange, stop_requested
+from bench.engine.task import Task
 from bench.errors import UserError
 from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, identity_differs, kept_name
 
@@ -82,7 +83,7 @@ class Outcome:
 
 def accumulate(
     model: nn.Module,
-    task: Any,
+    task: Task,
     microbatches: Iterable[Any],
     seeds: list[int],
     params: list[nn.Parameter],
@@ -177,7 +178,7 @@ class Engine:
     def __init__(
         self,
         spec: dict[str, Any],
-        task: Any,
+        task: Task,
         run_dir: Path,
         data_root: Path | None = None,
         dist: Dist | None = None,

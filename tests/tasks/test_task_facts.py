@@ -1,4 +1,4 @@
-"""The paper data check is the task's own (Task.check_paper_data, run by `submit` on a paper matrix): the
+"""A task's facts are on the task: its paper data check (Task.check_paper_data, run by `submit` on a paper matrix):
 full data set's split sizes, each problem one line naming the folder; a task without one checks nothing."""
 
 from __future__ import annotations
@@ -38,3 +38,13 @@ def test_the_tiny_imagenet_is_not_the_paper_one_and_logreg_checks_nothing(tmp_pa
     assert any("validation images, the paper preset expects 50000" in p for p in problems), problems
     assert all("\n" not in p for p in problems)
     assert get_task("logreg").check_paper_data(tmp_path, spec_for("logreg")) == []
+
+
+def test_every_registered_task_is_the_engines_task() -> None:
+    """The engine's protocol (bench.engine.task.Task) is what a registry line must point at; a class missing
+    one of its methods is not one."""
+    from bench.engine.task import Task as EngineTask
+    from tasks import available
+
+    assert available() and all(isinstance(get_task(name), EngineTask) for name in available())
+    assert not isinstance(object(), EngineTask)
