@@ -1,5 +1,6 @@
-"""A task's facts are on the task: its paper data check (Task.check_paper_data, run by `submit` on a paper matrix):
-full data set's split sizes, each problem one line naming the folder; a task without one checks nothing."""
+"""A task's facts are on the task: its paper data check (Task.check_paper_data, run by `submit` on a paper
+matrix: the full data set's split sizes, each problem one line naming the folder; a task without one checks
+nothing), and every registered task is the engine's Task."""
 
 from __future__ import annotations
 
