@@ -8,7 +8,6 @@ that has no folder yet is `missing`.
 
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import subprocess
@@ -274,8 +273,9 @@ def table(runs: list[RunState]) -> str:
     return "\n".join(lines)
 
 
-def status(args: argparse.Namespace) -> int:
-    out = Path(args.dir)
+def status(out: Path) -> int:
+    """Print the state of every cell of the results folder `out`; 1 when a run failed or is unreadable."""
+    out = Path(out)
     if not out.is_dir():
         raise UserError(f"results folder {out} does not exist")
     runs = collect(out)

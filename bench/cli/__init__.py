@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import os
 import sys
 from pathlib import Path
+from typing import TypeVar
 
 from bench.cli.argtypes import non_negative_int, positive_int
 from bench.errors import UserError
 from bench.files import SUMMARY
+
+T = TypeVar("T")
 
 PROG = "adascale-bench"
 
@@ -105,10 +109,15 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    from bench.experiments.plan import plan
+def typed(cls: type[T], args: argparse.Namespace) -> T:
+    """A command's options as its dataclass: the parsed flags of the same names (below the CLI, no Namespace)."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
 
-    return plan(args)
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from bench.experiments.plan import PlanOptions, plan
+
+    return plan(typed(PlanOptions, args))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -146,9 +155,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
-    from bench.experiments.perf import perf
+    from bench.experiments.perf import PerfOptions, perf
 
-    return perf(args)
+    return perf(typed(PerfOptions, args))
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -186,15 +195,16 @@ def cmd_gain(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from slurm.executors import SubmitOptions
     from slurm.submit import submit
 
-    return submit(args)
+    return submit(typed(SubmitOptions, args))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from slurm.status import status
 
-    return status(args)
+    return status(Path(args.dir))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,7 +16,6 @@ Reads the tasks' cards (tasks.presets, plain data): no torch, well under a secon
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import io
@@ -259,7 +258,16 @@ def totals(cells: list[Cell], gpus: int | None) -> dict[str, str]:
     return out
 
 
-def plan(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class PlanOptions:
+    """`adascale-bench plan`'s options, typed."""
+
+    matrix: str
+    gpus: int | None = None  # also the wall-clock hours on this many GPUs
+    throughput: str | None = None  # the throughput table (default: the shipped one)
+
+
+def plan(args: PlanOptions) -> int:
     import pandas as pd
 
     m = matrices.load(args.matrix)
