@@ -166,10 +166,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     import json
 
     from bench.run.spec import parse_overrides
-    from tasks import available
+    from tasks import preparable
 
-    if args.task not in available() or args.task == "logreg":
-        names = ", ".join(t for t in available() if t != "logreg")
+    if args.task not in preparable():
+        names = ", ".join(preparable())
         raise UserError(f"prepare {args.task}: expected one of {names} (logreg's data is generated in memory)")
     prepare = importlib.import_module(f"tasks.{args.task}.prepare").prepare
     options = {k.replace("-", "_"): v for k, v in parse_overrides(args.set).items()}
@@ -231,8 +231,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=_positive_int, default=default_jobs(), help=JOBS_HELP)
     p.set_defaults(func=cmd_smoke)
 
-    p = sub.add_parser("prepare", help="turn a dataset as published into the layout its task reads")
-    p.add_argument("task")
+    from tasks import preparable
+
+    prepared = ", ".join(preparable())
+    p = sub.add_parser(
+        "prepare",
+        help="turn a dataset as published into the layout its task reads",
+        description=f"Turn a dataset as published into the layout its task reads. Tasks: {prepared} "
+        "(logreg's data is generated in memory).",
+    )
+    p.add_argument("task", metavar="TASK", help=f"one of: {prepared}")
     p.add_argument("--source", required=True, help="the downloaded files (archives or their extraction)")
     p.add_argument("--out", required=True, help="the prepared data root to write (must not exist)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a task option, e.g. vocab_size=32000")

@@ -49,3 +49,19 @@ def test_every_registered_task_is_the_engines_task() -> None:
 
     assert available() and all(isinstance(get_task(name), EngineTask) for name in available())
     assert not isinstance(object(), EngineTask)
+
+
+def test_prepare_help_lists_the_tasks_it_prepares(capsys) -> None:
+    """The list is read off the task packages (a tasks/<name>/prepare.py), so a new task's shows up."""
+    import pytest
+
+    from bench.cli import main
+    from tasks import preparable
+
+    with pytest.raises(SystemExit):
+        main(["prepare", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert preparable() == ["cifar10", "imagenet", "speech", "transformer", "yolo"]
+    assert "Tasks: cifar10, imagenet, speech, transformer, yolo (logreg's" in text
+    assert main(["prepare", "logreg", "--source", "x", "--out", "y"]) == 2
+    assert "expected one of cifar10, imagenet, speech, transformer, yolo" in capsys.readouterr().err
