@@ -6,7 +6,9 @@ disk, and a micro-batch is a pure function of its first item's key.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -53,3 +55,10 @@ class SyntheticBatches:
 
     def collate(self, keys: list[int]) -> Any:
         return self.make(_generator(keys), len(keys))
+
+
+def synthetic_module(package: str) -> ModuleType:
+    """A task package's `synthetic` module (its `synthetic_batch(cfg, generator, items)` returns exactly
+    what the task's collate returns; it may also have `build_model(cfg)`), imported only when perf asks:
+    it builds on the package, which therefore does not import it."""
+    return importlib.import_module(f"{package}.synthetic")

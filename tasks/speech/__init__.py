@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Subset
 
 from tasks.base import Task, shard
 from tasks.presets.speech import CARD
-from tasks.synthetic import SyntheticBatches
+from tasks.synthetic import SyntheticBatches, synthetic_module
 
 from . import data
 from .model import build, output_frames
@@ -70,10 +70,8 @@ class Speech(Task):
         data.check_layout(Path(root), [cfg["data"]["train_split"], cfg["data"]["eval_split"]])
 
     def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticBatches:
-        """perf --synthetic: batches of the preset's shapes (tasks/speech/synthetic.py)."""
-        from .synthetic import synthetic_batch
-
-        return SyntheticBatches(partial(synthetic_batch, cfg))
+        """perf --synthetic: batches of the preset's shapes (tasks/speech/synthetic.py, loaded when asked)."""
+        return SyntheticBatches(partial(synthetic_module(__name__).synthetic_batch, cfg))
 
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         return build(features_of(cfg).num_features, cfg["model"])

@@ -24,7 +24,7 @@ from torch import nn
 
 from bench.errors import UserError
 from tasks.presets.transformer import CARD
-from tasks.synthetic import SyntheticBatches
+from tasks.synthetic import SyntheticBatches, synthetic_module
 
 from ..base import Task, shard
 from . import data as D
@@ -157,16 +157,12 @@ class Transformer(Task):
         self._vocab_for(root, cfg)  # dictionary errors surface here; build_model needs its size
 
     def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticBatches:
-        """perf --synthetic: batches of the preset's shapes (tasks/transformer/synthetic.py)."""
-        from .synthetic import synthetic_batch
-
-        return SyntheticBatches(partial(synthetic_batch, cfg))
+        """perf --synthetic: batches of the preset's shapes (tasks/transformer/synthetic.py, loaded when asked)."""
+        return SyntheticBatches(partial(synthetic_module(__name__).synthetic_batch, cfg))
 
     def synthetic_model(self, cfg: dict[str, Any]) -> nn.Module:
         """perf --synthetic: the model at the synthetic data's vocabulary (no dictionary on disk)."""
-        from .synthetic import build_model
-
-        return build_model(cfg)
+        return synthetic_module(__name__).build_model(cfg)
 
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         # the vocabulary size is a property of the data: take it from the root check_data just read

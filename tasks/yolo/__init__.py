@@ -54,7 +54,7 @@ from torch import nn
 
 from tasks.base import Concat, Task, shard
 from tasks.presets.yolo import CARD
-from tasks.synthetic import SyntheticBatches
+from tasks.synthetic import SyntheticBatches, synthetic_module
 
 from . import offline
 from .data import YoloEvalSet, YoloTrainSet, build_dataset, read_spec
@@ -71,10 +71,8 @@ class Yolo(Task):
         read_spec(Path(root), cfg["data"]["yaml"], nc=int(cfg["model"]["nc"]))
 
     def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticBatches:
-        """perf --synthetic: batches of the preset's shapes (tasks/yolo/synthetic.py)."""
-        from .synthetic import synthetic_batch
-
-        return SyntheticBatches(partial(synthetic_batch, cfg))
+        """perf --synthetic: batches of the preset's shapes (tasks/yolo/synthetic.py, loaded when asked)."""
+        return SyntheticBatches(partial(synthetic_module(__name__).synthetic_batch, cfg))
 
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         offline.ensure()

@@ -65,3 +65,21 @@ def test_prepare_help_lists_the_tasks_it_prepares(capsys) -> None:
     assert "Tasks: cifar10, imagenet, speech, transformer, yolo (logreg's" in text
     assert main(["prepare", "logreg", "--source", "x", "--out", "y"]) == 2
     assert "expected one of cifar10, imagenet, speech, transformer, yolo" in capsys.readouterr().err
+
+
+def test_the_how_to_add_section_names_files_and_names_that_exist() -> None:
+    """docs/design.md's "How to add a method, a task or a figure" names real files and real names."""
+    import re
+
+    from bench.algo import rules
+    from reports import figures
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "design.md").read_text()
+    section = text[text.index("**How to add a method, a task or a figure.**") : text.index("## 4. The public contract")]
+    for path in re.findall(r"`((?:bench|tasks|reports|tests)/[\w/.<>]+\.py)`", section):
+        if "<name>" not in path:
+            assert (root / path).is_file(), path
+    assert "`METHODS`" in section and isinstance(rules.METHODS, dict)
+    assert "`KINDS`" in section and set(figures.KINDS) >= {"curves", "heatmap"}
+    assert "`_REGISTRY`" in section and "logreg" in __import__("tasks")._REGISTRY
