@@ -4,11 +4,19 @@ nothing), and every registered task is the engine's Task."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
+import sys
+import types
 from pathlib import Path
 
+import pytest
+
+from bench.errors import UserError
 from tasks import get_task
 from tasks.cifar10.data import BASE_FOLDER, PAPER_SPLITS, TEST_FILES, TRAIN_FILES
+from tasks.logreg import LogReg
+from tasks.presets.logreg import CARD as LOGREG_CARD
 from tests.helpers import spec_for
 
 
@@ -83,3 +91,42 @@ def test_the_how_to_add_section_names_files_and_names_that_exist() -> None:
     assert "`METHODS`" in section and isinstance(rules.METHODS, dict)
     assert "`KINDS`" in section and set(figures.KINDS) >= {"curves", "heatmap"}
     assert "`_REGISTRY`" in section and "logreg" in __import__("tasks")._REGISTRY
+
+
+PROBE_CARD = dataclasses.replace(LOGREG_CARD, name="probe", unit="probes")
+
+
+class Probe(LogReg):
+    """A task added by its package (here: this class), its card and one registry line, nothing else."""
+
+    card = PROBE_CARD
+
+
+def test_a_task_is_its_package_its_card_and_one_registry_line(tmp_path: Path, monkeypatch) -> None:
+    import tasks
+    from bench.experiments import matrix, plan
+    from bench.run.runner import run_spec
+    from reports.collect import load
+    from reports.table2 import cells
+    from slurm.status import collect, table
+
+    card_module = types.ModuleType("tasks.presets.probe")
+    card_module.CARD = PROBE_CARD
+    monkeypatch.setitem(sys.modules, "tasks.presets.probe", card_module)  # its card
+    path = tmp_path / "m.yaml"
+    cell = "{tasks: [probe], methods: [adascale, lsw, lsw+], scales: [2]}"
+    path.write_text(f"seeds: [0]\nset: {{T1: 40, eval_every: 20}}\nexperiments:\n  - table2: {cell}\n")
+    with pytest.raises(
+        UserError, match=r"tasks: expected values among .*, got 'probe'"
+    ):  # without its registry line it is no task
+        matrix.load(path)
+    monkeypatch.setitem(tasks._REGISTRY, "probe", f"{__name__}:Probe")  # its one registry line
+    m = matrix.load(path)
+    assert {(r.task, r.method) for r in m.runs} == {("probe", "adascale"), ("probe", "lsw"), ("probe", "lsw+")}
+    assert set(plan.frame(plan.make_plan(m, {}, None), None)["unit"]) == {"probes"}
+    out = tmp_path / "out"
+    for r in m.runs:
+        assert run_spec(m.spec(r), out, progress=False)["status"] == "completed"
+    assert "probe  adascale" in table(collect(out))
+    c = cells(load(out).runs)
+    assert set(c["task"]) == {"probe"} and (c["n_seeds"] == 1).all()
