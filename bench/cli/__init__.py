@@ -110,8 +110,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def typed(cls: type[T], args: argparse.Namespace) -> T:
-    """A command's options as its dataclass: the parsed flags of the same names (below the CLI, no Namespace)."""
-    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
+    """A command's options as its dataclass: the parsed flags of the same names (below the CLI, no Namespace).
+    A flag without a field is a programming error, not a silently dropped option."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(vars(args)) - names - {"func", "command"})
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field for --{unknown[0].replace('_', '-')}")
+    return cls(**{k: v for k, v in vars(args).items() if k in names})
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
