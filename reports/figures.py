@@ -37,6 +37,9 @@ from matplotlib import colors as mcolors  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
+from bench.algo.rules import title  # noqa: E402
+from bench.files import OFFLINE_GAIN  # noqa: E402
+
 from .collect import Results, scale_order, task_info  # noqa: E402
 from .findings import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups  # noqa: E402
 from .noise import COLUMN, trajectory  # noqa: E402
@@ -57,7 +60,6 @@ STYLE = {
 }
 PANELS = ("S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16")
 SWEEP_COLORS = {"fixed": "tab:gray", "linear": "tab:orange", "adascale": "tab:blue"}
-METHOD_NAMES = {"adascale": "AdaScale", "lsw": "LSW", "lsw+": "LSW+", "identity": "identity", "scaled": "scaled SGD"}
 MAX_POINTS = 3000  # training records drawn per line (evenly thinned)
 
 
@@ -309,7 +311,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
                     _log_if_positive(ax)
             handles, labels = max((ax.get_legend_handles_labels() for ax in axes.values()), key=lambda hl: len(hl[0]))
             fig.legend(handles, labels, loc="outside right center", title="scale")
-            name = f"{task}{f' [{variant}]' if variant else ''}: {METHOD_NAMES.get(method, method)}"
+            name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
             what = "metric, training loss, lr, gain and B_simple" if ada else "metric, training loss and lr"
             fig.suptitle(f"{name} — {what} against τ ({preset} preset)")
             path = _save(fig, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
@@ -326,7 +328,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
             )
             caption += warmup_caption(res, g)
         else:
-            caption += f" No gain panel: {METHOD_NAMES.get(method, method)} does not use the gain."
+            caption += f" No gain panel: {title(method)} does not use the gain."
         figs.append(Figure("curves", name, path, caption))
     return figs
 
@@ -376,7 +378,7 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
             _log_if_positive(axes[1])
             handles, labels = axes[0].get_legend_handles_labels()
             fig.legend(handles, labels, loc="outside right center", title="runs (seeds)")
-            name = f"{task}{f' [{variant}]' if variant else ''}: {METHOD_NAMES.get(method, method)}"
+            name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
             fig.suptitle(f"{name} — elastic scaling ({preset} preset)")
             path = _save(fig, outdir / f"elastic_{_slug(task, preset, variant, method)}.png")
         figs.append(
@@ -557,8 +559,6 @@ def _threshold_note(threshold: float | None, drawn: bool) -> str:
 
 # ------------------------------------------------------------------------------ gain (paper Figure 2)
 
-OFFLINE_GAIN = "offline_gain.csv"  # written by `adascale-bench gain` (bench.run.offline_gain)
-
 
 def _offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
     """(iteration, tau, offline_gain, gain_lo, gain_hi, batches) of a run's offline_gain.csv (the interval
@@ -650,9 +650,7 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
             ax.set_ylabel("gain r")
             variant = f" [{r['variant']}]" if r["variant"] else ""
             ax.set_title(
-                f"{r['task']} {METHOD_NAMES.get(r['method'], r['method'])} S={r['scale']} seed {r['seed']}{variant}"
-                f"\n{gap}",
-                fontsize=11,
+                f"{r['task']} {title(r['method'])} S={r['scale']} seed {r['seed']}{variant}\n{gap}", fontsize=11
             )
             ax.legend(loc="lower right")
         fig.suptitle("Online gain against offline estimates at kept checkpoints (paper Figure 2)")

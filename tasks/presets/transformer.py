@@ -119,5 +119,6 @@ CARD = TaskCard(
     presets=PRESETS,
     tiny_windows=TINY_WINDOWS,
     differs=DIFFERS,
+    unit="tokens",
     paper_metric="bleu_tok",  # the paper's ~27 BLEU is tokenised, compound-split BLEU (DIFFERS above)
 )
