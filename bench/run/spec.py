@@ -45,7 +45,7 @@ def default_data_root(task: str, variant: str = "") -> Path:
 
 
 def tiny_variant(task: Any, data: dict[str, Any]) -> str:
-    """",key=value" for each of the task's tiny-data keys (card.tiny_data) that differs from its tiny preset:
+    """The ",key=value" suffix of each of the task's tiny-data keys (card.tiny_data) that differs from its tiny preset:
     the default folder of a tiny data set written with other settings, so two data sets never share one."""
     preset = task.presets["tiny"]["data"]
     parts = [f",{k}={data[k]}" for k in getattr(task, "tiny_data", ()) if k in data and data[k] != preset.get(k)]

@@ -96,7 +96,7 @@ def check_tiny_noise(root: Path, noise: float | None) -> None:
     mark = read_json_object(path) if path.exists() else {}
     written = (mark or {}).get("tiny_noise", 1.0) if mark is not None else None
     if isinstance(written, bool) or not isinstance(written, int | float):
-        raise UserError(f"{path}: damaged (expected {{\"tiny_noise\": <number>}}); delete the data root to rewrite it")
+        raise UserError(f'{path}: damaged (expected {{"tiny_noise": <number>}}); delete the data root to rewrite it')
     if written != float(noise):
         raise UserError(
             f"{root} holds tiny CIFAR-10 data written with tiny_noise = {written:g}, the run asks for {noise:g}: "
