@@ -28,7 +28,7 @@ from . import scalefree as SF
 from .collect import load
 from .latex import latex
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
-from .sweep import critical_batches, sweep_table
+from .sweep import critical_batches, noise_by_task, sweep_table
 from .sweep import write_csv as write_sweep_csv
 from .table2 import cells, markdown, to_csv
 
@@ -111,7 +111,7 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         '<h2 id="figures">Figures</h2>',
         H.figures_html(sections),
         H.sweep_table_html(sweep_tab),
-        CT.critical_html(fits, sweep_tab),
+        CT.critical_html(fits, sweep_tab, noise_by_task(res)),
         '<h2 id="ttt">Time to target</h2>',
         CT.ttt_html(CT.ttt_summary(ttt)),
         f'<h2 id="warnings">Warnings ({len(res.warnings)})</h2>',

@@ -289,7 +289,7 @@ def ttt_html(summary: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def critical_html(fits: pd.DataFrame, sweep_tab: pd.DataFrame) -> str:
+def critical_html(fits: pd.DataFrame, sweep_tab: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
     """The fitted critical batch of the sweep, one line per method (nothing without sweep runs)."""
     import html
 
@@ -297,7 +297,7 @@ def critical_html(fits: pd.DataFrame, sweep_tab: pd.DataFrame) -> str:
         return ""
     from .sweep import critical_text
 
-    lines = critical_text(fits).splitlines()
+    lines = critical_text(fits, noise).splitlines()
     return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
 
 

@@ -107,7 +107,7 @@ def wide(table: pd.DataFrame) -> str:
 # ------------------------------------------------------------------ the critical batch, fitted
 
 
-FIT_COLUMNS = ["task", "method", "S_min", "E_min", "B_crit", "n_points", "rms_log"]
+FIT_COLUMNS = ["task", "method", "S_min", "E_min", "B_crit", "n_points", "rms_log", "epoch_examples"]
 
 
 def steps_examples(g: pd.DataFrame) -> pd.DataFrame:
@@ -148,19 +148,32 @@ def fit_tradeoff(batch: np.ndarray, steps: np.ndarray) -> tuple[float, float, fl
     return s_min, s_min * b_crit, float(np.sqrt(np.mean(fit.fun**2)))
 
 
+def fit_points(g: pd.DataFrame, task: str) -> pd.DataFrame:
+    """FIT_COLUMNS for one task's sweep runs `g`: one row per sweep method with ≥ 3 reached points."""
+    done = g[(g["status"] == "completed") & (pd.to_numeric(g["epochs"], errors="coerce") > 0)]
+    per_epoch = done["iterations"].astype(float) * done["sweep_batch"].astype(float) / done["epochs"].astype(float)
+    epoch_examples = float(per_epoch.median()) if len(per_epoch) else math.nan  # N, to draw E in epochs
+    rows = []
+    for method, p in steps_examples(g).groupby("method"):
+        s_min, e_min, rms = fit_tradeoff(p["batch"].to_numpy(), p["steps"].to_numpy())
+        if math.isfinite(s_min):
+            row = {"task": task, "method": method, "S_min": s_min, "E_min": e_min, "B_crit": e_min / s_min}
+            rows.append({**row, "n_points": len(p), "rms_log": rms, "epoch_examples": epoch_examples})
+    return pd.DataFrame(rows, columns=FIT_COLUMNS)
+
+
 def critical_batches(res: Results) -> pd.DataFrame:
     """B_crit = E_min / S_min per task and sweep method with ≥ 3 reached points (FIT_COLUMNS)."""
     df = sweep_runs(res)
-    rows = []
-    if not df.empty:
-        for task, g in df.groupby("task"):
-            pts = steps_examples(g)
-            for method, p in pts.groupby("method"):
-                s_min, e_min, rms = fit_tradeoff(p["batch"].to_numpy(), p["steps"].to_numpy())
-                if math.isfinite(s_min):
-                    row = {"task": task, "method": method, "S_min": s_min, "E_min": e_min, "B_crit": e_min / s_min}
-                    rows.append({**row, "n_points": len(p), "rms_log": rms})
-    return pd.DataFrame(rows, columns=FIT_COLUMNS)
+    parts = [fit_points(g, task) for task, g in df.groupby("task")] if not df.empty else []
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FIT_COLUMNS)
+
+
+def noise_by_task(res: Results) -> dict[str, np.ndarray]:
+    """The noise scales the sweep's AdaScale runs recorded, per task."""
+    df = sweep_runs(res)
+    return {task: noise_scales(g) for task, g in df.groupby("task")} if not df.empty else {}
 
 
 def critical_text(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
