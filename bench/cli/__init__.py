@@ -220,12 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("smoke", help="the whole tiny matrix on this machine, then the report")
     p.add_argument("--out", default="runs/smoke")
-    p.add_argument(
-        "--seeds",
-        type=_positive_int,
-        default=3,
-        help="at most N seeds per experiment (default 3: the control cell's; the other cells list at most 2)",
-    )
+    p.add_argument("--seeds", type=_positive_int, default=3)
     p.add_argument("--jobs", type=_positive_int, default=default_jobs(), help=JOBS_HELP)
     p.set_defaults(func=cmd_smoke)
 
