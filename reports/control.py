@@ -30,6 +30,7 @@ from .table2 import table_runs
 MARGIN_POINTS = 0.5  # the findings' margins (reports/findings.py, docs/design.md §8)
 MARGIN_LOSS = 0.02
 SPEEDUP_METHODS = ("adascale", "lsw+")  # LSW's speed-up is S by construction
+METHOD_TITLES = {"adascale": "AdaScale", "lsw+": "LSW+"}
 NOT_REACHED = "not reached"
 TTT_COLUMNS = ["task", "variant", "scale", "method", "seed", "target", "reached", "iterations", "examples", "seconds"]
 SPEEDUP_COLUMNS = ["task", "variant", "method", "scale", "speedup", "n", "ideal", "paper", "S_b_over_B"]
@@ -187,7 +188,8 @@ def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None) -> Non
 SPEEDUP_CAPTION = (
     "Left: speed-up T1/iterations against S (mean over seeds) for AdaScale and LSW+ (which runs AdaScale's "
     "iterations), the ideal line (speed-up = S, LSW by construction) and the paper's own speed-ups "
-    "(paper/table2.csv: its S = 1 iterations over its iterations at S), grey, of every paper task. Right: "
+    "(paper/table2.csv: its S = 1 iterations over its iterations at S), dashed: AdaScale and LSW+ of the "
+    "same task in colour, AdaScale of the other paper tasks in grey. Right: "
     "AdaScale's scaling efficiency (speed-up ÷ S) against S·b / B_simple (each run's training-average noise "
     "scale), beside McCandlish et al.'s 1/(1 + S·b/B): past the noise scale a larger batch buys fewer steps."
 )
@@ -204,24 +206,29 @@ def speedup_figures(res: Results, outdir: Path) -> list:
     if sp.empty:
         return figs
     paper = load_paper()
-    paper = paper[pd.to_numeric(paper["scale"], errors="coerce").notna() & (paper["method"] == "adascale")]
+    paper = paper[pd.to_numeric(paper["scale"], errors="coerce").notna()]
+    colors = {"adascale": "tab:blue", "lsw+": "tab:orange"}
     for (task, variant), g in sp.groupby(["task", "variant"]):
         with plt.rc_context(STYLE):
             fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.4), constrained_layout=True)
-            for ptask, p in paper.groupby("task"):
+            other = True
+            for (ptask, method), p in paper[paper["method"].isin(SPEEDUP_METHODS)].groupby(["task", "method"]):
                 base = p.loc[p["scale"] == "1", "iterations"]
-                if len(base):
-                    s = p["scale"].astype(float)
-                    same = ptask == task
-                    ax.plot(
-                        s,
-                        float(base.iloc[0]) / p["iterations"],
-                        color="0.3" if same else "0.75",
-                        lw=1,
-                        ls="--",
-                        marker=".",
-                        label=f"paper AdaScale, {ptask}" if same or ptask == "cifar10" else None,
-                    )
+                same = ptask == task
+                if not len(base) or not (same or method == "adascale"):
+                    continue
+                label = f"paper {METHOD_TITLES[method]}, {ptask}" if same else None
+                if not same and other:
+                    label, other = "paper AdaScale, the other tasks", False
+                ax.plot(
+                    p["scale"].astype(float),
+                    float(base.iloc[0]) / p["iterations"],
+                    color=colors[method] if same else "0.75",
+                    lw=1,
+                    ls="--",
+                    marker=".",
+                    label=label,
+                )
             scales = sorted(g["scale"].unique())
             ax.plot(scales, scales, color="black", lw=1, label="ideal (= S; LSW)")
             for method, color in (("adascale", "tab:blue"), ("lsw+", "tab:orange")):
