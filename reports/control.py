@@ -282,8 +282,8 @@ def ttt_html(summary: pd.DataFrame) -> str:
     for r in summary.itertuples():
         name = f"{r.task}{f' [{r.variant}]' if r.variant else ''}"
         cells = [name, str(r.scale), str(r.method), r.reached]
-        for v in (r.iterations, r.examples, r.seconds):
-            cells.append(v if isinstance(v, str) else f"{v:,.0f}" if v >= 100 else f"{v:.1f}")
+        for v, fmt in ((r.iterations, ",.0f"), (r.examples, ",.0f"), (r.seconds, ",.1f")):
+            cells.append(v if isinstance(v, str) else format(v, fmt))
         out.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     out.append("</table>")
     legend = (
