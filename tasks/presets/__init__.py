@@ -57,7 +57,8 @@ class TaskCard:
     a data root, its presets by name (tiny, paper), the k of the tiny-T1 rule its tiny preset follows
     (`tiny_windows`: gain memories in the shortest AdaScale run at the largest smoke scale, see tiny_T1), and
     `differs`: one line per way the paper preset differs from the paper by necessity (a chosen value where
-    the supplement is missing, a model variant), and `tiny_data`: the data keys its tiny data set is written with."""
+    the supplement is missing, a model variant), `unit`: what the preset's batch_size counts (`plan`'s
+    examples: images, utterances, tokens), and `tiny_data`: the data keys its tiny data set is written with."""
 
     name: str
     metric: str
@@ -67,6 +68,7 @@ class TaskCard:
     presets: dict[str, dict[str, Any]]
     tiny_windows: float
     differs: tuple[str, ...] = ()
+    unit: str = "examples"
     # `data` keys that shape the tiny data set the task writes on first use (its write_tiny takes them):
     # a value other than the tiny preset's is another data set, so it gets its own default folder
     tiny_data: tuple[str, ...] = ()

@@ -74,5 +74,6 @@ CARD = TaskCard(
     presets=PRESETS,
     tiny_windows=TINY_WINDOWS,
     differs=DIFFERS,
+    unit="images",
     tiny_data=("tiny_noise",),
 )
