@@ -673,9 +673,12 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
 # --------------------------------------------------------------------------------------------- sweep
 
 
-def _sweep_plot(pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, path: Path) -> Path:
+def _sweep_plot(
+    pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, path: Path, fits: pd.DataFrame | None = None
+) -> Path:
     """Epochs to target against global batch (log–log), one line per method; unreached points as open
-    markers at the cap; the median noise scale as the predicted critical batch."""
+    markers at the cap; the median noise scale as the predicted critical batch; each fitted steps–examples
+    trade-off (reports.sweep.critical_batches) as a dotted curve with its B_crit."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(9.5, 6.2), constrained_layout=True)
         methods = [m for m in SWEEP_METHODS if m in set(pts["method"])]
@@ -717,6 +720,20 @@ def _sweep_plot(pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, pa
                 label=f"gradient-noise scale B_simple ≈ {b_crit:,.0f}\n(median over {len(noise)} "
                 "AdaScale runs): predicted critical batch",
             )
+        for r in (fits if fits is not None else pd.DataFrame()).itertuples():
+            p = pts[(pts["method"] == r.method) & pts["reached"].astype(bool)]
+            if p.empty or not r.epoch_examples > 0:
+                continue
+            grid = np.geomspace(p["batch"].min(), p["batch"].max(), 100)
+            color = SWEEP_COLORS.get(r.method)
+            ax.plot(grid, r.E_min * (1 + grid / r.B_crit) / r.epoch_examples, color=color, ls=":", lw=1.5)
+            ax.axvline(
+                r.B_crit,
+                color=color,
+                ls=":",
+                lw=1.5,
+                label=f"fit, {SWEEP_METHODS.get(r.method, r.method)}: B_crit = E_min/S_min ≈ {r.B_crit:,.0f}",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         _plain_log(ax, "x", pts["batch"].to_numpy(float))
@@ -744,7 +761,10 @@ def sweep(res: Results, outdir: Path) -> list[Figure]:
         targets = _finite(g["sweep_target"])
         tgt = f" (target {targets[0]:g})" if len(targets) else ""
         title = f"{task}: critical-batch sweep — epochs to target vs batch{tgt}"
-        path = _sweep_plot(pts, cap, noise, title, outdir / f"sweep_{_slug(task)}.png")
+        from .sweep import fit_points
+
+        fits = fit_points(g, task)
+        path = _sweep_plot(pts, cap, noise, title, outdir / f"sweep_{_slug(task)}.png", fits)
         note = "" if len(noise) else " No AdaScale run recorded a noise scale: no critical-batch line."
         figs.append(Figure("sweep", task, path, SWEEP_CAPTION + note))
     return figs

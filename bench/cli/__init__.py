@@ -149,12 +149,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from bench.experiments.sweep import sweep
     from reports.build import build_sweep
-    from reports.sweep import wide
+    from reports.collect import load
+    from reports.sweep import critical_batches, critical_text, noise_by_task, wide
 
     out = Path(args.out)
     counts = sweep(args.task, out, jobs=args.jobs)
     table, written = build_sweep(out)
     print(wide(table))
+    res = load(out)
+    print(critical_text(critical_batches(res), noise_by_task(res)))
     print(f"sweep: {_counts(counts)}; " + ", ".join(str(p) for p in written))
     return 0 if counts.get("failed", 0) == 0 else 1
 

@@ -58,8 +58,9 @@ class TaskCard:
     (`tiny_windows`: gain memories in the shortest AdaScale run at the largest smoke scale, see tiny_T1), and
     `differs`: one line per way the paper preset differs from the paper by necessity (a chosen value where
     the supplement is missing, a model variant), `unit`: what the preset's batch_size counts (`plan`'s
-    examples: images, utterances, tokens), and `paper_metric`: the evaluate() key whose value compares
-    with the paper's printed number where that is not `metric` ("" = `metric`)."""
+    examples: images, utterances, tokens), `paper_metric`: the evaluate() key whose value compares
+    with the paper's printed number where that is not `metric` ("" = `metric`), and `tiny_data`: the data
+    keys its tiny data set is written with."""
 
     name: str
     metric: str
@@ -71,6 +72,9 @@ class TaskCard:
     differs: tuple[str, ...] = ()
     unit: str = "examples"
     paper_metric: str = ""
+    # `data` keys that shape the tiny data set the task writes on first use (its write_tiny takes them):
+    # a value other than the tiny preset's is another data set, so it gets its own default folder
+    tiny_data: tuple[str, ...] = ()
 
 
 def card(name: str) -> TaskCard:
