@@ -21,37 +21,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.algo.gain import moments
+from bench.algo.rules import title
 
+from . import noise
 from .collect import Results
+from .findings import MARGIN_LOSS, MARGIN_POINTS, margin
 from .paper import load_paper
 from .table2 import table_runs
 
-MARGIN_POINTS = 0.5  # the findings' margins (reports/findings.py, docs/design.md §8)
-MARGIN_LOSS = 0.02
 SPEEDUP_METHODS = ("adascale", "lsw+")  # LSW's speed-up is S by construction
-METHOD_TITLES = {"adascale": "AdaScale", "lsw+": "LSW+"}
 NOT_REACHED = "not reached"
 TTT_COLUMNS = ["task", "variant", "scale", "method", "seed", "target", "reached", "iterations", "examples", "seconds"]
 SPEEDUP_COLUMNS = ["task", "variant", "method", "scale", "speedup", "n", "ideal", "paper", "S_b_over_B"]
-
-
-def margin(higher_is_better: bool, base_mean: float) -> float:
-    """Δ: 0.5 points for an accuracy-like metric, 2 % of the S = 1 mean for a loss."""
-    return MARGIN_POINTS if higher_is_better else MARGIN_LOSS * abs(base_mean)
-
-
-def b_simple_average(train: pd.DataFrame, batch_size: float) -> float:
-    """b·Σσ̂²/Σμ̂² over the records with S ≥ 2 (NaN without statistics, inf where Σμ̂² ≤ 0)."""
-    if train.empty or not {"sum_sq", "mean_sq", "scale"} <= set(train.columns):
-        return math.nan
-    d = train[["sum_sq", "mean_sq", "scale"]].apply(pd.to_numeric, errors="coerce").dropna()
-    d = d[d["scale"] >= 2]
-    if d.empty:
-        return math.nan
-    var, sqr = moments(d["sum_sq"].to_numpy(float), d["mean_sq"].to_numpy(float), d["scale"].to_numpy(float))
-    total = float(np.sum(sqr))
-    return batch_size * float(np.sum(var)) / total if total > 0 else math.inf
 
 
 def _fixed(df: pd.DataFrame) -> pd.DataFrame:
@@ -67,7 +48,7 @@ def noise_scales(res: Results) -> pd.DataFrame:
     t = _fixed(t)
     ada = t[(t["method"] == "adascale") & (t["S"] >= 2) & (t["status"] == "completed")].copy()
     ada["B_simple"] = [
-        b_simple_average(res.metrics(r.run_dir)[0], float(r.batch_size)) if r.has_metrics else math.nan
+        noise.average(res.metrics(r.run_dir)[0], float(r.batch_size)) if r.has_metrics else math.nan
         for r in ada.itertuples()
     ]
     return ada
@@ -137,7 +118,8 @@ def time_to_target(res: Results) -> pd.DataFrame:
             continue
         higher = bool(g["higher_is_better"].dropna().iloc[0]) if g["higher_is_better"].notna().any() else True
         mean = float(base.mean())
-        target = mean - margin(True, mean) if higher else mean + margin(False, mean)
+        delta = margin(higher, np.asarray([mean]))
+        target = mean - delta if higher else mean + delta
         for r in g[g["status"].isin(("completed", "diverged"))].itertuples():
             train, evals = res.metrics(r.run_dir) if r.has_metrics else (pd.DataFrame(), pd.DataFrame())
             row = {"task": task, "variant": variant, "scale": r.scale, "method": r.method, "seed": r.seed}
@@ -217,7 +199,7 @@ def speedup_figures(res: Results, outdir: Path) -> list:
                 same = ptask == task
                 if not len(base) or not (same or method == "adascale"):
                     continue
-                label = f"paper {METHOD_TITLES[method]}, {ptask}" if same else None
+                label = f"paper {title(method)}, {ptask}" if same else None
                 if not same and other:
                     label, other = "paper AdaScale, the other tasks", False
                 ax.plot(
