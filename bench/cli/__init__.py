@@ -111,6 +111,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return plan(args)
 
 
+def cmd_flops(args: argparse.Namespace) -> int:
+    from bench.experiments.flops import flops
+
+    return flops(args)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from reports.build import build_report
 
@@ -241,7 +247,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CSV",
         help="examples/s per task and preset at S = 1 on one GPU (default: the shipped table)",
     )
+    p.add_argument("--flops", default=None, metavar="CSV", help="FLOPs per micro-batch (default: the shipped table)")
+    p.add_argument(
+        "--device", default="h100", choices=("h100", "a100"), help="GPU whose peak converts FLOPs to GPU-hours"
+    )
+    p.add_argument("--precision", default="bf16", choices=("bf16", "tf32", "fp32"), help="which dense peak")
+    p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak reached (default 0.4)")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("flops", help="count the FLOPs of one training micro-batch per task (the table plan reads)")
+    p.add_argument("--task", action="append", help="a task (repeatable; default: the five paper tasks)")
+    p.add_argument("--preset", default="paper", choices=("tiny", "paper"))
+    p.add_argument("--write", default=None, metavar="CSV", help="the table to update (default: the shipped one)")
+    p.set_defaults(func=cmd_flops)
 
     p = sub.add_parser("report", help="rebuild every table and figure from the run files in DIR")
     p.add_argument("dir")
