@@ -141,8 +141,9 @@ def flops(args: argparse.Namespace) -> int:
     rows = []
     for name in names:
         row = count(name, args.preset)
+        tflop = float(row["flops_per_microbatch"]) / 1e12
         print(
-            f"{name:<12} b={row['batch_size']:<6} {float(row['flops_per_microbatch']) / 1e12:9.3f} TFLOP per micro-batch"
+            f"{name:<12} b={row['batch_size']:<6} {tflop:9.3f} TFLOP per micro-batch"
             f"  ({row['params'] / 1e6:.1f} M parameters; {row['counted']})",
             flush=True,
         )

@@ -8,9 +8,10 @@ runs, so both have AdaScale's range. Examples: Σ over iterations of S_t · b (b
 transformer, see the unit column). GPU-hours: examples / the task's examples/s at S = 1 on one GPU (the
 throughput table), i.e. an iteration at scale S costs S micro-batches' worth of GPU time, whatever the
 number of GPUs that share it (no communication overhead). Where the table has no examples/s, GPU-hours
-come from counted work instead: examples / b micro-batches × the FLOPs of one micro-batch (flops.csv, counted by
-`adascale-bench flops`, see bench.experiments.flops) / (the device's dense peak at the chosen precision × the
-assumed model-FLOPs utilisation, `--device`, `--precision`, `--mfu`); every figure names its basis. Runs stopped by `max_epochs` (the logreg
+come from counted work instead: examples / b micro-batches × the FLOPs of one micro-batch (flops.csv,
+counted by `adascale-bench flops`, see bench.experiments.flops) / (the device's dense peak at the chosen
+precision × the assumed model-FLOPs utilisation, `--device`, `--precision`, `--mfu`); every figure names
+its basis. Runs stopped by `max_epochs` (the logreg
 sweep) are capped there; stopping at a target metric is not foreseen, so those are upper bounds.
 
 Reads the tasks' cards (tasks.presets, plain data): no torch, well under a second.
@@ -140,7 +141,8 @@ class Peak:
 
     def label(self) -> str:
         peak = PEAKS[self.device][self.precision] / 1e12
-        return f"counted FLOPs at {self.mfu:.0%} of {DEVICE_NAMES[self.device]} dense {self.precision} ({peak:g} TFLOP/s)"
+        name = DEVICE_NAMES[self.device]
+        return f"counted FLOPs at {self.mfu:.0%} of {name} dense {self.precision} ({peak:g} TFLOP/s)"
 
 
 # -- iterations and examples of one run -------------------------------------------------------------------------
