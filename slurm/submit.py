@@ -162,6 +162,10 @@ def submit(args: argparse.Namespace) -> int:
             print(f"adascale-bench: error: {line}", file=sys.stderr)
         return 1
     out = Path(args.out).expanduser().resolve()
+    if getattr(args, "rehearse", False):  # a few iterations of each configuration, in scratch folders
+        from .rehearse import rehearse
+
+        return rehearse(args, m, res, out)
     plan = make_plan(m, out, res)
     print_plan(m, plan, res)
     if args.dry_run:
