@@ -181,7 +181,7 @@ def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batc
     loop.step()  # warm-up: lazy allocations, loader workers, first-call caches
     micro = loop.fetch()  # loaded before counting: the step's syncs, not the data pipeline's
     times: list[float] = []
-    syncs, by_op = count_host_syncs(lambda: times.append(loop.step(micro)))
+    syncs, by_op = count_host_syncs(lambda first=loop: times.append(first.step(micro)))
     times += [loop.step() for _ in range(iterations - 2)]
     start = time.perf_counter()
     with sliced(eval_batches):
@@ -354,4 +354,5 @@ def _write_throughput(path: Path, rows: list[dict[str, Any]], preset: str) -> No
         print(f"--write-throughput: no S = 1 row with the preset's micro-batch; {path} left as it was")
         return
     write_throughput(path, measured)
-    print(f"throughput (examples/s at S = 1, rehearsal, {', '.join(sorted({d for _, d in measured.values()}))}): {path}")
+    devices = ", ".join(sorted({d for _, d in measured.values()}))
+    print(f"throughput (examples/s at S = 1, rehearsal, {devices}): {path}")

@@ -21,7 +21,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch.overrides import TorchFunctionMode
 
 PROFILED = ("aten::_local_scalar_dense",)  # item(), float(t), bool(t) (via aten::is_nonzero) all end here
