@@ -52,3 +52,23 @@ def count_host_syncs(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, dic
     counts: Counter[str] = Counter(e.name for e in prof.events() if e.name in PROFILED)
     counts.update({f"Tensor.{k}": v for k, v in calls.calls.items()})
     return sum(counts.values()) / repeat, dict(counts)
+
+
+def engine_syncs(task: Any, spec: dict[str, Any], work: Any, iterations: int = 2) -> tuple[float, dict[str, int]]:
+    """Host syncs per training iteration of the real engine (Engine.step at the spec's S, W = 1) on a task,
+    after one warm-up iteration; the micro-batches are loaded before counting (the data pipeline runs in
+    loader workers on a real run, not in the training process)."""
+    from pathlib import Path
+
+    from bench.engine.distributed import Dist
+    from bench.experiments.perf import EngineLoop
+
+    scale = int(spec["scale"])
+    loop = EngineLoop(spec, task, Path(work) / "run", Path(spec["data_root"] or work), Dist())
+    try:
+        stream = loop.engine.batches(loop.state, scale)
+        micro = [next(stream) for _ in range(scale)]
+        loop.step(micro)
+        return count_host_syncs(lambda: loop.step(micro), iterations)
+    finally:
+        loop.close()
