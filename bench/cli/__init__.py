@@ -117,6 +117,12 @@ def cmd_flops(args: argparse.Namespace) -> int:
     return flops(args)
 
 
+def cmd_comm(args: argparse.Namespace) -> int:
+    from bench.experiments.comm import comm
+
+    return comm(args)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from reports.build import build_report
 
@@ -303,6 +309,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--amp", default="none", choices=("none", "both"), help="both: also time the engine with amp=bf16, interleaved"
     )
     p.set_defaults(func=cmd_perf)
+
+    p = sub.add_parser("comm", help="gradient exchange: reduction=pairwise against DDP's all-reduce (gloo, W ranks)")
+    p.add_argument("--ranks", type=lambda t: [int(x) for x in t.split(",")], default=[2, 4], help="e.g. 2,4")
+    p.add_argument("--model", default="resnet50", choices=("resnet50", "resnet18"))
+    p.add_argument("--image", type=_positive_int, default=32, help="input side (small: the exchange dominates)")
+    p.add_argument("--rounds", type=_positive_int, default=5)
+    p.set_defaults(func=cmd_comm)
 
     p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder with kept checkpoints (keep_checkpoints_every)")
