@@ -145,6 +145,8 @@ def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
     for i, (wave, shape, runs) in enumerate(plan.groups(), 1):
         after = " after the runs they need" if wave else ""
         print(f"  array {i}{after}: {describe_group(runs, shape)}")
+        if res.executor == "slurm":  # what each job of the array asks SLURM for
+            print(f"    sbatch {' '.join(sbatch_options(res, shape, job_name(runs, shape.ranks)))}")
 
 
 def submit(args: argparse.Namespace) -> int:
