@@ -73,9 +73,10 @@ def _imagenet(root: Path, spec: dict[str, Any]) -> list[str]:
 PAPER_SIZES = {"cifar10": _cifar10, "imagenet": _imagenet}
 
 
-def data_problems(m: matrices.Matrix) -> list[str]:
+def data_problems(m: matrices.Matrix, sizes: bool = True) -> list[str]:
     """One line per problem with the data roots of the matrix's runs (empty: all good). The roots are per
-    task, so one run of each task stands for all of them."""
+    task, so one run of each task stands for all of them. `sizes` False: not the paper's data set sizes
+    (a rehearsal may run on a sample of the data in its published form)."""
     from tasks import get_task
 
     problems: list[str] = []
@@ -102,6 +103,6 @@ def data_problems(m: matrices.Matrix) -> list[str]:
         except OSError as e:
             problems.append(f"{name} data root {root}: {e.strerror or e}")
             continue
-        if m.preset == "paper" and name in PAPER_SIZES:
+        if sizes and m.preset == "paper" and name in PAPER_SIZES:
             problems += PAPER_SIZES[name](root, spec)
     return problems

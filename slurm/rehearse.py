@@ -9,9 +9,9 @@ ranks, GPUs, sbatch options), runs in a scratch folder under OUT/rehearsal/ (nev
 1. the engine's set-up (model, data as prepared on disk, the sample lists broadcast), then K iterations
    of the real loop (Engine.step on the data loader's micro-batches); the first is warm-up, the others are
    timed: s/iteration and examples/s (S · b per iteration, b in the task's unit);
-2. the host synchronisations of one iteration (bench.experiments.syncs) and the counted FLOPs of one
-   iteration (S × the micro-batch's, from flops.csv; scaled by b / b_paper where the micro-batch was
-   changed and the task's cost is linear in it);
+2. the host synchronisations of one iteration (bench.experiments.syncs) and the FLOPs of one iteration,
+   counted by torch.utils.flop_counter.FlopCounterMode on the first (warm-up) iteration's real micro-batches
+   (matmuls, convolutions, attention of forward and backward, on every rank: W × this rank's);
 3. one evaluation on a slice (the first `--eval-batches` evaluation batches: every task's whole
    evaluation code path, mAP, WER, BLEU with beam search, top-1);
 4. SIGTERM: the engine's stop flag is raised by the real handler, every rank agrees (Dist.any) and the
@@ -159,6 +159,7 @@ def _sync(device: Any) -> None:
 def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batches: int, dist: Any) -> dict | None:
     """The rehearsal of one configuration on this rank; rank 0's row (None on the others)."""
     import torch
+    from torch.utils.flop_counter import FlopCounterMode
 
     from bench.engine import signals
     from bench.engine.evaluation import sliced
@@ -178,7 +179,10 @@ def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batc
     engine.model.train()
     setup_s = time.perf_counter() - started
     loop = Loop(engine, state, scale)
-    loop.step()  # warm-up: lazy allocations, loader workers, first-call caches
+    counter = FlopCounterMode(display=False)
+    with counter:  # warm-up (lazy allocations, loader workers, first-call caches), its FLOPs counted
+        loop.step()
+    flops = dist.world * counter.get_total_flops()  # every rank does the same work on its A micro-batches
     micro = loop.fetch()  # loaded before counting: the step's syncs, not the data pipeline's
     times: list[float] = []
     syncs, by_op = count_host_syncs(lambda first=loop: times.append(first.step(micro)))
@@ -238,6 +242,7 @@ def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batc
         "examples_per_s": scale * b / per_iteration,
         "host_syncs_per_iteration": syncs,
         "host_syncs": ";".join(f"{k}={v}" for k, v in sorted(by_op.items())),
+        "flops_per_iteration": float(flops),
         "eval_s": eval_s,
         "eval_metric": last.get(task.metric, math.nan),
         "resume": "exact" if max(diffs, default=0.0) == 0.0 else f"differs by {max(diffs):.3g}",
@@ -249,21 +254,10 @@ def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batc
     }
 
 
-def _flops_per_iteration(row: dict[str, Any], preset: str) -> tuple[float, int | None]:
-    """S × the counted FLOPs of one micro-batch (flops.csv), and the micro-batch they were counted at."""
-    from bench.experiments.flops import LINEAR
-    from bench.experiments.plan import FLOPS, read_flops
+def _paper_batch(task: str, preset: str) -> int:
     from tasks.presets import card
 
-    per = read_flops(FLOPS).get((row["task"], preset))
-    paper_b = int(card(row["task"]).presets[preset]["batch_size"])
-    if per is None:
-        return math.nan, paper_b
-    if row["batch_size"] != paper_b:
-        if row["task"] not in LINEAR:
-            return math.nan, paper_b
-        per *= row["batch_size"] / paper_b
-    return per * row["scale"], paper_b
+    return int(card(task).presets[preset]["batch_size"])
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -323,7 +317,7 @@ def rehearse(args: Any, m: matrices.Matrix, res: Resources, out: Path) -> int:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         row["unit"] = UNITS.get(spec["task"], "examples")
-        row["flops_per_iteration"], row["paper_batch_size"] = _flops_per_iteration(row, m.preset)
+        row["paper_batch_size"] = _paper_batch(spec["task"], m.preset)
         rows.append(row)
         print(f"  [{i}/{len(specs)}] {row['resume']:8s} {name}  ({row['wall_s']:.0f} s)", flush=True)
     shutil.rmtree(home / "scratch", ignore_errors=True)

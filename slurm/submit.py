@@ -158,7 +158,7 @@ def submit(args: argparse.Namespace) -> int:
         )
     if res.executor == "slurm" and not args.dry_run:
         require_slurm()
-    problems = data_problems(m)
+    problems = data_problems(m, sizes=not getattr(args, "rehearse", False))
     if problems:
         for line in problems:
             print(f"adascale-bench: error: {line}", file=sys.stderr)
