@@ -254,6 +254,27 @@ def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batc
     }
 
 
+def _refused(res: Resources, shape: Any, name: str) -> str | None:
+    """sbatch --test-only's reason for refusing the job (None: it would run, or not SLURM)."""
+    if res.executor != "slurm":
+        return None
+    import subprocess
+
+    from .executors import sbatch_options
+    from .submit import sbatch_reason
+
+    try:
+        answer = subprocess.run(
+            ["sbatch", "--test-only", *sbatch_options(res, shape, name), "--wrap=true"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        return str(e)
+    return sbatch_reason(answer.stderr or answer.stdout) if answer.returncode else None
+
+
 def _paper_batch(task: str, preset: str) -> int:
     from tasks.presets import card
 
@@ -305,6 +326,11 @@ def rehearse(args: Any, m: matrices.Matrix, res: Resources, out: Path) -> int:
         scratch = home / "scratch" / name
         shutil.rmtree(scratch, ignore_errors=True)
         shape = shape_for(spec, spec["ranks"], res)
+        refused = _refused(res, shape, f"rehearse-{name}")
+        if refused:  # a request SLURM would leave pending forever
+            failed.append(f"{name}: sbatch refused it: {refused}")
+            print(f"  [{i}/{len(specs)}] failed   {failed[-1]}", flush=True)
+            continue
         ex = make_executor(res, shape, home / "submitit", name=f"rehearse-{name}")
         with quiet_submitit():
             job = ex.submit(RehearseJob(spec, str(scratch), iterations, int(args.eval_batches)))
