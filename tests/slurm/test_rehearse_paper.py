@@ -90,7 +90,8 @@ MATRIX = """preset: paper
 seeds: [0]
 data_roots: {{cifar10: {root}/cifar10, imagenet: {root}/imagenet, transformer: {root}/wmt}}
 experiments:
-  - table2: {{tasks: [cifar10], methods: [adascale], scales: [2], set: {{batch_size: 32, num_workers: 1, data.verify_md5: false}}}}
+  - table2: {{tasks: [cifar10], methods: [adascale], scales: [2],
+             set: {{batch_size: 32, num_workers: 1, data.verify_md5: false}}}}
   - table2: {{tasks: [imagenet], methods: [adascale], scales: [2],
              set: {{batch_size: 4, num_workers: 1, model.num_classes: 5, data.eval_batch_size: 8}}}}
   - table2: {{tasks: [transformer], methods: [adascale], scales: [2], set: {{batch_size: 512, num_workers: 1}}}}
