@@ -42,7 +42,7 @@ import submitit
 
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
-from bench.experiments.plan import UNITS
+from bench.experiments.plan import _unit
 from bench.files import atomic_write_bytes
 
 from .executors import Resources, make_executor, run_scales, shape_for
@@ -344,7 +344,7 @@ def rehearse(args: Any, m: matrices.Matrix, res: Resources, out: Path) -> int:
             continue
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        row["unit"] = UNITS.get(spec["task"], "examples")
+        row["unit"] = _unit(spec["task"])
         row["paper_batch_size"] = _paper_batch(spec["task"], m.preset)
         rows.append(row)
         print(f"  [{i}/{len(specs)}] {row['resume']:8s} {name}  ({row['wall_s']:.0f} s)", flush=True)
@@ -355,7 +355,7 @@ def rehearse(args: Any, m: matrices.Matrix, res: Resources, out: Path) -> int:
     if any(r["batch_size"] != r["paper_batch_size"] for r in rows):
         print("* micro-batch smaller than the preset's (the matrix's `set`): shapes per example stay real")
     print(f"rehearsal: {len(rows)} of {len(specs)} configurations in {time.perf_counter() - started:.0f} s; {path}")
-    if getattr(args, "write_throughput", None):
+    if args.write_throughput:
         _write_throughput(Path(args.write_throughput), rows, m.preset)
     for line in failed:
         print(f"adascale-bench: error: rehearsal {line}")

@@ -1,25 +1,25 @@
 """`adascale-bench plan MATRIX [--gpus N] [--throughput CSV]`: what a matrix costs before it is submitted.
 
 Per cell (experiment × task × method × S) and in total: runs, iterations per run, examples processed and
-GPU-hours. Iterations: S = 1 and identity runs take T1; LSW takes exactly `iterations_for` (τ advances by
-S_t); AdaScale's gain r_t lies in [1, S_t], so it takes between LSW's count (r = S: ⌈T1/S⌉ at a constant S)
-and T1 (r = 1); LSW+ runs T_AS iterations and the heat map's scaled SGD the mean of its grid's AdaScale
-runs, so both have AdaScale's range. Examples: Σ over iterations of S_t · b (b is tokens for the
-transformer, see the unit column). GPU-hours: examples / the task's examples/s at S = 1 on one GPU (the
-throughput table), i.e. an iteration at scale S costs S micro-batches' worth of GPU time, whatever the
-number of GPUs that share it (no communication overhead). Where the table has no examples/s, GPU-hours
-come from counted work instead: examples / b micro-batches × the FLOPs of one micro-batch (flops.csv,
-counted by `adascale-bench flops`, see bench.experiments.flops) / (the device's dense peak at the chosen
-precision × the assumed model-FLOPs utilisation, `--device`, `--precision`, `--mfu`); every figure names
-its basis. Runs stopped by `max_epochs` (the logreg
-sweep) are capped there; stopping at a target metric is not foreseen, so those are upper bounds.
+GPU-hours. Iterations follow each method's pace in the method table (bench.algo.rules.METHODS): S = 1 and
+identity runs take T1; LSW takes exactly `iterations_for` (τ advances by S_t); AdaScale's gain r_t lies in
+[1, S_t], so it takes between LSW's count (r = S: ⌈T1/S⌉ at a constant S) and T1 (r = 1); LSW+ runs T_AS
+iterations and the heat map's scaled SGD the mean of its grid's AdaScale runs, so both have AdaScale's
+range. Examples: Σ over iterations of S_t · b (b in the task's unit, its card's `unit`: tokens for the
+transformer). GPU-hours: examples / the task's examples/s at S = 1 on one GPU (the throughput table),
+i.e. an iteration at scale S costs S micro-batches' worth of GPU time, whatever the number of GPUs that
+share it (no communication overhead). Where the table has no examples/s, GPU-hours come from counted
+work instead: examples / b micro-batches × the FLOPs of one micro-batch (flops.csv, counted by
+`adascale-bench flops`, see bench.experiments.flops) / (the device's dense peak at the chosen precision ×
+the assumed model-FLOPs utilisation, `--device`, `--precision`, `--mfu`); every figure names its basis.
+Runs stopped by `max_epochs` (the logreg sweep) are capped there;
+stopping at a target metric is not foreseen, so those are upper bounds.
 
 Reads the tasks' cards (tasks.presets, plain data): no torch, well under a second.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import io
@@ -30,7 +30,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench.algo.rules import METHODS, TAU_RTOL, finished
+from bench.algo.rules import METHODS, SHARED_AT_S1, TAU_RTOL, finished, method_order, table2_methods
 from bench.algo.schedules import ScaleSchedule, scale_schedule
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
@@ -51,7 +51,6 @@ PEAKS: dict[str, dict[str, float]] = {
 }
 DEVICE_NAMES = {"h100": "H100 SXM", "a100": "A100 SXM"}
 DEFAULT_MFU = 0.4  # assumed model-FLOPs utilisation: ~40 % is what well-tuned CNN/transformer training reaches
-UNITS = {"cifar10": "images", "imagenet": "images", "yolo": "images", "speech": "utterances", "transformer": "tokens"}
 FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --write-throughput {path}"
 
 
@@ -177,12 +176,7 @@ def run_cost(spec: dict[str, Any], logreg_n: int) -> RunCost:
     scales = scale_schedule(spec)
     T1, b, method = float(spec["T1"]), int(spec["batch_size"]), spec["method"]
     fast, slow = walk(scales, T1, True), walk(scales, T1, False)
-    if method == "lsw":
-        lo = hi = fast
-    elif method in ("adascale", "lsw+", "scaled"):
-        lo, hi = fast, slow
-    else:  # identity: p = 1
-        lo = hi = slow
+    lo, hi = {"scale": (fast, fast), "gain": (fast, slow), "one": (slow, slow)}[METHODS[method].pace]
     its, sums = [lo[0], hi[0]], [lo[1], hi[1]]
     if spec.get("max_epochs") and spec["task"] == "logreg":  # the sweep: stopped after max_epochs of data
         cap_examples = spec["max_epochs"] * logreg_n
@@ -194,8 +188,7 @@ def run_cost(spec: dict[str, Any], logreg_n: int) -> RunCost:
     return RunCost((its[0], its[1]), (sums[0] * b, sums[1] * b), scales.max_scale(), METHODS[method].needs is not None)
 
 
-def _mfu(args: argparse.Namespace) -> float:
-    mfu = getattr(args, "mfu", None)
+def _mfu(mfu: float | None) -> float:
     mfu = DEFAULT_MFU if mfu is None else float(mfu)
     if not 0 < mfu <= 1:
         raise UserError(f"--mfu {mfu}: expected a fraction of the peak in (0, 1]")
@@ -217,6 +210,13 @@ class Cell:
     flops: list[float] | None = None  # counted FLOPs (fewest, most); None: not counted for this task
     basis: str = ""  # what the GPU-hours come from: "measured" or "FLOPs"
     longest: list[float] | None = None  # the longest chain of runs, in hours on min(S, N) GPUs
+
+
+def _unit(task: str) -> str:
+    """What the task's batch_size counts (its card's `unit`)."""
+    from tasks.presets import card
+
+    return card(task).unit
 
 
 def _fmt_si(x: float) -> str:
@@ -274,11 +274,11 @@ def make_plan(
             width = min(cost.max_scale, gpus or cost.max_scale)
             chain = [h / width * (2 if cost.waits else 1) for h in run_hours]
             cell.longest = [max(a, c) for a, c in zip(cell.longest or [0.0, 0.0], chain, strict=True)]
-    kinds, methods = list(matrices.KINDS), list(METHODS)
+    kinds = list(matrices.KINDS)
 
     def order(c: Cell) -> tuple:
         scale = (0, c.scale, "") if isinstance(c.scale, int) else (1, 0, c.scale)
-        return (kinds.index(c.kind) if c.kind in kinds else 9, c.task, methods.index(c.method), scale)
+        return (kinds.index(c.kind) if c.kind in kinds else 9, c.task, method_order(c.method), scale)
 
     return sorted(cells.values(), key=order)
 
@@ -286,17 +286,19 @@ def make_plan(
 def frame(cells: list[Cell], gpus: int | None) -> Any:
     import pandas as pd
 
+    shared = " (" + "".join(f"={m}" for m in table2_methods() if m != SHARED_AT_S1) + ")"  # " (=lsw=lsw+)"
+
     rows = []
     for c in cells:
         row = {
             "experiment": c.kind,
             "task": c.task,
-            "method": c.method + (" (=lsw=lsw+)" if matrices.is_shared(c.method, c.scale, c.kind) else ""),
+            "method": c.method + (shared if matrices.is_shared(c.method, c.scale, c.kind) else ""),
             "S": str(c.scale),
             "runs": c.runs,
             "iterations/run": _range(c.iterations[0], c.iterations[1], lambda x: f"{x:,}"),
             "examples": _range(c.examples[0], c.examples[1], _fmt_si),
-            "unit": UNITS.get(c.task, "examples"),
+            "unit": _unit(c.task),
             "FLOPs": _range(c.flops[0], c.flops[1], _fmt_si) if c.flops else "not counted",
             "GPU-hours": _range(c.hours[0], c.hours[1], _hours) if c.hours else "unknown",
             "basis": c.basis or "-",
@@ -315,11 +317,11 @@ def totals(cells: list[Cell], gpus: int | None) -> dict[str, str]:
     runs = sum(c.runs for c in cells)
     known = all(c.hours for c in cells)
     out = {"runs": f"{runs:,}"}
-    units = sorted({UNITS.get(c.task, "examples") for c in cells})
+    units = sorted({_unit(c.task) for c in cells})
     out["examples"] = "; ".join(
         _range(
-            sum(c.examples[0] for c in cells if UNITS.get(c.task, "examples") == u),
-            sum(c.examples[1] for c in cells if UNITS.get(c.task, "examples") == u),
+            sum(c.examples[0] for c in cells if _unit(c.task) == u),
+            sum(c.examples[1] for c in cells if _unit(c.task) == u),
             _fmt_si,
         )
         + f" {u}"
@@ -359,15 +361,28 @@ def per_task(cells: list[Cell]) -> list[str]:
     return lines
 
 
-def plan(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class PlanOptions:
+    """`adascale-bench plan`'s options, typed."""
+
+    matrix: str
+    gpus: int | None = None  # also the wall-clock hours on this many GPUs
+    throughput: str | None = None  # the throughput table (default: the shipped one)
+    flops: str | None = None  # the FLOPs table (default: the shipped one)
+    device: str = "h100"  # whose peak converts FLOPs to GPU-hours
+    precision: str = "bf16"  # which of its dense peaks
+    mfu: float = DEFAULT_MFU  # the assumed fraction of that peak
+
+
+def plan(args: PlanOptions) -> int:
     import pandas as pd
 
     m = matrices.load(args.matrix)
     path = Path(args.throughput) if args.throughput else THROUGHPUT
     throughput = read_throughput(path)
     gpus = args.gpus
-    flops_path = Path(getattr(args, "flops", None) or FLOPS)
-    peak = Peak(getattr(args, "device", None) or "h100", getattr(args, "precision", None) or "bf16", _mfu(args))
+    flops_path = Path(args.flops or FLOPS)
+    peak = Peak(args.device, args.precision, _mfu(args.mfu))
     cells = make_plan(m, throughput, gpus, read_flops(flops_path), peak)
     df = frame(cells, gpus)
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):

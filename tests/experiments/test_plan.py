@@ -3,7 +3,6 @@ table and perf's --write-throughput; S = 1 as one shared run; submit's GPU and d
 
 from __future__ import annotations
 
-import argparse
 import csv
 import subprocess
 import sys
@@ -67,7 +66,7 @@ def test_flops_basis_against_a_hand_computation(tmp_path: Path, capsys: pytest.C
     out = capsys.readouterr().out
     assert "GPU-hours unknown" in out and "adascale-bench flops" in out
     with pytest.raises(UserError, match="--mfu 0"):
-        plan.plan(argparse.Namespace(matrix=str(m.path), throughput=None, gpus=None, mfu=0))
+        plan.plan(plan.PlanOptions(matrix=str(m.path), mfu=0))
 
 
 def test_bad_flops_table_is_one_line(tmp_path: Path) -> None:
@@ -158,7 +157,7 @@ def test_perf_writes_the_throughput_row_at_scale_one(tmp_path: Path) -> None:
     from bench.experiments import perf
 
     tp = tmp_path / "tp.csv"
-    args = argparse.Namespace(
+    args = perf.PerfOptions(
         task=["logreg"], device="cpu", preset="tiny", scales="1", repeats=2, data_root=None, out=str(tmp_path / "p")
     )
     args.write_throughput = str(tp)
