@@ -66,13 +66,24 @@ GAP = {
 }
 PAPER = [
     pytest.param(n, b, marks=pytest.mark.xfail(strict=True, reason=GAP[n])) if n in GAP else pytest.param(n, b)
-    for n, b in [("cifar10", None), ("imagenet", 2), ("speech", 1), ("transformer", 512), ("yolo", 1)]
+    for n, b in [("cifar10", None), ("imagenet", 2), ("transformer", 512), ("yolo", 1)]
 ]
+# speech's paper model (5 × 1024 bidirectional LSTMs) on one 12.3 s utterance takes over 7 minutes for the
+# two counted iterations on 2 cores: its sync count (which does not depend on the sizes) is held on the tiny
+# preset's model, the same code (tasks/speech/model.py, the CTC loss), in test_speech_syncs below.
 
 
 @pytest.mark.paper
-@pytest.mark.parametrize(("name", "batch"), PAPER, ids=["cifar10", "imagenet", "speech", "transformer", "yolo"])
+@pytest.mark.parametrize(("name", "batch"), PAPER, ids=["cifar10", "imagenet", "transformer", "yolo"])
 def test_every_paper_preset_syncs_at_most_once_per_iteration(name: str, batch: int | None, tmp_path: Path) -> None:
     task = SyntheticData(get_task(name))
     per, counts = engine_syncs(task, paper_spec(task, tmp_path, 2, batch), tmp_path, iterations=1)
     assert per <= 1, f"{name}: {per} host syncs per iteration: {counts}"
+
+
+@pytest.mark.xfail(strict=True, reason=GAP["speech"])
+def test_speech_syncs(tmp_path: Path) -> None:
+    task = SyntheticData(get_task("speech"))
+    spec = resolve(task, "adascale", 2, 0, "tiny", str(tmp_path / "data"), {"num_workers": 0})
+    per, counts = engine_syncs(task, spec, tmp_path, iterations=1)
+    assert per <= 1, f"speech: {per} host syncs per iteration: {counts}"
