@@ -49,6 +49,10 @@ class SubmitOptions:
     cpu_only: bool = False
     dry_run: bool = False
     wait: bool = False
+    rehearse: bool = False  # slurm/rehearse.py: each distinct configuration for a few iterations
+    iterations: int = 4
+    eval_batches: int = 2
+    write_throughput: str | None = None
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,8 @@ def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
     for i, (wave, shape, runs) in enumerate(plan.groups(), 1):
         after = " after the runs they need" if wave else ""
         print(f"  array {i}{after}: {describe_group(runs, shape)}")
+        if res.executor == "slurm":  # what each job of the array asks SLURM for
+            print(f"    sbatch {' '.join(sbatch_options(res, shape, job_name(runs, shape.ranks)))}")
 
 
 def submit(args: SubmitOptions) -> int:
@@ -157,12 +159,16 @@ def submit(args: SubmitOptions) -> int:
         )
     if res.executor == "slurm" and not args.dry_run:
         require_slurm()
-    problems = data_problems(m)
+    problems = data_problems(m, sizes=not args.rehearse)
     if problems:
         for line in problems:
             print(f"adascale-bench: error: {line}", file=sys.stderr)
         return 1
     out = Path(args.out).expanduser().resolve()
+    if args.rehearse:  # a few iterations of each configuration, in scratch folders
+        from .rehearse import rehearse
+
+        return rehearse(args, m, res, out)
     plan = make_plan(m, out, res)
     print_plan(m, plan, res)
     if args.dry_run:
