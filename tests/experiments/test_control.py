@@ -16,7 +16,7 @@ import pytest
 from bench.algo import rules
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import run_matrix
-from reports import control
+from reports import control, noise
 from reports import findings as FD
 from reports.build import build_report
 from reports.collect import ReportWarning, load
@@ -104,9 +104,9 @@ def test_time_to_target_and_speedup_of_the_cell(cell_out: tuple[Path, pd.DataFra
 def test_b_simple_average_uses_the_unbiased_moments() -> None:
     # two micro-batches, g = (1, 3) in one dimension: sum_sq = 10, mean_sq = 4 -> var = 2, sqr = 3
     train = pd.DataFrame({"sum_sq": [10.0, 10.0], "mean_sq": [4.0, 4.0], "scale": [2, 2]})
-    assert control.b_simple_average(train, 8.0) == pytest.approx(8 * 2 / 3)
-    assert math.isnan(control.b_simple_average(train.assign(scale=1), 8.0))  # S = 1 measures nothing
-    assert control.b_simple_average(train.assign(mean_sq=[1.0, 1.0]), 8.0) == math.inf  # Σμ̂² ≤ 0
+    assert noise.average(train, 8.0) == pytest.approx(8 * 2 / 3)
+    assert math.isnan(noise.average(train.assign(scale=1), 8.0))  # S = 1 measures nothing
+    assert noise.average(train.assign(mean_sq=[1.0, 1.0]), 8.0) == math.inf  # Σμ̂² ≤ 0
 
 
 def test_the_control_matrix_reaches_several_noise_scales() -> None:
