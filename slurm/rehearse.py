@@ -45,7 +45,7 @@ from bench.experiments import matrix as matrices
 from bench.experiments.plan import _unit
 from bench.files import atomic_write_bytes
 
-from .executors import Resources, make_executor, run_scales, shape_for
+from .executors import Resources, make_executor, ranks_to_start, run_scales, sbatch_reason, shape_for
 from .job import dist_environment
 from .records import quiet_submitit
 
@@ -80,7 +80,6 @@ COLUMNS = [
 
 def configurations(m: matrices.Matrix, res: Resources) -> list[dict[str, Any]]:
     """One resolved spec per distinct configuration (see the module docstring), with its ranks."""
-    from .submit import ranks_to_start
 
     seen: dict[tuple, dict[str, Any]] = {}
     for req in m.runs:
@@ -263,7 +262,6 @@ def _refused(res: Resources, shape: Any, name: str) -> str | None:
     import subprocess
 
     from .executors import sbatch_options
-    from .submit import sbatch_reason
 
     try:
         answer = subprocess.run(

@@ -23,7 +23,7 @@ from typing import Any
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import ReadyQueue
-from bench.files import SPEC, SUMMARY, read_json_object
+from bench.files import SUMMARY, read_json_object
 from bench.run.runner import existing_summary
 from bench.run.spec import run_name
 
@@ -34,14 +34,13 @@ from .executors import (
     Shape,
     SubmitOptions,
     accumulation,
-    choose_ranks,
-    feasible,
     fits,
     local_parallelism,
     make_executor,
+    ranks_to_start,
     require_slurm,
-    run_scales,
     sbatch_options,
+    sbatch_reason,
     shape_for,
 )
 from .job import RunJob
@@ -106,26 +105,6 @@ def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
     for p in todo:
         p.wave = wave(p)
     return Plan(todo, complete, queued, names)
-
-
-def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
-    """W for the run's next job. Usually the most ranks the resources allow (an incomplete run keeps the W
-    it started with); a spec that fixes the accumulation A needs W = S / A at its checkpoint's τ."""
-    if spec.get("accumulation"):
-        from bench.run.launch import initial_ranks
-
-        ranks = initial_ranks({**spec, "ranks": 1}, run_dir)
-        if not fits(ranks, res):
-            raise UserError(
-                f"{run_name(spec)} needs {ranks} ranks (accumulation {spec['accumulation']}), more than "
-                f"--gpus-per-node × --max-nodes allow ({res.max_ranks}) as whole nodes"
-            )
-        return ranks
-    scales = run_scales(spec)
-    before = read_json_object(run_dir / SPEC)
-    if before and isinstance(before.get("ranks"), int) and feasible(before["ranks"], scales, res):
-        return before["ranks"]
-    return choose_ranks(scales, res)
 
 
 def describe_group(runs: list[Planned], shape: Shape) -> str:
@@ -220,13 +199,6 @@ DRIVERS: dict[str, Callable[[Plan, Path, Resources, bool], bool]] = {
 
 
 # -- SLURM ------------------------------------------------------------------------------------------------------
-def sbatch_reason(error: BaseException | str) -> str:
-    """sbatch's error lines, without their prefixes, on one line."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    lines = [line.removeprefix("sbatch: error:").removeprefix("allocation failure:").strip() for line in lines]
-    return "; ".join(dict.fromkeys(lines)) or (type(error).__name__ if isinstance(error, BaseException) else "")
-
-
 def preflight(plan: Plan, out: Path, res: Resources) -> None:
     """`sbatch --test-only` with the script of each shape before submitting anything: SLURM accepts some
     requests that it can never satisfy (more tasks than a node has CPUs, beyond a partition's limits) and

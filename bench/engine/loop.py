@@ -186,6 +186,7 @@ class Engine:
     ) -> None:
         self.spec = spec
         self.run_dir = Path(run_dir)
+        self._started = time.perf_counter()  # run() resets it to the run's own start (resumed wall time included)
         self.dist = dist or Dist()
         self.progress = progress
         self.task = task
