@@ -36,6 +36,7 @@ from bench.engine.seeding import mix
 from bench.errors import UserError
 from bench.files import KEPT, METRICS, OFFLINE_GAIN, SPEC, atomic_write_bytes, read_json_object, read_jsonl
 from bench.run.data import prepare_data
+from bench.run.spec import identity_of
 
 OFFLINE_STREAM = 0x0FF1  # the offline micro-batches' stream: mix(run seed, iteration, OFFLINE_STREAM)
 BATCHES = {"paper": 1000, "tiny": 64}  # n by preset (`--batches` overrides)
@@ -98,6 +99,21 @@ def kept_checkpoints(run_dir: Path) -> list[Path]:
     return sorted((Path(run_dir) / KEPT).glob("iter*.pt"))
 
 
+def check_kept(path: Path, kept: dict[str, Any], spec: dict[str, Any]) -> None:
+    """A kept checkpoint belongs to the run folder it sits in: the run identity it carries (the spec of the
+    run that wrote it, bench.run.spec.identity_of) must be the folder's, or its gains would be another run's."""
+    saved = kept.get("spec")
+    if not isinstance(saved, dict):
+        raise UserError(f"kept checkpoint {path} carries no run identity (no spec); it cannot be checked, delete it")
+    mine, theirs = identity_of(spec), identity_of(saved)
+    if mine != theirs:
+        diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        raise UserError(
+            f"kept checkpoint {path} belongs to another run (differs in: {', '.join(diff)}); "
+            "move it to its own run folder or delete it"
+        )
+
+
 def offline_gains(
     run_dir: Path, batches: int | None = None, progress: bool = True, device: str | None = None
 ) -> list[dict[str, Any]]:
@@ -138,13 +154,18 @@ def offline_gains(
     ) as bar:
         for path in paths:
             kept = load_weights(path, dist.device)
-            model.load_state_dict(kept["model"])
-            it = int(kept["iteration"])
+            check_kept(path, kept, spec)
+            try:
+                model.load_state_dict(kept["model"])
+                it = int(kept["iteration"])
+                scale = int(kept["scale"])
+                tau = float(kept["tau"])
+            except (RuntimeError, TypeError, ValueError) as e:
+                first = " ".join(str(e).split())[:160]
+                raise UserError(f"kept checkpoint {path} does not fit this run's model ({first})") from None
             seed = mix(int(spec["seed"]), it, OFFLINE_STREAM)
-            est = measure(
-                task, model, microbatches(task, train, spec, n, seed), seed, int(kept["scale"]), dist.device, bar.update
-            )
-            rows.append({"iteration": it, "tau": float(kept["tau"]), "scale": int(kept["scale"]), **est})
+            est = measure(task, model, microbatches(task, train, spec, n, seed), seed, scale, dist.device, bar.update)
+            rows.append({"iteration": it, "tau": tau, "scale": scale, **est})
     write_csv(run_dir / OFFLINE_GAIN, rows)
     return rows
 
