@@ -136,7 +136,17 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     id into the lock file. Re-entrant within a process. On a file system without locks (some Lustre
     mounts), a warning and no lock."""
     run_dir = Path(run_dir)
-    key = str(run_dir.resolve())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with file_lock(run_dir / LOCK, f"run folder {run_dir}"):
+        yield
+
+
+@contextmanager
+def file_lock(path: Path, what: str) -> Iterator[None]:
+    """The lock of run_lock on any lock file `path` (`prepare` holds one beside its --out): `what` names
+    the guarded thing in the one-line error when another process holds it."""
+    path = Path(path)
+    key = str(path.resolve())
     if key in _HELD:
         _HELD[key] += 1
         try:
@@ -144,8 +154,6 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         finally:
             _HELD[key] -= 1
         return
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
         for attempt in range(3):  # `status` probes the lock for a moment: try again past such a probe
@@ -154,9 +162,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if attempt == 2:
-                    raise RunFolderBusy(
-                        f"run folder {run_dir} is in use by {_holder(path)}; wait for it to end or stop it"
-                    ) from None
+                    raise RunFolderBusy(f"{what} is in use by {_holder(path)}; wait for it to end or stop it") from None
                 time.sleep(0.05)
             except OSError as e:  # ENOLCK, ENOSYS, EINVAL: no locks here
                 print(
