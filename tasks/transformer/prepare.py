@@ -90,8 +90,8 @@ def _checked(opts: dict[str, Any]) -> dict[str, Any]:
         value = out[key]
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise bad(key, "a positive integer")
+        if isinstance(value, bool) or not isinstance(value, int) or value < (key == "vocab_size" or key == "threads"):
+            raise bad(key, "a non-negative integer" if key == "input_sentence_size" else "a positive integer")
         out[key] = value
     try:
         cov = out["character_coverage"]
