@@ -11,12 +11,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench.algo.rules import METHODS
 from bench.errors import UserError
 from bench.files import SPEC, in_identity, read_json
 from bench.run.schema import LATE_SETTINGS, RUN_DEFAULTS, validate
+from bench.run.yamlread import load_yaml
 
 ELASTIC = ("elastic-up", "elastic-down")
 PRESETS = ("tiny", "paper")
@@ -45,16 +44,19 @@ def default_data_root(task: str) -> Path:
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """`key=value` strings (dotted keys reach into nested mappings); values are read as YAML scalars."""
+    """`key=value` strings (dotted keys reach into nested mappings); values are read as YAML (aliases
+    bounded, 1e-3 a number: bench.run.yamlread)."""
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
             raise UserError(f"--set {item!r}: expected key=value")
         key, raw = item.split("=", 1)
         try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = raw
+            out[key.strip()] = load_yaml(raw, f"--set {key.strip()}") if raw.strip() else ""
+        except UserError as e:
+            if "expands to more than" in str(e):
+                raise
+            out[key.strip()] = raw  # not YAML: the text itself
     return out
 
 
