@@ -11,7 +11,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -239,6 +239,40 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     except FileNotFoundError:
         pass
     return records
+
+
+def tail_records(path: Path, n: int, keep: Callable[[dict[str, Any]], bool], block: int = 1 << 20) -> list[dict]:
+    """The last `n` complete records of a JSON-lines file for which `keep` holds, in file order, read
+    backwards a block at a time (a file of millions of records costs only its tail). A torn last line
+    (no newline yet) is ignored, as read_jsonl does."""
+    found: list[dict[str, Any]] = []
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return found
+    with f:
+        pos = f.seek(0, os.SEEK_END)
+        carry = None  # the start of the line cut by the block boundary; None until the torn tail is dropped
+        while pos > 0 and len(found) < n:
+            step = min(block, pos)
+            pos -= step
+            f.seek(pos)
+            data = f.read(step) + (carry or b"")
+            if carry is None:  # drop what follows the last newline (a torn last line)
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    continue  # no newline yet in this block: keep going back (carry stays None)
+                data = data[: cut + 1]
+            lines = data.split(b"\n")
+            carry = lines[0] if pos > 0 else b""
+            for line in reversed(lines[1:] if pos > 0 else lines):
+                if len(found) == n:
+                    break
+                if line.strip():
+                    record = json.loads(line)
+                    if keep(record):
+                        found.append(record)
+    return found[::-1]
 
 
 class MetricsLog:

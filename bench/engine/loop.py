@@ -67,6 +67,10 @@ class State:
     wall_time: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
     target_epochs: float | None = None  # data epochs at the first evaluation that reached spec["target"]
+    # running aggregates of the training records, so the summary need not re-read metrics.jsonl
+    # (None: restored from a checkpoint written before they existed; the summary then reads the file)
+    gain_sum: float | None = 0.0
+    gain_count: int | None = 0
 
 
 @dataclass
@@ -218,7 +222,10 @@ class Engine:
             self.dist.barrier()  # nobody writes a checkpoint before every rank has looked
             return State()
         ckpt = load_checkpoint(path, self.dist.device)
-        state = State(**ckpt["state"])
+        try:
+            state = State(**{"gain_sum": None, "gain_count": None, **ckpt["state"]})
+        except TypeError:
+            raise UserError(f"checkpoint {path} holds an unknown state; delete it to start the run over") from None
         damage = self._damage(ckpt.get("spec"), state) if self.dist.is_main else None
         damage = self.dist.broadcast(damage)  # every rank stops, not rank 0 alone
         if damage:
@@ -325,6 +332,9 @@ class Engine:
                 **(self.estimator.stats() if track and scale > 1 else {}),
             }
         )
+        if state.gain_sum is not None and state.gain_count is not None:
+            state.gain_sum += gain  # in record order: the same float sum as over the file's records
+            state.gain_count += 1
         state.tau += p
         state.iteration += 1
         state.microbatch += scale

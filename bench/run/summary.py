@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench.files import CHECKPOINT, METRICS, SUMMARY, read_jsonl, write_json
+from bench.files import CHECKPOINT, METRICS, SUMMARY, read_jsonl, tail_records, write_json
 from bench.run.provenance import git_commit, versions
 
 IDENTIFYING = ("task", "method", "scale", "seed", "preset")
@@ -37,15 +37,23 @@ def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> d
         "git_commit": git_commit(),
     }
     if outcome.status == "completed":
-        records = [r for r in read_jsonl(run_dir / METRICS) if not r.get("eval")]
-        window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
-        losses = [r["loss"] for r in records[-window:]]
-        gains = [r["gain"] for r in records if r.get("gain") is not None]
+        if state.gain_sum is not None and state.gain_count is not None:
+            # running aggregates (bench.engine.loop.State) and the file's tail: a transformer S = 1 run's
+            # 1.5 M records are not read again (one record per iteration, so the count is the iterations)
+            window = max(1, math.ceil(spec["train_loss_window"] * state.iteration))
+            losses = [r["loss"] for r in tail_records(run_dir / METRICS, window, lambda r: not r.get("eval"))]
+            mean_gain = state.gain_sum / state.gain_count if state.gain_count else None
+        else:  # resumed from a checkpoint that predates the aggregates
+            records = [r for r in read_jsonl(run_dir / METRICS) if not r.get("eval")]
+            window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
+            losses = [r["loss"] for r in records[-window:]]
+            gains = [r["gain"] for r in records if r.get("gain") is not None]
+            mean_gain = sum(gains) / len(gains) if gains else None
         summary.update(
             val_metric=state.last_eval.get(task.metric),
             train_loss=sum(losses) / len(losses),
             eval=state.last_eval,
-            mean_gain=sum(gains) / len(gains) if gains else None,
+            mean_gain=mean_gain,
         )
         if outcome.noise_scale is not None:
             summary["noise_scale"] = outcome.noise_scale
