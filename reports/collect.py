@@ -24,7 +24,10 @@ import pandas as pd
 
 from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, in_identity
 
+from . import runcache
+
 STATUSES = ("completed", "diverged", "failed")
+CACHE_DIR = Path("report") / "cache"  # per-run metrics summaries (reports.runcache), beside the report
 ELASTIC = ("elastic-up", "elastic-down")
 # Overrides that do not change what a run computes: they do not split a table into variants.
 
@@ -143,36 +146,24 @@ def variant_of(overrides: dict) -> str:
 
 
 def read_metrics(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
-    """(training records, eval records, problem or None) of one metrics.jsonl. A torn last line is
-    ignored silently (a run being written); other undecodable lines are skipped and reported."""
+    """(training records, eval records, problem or None) of one metrics.jsonl, every record of it. A torn
+    last line is ignored silently (a run being written); other undecodable lines (not JSON, not UTF-8,
+    not an object) are skipped and reported."""
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as e:
         return pd.DataFrame(), pd.DataFrame(), f"cannot read ({e.strerror or e})"
-    lines = text.split("\n")
-    if not text.endswith("\n"):
-        lines = lines[:-1]  # torn (or empty) last line
-    train, evals, bad = [], [], 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if not isinstance(rec, dict):
-            bad += 1
-        elif rec.get("eval"):
-            evals.append(rec)
-        else:
-            train.append(rec)
-    problem = f"{bad} undecodable line(s) skipped" if bad else None
-    if not train and not evals:
-        problem = "no records" + (f" ({problem})" if problem else "")
+    train, evals, _, bad = runcache.read_whole(data[: data.rfind(b"\n") + 1])
     t, e = pd.DataFrame(train), pd.DataFrame(evals)
     t, e = (df.sort_values("tau", kind="stable") if "tau" in df else df for df in (t, e))
-    return t, e, problem
+    return t, e, _problem(len(train) + len(evals), bad)
+
+
+def _problem(records: int, bad: int) -> str | None:
+    problem = f"{bad} undecodable line(s) skipped" if bad else None
+    if not records:
+        problem = "no records" + (f" ({problem})" if problem else "")
+    return problem
 
 
 @dataclass
@@ -182,6 +173,7 @@ class Results:
     root: Path
     runs: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+    cache_dir: Path | None = None  # where each run's metrics summary is cached (reports.runcache)
     _metrics: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict, repr=False)
 
     def warn(self, message: str) -> None:
@@ -190,8 +182,10 @@ class Results:
             warnings.warn(message, ReportWarning, stacklevel=3)
 
     def metrics(self, run_dir: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(training records, eval records) of one run, read once; empty frames (and a warning naming
-        the file) when unusable."""
+        """(training records, eval records) of one run: every eval record, and the training curves
+        downsampled for a large file (reports.runcache: `train.attrs` says how many records there are
+        and whether the frame is a sample), read once and cached; empty frames (and a warning naming the
+        file) when unusable."""
         key = str(run_dir)
         if key not in self._metrics:
             path = Path(run_dir) / METRICS
@@ -199,7 +193,13 @@ class Results:
                 self.warn(f"skipped {path}: missing (run left out of the figures)")
                 self._metrics[key] = (pd.DataFrame(), pd.DataFrame())
             else:
-                train, evals, problem = read_metrics(path)
+                try:
+                    train, evals, meta = runcache.frames(path, self.cache_dir)
+                except OSError as e:
+                    self.warn(f"skipped {path}: cannot read ({e.strerror or e})")
+                    self._metrics[key] = (pd.DataFrame(), pd.DataFrame())
+                    return self._metrics[key]
+                problem = _problem(int(meta.get("records") or 0) + len(evals), int(meta.get("bad") or 0))
                 if problem:
                     what = "skipped" if train.empty and evals.empty else "partly read"
                     self.warn(f"{what} {path}: {problem}")
@@ -283,7 +283,7 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
 def load(out: Path) -> Results:
     """Every run folder under `out` (a folder holding spec.json), with warnings naming skipped files."""
     root = Path(out)
-    res = Results(root, pd.DataFrame(columns=RUN_COLUMNS))
+    res = Results(root, pd.DataFrame(columns=RUN_COLUMNS), cache_dir=root / CACHE_DIR)
     if not root.is_dir():
         res.warn(f"results folder {root} does not exist")
         return res
