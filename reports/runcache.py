@@ -6,15 +6,17 @@ the training curves (τ, iteration, scale, gain, lr, loss, sum_sq, mean_sq and t
 averages) at a few thousand points. So, per run:
 
 - a file of at most SMALL_BYTES is read whole (json.loads per line): every record, as before;
-- a larger one is opened with mmap and read at POINTS evenly spaced byte offsets (the whole line
-  around each offset), plus its last complete training record, plus every line holding `"eval"` (found
-  with mmap.find, at memory speed): a downsampled curve (a systematic sample of the records, in order,
-  as the figures' own thinning draws) and every evaluation, from a few MB of a 350 MB file;
+- a larger one is opened with mmap; numpy finds its line ends and mmap.find every line holding
+  `"eval"` (both at memory speed), and only every evaluation record and POINTS training records evenly
+  spaced by record number (the first and the last among them) are decoded: a downsampled curve (a
+  systematic sample of the records, in order, as the figures' own thinning draws) from a 350 MB file
+  for the cost of a scan;
 - the result is written atomically as <report>/cache/<hash of the run folder>.npz (numpy arrays and
   JSON text; np.load(allow_pickle=False)) with the metrics file's size and mtime, and reused while both
   are unchanged. A damaged or foreign cache file is simply recomputed.
 
-Training records are counted exactly (newlines, at memory speed); `attrs["records"]` of the frame says
+Training records are counted exactly (lines that are not evaluations; an undecodable line among those
+not sampled counts as one); `attrs["records"]` of the frame says
 how many there are and `attrs["sampled"]` whether the frame holds all of them.
 """
 
@@ -75,39 +77,40 @@ def _line_at(mm: mmap.mmap, offset: int, end: int) -> tuple[int, bytes]:
     return start, mm[start : stop if stop >= 0 else end]
 
 
+def _newlines(mm: mmap.mmap, end: int, chunk: int = 16 << 20) -> np.ndarray:
+    """Byte offsets of every newline before `end` (numpy over the mapped file, a chunk at a time)."""
+    parts = [
+        np.flatnonzero(np.frombuffer(mm, np.uint8, count=min(chunk, end - lo), offset=lo) == 10) + lo
+        for lo in range(0, end, chunk)
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
 def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int, int]:
-    """The same from a large file: POINTS sampled training records, every evaluation record."""
-    evals, eval_lines, bad = [], set(), 0
+    """The same from a large file: POINTS training records evenly spaced by record (the first and the
+    last among them), and every evaluation record."""
+    nl = _newlines(mm, end)
+    starts = np.concatenate(([0], nl[:-1] + 1))
+    evals, eval_starts, bad = [], [], 0
     pos = mm.find(_EVAL, 0, end)
     while pos >= 0:
         start, line = _line_at(mm, pos, end)
         rec = _decode(line)
         if rec is not None and rec.get("eval"):
             evals.append(rec)
-            eval_lines.add(start)
-        pos = mm.find(_EVAL, start + len(line) + 1, end) if start + len(line) + 1 < end else -1
-    lines = sum(mm[i : min(i + (16 << 20), end)].count(b"\n") for i in range(0, end, 16 << 20))
-    train, seen = [], set()
-    offsets = [int(o) for o in np.linspace(0, end - 1, POINTS)]
-    last_start, _ = _line_at(mm, end - 1, end)
-    for offset in offsets:
-        start, line = _line_at(mm, offset, end)
-        while start in eval_lines and start + len(line) + 1 < end:  # the next line instead
-            start, line = _line_at(mm, start + len(line) + 1, end)
-        if start in seen or start in eval_lines or not line.strip():
-            continue
-        seen.add(start)
-        rec = _decode(line)
-        if rec is None:
-            bad += 1
-        elif not rec.get("eval"):
-            train.append(rec)
-    if last_start not in seen and last_start not in eval_lines:  # the run's last training record
-        start, line = _line_at(mm, last_start, end)
-        rec = _decode(line)
-        if rec is not None and not rec.get("eval"):
-            train.append(rec)
-    return train, evals, lines - len(evals) - bad, bad
+            eval_starts.append(start)
+        after = start + len(line) + 1
+        pos = mm.find(_EVAL, after, end) if after < end else -1
+    train_lines = np.flatnonzero(~np.isin(starts, eval_starts) & (nl > starts))  # not eval, not empty
+    train = []
+    if len(train_lines):
+        for i in np.unique(train_lines[np.linspace(0, len(train_lines) - 1, POINTS).round().astype(np.int64)]):
+            rec = _decode(mm[starts[i] : nl[i]])
+            if rec is None:
+                bad += 1
+            elif not rec.get("eval"):
+                train.append(rec)
+    return train, evals, len(train_lines) - bad, bad
 
 
 def _columns(records: list[dict]) -> dict[str, np.ndarray]:
