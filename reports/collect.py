@@ -81,6 +81,50 @@ RUN_COLUMNS = [
 ]
 
 
+_NUMBER = (int, float)
+# The fields the report reads, with the types it can use: any other type is dropped with a warning
+# naming the file and the field (as if absent), never a traceback later on.
+SPEC_FIELDS: dict[str, tuple[type, ...]] = {
+    "task": (str,),
+    "method": (str,),
+    "scale": (int, str),
+    "seed": (int,),
+    "preset": (str,),
+    "batch_size": _NUMBER,
+    "T1": _NUMBER,
+    "T_AS": _NUMBER,
+    "max_epochs": _NUMBER,
+    "lr_schedule": (dict,),
+    "overrides": (dict,),
+    "experiment": (dict, str),
+    "elastic": (dict,),
+}
+SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    **dict.fromkeys(SUMMARY_NUMBERS, _NUMBER),
+    "metric": (str,),
+    "metric_label": (str,),
+    "higher_is_better": (bool,),
+    "git_commit": (str,),
+    "versions": (dict,),
+    "error": (str,),
+}
+
+
+def checked(obj: dict, fields: dict[str, tuple[type, ...]], path: Path, warn: Any) -> dict:
+    """`obj` less the fields of a type the report cannot use (None is always "absent"), each named in
+    a warning; booleans are not numbers."""
+    out = dict(obj)
+    for key, types in fields.items():
+        value = out.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            warn(f"{path}: field {key!r} is {type(value).__name__}, not {'/'.join(t.__name__ for t in types)}; ignored")
+            del out[key]
+    return out
+
+
 class ReportWarning(UserWarning):
     """A file of the results folder that the report skipped or could only partly use."""
 
@@ -88,9 +132,11 @@ class ReportWarning(UserWarning):
 def _read_json(path: Path) -> tuple[dict | None, str | None]:
     """(object, None) or (None, why it could not be used)."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         return None, f"cannot read ({e.strerror or e})"
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 text (byte {e.start})"
     if not text.strip():
         return None, "empty file"
     try:
@@ -111,6 +157,11 @@ def _num(value: Any) -> float:
     except (TypeError, ValueError):
         return math.nan
     return v if math.isfinite(v) else math.nan
+
+
+def _str(value: Any) -> str | None:
+    """A label from a nested field: strings only (a list or mapping there would break the grouping)."""
+    return value if isinstance(value, str) else None
 
 
 def scale_str(scale: Any) -> str:
@@ -248,15 +299,15 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         "T_AS": _num(spec.get("T_AS")),
         "max_scale": max_scale(spec),
         "max_epochs": _num(spec.get("max_epochs")),
-        "lr_kind": sched.get("kind"),
+        "lr_kind": _str(sched.get("kind")),
         "lr0": _num(sched.get("lr0")),
         "decay": _num(sched.get("decay")),
-        "experiment_kind": exp.get("kind"),
-        "grid": exp.get("grid"),
-        "panel": exp.get("panel"),
+        "experiment_kind": _str(exp.get("kind")),
+        "grid": _str(exp.get("grid")),
+        "panel": _str(exp.get("panel")),
         "threshold": _num(exp.get("threshold")),
         "sweep_batch": _num(exp.get("batch")),
-        "sweep_method": exp.get("method"),
+        "sweep_method": _str(exp.get("method")),
         "sweep_target": _num(exp.get("target")),
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
@@ -294,10 +345,13 @@ def load(out: Path) -> Results:
         if spec is None:
             res.warn(f"skipped {spec_path}: {why}")
             continue
+        spec = checked(spec, SPEC_FIELDS, spec_path, res.warn)
         summary_path = run_dir / SUMMARY
         summary = None
         if summary_path.exists():
             summary, why = _read_json(summary_path)
+            if summary is not None:
+                summary = checked(summary, SUMMARY_FIELDS, summary_path, res.warn)
             if summary is not None and summary.get("status") not in STATUSES:
                 status = summary.get("status")
                 why = "no status" if status is None else f"unknown status {status!r}"

@@ -185,6 +185,10 @@ def frames(path: Path, cache_dir: Path | None) -> tuple[pd.DataFrame, pd.DataFra
                 pass  # a read-only results folder: the report still renders, uncached
     columns, evals, meta = got
     train, ev = pd.DataFrame(columns), pd.DataFrame(evals)
+    for key in ev.columns:  # a hand-edited eval record may hold a string where a number belongs
+        numbers = pd.to_numeric(ev[key], errors="coerce")
+        if key in ("tau", "iteration", "epochs", "metric") or numbers.notna().sum() >= ev[key].notna().sum() / 2:
+            ev[key] = numbers
     train, ev = (df.sort_values("tau", kind="stable") if "tau" in df else df for df in (train, ev))
     train.attrs.update(records=meta.get("records"), sampled=meta.get("sampled"))
     return train, ev, meta
