@@ -5,7 +5,8 @@ metrics.jsonl of every run folder under it. Nothing is imported from the trainin
 skipped (each naming the file), and a cached reader of each run's metrics.jsonl.
 
 Run status: the summary's status (completed | diverged | failed); `running` while there is no
-summary.json yet (a checkpoint or metrics on disk), `pending` when there is only spec.json, and
+summary.json yet (a checkpoint or metrics on disk, or the writer holding the run folder's lock: from the
+run's first second), `pending` when there is only spec.json and no writer, and
 `unreadable` when summary.json is corrupt, not an object, or lacks its `status` (the run is then left
 out of every table, with a warning naming the file).
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, in_identity
+from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, in_identity, lock_is_held
 
 from . import runcache
 
@@ -362,8 +363,8 @@ def load(out: Path) -> Results:
         if summary is None:
             if summary_path.exists():
                 row["status"] = "unreadable"
-            elif row["has_checkpoint"] or row["has_metrics"]:
-                row["status"] = "running"
+            elif row["has_checkpoint"] or row["has_metrics"] or lock_is_held(run_dir):  # the writer's lock:
+                row["status"] = "running"  # running from its first second, before any metrics are flushed
                 res.warn(f"skipped {run_dir}: in progress (no {SUMMARY} yet; left out of the tables)")
             else:
                 row["status"] = "pending"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import UserError
-from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, lock_is_held, read_json_object, write_json
+from bench.files import CHECKPOINT, LOCK, METRICS, SPEC, SUMMARY, lock_is_held, read_json_object, write_json
 
 from .records import JOB, SUBMITIT_DIR
 
@@ -109,7 +109,7 @@ def run_names(out: Path) -> list[str]:
     """Every run the folder knows of: submitted by a matrix, or a folder holding a run's files."""
     out = Path(out)
     names = set(read_manifest(out))
-    for marker in (SPEC, SUMMARY, JOB):
+    for marker in (SPEC, SUMMARY, JOB, LOCK):  # the lock: a run is there from its first second
         for path in out.rglob(marker):
             rel = path.parent.relative_to(out)
             if rel.parts and rel.parts[0] != SUBMITIT_DIR and len(rel.parts) == 4:
@@ -231,6 +231,8 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
                 return RunState(name, "stopped", job_id, scheduler, why)
         line = last_line(job.get("stderr"))
         return RunState(name, "failed", job_id, scheduler, f"{why}; log: {line}" if line else why)
+    if job is None and lock_is_held(run_dir) is True:  # training, before its first metrics or checkpoint
+        return RunState(name, "running")
     if (run_dir / METRICS).exists() or (run_dir / CHECKPOINT).exists():  # started outside `submit`
         held = lock_is_held(run_dir)  # its writer holds the lock while it trains
         if held is True:
