@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("smoke", help="the whole tiny matrix on this machine, then the report")
     p.add_argument("--out", default="runs/smoke")
-    p.add_argument("--seeds", type=_positive_int, default=2)
+    p.add_argument("--seeds", type=_positive_int, default=3)
     p.add_argument("--jobs", type=_positive_int, default=default_jobs(), help=JOBS_HELP)
     p.set_defaults(func=cmd_smoke)
 

@@ -11,7 +11,7 @@ from bench.experiments.pool import run_matrix
 from bench.files import KEPT, OFFLINE_GAIN, SUMMARY, read_json_object
 
 
-def smoke(out: Path, seeds: int = 2, jobs: int = 1) -> dict[str, int]:
+def smoke(out: Path, seeds: int = 3, jobs: int = 1) -> dict[str, int]:
     """Run the shipped `smoke` matrix (at most `seeds` seeds per experiment) over `jobs` processes;
     counts per final status."""
     install_signal_handlers()
