@@ -149,6 +149,8 @@ def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
         old = read_json(path)
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is unreadable ({e}); delete the run folder to start over") from None
+    if not isinstance(old, dict):
+        raise UserError(f"{path} is a JSON {type(old).__name__}, not a spec; delete the run folder to start over")
     if identity_of(old) != identity_of(spec):
         a, b = identity_of(old), identity_of(spec)
         diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))

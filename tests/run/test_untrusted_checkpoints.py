@@ -129,3 +129,13 @@ def test_gain_refuses_kept_weights_that_do_not_fit_the_model(tmp_path: Path, cap
     torch.save(kept, path)
     assert main(["gain", str(run_dir), "--batches", "2"]) == 2
     assert "does not fit this run's model" in one_line(capsys)
+
+
+def test_a_spec_json_that_is_a_list_is_one_line(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    run_dir = run_dir_of(out, spec_for("logreg", "adascale", 2, T1=40))
+    run_dir.mkdir(parents=True)
+    (run_dir / "spec.json").write_text("[1, 2]")
+    args = ["run", "--task", "logreg", "--method", "adascale", "--scale", "2", "--out", str(out), "--set", "T1=40"]
+    assert main(args) == 2
+    assert "not a spec" in one_line(capsys)
