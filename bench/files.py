@@ -51,9 +51,32 @@ NOT_IDENTITY = (
 )
 
 
+# Settings added after runs were recorded, with the value a spec written before them means: such a spec
+# is the same run as one at this value (bench.run.schema.Settings takes these defaults from here).
+LATE_SETTINGS: dict[str, Any] = {"microbatch_mode": "sequential", "amp": "none"}
+
+
 def in_identity(key: str) -> bool:
     """Whether a spec key (or a dotted override key) is part of a run's identity."""
     return key.split(".", 1)[0] not in NOT_IDENTITY
+
+
+def identity_of(spec: dict[str, Any]) -> dict[str, Any]:
+    """The one identity of a run: the parts of its spec that decide its results. Where it runs (and the
+    overrides saying so) is left out, and a setting added later counts only off its default. The folder
+    name, the same-run check, the engine's resume check, LSW+'s lookup and the reports all use it."""
+    overrides = spec.get("overrides") if isinstance(spec.get("overrides"), dict) else {}
+    return {
+        k: v
+        for k, v in spec.items()
+        if in_identity(k) and k != "overrides" and not (k in LATE_SETTINGS and v == LATE_SETTINGS[k])
+    } | {"overrides": {k: v for k, v in overrides.items() if in_identity(k)}}
+
+
+def identity_differs(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The identity keys in which two specs differ (empty: the same run)."""
+    x, y = identity_of(a), identity_of(b)
+    return sorted(k for k in set(x) | set(y) if x.get(k) != y.get(k))
 
 
 def _clean(obj: Any) -> Any:

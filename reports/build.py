@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.files import atomic_write_bytes
+
 from . import figures as F
 from . import findings as FD
 from . import html as H
@@ -32,6 +34,11 @@ from .table2 import cells, markdown, to_csv
 
 FORMATS = ("md", "tex", "html", "csv")
 REPORT_DIR = "report"
+
+
+def _write(path: Path, text: str) -> None:
+    """A report file, whole or not at all (bench.files.atomic_write_bytes): a rebuild never leaves half a table."""
+    atomic_write_bytes(path, text.encode())
 
 
 def build_report(out: Path, formats: list[str] | None = None, std: bool = False) -> Path:
@@ -61,17 +68,17 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     sf = SF.scalefree(c, res.runs, paper)
 
     if "md" in formats:
-        (dest / "table2.md").write_text(markdown(c, std))
+        _write(dest / "table2.md", markdown(c, std))
     if "tex" in formats:
-        (dest / "table2.tex").write_text(latex(c, std))
+        _write(dest / "table2.tex", latex(c, std))
     if "csv" in formats:
-        (dest / "table2.csv").write_text(to_csv(c))
-        (dest / "paper_comparison.csv").write_text(comp.to_csv(index=False, float_format="%.6g"))
-        (dest / "findings.csv").write_text(FD.to_csv(found))
-        (dest / "scalefree.csv").write_text(SF.to_csv(sf))
+        _write(dest / "table2.csv", to_csv(c))
+        _write(dest / "paper_comparison.csv", comp.to_csv(index=False, float_format="%.6g"))
+        _write(dest / "findings.csv", FD.to_csv(found))
+        _write(dest / "scalefree.csv", SF.to_csv(sf))
         if not sweep_tab.empty:
             write_sweep_csv(sweep_tab, dest / "sweep.csv")
-    (dest / "findings.txt").write_text(FD.text(found) + "\n")  # what `report` prints
+    _write(dest / "findings.txt", FD.text(found) + "\n")  # what `report` prints
 
     sections = []
     for kind, (fn, heading, empty_note) in F.KINDS.items():
@@ -110,7 +117,7 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         H.warnings_html(res.warnings),
     ]
     report = dest / "report.html"
-    report.write_text(H.page(f"AdaScale report: {out}", "\n".join(body)))
+    _write(report, H.page(f"AdaScale report: {out}", "\n".join(body)))
     return report
 
 

@@ -23,14 +23,13 @@ from typing import Any
 
 import pandas as pd
 
-from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, in_identity, lock_is_held
+from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
+from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, identity_of, lock_is_held
 
 from . import runcache
 
 STATUSES = ("completed", "diverged", "failed")
 CACHE_DIR = Path("report") / "cache"  # per-run metrics summaries (reports.runcache), beside the report
-ELASTIC = ("elastic-up", "elastic-down")
-# Overrides that do not change what a run computes: they do not split a table into variants.
 
 # summary.json's numbers, as they go into a run's row
 SUMMARY_NUMBERS = (
@@ -193,7 +192,7 @@ def experiment_of(spec: dict) -> dict:
 
 def variant_of(overrides: dict) -> str:
     """The overrides that make a run differ from its preset, as a stable string ("" for none)."""
-    keep = {k: v for k, v in (overrides or {}).items() if in_identity(k)}
+    keep = identity_of({"overrides": overrides or {}})["overrides"]
     return ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(keep.items()))
 
 
@@ -263,26 +262,24 @@ def max_scale(spec: dict) -> float:
     """The largest S of a run: its scale, or the largest step of its elastic schedule."""
     scale = spec.get("scale")
     if isinstance(scale, str) and scale in ELASTIC:
-        steps = (spec.get("elastic") or {}).get(scale.removeprefix("elastic-")) or []
-        return max((_num(s[1]) for s in steps if isinstance(s, list | tuple) and len(s) == 2), default=math.nan)
+        try:
+            return float(max(s for _, s in scale_steps(spec)))
+        except Exception:  # a damaged schedule: no largest S to show
+            return math.nan
     return _num(scale)
 
 
 def planned_iterations(spec: dict) -> float:
-    """The iterations a run was planned to take, as the paper prints for a diverged cell: LSW's
-    ⌈T1/S⌉ on its scale schedule (bench.algo.rules.iterations_for), LSW+'s T_AS; NaN for AdaScale (its
-    count is only known once it has run: somewhere in T1/S … T1) and anything else."""
-    from bench.algo.rules import iterations_for
-    from bench.algo.schedules import scale_schedule
+    """The iterations a run was planned to take, as the paper prints for a diverged cell: the method
+    table's plan (bench.algo.rules.planned_iterations: LSW's ⌈T1/S⌉ on its scale schedule, LSW+'s T_AS);
+    NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else."""
+    from bench.algo.rules import planned_iterations as plan
 
     try:
-        if spec.get("method") == "lsw":
-            return float(iterations_for(scale_schedule(spec), float(spec["T1"])))
-        if spec.get("method") == "lsw+":
-            return _num(spec.get("T_AS"))
-    except Exception:  # an incomplete spec: no plan to show
+        planned = plan(spec["method"], scale_schedule(spec), float(spec["T1"]), spec.get("T_AS"), spec.get("T"))
+    except Exception:  # an incomplete spec or an unknown method: no plan to show
         return math.nan
-    return math.nan
+    return _num(planned)
 
 
 def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
@@ -383,12 +380,6 @@ def runs(out: Path) -> pd.DataFrame:
     df = res.runs
     df.attrs["warnings"] = list(res.warnings)
     return df
-
-
-def metrics(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(training records, eval records) of one run's metrics.jsonl."""
-    train, evals, _ = read_metrics(Path(run_dir) / METRICS)
-    return train, evals
 
 
 def task_info(task: str, metric_key: str | None = None, runs: pd.DataFrame | None = None) -> tuple[str, bool]:

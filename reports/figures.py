@@ -37,6 +37,9 @@ from matplotlib import colors as mcolors  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
+from bench.algo.rules import title  # noqa: E402
+from bench.files import OFFLINE_GAIN  # noqa: E402
+
 from .collect import Results, scale_order, task_info  # noqa: E402
 from .sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs  # noqa: E402
 from .table2 import table_runs  # noqa: E402
@@ -55,7 +58,6 @@ STYLE = {
 }
 PANELS = ("S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16")
 SWEEP_COLORS = {"fixed": "tab:gray", "linear": "tab:orange", "adascale": "tab:blue"}
-METHOD_NAMES = {"adascale": "AdaScale", "lsw": "LSW", "lsw+": "LSW+", "identity": "identity", "scaled": "scaled SGD"}
 MAX_POINTS = 3000  # training records drawn per line (evenly thinned)
 
 
@@ -256,7 +258,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
                 _log_if_positive(ax)
             handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[0]))
             fig.legend(handles, labels, loc="outside right center", title="scale")
-            name = f"{task}{f' [{variant}]' if variant else ''}: {METHOD_NAMES.get(method, method)}"
+            name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
             fig.suptitle(f"{name} — metric, training loss, lr and gain against τ ({preset} preset)")
             path = _save(fig, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
         figs.append(
@@ -327,7 +329,7 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
             _log_if_positive(axes[1])
             handles, labels = axes[0].get_legend_handles_labels()
             fig.legend(handles, labels, loc="outside right center", title="run")
-            name = f"{task}{f' [{variant}]' if variant else ''}: {METHOD_NAMES.get(method, method)}"
+            name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
             fig.suptitle(f"{name} — elastic scaling ({preset} preset)")
             path = _save(fig, outdir / f"elastic_{_slug(task, preset, variant, method)}.png")
         figs.append(
@@ -496,8 +498,6 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
 
 # ------------------------------------------------------------------------------ gain (paper Figure 2)
 
-OFFLINE_GAIN = "offline_gain.csv"  # written by `adascale-bench gain` (bench.run.offline_gain)
-
 
 def _offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
     """(tau, offline_gain, batches) of a run's offline_gain.csv; None (with a warning) when unusable."""
@@ -547,9 +547,7 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
             ax.set_xlabel("scale-invariant iterations τ")
             ax.set_ylabel("gain r")
             variant = f" [{r['variant']}]" if r["variant"] else ""
-            ax.set_title(
-                f"{r['task']} {METHOD_NAMES.get(r['method'], r['method'])} S={r['scale']} seed {r['seed']}{variant}"
-            )
+            ax.set_title(f"{r['task']} {title(r['method'])} S={r['scale']} seed {r['seed']}{variant}")
             ax.legend(loc="best")
         fig.suptitle("Online gain against offline estimates at kept checkpoints (paper Figure 2)")
         path = _save(fig, outdir / "gain_online_offline.png")

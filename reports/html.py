@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.algo.rules import label, table2_methods
+
 from .figures import Figure
 from .scalefree import _delta
-from .table2 import LABELS, LEGEND, METHODS, MISSING, NA, decimals, fmt_iterations, fmt_value, views
+from .table2 import LEGEND, MISSING, NA, decimals, fmt_iterations, fmt_value, views
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; font-size: 15px; line-height: 1.45;
@@ -58,7 +60,7 @@ def _td(text: str, cls: str = "num") -> str:
 
 def table2_html(c: pd.DataFrame, std: bool = False) -> str:
     if c.empty:
-        return '<p class="note">No Table 2 runs (adascale / lsw / lsw+) with a summary in this folder.</p>'
+        return f'<p class="note">No Table 2 runs ({" / ".join(table2_methods())}) with a summary in this folder.</p>'
     out = []
     for v in views(c, std):
         direction = "higher" if v.higher_is_better else "lower"
@@ -66,10 +68,10 @@ def table2_html(c: pd.DataFrame, std: bool = False) -> str:
         out.append("<table>")
         out.append(
             '<tr><th rowspan="2">S</th><th rowspan="2">total batch</th>'
-            + "".join(f'<th colspan="3">{E(g)}</th>' for g in v.groups)
+            + "".join(f'<th colspan="{len(table2_methods())}">{E(g)}</th>' for g in v.groups)
             + "</tr>"
         )
-        out.append("<tr>" + "".join(f"<th>{LABELS[m]}</th>" for _ in v.groups for m in METHODS) + "</tr>")
+        out.append("<tr>" + "".join(f"<th>{label(m)}</th>" for _ in v.groups for m in table2_methods()) + "</tr>")
         first_elastic = True
         for scale, total, cells in v.rows:
             cls = ""
@@ -121,7 +123,7 @@ def comparison_html(comp: pd.DataFrame, note: str, tasks_without_paper: Sequence
         for r in t.itertuples():
             cls = ' class="group-start"' if prev is not None and r.scale != prev else ""
             prev = r.scale
-            tds = [_td(r.scale, "label"), _td(LABELS.get(r.method, r.method), "label")]
+            tds = [_td(r.scale, "label"), _td(label(r.method), "label")]
             tds += [_td(fmt_iterations(r.total_batch_ours)), _td(fmt_iterations(r.total_batch_paper))]
             for short in ("metric", "loss", "iterations"):
                 it = short == "iterations"
@@ -281,7 +283,7 @@ def scalefree_html(sf: pd.DataFrame) -> str:
             cls = ' class="group-start"' if prev is not None and r.method != prev else ""
             prev = r.method
             tds = [
-                _td(LABELS.get(r.method, r.method), "label"),
+                _td(label(r.method), "label"),
                 _td(str(r.scale), "label"),
                 _td(_num(r.n_seeds, ".0f")),
             ]

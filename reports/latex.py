@@ -11,7 +11,10 @@ import re
 
 import pandas as pd
 
-from .table2 import LABELS, METHODS, MISSING, Cell, views
+from bench.algo.rules import label as method_label
+from bench.algo.rules import table2_methods
+
+from .table2 import MISSING, Cell, views
 
 PREAMBLE = "% Needs: \\usepackage{booktabs} and \\usepackage[table]{xcolor} (xcolor + colortbl for \\cellcolor)\n"
 _SPECIAL = {
@@ -48,20 +51,22 @@ def latex(c: pd.DataFrame, std: bool = False) -> str:
     """The whole fragment (an empty-table comment when there are no Table 2 runs)."""
     out = [PREAMBLE]
     if c.empty:
-        return "".join(out) + "% No Table 2 runs (adascale / lsw / lsw+) with a summary in this folder.\n"
+        return "".join(out) + f"% No Table 2 runs ({' / '.join(table2_methods())}) with a summary in this folder.\n"
     for v in views(c, std):
         label = re.sub(r"[^A-Za-z0-9]+", "-", v.name).strip("-")
         groups = [escape(g) for g in v.groups]
+        methods = table2_methods()
+        n = len(methods)
         lines = [
             "\\begin{table}[htbp]",
             "\\centering",
             "\\small",
             "\\setlength{\\tabcolsep}{4pt}",
-            "\\begin{tabular}{lr" + "rrr" * 3 + "}",
+            "\\begin{tabular}{lr" + "r" * n * len(groups) + "}",
             "\\toprule",
-            " & & " + " & ".join(f"\\multicolumn{{3}}{{c}}{{{g}}}" for g in groups) + " \\\\",
-            "\\cmidrule(lr){3-5} \\cmidrule(lr){6-8} \\cmidrule(lr){9-11}",
-            "$S$ & total batch & " + " & ".join(LABELS[m] for _ in groups for m in METHODS) + " \\\\",
+            " & & " + " & ".join(f"\\multicolumn{{{n}}}{{c}}{{{g}}}" for g in groups) + " \\\\",
+            " ".join(f"\\cmidrule(lr){{{3 + i * n}-{2 + (i + 1) * n}}}" for i in range(len(groups))),
+            "$S$ & total batch & " + " & ".join(method_label(m) for _ in groups for m in methods) + " \\\\",
             "\\midrule",
         ]
         elastic_started = False

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.algo.rules import method_order
+
 from .collect import scale_order, scale_str
-from .table2 import METHODS
 
 PAPER_CSV = Path(__file__).with_name("paper_table2.csv")
 QUANTS = (("val_metric", "metric"), ("train_loss", "loss"), ("iterations", "iterations"))
@@ -72,9 +73,7 @@ def compare(c: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
             continue
         ours = {(r.scale, r.method): r for r in t.itertuples()}
         theirs = {(r.scale, r.method): r for r in p.itertuples()}
-        keys = sorted(
-            set(ours) | set(theirs), key=lambda k: (scale_order(k[0]), METHODS.index(k[1]) if k[1] in METHODS else 99)
-        )
+        keys = sorted(set(ours) | set(theirs), key=lambda k: (scale_order(k[0]), method_order(k[1])))
         for key in keys:
             o, q = ours.get(key), theirs.get(key)
             row = {"table": name, "task": task, "preset": t["preset"].iloc[0], "scale": key[0], "method": key[1]}

@@ -17,8 +17,10 @@ import math
 
 import pandas as pd
 
+from bench.algo.rules import method_order
+
 from .collect import scale_order
-from .table2 import METHODS, table_runs
+from .table2 import table_runs
 
 COLUMNS = [
     "table",
@@ -130,7 +132,7 @@ def scalefree(c: pd.DataFrame, runs: pd.DataFrame, paper: pd.DataFrame) -> pd.Da
         return _frame([], COLUMNS)
     out = pd.concat(parts, ignore_index=True).reindex(columns=COLUMNS)
     out["_s"] = out["scale"].map(scale_order)
-    out["_m"] = out["method"].map(lambda m: METHODS.index(m) if m in METHODS else 99)
+    out["_m"] = out["method"].map(method_order)
     return out.sort_values(["table", "_m", "_s"], kind="stable").drop(columns=["_s", "_m"]).reset_index(drop=True)
 
 

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bench.algo.rules import SHARED_AT_S1, label, method_order, table2_methods
+
 from .collect import scale_order, task_info
 from .significance import ALPHA, worse_than
 
-METHODS = ("adascale", "lsw", "lsw+")
-LABELS = {"adascale": "AS", "lsw": "LSW", "lsw+": "LSW+"}
 TABLE_KINDS = ("table2", "elastic")
 NA, MISSING = "N/A", "–"
 QUANTITIES = ("val_metric", "train_loss", "iterations")
@@ -79,7 +79,7 @@ def table_runs(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
     kind = df["experiment_kind"] if "experiment_kind" in df else pd.Series(None, index=df.index)
-    keep = df["method"].isin(METHODS) & (kind.isna() | kind.isin(TABLE_KINDS))
+    keep = df["method"].isin(table2_methods()) & (kind.isna() | kind.isin(TABLE_KINDS))
     out = df[keep].copy()
     for col in ("preset", "variant"):
         out[col] = out[col].fillna("") if col in out else ""
@@ -104,11 +104,11 @@ def share_s1(df: pd.DataFrame) -> pd.DataFrame:
     runs once as adascale: that run also fills the LSW and LSW+ cells of the S = 1 row where those have no
     run of their own (runs from before the matrix did this keep theirs)."""
     key = ["task", "preset", "variant"]
-    s1 = df[(df["scale"].astype(str) == "1") & (df["method"] == "adascale")]
+    s1 = df[(df["scale"].astype(str) == "1") & (df["method"] == SHARED_AT_S1)]
     if s1.empty:
         return df.assign(shared_s1=False)
     copies = []
-    for method in ("lsw", "lsw+"):
+    for method in (m for m in table2_methods() if m != SHARED_AT_S1):
         own = df[(df["scale"].astype(str) == "1") & (df["method"] == method)]
         have = set(map(tuple, own[key].to_numpy().tolist()))
         take = s1[[tuple(k) not in have for k in s1[key].to_numpy().tolist()]]
@@ -173,7 +173,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
             rows.append(row)
     out = pd.DataFrame(rows, columns=CELL_COLUMNS)
     out["_order"] = out["scale"].map(scale_order)
-    out["_m"] = out["method"].map(METHODS.index)
+    out["_m"] = out["method"].map(method_order)
     return out.sort_values(["table", "_order", "_m"], kind="stable").drop(columns=["_order", "_m"])
 
 
@@ -246,7 +246,7 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
             total = next((str(v) for v in rows["total_batch"] if str(v) not in ("", "nan")), "")
             line = []
             for q in QUANTITIES:
-                for m in METHODS:
+                for m in table2_methods():
                     if m not in rows.index or (rows.loc[m, "n_seeds"] == 0 and not rows.loc[m, "diverged"]):
                         line.append(Cell(MISSING, kind="missing"))
                     elif rows.loc[m, "diverged"] and q != "iterations":
@@ -254,7 +254,7 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
                     elif rows.loc[m, "diverged"]:
                         r = rows.loc[m]
                         plan = "planned" if math.isfinite(r["iterations"]) else "no planned count (AdaScale)"
-                        view.notes.append(f"S={scale} {LABELS[m]}: diverged ({r['diverged_at']}); {plan}")
+                        view.notes.append(f"S={scale} {label(m)}: diverged ({r['diverged_at']}); {plan}")
                         text = fmt_iterations(r["iterations"])
                         line.append(
                             Cell(text, kind="missing" if text == MISSING else "value", note=str(len(view.notes)))
@@ -273,11 +273,11 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
 def markdown(c: pd.DataFrame, std: bool = False) -> str:
     """Table 2 in Markdown, one table per task; grey cells carry a trailing †."""
     if c.empty:
-        return "_No Table 2 runs (adascale / lsw / lsw+) with a summary in this folder._\n"
+        return f"_No Table 2 runs ({' / '.join(table2_methods())}) with a summary in this folder._\n"
     parts = []
     for v in views(c, std):
-        header = ["S", "total batch"] + [f"{g} {LABELS[m]}" for g in v.short_groups for m in METHODS]
-        lines = [f"### {v.name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * 9]
+        header = ["S", "total batch"] + [f"{g} {label(m)}" for g in v.short_groups for m in table2_methods()]
+        lines = [f"### {v.name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
         for scale, total, line in v.rows:
             texts = [
                 cell.text + (GREY_MARK if cell.grey else "") + (f"[{cell.note}]" if cell.note else "") for cell in line

@@ -7,7 +7,6 @@ so each rank accumulates A = S / W micro-batches. Runs of the same resource shap
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 import submitit
 
+from bench.algo.schedules import scale_steps
 from bench.errors import UserError
 
 SLURM_DEFAULT_TIME_MIN = 240
@@ -24,6 +24,31 @@ LOCAL_TIME_MIN = 60 * 24 * 30
 # Seconds between submitit's USR2 and the time limit: room for the engine to finish an iteration and save.
 SIGNAL_DELAY_S = 120
 MAX_ARRAY = 1000  # SLURM's default MaxArraySize is 1001
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    """`adascale-bench submit`'s options, typed (the CLI fills them from its flags)."""
+
+    matrix: str
+    out: str = "runs"
+    executor: str = "local"  # local | slurm | debug: which submitit executor runs the jobs
+    gpus_per_node: int | None = None
+    max_nodes: int = 1
+    cpus_per_task: int | None = None
+    mem_per_task_gb: float | None = None
+    time: int | None = None
+    max_requeues: int = 20
+    array_parallelism: int | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    sbatch: list[tuple[str, str]] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)
+    cpu_only: bool = False
+    dry_run: bool = False
+    wait: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,7 +71,7 @@ class Resources:
     setup: tuple[str, ...] = ()
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Resources:
+    def from_options(cls, args: SubmitOptions) -> Resources:
         executor = args.executor
         gpus = args.gpus_per_node
         if gpus is None:
@@ -106,11 +131,7 @@ class Shape:
 
 def run_scales(spec: dict[str, Any]) -> list[int]:
     """Every scale S a run uses: one, or each step of its elastic schedule."""
-    scale = spec["scale"]
-    if isinstance(scale, int):
-        return [scale]
-    steps = spec["elastic"][scale.removeprefix("elastic-")]
-    return sorted({int(s) for _, s in steps})
+    return sorted({s for _, s in scale_steps(spec)})
 
 
 def fits(ranks: int, res: Resources) -> bool:

@@ -35,7 +35,7 @@ from bench.run.spec import run_name
 from bench.run.summary import record_failure
 
 from .executors import Resources, fits, make_executor, shape_for
-from .records import ATTEMPTS, JOB, SUBMITIT_DIR, Planned, job_name, job_record, quiet_submitit
+from .records import ATTEMPTS, JOB, SUBMITIT_DIR, Planned, job_name, quiet_submitit, record_job  # noqa: F401 (JOB: re-exported)
 
 CHECKPOINT_WAIT_S = 100.0  # < executors.SIGNAL_DELAY_S: submitit's USR2 comes that long before the limit
 STOPPED_WAIT_S = 120.0  # after a SIGTERM stop: how long to wait for SLURM's SIGKILL or submitit's USR2
@@ -252,5 +252,5 @@ def submit_continuation(job: RunJob, ranks: int) -> str:
     ex = make_executor(res, p.shape, Path(job.out) / SUBMITIT_DIR, name=job_name([p], ranks))
     with quiet_submitit():
         new = ex.submit(job.fresh(ranks=ranks))
-    write_json(Path(job.out) / p.name / JOB, job_record(p, new, res))
+    record_job(Path(job.out), p, new, res)
     return str(new.job_id)

@@ -9,9 +9,11 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bench.experiments import matrix as matrices
+from bench.files import write_json
 
 from .executors import Resources, Shape, accumulation
 
@@ -65,6 +67,11 @@ def job_record(p: Planned, job: Any, res: Resources, after: list[str] | None = N
         if res.executor == "slurm"
         else None,
     }
+
+
+def record_job(out: Path, p: Planned, job: Any, res: Resources, after: list[str] | None = None) -> None:
+    """Write the run's job.json: the one place a submitted job is recorded, whatever the executor."""
+    write_json(Path(out) / p.name / JOB, job_record(p, job, res, after))
 
 
 @contextlib.contextmanager

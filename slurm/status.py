@@ -8,7 +8,6 @@ that has no folder yet is `missing`.
 
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import subprocess
@@ -19,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.algo.rules import SHARED_AT_S1, method_order, table2_methods
 from bench.errors import UserError
+from bench.experiments.matrix import is_shared
 from bench.files import CHECKPOINT, LOCK, METRICS, SPEC, SUMMARY, lock_is_held, read_json_object, write_json
 
 from .records import JOB, SUBMITIT_DIR
@@ -47,7 +48,6 @@ ACTIVE = {
 # the run is `stopped`, not `failed` (a crash, a dead node or an OOM kill is failed, checkpoint or not).
 STOPPED = {"CANCELLED", "TIMEOUT", "DEADLINE"}
 STALE_S = 600  # a run folder without a job whose metrics have not moved for this long has stopped
-METHOD_ORDER = {"adascale": 0, "lsw": 1, "lsw+": 2, "identity": 3, "scaled": 4}
 
 
 @dataclass
@@ -283,7 +283,9 @@ def _jobs(ids: list[str]) -> str:
     return ",".join(unique[:4]) + (f",… ({len(unique)})" if len(unique) > 4 else "") if unique else "-"
 
 
-SHARED = "(shared: = lsw = lsw+ at S = 1)"
+def _shared() -> str:
+    """ "(shared: = lsw = lsw+ at S = 1)": the Table 2 methods the S = 1 run stands for (the method table)."""
+    return "(shared: = " + " = ".join(m for m in table2_methods() if m != SHARED_AT_S1) + " at S = 1)"
 
 
 def table(runs: list[RunState]) -> str:
@@ -294,13 +296,13 @@ def table(runs: list[RunState]) -> str:
     for r in runs:
         task, method, scale, _, variant = r.parts
         cells.setdefault((task, method, scale, variant, r.preset or "-"), []).append(r)
-    order = sorted(cells, key=lambda k: (k[0], METHOD_ORDER.get(k[1], 9), k[1], _scale_key(k[2]), k[3]))
+    order = sorted(cells, key=lambda k: (k[0], method_order(k[1]), k[1], _scale_key(k[2]), k[3]))
     rows = [("task", "method", "scale", "variant", "seeds", "state", "jobs", "preset")]
     for key in order:
         members = sorted(cells[key], key=lambda r: r.parts[3])
         seeds = ",".join(str(r.parts[3]) for r in members)
         state = _cell_state([r.state for r in members])
-        method = f"{key[1]} {SHARED}" if key[1] == "adascale" and key[2] == "1" else key[1]
+        method = f"{key[1]} {_shared()}" if is_shared(key[1], key[2], None) else key[1]
         rows.append(
             (key[0], method, key[2], key[3] or "-", seeds, state, _jobs([r.job_id or "" for r in members]), key[4])
         )
@@ -319,8 +321,9 @@ def table(runs: list[RunState]) -> str:
     return "\n".join(lines)
 
 
-def status(args: argparse.Namespace) -> int:
-    out = Path(args.dir)
+def status(out: Path) -> int:
+    """Print the state of every cell of the results folder `out`; 1 when a run failed or is unreadable."""
+    out = Path(out)
     if not out.is_dir():
         raise UserError(f"results folder {out} does not exist")
     runs = collect(out)

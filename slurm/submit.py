@@ -9,13 +9,13 @@ run makes its LSW+ run fail with that reason instead of waiting forever); locall
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import ReadyQueue
-from bench.files import SPEC, SUMMARY, read_json_object, write_json
+from bench.files import SPEC, SUMMARY, read_json_object
 from bench.run.runner import existing_summary
 from bench.run.spec import run_name
 
@@ -32,6 +32,7 @@ from .executors import (
     MAX_ARRAY,
     Resources,
     Shape,
+    SubmitOptions,
     accumulation,
     choose_ranks,
     feasible,
@@ -44,7 +45,7 @@ from .executors import (
     shape_for,
 )
 from .job import RunJob
-from .records import JOB, Planned, job_name, job_record, quiet_submitit
+from .records import JOB, Planned, job_name, quiet_submitit, record_job
 from .status import ACTIVE, SUBMITIT_DIR, add_to_manifest, collect, scheduler_states, table
 
 
@@ -147,8 +148,8 @@ def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
         print(f"  array {i}{after}: {describe_group(runs, shape)}")
 
 
-def submit(args: argparse.Namespace) -> int:
-    res = Resources.from_args(args)
+def submit(args: SubmitOptions) -> int:
+    res = Resources.from_options(args)
     m = matrices.load(args.matrix)
     if res.executor == "slurm" and m.preset == "paper" and args.gpus_per_node is None and not args.cpu_only:
         raise UserError(
@@ -175,19 +176,41 @@ def submit(args: argparse.Namespace) -> int:
     if not plan.todo:
         print("nothing to submit")
         return 0
-    if res.executor == "slurm":
-        submit_slurm(plan, out, res)
-        if not args.wait:
-            print(f"follow with: adascale-bench status {out}")
-            return 0
-        wait_slurm(out, [p.name for p in plan.todo])
-    elif res.executor == "local":
-        run_local(plan, out, res)
-    else:
-        run_debug(plan, out, res)
+    if not DRIVERS[res.executor](plan, out, res, args.wait):
+        print(f"follow with: adascale-bench status {out}")
+        return 0
     runs = collect(out)
     print(table(runs))
     return 1 if any(r.state == "failed" for r in runs) else 0
+
+
+# -- the executors: every one submits RunJob through submitit (make_executor) and records it (record_job) ---------
+def drive_slurm(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
+    """Every array at once, its dependencies left to the scheduler; True once they have ended (--wait)."""
+    submit_slurm(plan, out, res)
+    if wait:
+        wait_slurm(out, [p.name for p in plan.todo])
+    return wait
+
+
+def drive_local(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
+    """Here, each run started once the runs it needs have ended; returns when all have (True)."""
+    run_local(plan, out, res)
+    return True
+
+
+def drive_debug(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
+    """In this process, one run after the other; returns when all have ended (True)."""
+    run_debug(plan, out, res)
+    return True
+
+
+# The executor is a parameter (--executor): one submit path, one driver per submitit executor.
+DRIVERS: dict[str, Callable[[Plan, Path, Resources, bool], bool]] = {
+    "slurm": drive_slurm,
+    "local": drive_local,
+    "debug": drive_debug,
+}
 
 
 # -- SLURM ------------------------------------------------------------------------------------------------------
@@ -255,7 +278,7 @@ def submit_slurm(plan: Plan, out: Path, res: Resources) -> list[str]:
         arrays[array] = {str(j.job_id) for j in jobs}
         for p, job in zip(runs, jobs, strict=True):
             job_of[p.name] = str(job.job_id)
-            write_json(out / p.name / JOB, job_record(p, job, res, after))
+            record_job(out, p, job, res, after)
             done.append((p, job))
         ids += [str(j.job_id) for j in jobs]
         deps = f", after {' '.join(after)}" if after else ""
@@ -374,7 +397,7 @@ def run_local(plan: Plan, out: Path, res: Resources) -> None:
                 ex = make_executor(res, p.shape, folder, name=f"adascale-{p.spec['task']}")
                 with _controllers_ignore_sigint():
                     job = ex.submit(RunJob(p.spec, out, p.needs))
-                write_json(out / p.name / JOB, job_record(p, job, res))
+                record_job(out, p, job, res)
                 running[p.name] = (p, job)
             time.sleep(0.2)
     except BaseException:
@@ -391,7 +414,7 @@ def run_debug(plan: Plan, out: Path, res: Resources) -> None:
     for i, p in enumerate(runs, 1):
         ex = make_executor(res, p.shape, folder, name="adascale-debug")
         job = ex.submit(RunJob(p.spec, out, p.needs, raise_on_failure=False))
-        write_json(out / p.name / JOB, job_record(p, job, res))
+        record_job(out, p, job, res)
         result = job.result()
         if result.get("status") == "ranks-change":
             from bench.run.summary import record_failure

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.errors import UserError
@@ -28,6 +29,13 @@ def available() -> list[str]:
         if importlib.util.find_spec(module) is not None:
             names.append(name)
     return names
+
+
+def preparable() -> list[str]:
+    """Tasks whose data `adascale-bench prepare` turns from its published form into the layout the task
+    reads: those with a tasks/<name>/prepare.py (found on disk, so that --help imports no task)."""
+    here = Path(__file__).parent
+    return [name for name in available() if (here / name / "prepare.py").is_file()]
 
 
 def get_task(name: str) -> Task:

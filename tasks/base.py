@@ -43,32 +43,23 @@ split over a different number of ranks, sees the same items with the same augmen
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from bench.engine.evaluation import Concat, FloatSum, combine, shard
+from bench.engine.task import TrainSet
 from tasks.presets import TaskCard
 
 __all__ = ["Concat", "FloatSum", "Task", "TrainSet", "seeded", "shard"]
 
 
-class TrainSet(Protocol):
-    """A map-style dataset indexed by `(index, key)`, with its own collate function."""
-
-    def __len__(self) -> int: ...
-
-    def __getitem__(self, item: tuple[int, int]) -> Any: ...
-
-    def collate(self, samples: Sequence[Any]) -> Any: ...
-
-
 class Task:
-    """Base class of task adapters. Subclasses set `card` (their tasks.presets card: name, metric,
-    presets, as plain data) and override the methods."""
+    """Base class of task adapters; it satisfies the engine's protocol (bench.engine.task.Task). Subclasses
+    set `card` (their tasks.presets card: name, metric, presets, as plain data) and override the methods."""
 
     card: ClassVar[TaskCard]
     name: ClassVar[str]
@@ -97,6 +88,11 @@ class Task:
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         """Raise UserError naming the path and the expected layout if `root` is not usable."""
         raise NotImplementedError
+
+    def check_paper_data(self, root: Path, cfg: dict[str, Any]) -> list[str]:
+        """The paper data check `submit` runs on a paper matrix's data root after check_data: one line per
+        way the data is not the paper's full data set (split sizes, an unreadable sample). Default: none."""
+        return []
 
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         raise NotImplementedError

@@ -1,4 +1,4 @@
-"""The four learning-rate scaling rules of docs/design.md §1 as per-iteration factors of one loop.
+"""The learning-rate scaling rules of docs/design.md §1 as per-iteration factors of one loop.
 
 Every method is the same loop:  η_t = m_t · w_t · lr(⌊τ_t⌋),  τ_{t+1} = τ_t + p_t,  stop when τ_t ≥ T1.
 A rule only says what m_t (lr multiplier), p_t (progress on τ) and w_t (warm-up factor) are.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from bench.algo.schedules import ScaleSchedule
 from bench.errors import UserError
@@ -118,28 +118,70 @@ def _scaled(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | Non
 
 @dataclass(frozen=True)
 class Method:
-    """One row of the method table: how a run of the method is made, what it waits for, how it is shown."""
+    """One row of the method table, the one home of a method: how a run of it is made, how long it is
+    planned to take, what it waits for and how it is shown. The CLI, the matrix, `plan`, `status`, the
+    submitter's order and the reports read it; a new method is a row here (and its test)."""
 
     name: str
     label: str  # Table 2's column label
-    title: str  # in figures and prose
-    table2: bool  # a column of Table 2
+    title: str  # in figures, panels and prose
+    table2: bool  # a column of Table 2; at S = 1 every such column is one shared AdaScale run (r ≡ 1, no warm-up)
     needs: str | None  # the spec key another run supplies: T_AS (its AdaScale twin) or T (its grid's AdaScale runs)
     build: Callable[[ScaleSchedule, float, float | None, float | None], Any]
+    # τ's progress per iteration, which bounds how many iterations a run takes before it runs:
+    # "scale" p_t = S_t (exactly iterations_for), "one" p_t = 1 (T1), "gain" anywhere in between (AdaScale's
+    # r_t ∈ [1, S_t], and the runs that take its count: LSW+'s T_AS, scaled SGD's T)
+    pace: Literal["scale", "gain", "one"]
 
 
-# The one table of methods: the CLI's choices, the matrix, the submitter's order and the reports read it.
+# The one table of methods, in the order tables, figures and status list them.
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("adascale", "AS", "AdaScale", True, None, _adascale),
-        Method("lsw", "LSW", "LSW", True, None, _lsw),
-        Method("lsw+", "LSW+", "LSW+", True, "T_AS", _lsw_plus),
-        Method("identity", "identity", "identity", False, None, _identity),
-        Method("scaled", "scaled SGD", "scaled SGD", False, "T", _scaled),
+        Method("adascale", "AS", "AdaScale", True, None, _adascale, "gain"),
+        Method("lsw", "LSW", "LSW", True, None, _lsw, "scale"),
+        Method("lsw+", "LSW+", "LSW+", True, "T_AS", _lsw_plus, "gain"),
+        Method("identity", "identity", "identity", False, None, _identity, "one"),
+        Method("scaled", "scaled SGD", "scaled SGD", False, "T", _scaled, "gain"),
     )
 }
-TABLE2_METHODS = tuple(name for name, m in METHODS.items() if m.table2)
+SHARED_AT_S1 = "adascale"  # the one run that stands for every Table 2 method at S = 1
+
+
+def table2_methods() -> tuple[str, ...]:
+    """Table 2's methods (its columns), in the table's order; read when called, so a row added to METHODS
+    shows without anything else changing."""
+    return tuple(name for name, m in METHODS.items() if m.table2)
+
+
+def method_order(name: str) -> int:
+    """A method's place in tables, figures and status (unknown names last)."""
+    return list(METHODS).index(name) if name in METHODS else len(METHODS)
+
+
+def title(name: str) -> str:
+    """A method's name in figures and prose (an unknown name as it is)."""
+    return METHODS[name].title if name in METHODS else name
+
+
+def label(name: str) -> str:
+    """A method's Table 2 column label (an unknown name as it is)."""
+    return METHODS[name].label if name in METHODS else name
+
+
+def planned_iterations(
+    method: str, scales: ScaleSchedule, T1: float, T_AS: float | None = None, T: float | None = None
+) -> float | None:
+    """The iterations a run is planned to take, known before it runs (the paper prints it for a diverged
+    cell): the count its `needs` key carries (LSW+'s T_AS, scaled SGD's T), else its pace's (LSW's
+    iterations_for, identity's T1); None where only the run can tell (AdaScale's)."""
+    m = METHODS[method]
+    if m.needs is not None:
+        given = {"T_AS": T_AS, "T": T}[m.needs]
+        return float(given) if given is not None else None
+    if m.pace == "gain":
+        return None
+    return float(iterations_for(scales, T1, None if m.pace == "scale" else 1.0))
 
 
 def make_rule(method: str, scales: ScaleSchedule, T1: float, T_AS: float | None = None, T: float | None = None) -> Any:

@@ -60,6 +60,9 @@ def lr_schedule(cfg: dict[str, Any], T1: float) -> ExponentialDecay | StepDecay 
     raise UserError(f"lr_schedule.kind is {kind!r}; expected exponential, step or constant")
 
 
+ELASTIC = ("elastic-up", "elastic-down")  # the scale names of a preset's `elastic` schedules (up, down)
+
+
 @dataclass(frozen=True)
 class ScaleSchedule:
     """S as a step function of τ: `steps` are (τ at which it starts, S), the first at τ = 0."""
@@ -100,9 +103,21 @@ def ceil_div(a: float, b: float) -> int:
     return int(math.ceil(a / b - 1e-12))
 
 
+def scale_steps(spec: dict[str, Any]) -> list[tuple[float, int]]:
+    """(fraction of T1 at which it starts, S) of a spec's scale: one step for a constant S, else the preset's
+    elastic steps. The one reader of `elastic`: the engine and `plan` (scale_schedule), the submitter's
+    rank choice and the reports use it."""
+    scale = spec["scale"]
+    if not isinstance(scale, str):
+        return [(0.0, int(scale))]
+    if scale not in ELASTIC:
+        raise UserError(f"scale {scale!r} is not a positive integer or one of {', '.join(ELASTIC)}")
+    steps = spec["elastic"][scale.removeprefix("elastic-")]
+    return [(float(f), int(s)) for f, s in steps]
+
+
 def scale_schedule(spec: dict[str, Any]) -> ScaleSchedule:
     """The S schedule of a resolved spec: a constant S, or the preset's elastic steps over τ."""
-    scale = spec["scale"]
-    if isinstance(scale, str):
-        return ScaleSchedule.from_fractions(spec["elastic"][scale.removeprefix("elastic-")], spec["T1"])
-    return ScaleSchedule.constant(scale)
+    if isinstance(spec["scale"], str):
+        return ScaleSchedule.from_fractions(scale_steps(spec), spec["T1"])
+    return ScaleSchedule.constant(spec["scale"])

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import os
 import sys
 from pathlib import Path
+from typing import TypeVar
 
 from bench.cli.argtypes import non_negative_int, positive_int
 from bench.errors import UserError
 from bench.files import SUMMARY
+
+T = TypeVar("T")
 
 PROG = "adascale-bench"
 
@@ -105,10 +109,20 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    from bench.experiments.plan import plan
+def typed(cls: type[T], args: argparse.Namespace) -> T:
+    """A command's options as its dataclass: the parsed flags of the same names (below the CLI, no Namespace).
+    A flag without a field is a programming error, not a silently dropped option."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(vars(args)) - names - {"func", "command"})
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field for --{unknown[0].replace('_', '-')}")
+    return cls(**{k: v for k, v in vars(args).items() if k in names})
 
-    return plan(args)
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from bench.experiments.plan import PlanOptions, plan
+
+    return plan(typed(PlanOptions, args))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -146,9 +160,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_perf(args: argparse.Namespace) -> int:
-    from bench.experiments.perf import perf
+    from bench.experiments.perf import PerfOptions, perf
 
-    return perf(args)
+    return perf(typed(PerfOptions, args))
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -157,10 +171,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     import json
 
     from bench.run.spec import parse_overrides
-    from tasks import available
+    from tasks import preparable
 
-    if args.task not in available() or args.task == "logreg":
-        names = ", ".join(t for t in available() if t != "logreg")
+    if args.task not in preparable():
+        names = ", ".join(preparable())
         raise UserError(f"prepare {args.task}: expected one of {names} (logreg's data is generated in memory)")
     prepare = importlib.import_module(f"tasks.{args.task}.prepare").prepare
     options = {k.replace("-", "_"): v for k, v in parse_overrides(args.set).items()}
@@ -186,15 +200,16 @@ def cmd_gain(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from slurm.executors import SubmitOptions
     from slurm.submit import submit
 
-    return submit(args)
+    return submit(typed(SubmitOptions, args))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from slurm.status import status
 
-    return status(args)
+    return status(Path(args.dir))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -221,8 +236,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=_positive_int, default=default_jobs(), help=JOBS_HELP)
     p.set_defaults(func=cmd_smoke)
 
-    p = sub.add_parser("prepare", help="turn a dataset as published into the layout its task reads")
-    p.add_argument("task")
+    from tasks import preparable
+
+    prepared = ", ".join(preparable())
+    p = sub.add_parser(
+        "prepare",
+        help="turn a dataset as published into the layout its task reads",
+        description=f"Turn a dataset as published into the layout its task reads. Tasks: {prepared} "
+        "(logreg's data is generated in memory).",
+    )
+    p.add_argument("task", metavar="TASK", help=f"one of: {prepared}")
     p.add_argument("--source", required=True, help="the downloaded files (archives or their extraction)")
     p.add_argument("--out", required=True, help="the prepared data root to write (must not exist)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a task option, e.g. vocab_size=32000")

@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader
 
 from bench.engine.distributed import Dist
 from bench.engine.seeding import mix_array
+from bench.engine.task import Task
 from bench.errors import UserError
 
 
@@ -99,7 +100,7 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
-def shared_samples(task: Any, cfg: dict[str, Any], root: Path, split: str, dist: Dist) -> Any:
+def shared_samples(task: Task, cfg: dict[str, Any], root: Path, split: str, dist: Dist) -> Any:
     """The task's sample list of `split` ("train" or "eval"; tasks.base, Task.samples), read on rank 0
     alone and broadcast to every rank, so W ranks do not each read an index of a million entries.
     None when the task has nothing to share. Every rank must call it (a collective when W > 1). If rank

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from bench.engine.distributed import Dist
+from bench.engine.task import Task
 
 
 class Concat(list):
@@ -81,7 +82,7 @@ def is_sharded(task: Any) -> bool:
     return callable(getattr(task, "eval_stats", None)) and callable(getattr(task, "metrics_from", None))
 
 
-def evaluate(task: Any, model: nn.Module, evalset: Any, cfg: dict[str, Any], dist: Dist) -> dict[str, float] | None:
+def evaluate(task: Task, model: nn.Module, evalset: Any, cfg: dict[str, Any], dist: Dist) -> dict[str, float] | None:
     """The task's metrics over the whole evaluation set, on rank 0 (None on the other ranks). Every rank
     must call it (collectives) with the model in eval mode, under no_grad."""
     if not is_sharded(task):
@@ -96,7 +97,7 @@ def evaluate(task: Any, model: nn.Module, evalset: Any, cfg: dict[str, Any], dis
 
 
 def evaluate_sharded_locally(
-    task: Any, model: nn.Module, evalset: Any, cfg: dict[str, Any], world: int, device: torch.device | None = None
+    task: Task, model: nn.Module, evalset: Any, cfg: dict[str, Any], world: int, device: torch.device | None = None
 ) -> dict[str, float]:
     """What W ranks would report, computed in one process shard after shard (for tests and checks)."""
     device = device or torch.device("cpu")

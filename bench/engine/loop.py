@@ -35,8 +35,9 @@ from bench.engine.gradstats import GradientObserver
 from bench.engine.reduction import SplitInvariance
 from bench.engine.seeding import mix
 from bench.engine.signals import Interrupted, RanksChange, stop_requested
+from bench.engine.task import Task
 from bench.errors import UserError
-from bench.files import CHECKPOINT, KEPT, METRICS, NOT_IDENTITY, MetricsLog, kept_name
+from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, identity_differs, kept_name
 
 _DROPOUT_STREAM = 0x0D20
 
@@ -86,7 +87,7 @@ class Outcome:
 
 def accumulate(
     model: nn.Module,
-    task: Any,
+    task: Task,
     microbatches: Iterable[Any],
     seeds: list[int],
     params: list[nn.Parameter],
@@ -154,13 +155,34 @@ def accumulate(
     return loss_total / scale, sum_sq, mean_sq
 
 
+@dataclass
+class AtScale:
+    """Iterations at one scale S, driven one at a time: the public one-iteration API. Engine.run makes one
+    per S of the schedule; `perf` makes one per benchmark loop and hands each step its micro-batches."""
+
+    engine: Engine
+    state: State
+    scale: int
+    batches: Iterator[Any]  # this rank's micro-batches at S, from the stream cursor on
+    observer: GradientObserver | None  # observes every g_i at S (bench.engine.reduction); None: not tracking
+
+    def step(self, batches: Iterator[Any] | None = None) -> bool:
+        """One iteration on the next A micro-batches (of `batches`, else of the stream); False if it diverged."""
+        return self.engine.step(self.state, self.scale, self.batches if batches is None else batches, self.observer)
+
+    def close(self) -> None:
+        if self.observer is not None:
+            self.observer.remove()
+            self.observer = None
+
+
 class Engine:
     """Trains one run described by a resolved spec (bench.run.spec.resolve) into `run_dir`."""
 
     def __init__(
         self,
         spec: dict[str, Any],
-        task: Any,
+        task: Task,
         run_dir: Path,
         data_root: Path | None = None,
         dist: Dist | None = None,
@@ -240,8 +262,7 @@ class Engine:
     def _damage(self, saved: dict[str, Any] | None, state: State) -> str | None:
         """Why the checkpoint cannot continue this run here: another run's spec, or metrics cut short."""
         if isinstance(saved, dict):
-            keys = sorted(k for k in set(saved) | set(self.spec) if k not in NOT_IDENTITY)
-            differ = [k for k in keys if saved.get(k) != self.spec.get(k)]
+            differ = identity_differs(saved, self.spec)  # the one identity (bench.files.identity_of)
             if differ:
                 return f"{CHECKPOINT} belongs to another run (differs in: {', '.join(differ)}); delete"
         why = self.metrics.damage(state.metrics_offset, state.metrics_records)
@@ -354,20 +375,33 @@ class Engine:
         pin = self.dist.device.type == "cuda"
         return iter(loader(self.train, sampler, int(self.spec["num_workers"]), pin_memory=pin))
 
+    def at_scale(self, state: State, scale: int, batches: Iterator[Any] | None = None) -> AtScale:
+        """Start iterating at S: this rank's micro-batches of the stream (or `batches`) and a new observer."""
+        batches = self.batches(state, scale) if batches is None else batches
+        return AtScale(self, state, scale, batches, self.split.observer(scale, bool(self.spec["track_stats"])))
+
+    def items(self, first: int, count: int) -> list[Any]:
+        """The TrainSet items of micro-batches first … first + count − 1 of the run's example stream."""
+        return [item for j in range(first, first + count) for item in self.stream.microbatch(j)]
+
+    def flush_metrics(self) -> int:
+        """Write what the metrics log holds (serialise, write, fsync); returns how many records that was."""
+        n = self.metrics.pending()
+        self.metrics.flush()
+        return n
+
     def run(self) -> Outcome:
         """Train to the end (or to divergence); raises Interrupted on a stop signal. The run layer writes
         the summary from the Outcome (bench.run.summary)."""
         state = self.setup()
         started = time.perf_counter() - state.wall_time
         spec, dist = self.spec, self.dist
-        track = bool(spec["track_stats"])
         eval_every = float(spec["eval_every"])
         by_epochs = spec["eval_unit"] == "epochs"
         ckpt_every = int(spec["checkpoint_every"])
         keep_every = int(spec.get("keep_checkpoints_every") or 0)
         status = "completed"
-        observer: GradientObserver | None = None
-        batches = None
+        here: AtScale | None = None
         scale = 0
         bar = tqdm(
             total=self.T1,
@@ -395,12 +429,12 @@ class Engine:
                         )
                     scale = s
                     batches = self.batches(state, scale)
-                    if observer is not None:
-                        observer.remove()
-                    observer = self.split.observer(scale, track)
+                    if here is not None:
+                        here.close()
+                    here = self.at_scale(state, scale, batches)
 
                 before, epochs_before = state.tau, self.epochs(state)
-                if not self.step(state, scale, batches, observer):
+                if not here.step():
                     status = "diverged"
                     break
                 bar.update(min(state.tau, self.T1) - min(before, self.T1))
@@ -425,8 +459,8 @@ class Engine:
                     self._checkpoint(state)
         finally:
             bar.close()
-            if observer is not None:
-                observer.remove()
+            if here is not None:
+                here.close()
             self.metrics.flush()
         state.wall_time = time.perf_counter() - started
         return self._finish(state, status)

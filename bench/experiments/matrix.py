@@ -34,14 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import METHODS, TABLE2_METHODS
+from bench.algo.rules import METHODS, SHARED_AT_S1, label, table2_methods, title
+from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
-from bench.run.spec import ELASTIC, parse_scale
+from bench.run.spec import parse_scale
 from bench.run.yamlread import excerpt, load_yaml
 
 PRESET_DIR = Path(__file__).parent / "matrices"
 KINDS = ("table2", "elastic", "heatmap", "sweep", "gain")
-PANELS = ("S=1", "AdaScale", "LSW", "scaled SGD")
 
 
 @dataclass(frozen=True)
@@ -199,12 +199,17 @@ def _cells(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
 def shared_method(method: str, scale: int | str) -> str:
     """The method a Table 2 cell runs: at S = 1 AdaScale, LSW and LSW+ are the same computation (r ≡ 1,
     no warm-up, T_AS = T1), run once as adascale."""
-    return "adascale" if scale == 1 and method in TABLE2_METHODS else method
+    return SHARED_AT_S1 if scale == 1 and method in table2_methods() else method
 
 
 def is_shared(method: str, scale: int | str, kind: str | None) -> bool:
-    """Whether a run stands for all three Table 2 methods (the S = 1 adascale run of a table2 cell)."""
-    return method == "adascale" and str(scale) == "1" and kind in (None, "table2")
+    """Whether a run stands for every Table 2 method (the S = 1 adascale run of a table2 cell)."""
+    return method == SHARED_AT_S1 and str(scale) == "1" and kind in (None, "table2")
+
+
+def shared_note() -> str:
+    """What a shared S = 1 run stands for, from the method table: "AS = LSW = LSW+ at S = 1"."""
+    return " = ".join(label(m) for m in table2_methods()) + " at S = 1"
 
 
 def _number(path: Path, where: str, value: Any) -> float:
@@ -247,9 +252,7 @@ def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], ta
     runs = []
     for panel, method, s in (
         ("S=1", "identity", 1),
-        ("AdaScale", "adascale", scale),
-        ("LSW", "lsw", scale),
-        ("scaled SGD", "scaled", scale),
+        *((title(m), m, scale) for m in ("adascale", "lsw", "scaled")),  # the paper's Figure 5 panels
     ):
         label = panel if s == 1 else f"{panel} S={s}"
         for lr0 in scaled_lr0s if method == "scaled" else lr0s:
@@ -347,6 +350,9 @@ def _gain(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks
     return runs
 
 
+WAITS = {"T_AS": " (after its AdaScale run)", "T": " (after the grid's AdaScale runs)"}  # by `needs`
+
+
 def describe(m: Matrix) -> str:
     """The expansion of a matrix: one line per run, in submission order, and the counts."""
     lines = [f"{m.path}: preset {m.preset}, {len(m.runs)} runs"]
@@ -356,9 +362,8 @@ def describe(m: Matrix) -> str:
     lines.append("  " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
     for r in m.runs:
         extra = ",".join(f"{k}={v}" for k, v in sorted(r.overrides.items()))
-        after = " (after its AdaScale run)" if r.method == "lsw+" else ""
-        after = " (after the grid's AdaScale runs)" if r.method == "scaled" else after
-        after = " (shared: AS = LSW = LSW+ at S = 1)" if is_shared(r.method, r.scale, r.experiment["kind"]) else after
+        after = WAITS.get(METHODS[r.method].needs or "", "")
+        after = f" (shared: {shared_note()})" if is_shared(r.method, r.scale, r.experiment["kind"]) else after
         lines.append(
             f"  {r.experiment['kind']:8s} {r.task:12s} {r.method:9s} {str(r.scale):13s} seed{r.seed}"
             f"{' ' + extra if extra else ''}{after}"
@@ -379,14 +384,16 @@ def dedupe(runs: list[RunRequest]) -> list[RunRequest]:
 def order(runs: list[RunRequest]) -> list[RunRequest]:
     """Runs that others depend on first: AdaScale before LSW+ (which needs its iteration count) and before
     the heat map's scaled SGD (whose T is their mean iteration count)."""
-    return sorted(runs, key=lambda r: r.method in ("lsw+", "scaled"))
+    return sorted(runs, key=lambda r: METHODS[r.method].needs is not None)
 
 
 def depends_on(run: RunRequest, runs: list[RunRequest]) -> list[RunRequest]:
-    """The runs that must finish before `run` can start."""
-    if run.method == "scaled" and run.experiment.get("kind") == "heatmap":
+    """The runs that must finish before `run` can start: what its method needs (the method table's
+    `needs`): T = its grid's AdaScale runs (a heat map's), T_AS = its AdaScale twin."""
+    needs = METHODS[run.method].needs
+    if needs == "T" and run.experiment.get("kind") == "heatmap":
         return [r for r in runs if r.method == "adascale" and r.experiment.get("grid") == run.experiment["grid"]]
-    if run.method != "lsw+":
+    if needs != "T_AS":
         return []
     return [
         r

@@ -39,7 +39,6 @@ so the paper models can be timed on a machine without their datasets.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import math
@@ -157,36 +156,34 @@ class BareLoop:
 
 
 class EngineLoop:
-    """The real engine, driven one iteration at a time the way Engine.run drives it."""
+    """The real engine, driven one iteration at a time through its public API (Engine.at_scale), as
+    Engine.run drives it; each step gets the benchmark's micro-batches instead of the stream's."""
 
     def __init__(self, spec: dict[str, Any], task: Any, run_dir: Path, data_root: Path, dist: Dist) -> None:
         self.engine = Engine(spec, task, run_dir, data_root, dist=dist, progress=False)
         self.state = self.engine.setup()
         self.engine.model.train()
         self.scale = int(spec["scale"])
-        self.observer = self.engine.split.observer(self.scale, bool(spec["track_stats"]))  # as Engine.run
+        self.iterating = self.engine.at_scale(self.state, self.scale, iter(()))
 
     @property
     def model(self) -> torch.nn.Module:
         return self.engine.module
 
     def step(self, micro: list[Any]) -> None:
-        if not self.engine.step(self.state, self.scale, iter(micro), self.observer):
+        if not self.iterating.step(iter(micro)):
             raise UserError(f"{self.engine.spec['task']} diverged at S = {self.scale} during the benchmark")
 
     def flush_us_per_iteration(self) -> float:
         """Flush what the metrics log holds (serialise, write, fsync) and return the wall µs per record:
         what a run pays per iteration for its metrics, outside the timed medians."""
-        log = self.engine.metrics
-        n = log.pending()
         start = time.perf_counter()
-        log.flush()
+        n = self.engine.flush_metrics()
         return (time.perf_counter() - start) * 1e6 / n if n else math.nan
 
     def close(self) -> None:
-        if self.observer is not None:
-            self.observer.remove()
-        self.engine.metrics.flush()
+        self.iterating.close()
+        self.engine.flush_metrics()
 
 
 @dataclass
@@ -288,7 +285,7 @@ def big_batch(engine: Engine, first: int, count: int) -> Any:
     """Micro-batches first … first + count − 1 of the engine's stream (one rank) as ONE batch: the
     TrainSet's collate over all their items, so the same examples with the same augmentation keys."""
     train = engine.train
-    items = [item for j in range(first, first + count) for item in engine.stream.microbatch(j)]
+    items = engine.items(first, count)
     return train.collate([train[item] for item in items])
 
 
@@ -403,7 +400,7 @@ def parse_scales(text: str) -> list[int]:
     return scales
 
 
-def _data_root(args: argparse.Namespace, name: str, several: bool) -> str | None:
+def _data_root(args: PerfOptions, name: str, several: bool) -> str | None:
     """--data-root is the task's root for one task, and a folder of <task>/ roots for several."""
     if args.data_root is None:
         return None
@@ -444,7 +441,24 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_bytes(path, buf.getvalue().encode())
 
 
-def perf(args: argparse.Namespace) -> int:
+@dataclass
+class PerfOptions:
+    """`adascale-bench perf`'s options, typed (the CLI's flags; the defaults are its defaults)."""
+
+    task: list[str] | None = None  # default: every task
+    device: str = "cpu"
+    preset: str = "tiny"
+    scales: str = "1,4,16"
+    repeats: int = 20
+    data_root: str | None = None
+    out: str = "runs/perf"
+    write_throughput: str | None = None
+    synthetic: bool | None = None  # None: on for the paper preset without a data root
+    microbatch_mode: str = "sequential"  # both: also time microbatch_mode=batched
+    amp: str = "none"  # both: also time amp=bf16
+
+
+def perf(args: PerfOptions) -> int:
     """Run the benchmark for every requested task and scale; print the table and write perf.csv."""
     from tasks import available, get_task
 
@@ -452,18 +466,18 @@ def perf(args: argparse.Namespace) -> int:
     names = list(args.task) if args.task else available()
     tasks = [get_task(n) for n in names]
     scales = parse_scales(args.scales)
-    if getattr(args, "write_throughput", None) and 1 not in scales:
+    if args.write_throughput and 1 not in scales:
         raise UserError("--write-throughput records examples/s at S = 1: include 1 in --scales")
     repeats = int(args.repeats)
     extras = tuple(
         v
         for v, opt in (
-            ("batched", getattr(args, "microbatch_mode", "sequential")),
-            ("bf16", getattr(args, "amp", "none")),
+            ("batched", args.microbatch_mode),
+            ("bf16", args.amp),
         )
         if opt == "both"
     )
-    synthetic = getattr(args, "synthetic", None)
+    synthetic = args.synthetic
     if synthetic is None:  # default: on for the paper preset without a data root
         synthetic = args.preset == "paper" and args.data_root is None
     device = pick_device(args.device)
@@ -537,7 +551,7 @@ def perf(args: argparse.Namespace) -> int:
         "data loading is not compared."
     )
     print(f"perf: {path}")
-    if getattr(args, "write_throughput", None):
+    if args.write_throughput:
         from bench.experiments.plan import write_throughput
 
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)

@@ -1,21 +1,21 @@
 """`adascale-bench plan MATRIX [--gpus N] [--throughput CSV]`: what a matrix costs before it is submitted.
 
 Per cell (experiment × task × method × S) and in total: runs, iterations per run, examples processed and
-GPU-hours. Iterations: S = 1 and identity runs take T1; LSW takes exactly `iterations_for` (τ advances by
-S_t); AdaScale's gain r_t lies in [1, S_t], so it takes between LSW's count (r = S: ⌈T1/S⌉ at a constant S)
-and T1 (r = 1); LSW+ runs T_AS iterations and the heat map's scaled SGD the mean of its grid's AdaScale
-runs, so both have AdaScale's range. Examples: Σ over iterations of S_t · b (b is tokens for the
-transformer, see the unit column). GPU-hours: examples / the task's examples/s at S = 1 on one GPU (the
-throughput table), i.e. an iteration at scale S costs S micro-batches' worth of GPU time, whatever the
-number of GPUs that share it (no communication overhead). Runs stopped by `max_epochs` (the logreg
-sweep) are capped there; stopping at a target metric is not foreseen, so those are upper bounds.
+GPU-hours. Iterations follow each method's pace in the method table (bench.algo.rules.METHODS): S = 1 and
+identity runs take T1; LSW takes exactly `iterations_for` (τ advances by S_t); AdaScale's gain r_t lies in
+[1, S_t], so it takes between LSW's count (r = S: ⌈T1/S⌉ at a constant S) and T1 (r = 1); LSW+ runs T_AS
+iterations and the heat map's scaled SGD the mean of its grid's AdaScale runs, so both have AdaScale's
+range. Examples: Σ over iterations of S_t · b (b in the task's unit, its card's `unit`: tokens for the
+transformer). GPU-hours: examples / the task's examples/s at S = 1 on one GPU (the throughput table),
+i.e. an iteration at scale S costs S micro-batches' worth of GPU time, whatever the number of GPUs that
+share it (no communication overhead). Runs stopped by `max_epochs` (the logreg sweep) are capped there;
+stopping at a target metric is not foreseen, so those are upper bounds.
 
 Reads the tasks' cards (tasks.presets, plain data): no torch, well under a second.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import io
@@ -26,7 +26,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench.algo.rules import METHODS, TAU_RTOL, finished
+from bench.algo.rules import METHODS, SHARED_AT_S1, TAU_RTOL, finished, method_order, table2_methods
 from bench.algo.schedules import ScaleSchedule, scale_schedule
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
@@ -34,7 +34,6 @@ from bench.files import atomic_write_bytes
 
 THROUGHPUT = Path(__file__).with_name("throughput.csv")
 THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "measured"]
-UNITS = {"cifar10": "images", "imagenet": "images", "yolo": "images", "speech": "utterances", "transformer": "tokens"}
 FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --write-throughput {path}"
 
 
@@ -120,12 +119,7 @@ def run_cost(spec: dict[str, Any], logreg_n: int) -> RunCost:
     scales = scale_schedule(spec)
     T1, b, method = float(spec["T1"]), int(spec["batch_size"]), spec["method"]
     fast, slow = walk(scales, T1, True), walk(scales, T1, False)
-    if method == "lsw":
-        lo = hi = fast
-    elif method in ("adascale", "lsw+", "scaled"):
-        lo, hi = fast, slow
-    else:  # identity: p = 1
-        lo = hi = slow
+    lo, hi = {"scale": (fast, fast), "gain": (fast, slow), "one": (slow, slow)}[METHODS[method].pace]
     its, sums = [lo[0], hi[0]], [lo[1], hi[1]]
     if spec.get("max_epochs") and spec["task"] == "logreg":  # the sweep: stopped after max_epochs of data
         cap_examples = spec["max_epochs"] * logreg_n
@@ -150,6 +144,13 @@ class Cell:
     examples: list[float] = field(default_factory=lambda: [0.0, 0.0])
     hours: list[float] | None = None  # GPU-hours (fewest, most); None: throughput unknown
     longest: list[float] | None = None  # the longest chain of runs, in hours on min(S, N) GPUs
+
+
+def _unit(task: str) -> str:
+    """What the task's batch_size counts (its card's `unit`)."""
+    from tasks.presets import card
+
+    return card(task).unit
 
 
 def _fmt_si(x: float) -> str:
@@ -193,11 +194,11 @@ def make_plan(m: matrices.Matrix, throughput: dict[tuple[str, str], dict[str, An
             width = min(cost.max_scale, gpus or cost.max_scale)
             chain = [h / width * (2 if cost.waits else 1) for h in run_hours]
             cell.longest = [max(a, c) for a, c in zip(cell.longest or [0.0, 0.0], chain, strict=True)]
-    kinds, methods = list(matrices.KINDS), list(METHODS)
+    kinds = list(matrices.KINDS)
 
     def order(c: Cell) -> tuple:
         scale = (0, c.scale, "") if isinstance(c.scale, int) else (1, 0, c.scale)
-        return (kinds.index(c.kind) if c.kind in kinds else 9, c.task, methods.index(c.method), scale)
+        return (kinds.index(c.kind) if c.kind in kinds else 9, c.task, method_order(c.method), scale)
 
     return sorted(cells.values(), key=order)
 
@@ -205,17 +206,19 @@ def make_plan(m: matrices.Matrix, throughput: dict[tuple[str, str], dict[str, An
 def frame(cells: list[Cell], gpus: int | None) -> Any:
     import pandas as pd
 
+    shared = " (" + "".join(f"={m}" for m in table2_methods() if m != SHARED_AT_S1) + ")"  # " (=lsw=lsw+)"
+
     rows = []
     for c in cells:
         row = {
             "experiment": c.kind,
             "task": c.task,
-            "method": c.method + (" (=lsw=lsw+)" if matrices.is_shared(c.method, c.scale, c.kind) else ""),
+            "method": c.method + (shared if matrices.is_shared(c.method, c.scale, c.kind) else ""),
             "S": str(c.scale),
             "runs": c.runs,
             "iterations/run": _range(c.iterations[0], c.iterations[1], lambda x: f"{x:,}"),
             "examples": _range(c.examples[0], c.examples[1], _fmt_si),
-            "unit": UNITS.get(c.task, "examples"),
+            "unit": _unit(c.task),
             "GPU-hours": _range(c.hours[0], c.hours[1], _hours) if c.hours else "unknown",
         }
         if gpus:
@@ -232,11 +235,11 @@ def totals(cells: list[Cell], gpus: int | None) -> dict[str, str]:
     runs = sum(c.runs for c in cells)
     known = all(c.hours for c in cells)
     out = {"runs": f"{runs:,}"}
-    units = sorted({UNITS.get(c.task, "examples") for c in cells})
+    units = sorted({_unit(c.task) for c in cells})
     out["examples"] = "; ".join(
         _range(
-            sum(c.examples[0] for c in cells if UNITS.get(c.task, "examples") == u),
-            sum(c.examples[1] for c in cells if UNITS.get(c.task, "examples") == u),
+            sum(c.examples[0] for c in cells if _unit(c.task) == u),
+            sum(c.examples[1] for c in cells if _unit(c.task) == u),
             _fmt_si,
         )
         + f" {u}"
@@ -255,7 +258,16 @@ def totals(cells: list[Cell], gpus: int | None) -> dict[str, str]:
     return out
 
 
-def plan(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class PlanOptions:
+    """`adascale-bench plan`'s options, typed."""
+
+    matrix: str
+    gpus: int | None = None  # also the wall-clock hours on this many GPUs
+    throughput: str | None = None  # the throughput table (default: the shipped one)
+
+
+def plan(args: PlanOptions) -> int:
     import pandas as pd
 
     m = matrices.load(args.matrix)

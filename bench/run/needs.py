@@ -9,8 +9,8 @@ from typing import Any
 
 from bench.algo.rules import METHODS
 from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, read_json_object
-from bench.run.spec import identity_of, run_name
+from bench.files import SPEC, SUMMARY, identity_of, read_json_object
+from bench.run.spec import run_name
 
 
 def resolve_needs(out: Path, spec: dict[str, Any]) -> dict[str, Any]:

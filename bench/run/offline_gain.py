@@ -34,9 +34,17 @@ from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import accumulate, dropout_seeds
 from bench.engine.seeding import mix
 from bench.errors import UserError
-from bench.files import KEPT, METRICS, OFFLINE_GAIN, SPEC, atomic_write_bytes, read_json_object, read_jsonl
+from bench.files import (
+    KEPT,
+    METRICS,
+    OFFLINE_GAIN,
+    SPEC,
+    atomic_write_bytes,
+    identity_differs,
+    read_json_object,
+    read_jsonl,
+)
 from bench.run.data import prepare_data
-from bench.run.spec import identity_of
 
 OFFLINE_STREAM = 0x0FF1  # the offline micro-batches' stream: mix(run seed, iteration, OFFLINE_STREAM)
 BATCHES = {"paper": 1000, "tiny": 64}  # n by preset (`--batches` overrides)
@@ -101,13 +109,12 @@ def kept_checkpoints(run_dir: Path) -> list[Path]:
 
 def check_kept(path: Path, kept: dict[str, Any], spec: dict[str, Any]) -> None:
     """A kept checkpoint belongs to the run folder it sits in: the run identity it carries (the spec of the
-    run that wrote it, bench.run.spec.identity_of) must be the folder's, or its gains would be another run's."""
+    run that wrote it, bench.files.identity_of) must be the folder's, or its gains would be another run's."""
     saved = kept.get("spec")
     if not isinstance(saved, dict):
         raise UserError(f"kept checkpoint {path} carries no run identity (no spec); it cannot be checked, delete it")
-    mine, theirs = identity_of(spec), identity_of(saved)
-    if mine != theirs:
-        diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+    diff = identity_differs(spec, saved)
+    if diff:
         raise UserError(
             f"kept checkpoint {path} belongs to another run (differs in: {', '.join(diff)}); "
             "move it to its own run folder or delete it"

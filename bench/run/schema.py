@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bench.errors import UserError
+from bench.files import LATE_SETTINGS
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -107,11 +108,11 @@ class Settings(_Strict):
         "timeout); $ADASCALE_BENCH_DIST_TIMEOUT overrides it for one job",
     )
     microbatch_mode: Literal["sequential", "batched"] = Field(
-        "sequential",
+        LATE_SETTINGS["microbatch_mode"],
         description="sequential: one forward/backward per micro-batch; batched: one over the rank's A "
         "micro-batches at once (bench.engine.batched)",
     )
-    amp: Literal["none", "bf16"] = Field("none", description="bf16: autocast the forward pass on CUDA")
+    amp: Literal["none", "bf16"] = Field(LATE_SETTINGS["amp"], description="bf16: autocast the forward pass on CUDA")
 
 
 class Spec(Settings, Preset):
@@ -128,8 +129,6 @@ class Spec(Settings, Preset):
 
 RUN_DEFAULTS: dict[str, Any] = {name: field.default for name, field in Settings.model_fields.items()}
 PRESET_KEYS: tuple[str, ...] = tuple(Preset.model_fields)
-# Settings added after runs were recorded: a spec without them is the same run as one at their default.
-LATE_SETTINGS = ("microbatch_mode", "amp")
 
 
 def _where(loc: tuple) -> str:

@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.algo.rules import METHODS
+from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
-from bench.files import SPEC, in_identity, read_json
-from bench.run.schema import LATE_SETTINGS, RUN_DEFAULTS, validate
+from bench.files import SPEC, identity_differs, identity_of, read_json
+from bench.run.schema import RUN_DEFAULTS, validate
 from bench.run.yamlread import load_yaml
 
-ELASTIC = ("elastic-up", "elastic-down")
 PRESETS = ("tiny", "paper")
-_LATE_DEFAULTS = {k: RUN_DEFAULTS[k] for k in LATE_SETTINGS}
 
 
 def parse_scale(value: str | int) -> int | str:
@@ -119,25 +118,15 @@ def resolve(
 
 def run_name(spec: dict[str, Any]) -> str:
     """<task>/<method>/<s8|elastic-up>/seed<k>[,preset=paper][,key=value...]: readable, and one folder per
-    identity (bench.files.NOT_IDENTITY): a preset other than tiny and every override that changes what
+    identity (bench.files.identity_of): a preset other than tiny and every override that changes what
     the run computes are in the name; where it runs (threads, workers, devices, ranks) is not."""
     leaf = f"seed{spec['seed']}"
     if spec.get("preset", "tiny") != "tiny":
         leaf += f",preset={spec['preset']}"
-    for key, value in sorted(spec.get("overrides", {}).items()):
-        if in_identity(key):
-            leaf += f",{key}={value}"
+    for key, value in sorted(identity_of(spec)["overrides"].items()):
+        leaf += f",{key}={value}"
     leaf = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", leaf)
     return f"{spec['task']}/{spec['method']}/{scale_label(spec['scale'])}/{leaf}"
-
-
-def identity_of(spec: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a spec that decide a run's results (keys added later count only off their default)."""
-    return {
-        k: v
-        for k, v in spec.items()
-        if in_identity(k) and k != "overrides" and not (k in _LATE_DEFAULTS and v == _LATE_DEFAULTS[k])
-    } | {"overrides": {k: v for k, v in spec.get("overrides", {}).items() if in_identity(k)}}
 
 
 def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
@@ -151,9 +140,8 @@ def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
         raise UserError(f"{path} is unreadable ({e}); delete the run folder to start over") from None
     if not isinstance(old, dict):
         raise UserError(f"{path} is a JSON {type(old).__name__}, not a spec; delete the run folder to start over")
-    if identity_of(old) != identity_of(spec):
-        a, b = identity_of(old), identity_of(spec)
-        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    diff = identity_differs(old, spec)
+    if diff:
         raise UserError(
             f"{run_dir} holds a run with a different spec (differs in: {', '.join(diff)}); "
             "use another --out or delete it"

@@ -11,6 +11,7 @@ from torch.nn import functional as F
 
 from tasks.base import FloatSum, Task, shard
 from tasks.presets.cifar10 import CARD
+from tasks.synthetic import SyntheticImages
 
 from . import data
 from .model import PreActResNet18
@@ -33,6 +34,13 @@ class Cifar10(Task):
 
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         data.check_files(Path(root), bool(cfg["data"].get("verify_md5", False)))
+
+    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticImages:
+        """perf --synthetic: random 32 × 32 images and labels."""
+        return SyntheticImages((3, 32, 32), int(cfg["model"].get("num_classes", 10)))
+
+    def check_paper_data(self, root: Path, cfg: dict[str, Any]) -> list[str]:
+        return data.paper_problems(Path(root))
 
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         m = cfg["model"]

@@ -161,3 +161,27 @@ class EvalSet:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+
+PAPER_SPLITS = {"train": 50_000, "test": 10_000}  # CIFAR-10's images per split, as the paper trains on them
+
+
+def paper_problems(root: Path) -> list[str]:
+    """One line per way the data under `root` is not the full CIFAR-10 (PAPER_SPLITS): each split's count,
+    read as the first pickle's labels × the split's files (one readable sample per split)."""
+    folder = resolve_root(root) / BASE_FOLDER
+    problems = []
+    for (split, expected), files in zip(PAPER_SPLITS.items(), (TRAIN_FILES, TEST_FILES), strict=True):
+        try:
+            with open(folder / files[0], "rb") as f:  # one sample per split: its first pickle
+                labels = pickle.load(f, encoding="latin1")["labels"]
+        except Exception as e:  # any unpickling failure means a malformed file
+            problems.append(f"cifar10: {folder / files[0]}: unreadable ({type(e).__name__})")
+            continue
+        count = len(labels) * len(files)
+        if count != expected:
+            problems.append(
+                f"cifar10: {folder}: {count} {split} images ({len(files)} × {len(labels)}), the paper preset "
+                f"expects {expected}"
+            )
+    return problems

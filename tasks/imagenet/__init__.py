@@ -32,9 +32,10 @@ from torchvision.models.resnet import Bottleneck, ResNet
 from bench.errors import UserError
 from tasks.base import FloatSum, Task, shard
 from tasks.presets.imagenet import CARD
+from tasks.synthetic import SyntheticImages
 
 from . import tiny
-from .data import TrainSet, check_layout, collate, data_settings, eval_folder, folder_samples
+from .data import TrainSet, check_layout, collate, data_settings, eval_folder, folder_samples, paper_problems
 
 
 class NarrowResNet(ResNet):
@@ -104,6 +105,14 @@ class ImageNet(Task):
                 f"imagenet: {Path(root) / data['train_dir']} has {len(classes)} class folders but the model "
                 f"has {expected} outputs; pass --set model.num_classes={len(classes)} or fix the data"
             )
+
+    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticImages:
+        """perf --synthetic: random images of the preset's size and labels."""
+        size = int(cfg.get("data", {}).get("image_size", 224))
+        return SyntheticImages((3, size, size), int(cfg.get("model", {}).get("num_classes", 1000)))
+
+    def check_paper_data(self, root: Path, cfg: dict[str, Any]) -> list[str]:
+        return paper_problems(Path(root), cfg)
 
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         return build_resnet(cfg.get("model", {}))

@@ -239,3 +239,40 @@ def data_settings(cfg: dict[str, Any]) -> dict[str, Any]:
     data.setdefault("eval_batch_size", int(cfg.get("batch_size", 256)))
     data.setdefault("pin_memory", False)
     return data
+
+
+PAPER_CLASSES, PAPER_VAL = 1000, 50_000  # ILSVRC-2012: its classes and validation images
+
+
+def _files(folder: Path) -> list[Path]:
+    return [Path(e.path) for e in os.scandir(folder) if e.is_file() and not e.name.startswith(".")]
+
+
+def paper_problems(root: Path, cfg: dict[str, Any]) -> list[str]:
+    """One line per way the data under `root` is not the full ImageNet: 1000 class folders per split,
+    50 000 validation images (counted as files), and one readable image per split."""
+    from PIL import Image
+
+    data = cfg.get("data", {})
+    problems = []
+    for split in (data.get("train_dir", "train"), data.get("val_dir", "val")):
+        folder = root / split
+        classes = sorted(e.path for e in os.scandir(folder) if e.is_dir() and not e.name.startswith("."))
+        if len(classes) != PAPER_CLASSES:
+            problems.append(
+                f"imagenet: {folder}: {len(classes)} class folders, the paper preset expects {PAPER_CLASSES}"
+            )
+        if split == data.get("val_dir", "val"):
+            count = sum(len(_files(Path(c))) for c in classes)
+            if count != PAPER_VAL:
+                problems.append(f"imagenet: {folder}: {count} validation images, the paper preset expects {PAPER_VAL}")
+        sample = next((f for c in classes for f in _files(Path(c))[:1]), None)
+        if sample is None:
+            problems.append(f"imagenet: {folder}: no image files")
+            continue
+        try:
+            with Image.open(sample) as im:
+                im.convert("RGB")
+        except Exception as e:
+            problems.append(f"imagenet: {sample}: unreadable ({type(e).__name__})")
+    return problems

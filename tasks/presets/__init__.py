@@ -57,7 +57,8 @@ class TaskCard:
     a data root, its presets by name (tiny, paper), the k of the tiny-T1 rule its tiny preset follows
     (`tiny_windows`: gain memories in the shortest AdaScale run at the largest smoke scale, see tiny_T1), and
     `differs`: one line per way the paper preset differs from the paper by necessity (a chosen value where
-    the supplement is missing, a model variant)."""
+    the supplement is missing, a model variant), and `unit`: what the preset's batch_size counts (`plan`'s
+    examples: images, utterances, tokens)."""
 
     name: str
     metric: str
@@ -67,6 +68,7 @@ class TaskCard:
     presets: dict[str, dict[str, Any]]
     tiny_windows: float
     differs: tuple[str, ...] = ()
+    unit: str = "examples"
 
 
 def card(name: str) -> TaskCard:

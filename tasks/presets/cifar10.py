@@ -72,4 +72,5 @@ CARD = TaskCard(
     presets=PRESETS,
     tiny_windows=TINY_WINDOWS,
     differs=DIFFERS,
+    unit="images",
 )

@@ -118,4 +118,5 @@ CARD = TaskCard(
     presets=PRESETS,
     tiny_windows=TINY_WINDOWS,
     differs=DIFFERS,
+    unit="utterances",
 )

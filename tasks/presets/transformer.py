@@ -119,4 +119,5 @@ CARD = TaskCard(
     presets=PRESETS,
     tiny_windows=TINY_WINDOWS,
     differs=DIFFERS,
+    unit="tokens",
 )

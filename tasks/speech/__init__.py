@@ -10,6 +10,7 @@ Metric: word accuracy = 100 - WER (%), corpus-level, greedy (best-path) decoding
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from torch.utils.data import DataLoader, Subset
 
 from tasks.base import FloatSum, Task, shard
 from tasks.presets.speech import CARD
+from tasks.synthetic import SyntheticBatches, synthetic_module
 
 from . import data
 from .model import build, output_frames
@@ -66,6 +68,10 @@ class Speech(Task):
 
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         data.check_layout(Path(root), [cfg["data"]["train_split"], cfg["data"]["eval_split"]])
+
+    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticBatches:
+        """perf --synthetic: batches of the preset's shapes (tasks/speech/synthetic.py, loaded when asked)."""
+        return SyntheticBatches(partial(synthetic_module(__name__).synthetic_batch, cfg))
 
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         return build(features_of(cfg).num_features, cfg["model"])

@@ -12,6 +12,7 @@ dictionary.py (Dictionary conventions), indexed.py (mmap .bin/.idx), data.py (pa
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from torch import nn
 
 from bench.errors import UserError
 from tasks.presets.transformer import CARD
+from tasks.synthetic import SyntheticBatches, synthetic_module
 
 from ..base import FloatSum, Task, shard
 from . import data as D
@@ -153,6 +155,14 @@ class Transformer(Task):
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         D.check_layout(root, cfg["data"])
         self._vocab_for(root, cfg)  # dictionary errors surface here; build_model needs its size
+
+    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticBatches:
+        """perf --synthetic: batches of the preset's shapes (tasks/transformer/synthetic.py, loaded when asked)."""
+        return SyntheticBatches(partial(synthetic_module(__name__).synthetic_batch, cfg))
+
+    def synthetic_model(self, cfg: dict[str, Any]) -> nn.Module:
+        """perf --synthetic: the model at the synthetic data's vocabulary (no dictionary on disk)."""
+        return synthetic_module(__name__).build_model(cfg)
 
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         # the vocabulary size is a property of the data: take it from the root check_data just read

@@ -44,6 +44,7 @@ single parameter group (weight decay also on BN and biases), fp32 (no AMP, hence
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -53,6 +54,7 @@ from torch import nn
 
 from tasks.base import Concat, FloatSum, Task, shard
 from tasks.presets.yolo import CARD
+from tasks.synthetic import SyntheticBatches, synthetic_module
 
 from . import offline
 from .data import YoloEvalSet, YoloTrainSet, build_dataset, read_spec
@@ -67,6 +69,10 @@ class Yolo(Task):
 
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         read_spec(Path(root), cfg["data"]["yaml"], nc=int(cfg["model"]["nc"]))
+
+    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticBatches:
+        """perf --synthetic: batches of the preset's shapes (tasks/yolo/synthetic.py, loaded when asked)."""
+        return SyntheticBatches(partial(synthetic_module(__name__).synthetic_batch, cfg))
 
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         offline.ensure()

@@ -8,7 +8,6 @@ straightforward versions they replaced.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import csv
 import json
@@ -35,7 +34,7 @@ from tests.helpers import spec_for, train
 
 def perf_rows(out: Path, tasks: list[str], scales: str, **options: object) -> list[dict[str, str]]:
     """Run `adascale-bench perf` (CPU, tiny, 2 repeats) as the CLI would and return perf.csv's rows."""
-    args = argparse.Namespace(
+    args = perf.PerfOptions(
         **{"task": tasks, "device": "cpu", "preset": "tiny", "scales": scales, "repeats": 2, "data_root": None}
         | {"out": str(out), **options}
     )
@@ -88,7 +87,7 @@ def test_adascale_at_scale_one_is_the_identity_engine(tmp_path: Path, task: str)
 
 
 def test_perf_writes_the_table_and_perf_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = argparse.Namespace(
+    args = perf.PerfOptions(
         task=["logreg"], device="cpu", preset="tiny", scales="1,2", repeats=2, data_root=None, out=str(tmp_path)
     )
     assert perf.perf(args) == 0

@@ -3,7 +3,6 @@ table and perf's --write-throughput; S = 1 as one shared run; submit's GPU and d
 
 from __future__ import annotations
 
-import argparse
 import csv
 import subprocess
 import sys
@@ -105,7 +104,7 @@ def test_perf_writes_the_throughput_row_at_scale_one(tmp_path: Path) -> None:
     from bench.experiments import perf
 
     tp = tmp_path / "tp.csv"
-    args = argparse.Namespace(
+    args = perf.PerfOptions(
         task=["logreg"], device="cpu", preset="tiny", scales="1", repeats=2, data_root=None, out=str(tmp_path / "p")
     )
     args.write_throughput = str(tp)

@@ -132,6 +132,31 @@ def test_a_checkpoint_that_differs_only_in_non_identity_keys_resumes(tmp_path: P
     assert summary["status"] == "completed"
 
 
+def test_a_resume_with_a_where_it_runs_override_continues_the_run(tmp_path: Path) -> None:
+    """`--set num_workers=2` on the resume: in the spec's overrides, but not in its identity."""
+    spec = stopped_run(tmp_path)
+    again = spec_for("logreg", "adascale", 2, T1=100, num_workers=2)
+    assert again["overrides"] != spec["overrides"]
+    summary, _ = train(again, tmp_path)
+    assert summary["status"] == "completed" and summary["iterations"] > 1
+
+
+def test_a_checkpoint_written_before_a_later_setting_existed_resumes(tmp_path: Path) -> None:
+    """A checkpoint (and spec.json) from before `amp` and `microbatch_mode` existed is the same run as
+    one at their defaults, and another run than one that sets them off their default."""
+    from bench.files import LATE_SETTINGS
+
+    spec = stopped_run(tmp_path)
+    ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=False)
+    ckpt["spec"] = {k: v for k, v in ckpt["spec"].items() if k not in LATE_SETTINGS}
+    torch.save(ckpt, tmp_path / CHECKPOINT)
+    write_json(tmp_path / SPEC, ckpt["spec"])
+    with pytest.raises(UserError, match="differs in: microbatch_mode"):
+        train({**spec, "microbatch_mode": "batched"}, tmp_path)
+    summary, _ = train(spec, tmp_path)
+    assert summary["status"] == "completed" and summary["iterations"] > 1
+
+
 # -- 3. metrics cut short ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("damage", ["truncate", "delete"])
 def test_metrics_shorter_than_the_checkpoint_expects_is_an_error(tmp_path: Path, damage: str) -> None:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from bench.errors import UserError
-from bench.run.runner import run_spec
+from bench.files import METRICS, read_jsonl
+from bench.run.runner import run_dir_of, run_spec
 from bench.run.spec import resolve
 from tasks import get_task
 from tasks.preparing import MARKER
@@ -333,4 +334,6 @@ def test_transformer_short_run_on_prepared_folder(wmt_out: Path, tmp_path: Path)
     spec = resolve(task, "adascale", 2, 0, "tiny", data_root=wmt_out, overrides={"T1": 6, "eval_every": 6})
     summary = run_spec(spec, tmp_path, progress=False)
     assert summary["status"] == "completed" and summary["iterations"] >= 3
-    assert np.isfinite(summary["train_loss"]) and summary["val_metric"] >= 0
+    evals = [r for r in read_jsonl(run_dir_of(tmp_path, spec) / METRICS) if r.get("eval")]
+    assert np.isfinite(summary["train_loss"]) and summary["metric"] == "bleu" and evals
+    assert summary["val_metric"] == evals[-1]["bleu"] and 0 <= summary["val_metric"] <= 100  # the last BLEU

@@ -236,7 +236,8 @@ def test_adapter_batches_model_and_eval(tiny_root: Path) -> None:
     model.eval()
     with torch.no_grad():
         out = task.evaluate(model, evalset, cfg, torch.device("cpu"))
-    assert set(out) >= {"bleu", "loss"} and np.isfinite(out["loss"]) and out["bleu"] >= 0
+    assert set(out) >= {"bleu", "loss"} and np.isfinite(out["loss"])
+    assert 0 <= out["bleu"] < 5  # an untrained model does not translate (a trained one: > 10, below)
 
 
 def test_masks_and_decoders(tiny_root: Path) -> None:
