@@ -4,9 +4,10 @@
 
 Writes under DIR/report/: report.html (always: one self-contained file), findings.txt (always: the
 findings table `report` prints), table2.md (md), table2.tex (tex), table2.csv, paper_comparison.csv,
-scalefree.csv, findings.csv and sweep.csv (csv), and the figures as PNG. Unreadable or partial
-files never stop the build: they are skipped, named in a warning (`collect.ReportWarning`) and listed in
-the HTML. Also runnable as `python -m reports.build DIR [--format md,tex,html,csv] [--std]`.
+scalefree.csv, findings.csv, sweep.csv, time_to_target.csv and speedup.csv (csv), and the figures as PNG.
+Unreadable or partial files never stop the build: they are skipped, named in a warning
+(`collect.ReportWarning`) and listed in the HTML. Also runnable as
+`python -m reports.build DIR [--format md,tex,html,csv] [--std]`.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ import pandas as pd
 
 from bench.files import atomic_write_bytes
 
+from . import control as CT
 from . import figures as F
 from . import findings as FD
 from . import html as H
 from . import scalefree as SF
 from .collect import load
 from .latex import latex
+from .noise import fill as fill_noise
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
-from .sweep import sweep_table
+from .sweep import critical_batches, noise_by_task, sweep_table
 from .sweep import write_csv as write_sweep_csv
 from .table2 import cells, markdown, to_csv
 
@@ -54,10 +57,11 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         old.unlink()
 
     res = load(out)
+    fill_noise(res)  # each AdaScale run's training-average B_simple: Table 2's notes and the findings
     c = cells(res.runs)
     try:
         paper = load_paper()
-        comp = compare(c, paper)
+        comp = compare(c, paper, res.runs)
         paper_tasks = set(paper["task"])
     except Exception as e:  # a broken paper table costs the comparison, not the report
         res.warn(f"skipped paper comparison: {type(e).__name__}: {e}")
@@ -66,6 +70,8 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     sweep_tab = sweep_table(res)
     found = FD.findings(res)
     sf = SF.scalefree(c, res.runs, paper)
+    ttt = CT.time_to_target(res)
+    fits = critical_batches(res)
 
     if "md" in formats:
         _write(dest / "table2.md", markdown(c, std))
@@ -78,10 +84,11 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         _write(dest / "scalefree.csv", SF.to_csv(sf))
         if not sweep_tab.empty:
             write_sweep_csv(sweep_tab, dest / "sweep.csv")
+        CT.write_csvs(res, dest, ttt)
     _write(dest / "findings.txt", FD.text(found) + "\n")  # what `report` prints
 
     sections = []
-    for kind, (fn, heading, empty_note) in F.KINDS.items():
+    for kind, (fn, heading, empty_note) in {**F.KINDS, **CT.KINDS}.items():
         try:
             figs = fn(res, dest)
         except Exception as e:  # one figure kind failing must not cost the others
@@ -113,6 +120,9 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         '<h2 id="figures">Figures</h2>',
         H.figures_html(sections),
         H.sweep_table_html(sweep_tab),
+        CT.critical_html(fits, sweep_tab, noise_by_task(res)),
+        '<h2 id="ttt">Time to target</h2>',
+        CT.ttt_html(CT.ttt_summary(ttt)),
         f'<h2 id="warnings">Warnings ({len(res.warnings)})</h2>',
         H.warnings_html(res.warnings),
     ]
@@ -143,6 +153,7 @@ def build_sweep(out: Path) -> tuple[pd.DataFrame, list[Path]]:
     """The sweep's table and figure for `adascale-bench sweep`: OUT/sweep.csv and OUT/sweep_<task>.png,
     from the same table the report uses."""
     res = load(Path(out))
+    fill_noise(res)
     table = sweep_table(res)
     written = []
     if not table.empty:

@@ -42,6 +42,7 @@ SUMMARY_NUMBERS = (
     "target_epochs",
     "mean_gain",
     "noise_scale",
+    "B_simple",
 )
 RUN_COLUMNS = [
     "task",
@@ -75,6 +76,7 @@ RUN_COLUMNS = [
     "git_commit",
     "versions",
     "error",
+    "eval",
     "has_metrics",
     "has_checkpoint",
     "run_dir",
@@ -324,6 +326,8 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         versions = summary.get("versions")
         row["versions"] = json.dumps(versions, sort_keys=True) if isinstance(versions, dict) else None
         row["error"] = summary.get("error")
+        last_eval = summary.get("eval")
+        row["eval"] = json.dumps(last_eval, sort_keys=True) if isinstance(last_eval, dict) else None
         if summary["status"] == "diverged":  # only there: the plan stands in for the iterations (Table 2)
             row["planned_iterations"] = planned_iterations(spec)
     return row
@@ -391,6 +395,26 @@ def task_info(task: str, metric_key: str | None = None, runs: pd.DataFrame | Non
         if len(recorded):
             return str(recorded["metric_label"].iloc[0]), bool(recorded["higher_is_better"].iloc[0])
     return _card_info(task, metric_key)
+
+
+@functools.cache
+def paper_metric(task: str) -> str | None:
+    """The eval key that compares with the paper's printed metric where it is not the Table 2 metric
+    (the transformer's `bleu_tok`; the task card's `paper_metric`); None otherwise or for unknown tasks."""
+    try:
+        from tasks.presets import card
+
+        return card(task).paper_metric or None
+    except Exception:  # an unknown task: compare the Table 2 metric
+        return None
+
+
+def eval_value(eval_json: Any, key: str) -> float:
+    """One key of a run's last evaluation (summary.json `eval`, as `_row` keeps it), NaN when absent."""
+    try:
+        return _num(json.loads(eval_json).get(key)) if isinstance(eval_json, str) else math.nan
+    except (ValueError, AttributeError):
+        return math.nan
 
 
 @functools.cache

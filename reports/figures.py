@@ -41,6 +41,8 @@ from bench.algo.rules import title  # noqa: E402
 from bench.files import OFFLINE_GAIN  # noqa: E402
 
 from .collect import Results, scale_order, task_info  # noqa: E402
+from .findings import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups  # noqa: E402
+from .noise import COLUMN, trajectory  # noqa: E402
 from .sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs  # noqa: E402
 from .table2 import table_runs  # noqa: E402
 
@@ -92,15 +94,6 @@ def _finite(s: pd.Series) -> np.ndarray:
     return x[np.isfinite(x)]
 
 
-def _pick_run(g: pd.DataFrame) -> pd.Series | None:
-    """The run drawn for one scale: the lowest seed among completed runs with metrics, else any with metrics."""
-    g = g[g["has_metrics"].astype(bool)]
-    if g.empty:
-        return None
-    g = g.assign(_done=(g["status"] != "completed").astype(int), _seed=pd.to_numeric(g["seed"], errors="coerce"))
-    return g.sort_values(["_done", "_seed"]).iloc[0]
-
-
 def _scale_colors(scales: list[str]) -> dict[str, tuple]:
     cmap = plt.get_cmap("viridis")
     n = max(len(scales) - 1, 1)
@@ -145,17 +138,13 @@ def _plain_log(ax, axis: str, vals: np.ndarray) -> None:
     target.set_minor_formatter(FuncFormatter(minor))
 
 
-def _run_label(r: pd.Series, scale_name: str) -> str:
-    label = f"{scale_name} (seed {r['seed']})"
-    return label + (f" [{r['status']}]" if r["status"] != "completed" else "")
-
-
 # ------------------------------------------------------------------------------------------- curves
 
 
 def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
     """Mean, min and max over seeds of one quantity against τ: each seed interpolated onto a common τ grid
-    (within its own range only, so a shorter seed leaves the band where it stops)."""
+    that spans only the range every seed covers — a mean is never one seed's value where the others have
+    stopped (or not started)."""
     parts = []
     for df in series:
         if df.empty or "tau" not in df or y not in df:
@@ -166,25 +155,38 @@ def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
             parts.append(d)
     if not parts:
         return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
-    lo, hi = min(d["tau"].min() for d in parts), max(d["tau"].max() for d in parts)
-    grid = np.unique(np.concatenate([d["tau"].to_numpy(float) for d in parts])) if n <= 0 else np.linspace(lo, hi, n)
-    ys = np.full((len(parts), len(grid)), np.nan)
-    for k, d in enumerate(parts):
-        x, v = d["tau"].to_numpy(float), d[y].to_numpy(float)
-        inside = (grid >= x.min()) & (grid <= x.max())
-        ys[k, inside] = np.interp(grid[inside], x, v)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
-        out = pd.DataFrame(
-            {
-                "tau": grid,
-                "mean": np.nanmean(ys, axis=0),
-                "lo": np.nanmin(ys, axis=0),
-                "hi": np.nanmax(ys, axis=0),
-                "n": np.isfinite(ys).sum(axis=0),
-            }
-        )
-    return out[out["n"] > 0]
+    lo, hi = max(d["tau"].min() for d in parts), min(d["tau"].max() for d in parts)
+    if lo > hi:  # the seeds share no stretch of τ
+        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+    if n <= 0:
+        grid = np.unique(np.concatenate([d["tau"].to_numpy(float) for d in parts]))
+        grid = grid[(grid >= lo) & (grid <= hi)]
+    else:
+        grid = np.linspace(lo, hi, n) if hi > lo else np.array([lo])
+    ys = np.vstack([np.interp(grid, d["tau"].to_numpy(float), d[y].to_numpy(float)) for d in parts])
+    return pd.DataFrame(
+        {"tau": grid, "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(parts)}
+    )
+
+
+def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
+    """The evaluations averaged by their index: the k-th evaluation of every seed gives one point (mean τ,
+    mean, min and max of the metric), for k up to the fewest evaluations any seed has."""
+    seqs = []
+    for e in evals:
+        if e.empty or "tau" not in e or y not in e:
+            continue
+        d = e[["tau", y]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("tau", kind="stable")
+        if len(d):
+            seqs.append(d)
+    if not seqs:
+        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+    k = min(len(d) for d in seqs)
+    taus = np.vstack([d["tau"].to_numpy(float)[:k] for d in seqs])
+    ys = np.vstack([d[y].to_numpy(float)[:k] for d in seqs])
+    return pd.DataFrame(
+        {"tau": taus.mean(axis=0), "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(seqs)}
+    )
 
 
 def _smooth(train: pd.DataFrame, y: str = "loss") -> pd.DataFrame:
@@ -196,18 +198,63 @@ def _smooth(train: pd.DataFrame, y: str = "loss") -> pd.DataFrame:
     return train.assign(**{y: v.rolling(window, center=True, min_periods=1).mean()})
 
 
-def _draw_band(ax, b: pd.DataFrame, color, label: str, marker: str | None = None) -> bool:
+def _draw_band(ax, b: pd.DataFrame, color, label: str, marker: str | None = None, **kw) -> bool:
     if b.empty:
         return False
-    ax.plot(b["tau"], b["mean"], color=color, lw=1.8, label=label, marker=marker, ms=3)
+    ax.plot(b["tau"], b["mean"], color=color, lw=kw.pop("lw", 1.8), label=label, marker=marker, ms=3, **kw)
     if (b["n"] > 1).any():
         ax.fill_between(b["tau"], b["lo"], b["hi"], color=color, alpha=0.2, lw=0)
     return True
 
 
+def warmup_caption(res: Results, g: pd.DataFrame) -> str:
+    """What the AdaScale runs' gain did over the first 10 % of τ, per S, written from the data (finding iv)."""
+    per_scale: dict[str, list] = {}
+    for r, w in run_warmups(res, g):
+        if w.holds is not None:
+            per_scale.setdefault(r["scale"], []).append(w)
+    if not per_scale:
+        return " Too few records in the first 10 % of τ to tell whether the gain warms up."
+    parts = []
+    for s, ws in sorted(per_scale.items(), key=lambda kv: scale_order(kv[0])):
+        start, end = np.mean([w.start for w in ws]), np.mean([w.end for w in ws])
+        held = sum(bool(w.holds) for w in ws)
+        verdict = (
+            "starts well below S and rises: a warm-up emerges"
+            if held == len(ws)
+            else "does not start well below S and rise: no emergent warm-up"
+            if held == 0
+            else f"warms up in {held} of {len(ws)} runs"
+        )
+        parts.append(f"S={s}: {start:.2f} → {end:.2f} ({verdict})")
+    return (
+        f" AdaScale's normalised gain (r − 1)/(S − 1) over the first {WARMUP_WINDOW:.0%} of τ, mean of its first "
+        f"and last fifth over the seeds — " + "; ".join(parts) + f" (warm-up: start ≤ {WARMUP_START:g}, rise ≥ "
+        f"{WARMUP_RISE:g}; finding iv)."
+    )
+
+
+def _noise_band(res: Results, runs: pd.DataFrame) -> pd.DataFrame:
+    """B_simple against τ over the seeds of one scale (reports.noise.trajectory of each run)."""
+    trajs = []
+    for _, r in runs.iterrows():
+        t = trajectory(res.metrics(r["run_dir"])[0], float(r["batch_size"]))
+        trajs.append(_thin(t.rename(columns={COLUMN: "B"})))
+    return band(trajs, "B")
+
+
+CURVE_PANELS = {  # key: (title, y label); AdaScale alone uses the gain and measures the noise scale
+    "metric": ("validation metric", ""),
+    "loss": ("training loss (smoothed)", "loss"),
+    "lr": ("learning rate", "lr"),
+    "gain": ("gain", "gain r"),
+    "B_simple": ("gradient-noise scale B_simple = b·σ²/μ²", "B_simple (examples)"),
+}
+
+
 def curves(res: Results, outdir: Path) -> list[Figure]:
-    """Metric, training loss, lr and gain against τ per task and method: per fixed scale the mean over
-    seeds with a min–max band."""
+    """Metric, training loss and lr against τ per task and method — for AdaScale also its gain and the
+    noise scale B_simple it measured: per fixed scale the mean over seeds with a min–max band."""
     df = table_runs(res.runs)
     df = df[df["scale"].map(lambda s: scale_order(s)[0] == 0)] if not df.empty else df
     figs: list[Figure] = []
@@ -225,10 +272,16 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
                 picked.append((s, [res.metrics(d) for d in runs["run_dir"]], runs))
         if not picked:
             continue
+        ada = method == "adascale"
+        keys = list(CURVE_PANELS) if ada else ["metric", "loss", "lr"]
         colors = _scale_colors([s for s, _, _ in picked])
         with plt.rc_context(STYLE):
-            fig, axes = plt.subplots(2, 2, figsize=(15, 9), constrained_layout=True)
-            axes = axes.ravel()
+            shape, size = ((2, 3), (20, 9)) if ada else ((1, 3), (20, 5))
+            fig, grid = plt.subplots(*shape, figsize=size, constrained_layout=True)
+            grid = grid.ravel()
+            for ax in grid[len(keys) :]:
+                ax.set_visible(False)
+            axes = dict(zip(keys, grid, strict=False))
             drawn = False
             for s, metrics, runs in picked:
                 n_div = int((runs["status"] == "diverged").sum())
@@ -236,91 +289,87 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
                     f", {n_div} diverged)" if n_div else ")"
                 )
                 trains = [_thin(t) for t, _ in metrics]
-                drawn |= _draw_band(axes[0], band([e for _, e in metrics], "metric", n=0), colors[s], name, "o")
-                drawn |= _draw_band(axes[1], band([_smooth(t) for t in trains], "loss"), colors[s], name)
-                drawn |= _draw_band(axes[2], band(trains, "lr"), colors[s], name)
-                drawn |= _draw_band(axes[3], band(trains, "gain"), colors[s], name)
+                drawn |= _draw_band(axes["metric"], eval_band([e for _, e in metrics]), colors[s], name, "o")
+                drawn |= _draw_band(axes["loss"], band([_smooth(t) for t in trains], "loss"), colors[s], name)
+                drawn |= _draw_band(axes["lr"], band(trains, "lr"), colors[s], name)
+                if ada:
+                    drawn |= _draw_band(axes["gain"], band(trains, "gain"), colors[s], name)
+                    if _draw_band(axes["B_simple"], _noise_band(res, runs), colors[s], name):
+                        b = pd.to_numeric(runs["batch_size"], errors="coerce").dropna()
+                        if len(b) and float(s) >= 2:
+                            axes["B_simple"].axhline(float(s) * float(b.iloc[0]), color=colors[s], lw=1, ls="--")
             if not drawn:
                 plt.close(fig)
                 continue
             arrow = "higher" if higher else "lower"
-            titles = (
-                ("validation metric", f"{label} ({arrow} is better)"),
-                ("training loss (smoothed)", "loss"),
-                ("learning rate", "lr"),
-                ("gain", "gain r"),
-            )
-            for ax, (what, ylabel) in zip(axes, titles, strict=True):
+            for key, ax in axes.items():
+                what, ylabel = CURVE_PANELS[key]
                 ax.set_title(what)
                 ax.set_xlabel("scale-invariant iterations τ")
-                ax.set_ylabel(ylabel)
-            for ax in axes[1:]:
-                _log_if_positive(ax)
-            handles, labels = max((ax.get_legend_handles_labels() for ax in axes), key=lambda hl: len(hl[0]))
+                ax.set_ylabel(f"{label} ({arrow} is better)" if key == "metric" else ylabel)
+                if key != "metric":
+                    _log_if_positive(ax)
+            handles, labels = max((ax.get_legend_handles_labels() for ax in axes.values()), key=lambda hl: len(hl[0]))
             fig.legend(handles, labels, loc="outside right center", title="scale")
             name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
-            fig.suptitle(f"{name} — metric, training loss, lr and gain against τ ({preset} preset)")
+            what = "metric, training loss, lr, gain and B_simple" if ada else "metric, training loss and lr"
+            fig.suptitle(f"{name} — {what} against τ ({preset} preset)")
             path = _save(fig, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
-        figs.append(
-            Figure(
-                "curves",
-                name,
-                path,
-                "Per scale S: the mean over seeds, with the band from the lowest to the highest seed; training "
-                "loss smoothed (rolling mean over 5 % of the run); loss, lr and gain on log axes."
-                + (
-                    " With AdaScale the gain starts low and rises towards S: the warm-up emerges from the "
-                    "gain ratio instead of being scheduled."
-                    if method == "adascale"
-                    else ""
-                ),
-            )
+        caption = (
+            "Per scale S: the mean over seeds, with the band from the lowest to the highest seed, drawn only "
+            "over the τ every seed reached; the validation metric averaged by evaluation index (the k-th "
+            "evaluation of every seed); training loss smoothed (rolling mean over 5 % of the run); log axes "
+            "but for the metric."
         )
+        if ada:
+            caption += (
+                " B_simple: b·σ²/μ² of AdaScale's moving averages; the dashed line of each colour is that "
+                "run's total batch S·b (LSW degrades in the paper only where S·b is past the noise scale)."
+            )
+            caption += warmup_caption(res, g)
+        else:
+            caption += f" No gain panel: {title(method)} does not use the gain."
+        figs.append(Figure("curves", name, path, caption))
     return figs
 
 
 # ------------------------------------------------------------------------------------------ elastic
 
 
+def _seed_runs(g: pd.DataFrame) -> pd.DataFrame:
+    return g[g["has_metrics"].astype(bool) & g["status"].isin(("completed", "diverged"))]
+
+
 def elastic(res: Results, outdir: Path) -> list[Figure]:
-    """Scale, gain, lr and metric against τ for elastic runs, against the fixed-scale runs."""
+    """Scale, gain, lr and metric against τ for elastic runs against the fixed-scale runs: each the mean
+    over its seeds (band: lowest to highest seed), over the τ every seed reached."""
     df = table_runs(res.runs)
     figs: list[Figure] = []
     if df.empty or not df["scale"].isin(("elastic-up", "elastic-down")).any():
         return figs
     for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
-        el = [(s, _pick_run(g[g["scale"] == s])) for s in ("elastic-up", "elastic-down")]
-        el = [(s, r) for s, r in el if r is not None]
+        el = [(s, _seed_runs(g[g["scale"] == s])) for s in ("elastic-up", "elastic-down")]
+        el = [(s, r) for s, r in el if len(r)]
         if not el:
             continue
         label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         fixed_scales = sorted((s for s in g["scale"].unique() if scale_order(s)[0] == 0), key=scale_order)
-        fixed = [(s, _pick_run(g[g["scale"] == s])) for s in fixed_scales]
-        fixed = [(s, r) for s, r in fixed if r is not None]
+        fixed = [(s, _seed_runs(g[g["scale"] == s])) for s in fixed_scales]
+        fixed = [(s, r) for s, r in fixed if len(r)]
         greys = {s: plt.get_cmap("Greys")(0.35 + 0.6 * i / max(len(fixed) - 1, 1)) for i, (s, _) in enumerate(fixed)}
         with plt.rc_context(STYLE):
             fig, axes = plt.subplots(2, 2, figsize=(15, 9), constrained_layout=True)
             axes = axes.ravel()
             keys = (("scale", "scale S"), ("gain", "gain r"), ("lr", "learning rate"), ("metric", label))
-            for s, r in fixed:
-                train, evals = res.metrics(r["run_dir"])
-                kw = {"color": greys[s], "lw": 1.2, "ls": "--", "label": _run_label(r, f"S={s}")}
-                t = _thin(train)
+            lines = [(s, runs, greys[s], {"lw": 1.2, "ls": "--"}) for s, runs in fixed]
+            lines += [(s, runs, "tab:red" if s == "elastic-up" else "tab:blue", {"lw": 2.4}) for s, runs in el]
+            for s, runs, color, kw in lines:
+                metrics = [res.metrics(d) for d in runs["run_dir"]]
+                name = f"{s if s in ('elastic-up', 'elastic-down') else f'S={s}'} (n={len(runs)})"
+                trains = [_thin(t) for t, _ in metrics]
                 for ax, (k, _) in zip(axes, keys, strict=True):
-                    _plot_series(ax, evals if k == "metric" else t, k, **kw)
-            for s, r in el:
-                train, evals = res.metrics(r["run_dir"])
-                color = "tab:red" if s == "elastic-up" else "tab:blue"
-                kw = {"color": color, "lw": 2.4, "label": _run_label(r, s)}
-                t = _thin(train)
-                for ax, (k, _) in zip(axes, keys, strict=True):
-                    _plot_series(
-                        ax,
-                        evals if k == "metric" else t,
-                        k,
-                        **({"marker": "o", "ms": 3} if k == "metric" else {}),
-                        **kw,
-                    )
+                    b = eval_band([e for _, e in metrics]) if k == "metric" else band(trains, k)
+                    _draw_band(ax, b, color, name, "o" if k == "metric" else None, **kw)
             arrow = "higher" if higher else "lower"
             for ax, (k, ylabel) in zip(axes, keys, strict=True):
                 ax.set_title({"metric": "validation metric"}.get(k, k))
@@ -328,7 +377,7 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
                 ax.set_ylabel(f"{ylabel} ({arrow} is better)" if k == "metric" else ylabel)
             _log_if_positive(axes[1])
             handles, labels = axes[0].get_legend_handles_labels()
-            fig.legend(handles, labels, loc="outside right center", title="run")
+            fig.legend(handles, labels, loc="outside right center", title="runs (seeds)")
             name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
             fig.suptitle(f"{name} — elastic scaling ({preset} preset)")
             path = _save(fig, outdir / f"elastic_{_slug(task, preset, variant, method)}.png")
@@ -338,7 +387,8 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
                 name,
                 path,
                 "Elastic-up (red) and elastic-down (blue) against the fixed-scale runs (dashed grey, darker = "
-                "larger S), lowest seed of each.",
+                "larger S): each the mean over its seeds with the band from the lowest to the highest seed, over "
+                "the τ every seed reached; the metric averaged by evaluation index.",
             )
         )
     return figs
@@ -373,7 +423,7 @@ def _log_ticks(ax, values: np.ndarray, axis: str) -> None:
     fmt = FuncFormatter(lambda v, _: f"{10**v:.3g}")
     target = ax.xaxis if axis == "x" else ax.yaxis
     u = np.unique(np.round(values, 9))
-    if 1 < len(u) <= 7:
+    if 1 <= len(u) <= 7:  # the grid's own values: a one-value axis gets its one tick, not invented ones
         target.set_ticks(u)
     else:
         target.set_major_locator(MaxNLocator(6))
@@ -444,6 +494,7 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
                 1, n, figsize=(4.4 * n + 1.8, 5.2), squeeze=False, constrained_layout=True, sharex=shared, sharey=True
             )
             axes = axes[0]
+            drew_threshold = False
             for ax, panel in zip(axes, panels, strict=True):
                 p = pts[pts["panel"] == panel]
                 x, y = np.log10(p["lr0"].to_numpy(float)), np.log10(p["decay"].to_numpy(float))
@@ -456,7 +507,8 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
                         warnings.simplefilter("ignore")
                         sx, sy, sz = surface
                         draw = ax.contour if np.ndim(sx) == 2 else ax.tricontour
-                        draw(sx, sy, sz, levels=[threshold], colors="red", linewidths=2.2)
+                        line = draw(sx, sy, sz, levels=[threshold], colors="red", linewidths=2.2)
+                        drew_threshold |= bool(line.allsegs and any(len(seg) for seg in line.allsegs[0]))
                 ok = ~p["diverged"].to_numpy(bool)
                 ax.scatter(x[ok], y[ok], c="black", s=14, zorder=3, clip_on=False)
                 if (~ok).any():
@@ -478,7 +530,7 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
             handles = [Line2D([], [], color="black", marker="o", ls="", label="grid point")]
             if (pts["diverged"]).any():
                 handles.append(Line2D([], [], color="red", marker="x", ls="", mew=2, label="diverged (worst colour)"))
-            if threshold is not None:
+            if drew_threshold:  # only a line that is drawn gets a legend entry
                 handles.append(Line2D([], [], color="red", lw=2.2, label=f"threshold {threshold:g}"))
             fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
             fig.suptitle(f"{task} heat map '{grid}': validation {label} over exponential-decay schedules")
@@ -490,17 +542,27 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
                 path,
                 f"Panels: {', '.join(panels)}; mean over seeds; one colour scale for all panels; T in each title "
                 "is the panel's mean iterations"
-                + ("." if shared else "; each panel on its own lr axis (scaled SGD searches its own initial lr)."),
+                + ("." if shared else "; each panel on its own lr axis (scaled SGD searches its own initial lr).")
+                + _threshold_note(threshold, drew_threshold),
             )
         )
     return figs
+
+
+def _threshold_note(threshold: float | None, drawn: bool) -> str:
+    if threshold is None:
+        return ""
+    if drawn:
+        return f" Red line: the threshold {threshold:g}."
+    return f" Threshold {threshold:g}: no line (no panel's surface crosses it on this grid)."
 
 
 # ------------------------------------------------------------------------------ gain (paper Figure 2)
 
 
 def _offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
-    """(tau, offline_gain, batches) of a run's offline_gain.csv; None (with a warning) when unusable."""
+    """(iteration, tau, offline_gain, gain_lo, gain_hi, batches) of a run's offline_gain.csv (the interval
+    only where it was written); None (with a warning) when unusable."""
     path = Path(run_dir) / OFFLINE_GAIN
     try:
         df = pd.read_csv(path)
@@ -515,8 +577,36 @@ def _offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
     return df if not df.empty else None
 
 
+def online_at(train: pd.DataFrame, points: pd.DataFrame) -> np.ndarray:
+    """The online gain at each offline point: the record of its iteration (or the last before it)."""
+    if train.empty or not {"iteration", "gain"} <= set(train.columns) or "iteration" not in points:
+        return np.full(len(points), np.nan)
+    d = train[["iteration", "gain"]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("iteration")
+    its, gains = d["iteration"].to_numpy(float), d["gain"].to_numpy(float)
+    idx = np.searchsorted(its, pd.to_numeric(points["iteration"], errors="coerce").to_numpy(float), side="right") - 1
+    return np.where(idx >= 0, gains[np.clip(idx, 0, None)] if len(gains) else np.nan, np.nan)
+
+
+def gap_text(online: np.ndarray, points: pd.DataFrame) -> str:
+    """'online − offline: mean −0.42, 3 of 8 outside the offline 95 % interval' (what the gap is: noise,
+    where the online gain lies inside the offline interval, or lag/bias where it lies outside)."""
+    off = points["offline_gain"].to_numpy(float)
+    ok = np.isfinite(online) & np.isfinite(off)
+    if not ok.any():
+        return "online − offline: –"
+    text = f"online − offline: mean {np.mean(online[ok] - off[ok]):+.2f}"
+    if {"gain_lo", "gain_hi"} <= set(points.columns):
+        lo, hi = (pd.to_numeric(points[c], errors="coerce").to_numpy(float) for c in ("gain_lo", "gain_hi"))
+        have = ok & np.isfinite(lo) & np.isfinite(hi)
+        if have.any():
+            out = int(((online < lo) | (online > hi))[have].sum())
+            text += f", {out} of {int(have.sum())} outside the offline 95 % interval"
+    return text
+
+
 def gain(res: Results, outdir: Path) -> list[Figure]:
-    """Online gain against τ with the offline estimates at the kept checkpoints, one panel per run."""
+    """Online gain against τ with the offline estimates (95 % jackknife intervals) at the kept checkpoints,
+    one panel per run, the online − offline gap printed in each."""
     df = res.runs
     if df.empty:
         return []
@@ -530,6 +620,7 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
         return []
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
+    gaps, bars = [], False
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.6 * rows), squeeze=False, constrained_layout=True)
         for ax in axes.ravel()[len(panels) :]:
@@ -539,23 +630,42 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
             _plot_series(ax, _thin(train), "gain", color="tab:blue", lw=1.8, label="online (moving averages)")
             n = _finite(points["batches"]) if "batches" in points else np.array([])
             label = f"offline ({int(n[0])} batches)" if len(n) else "offline"
-            ax.plot(points["tau"], points["offline_gain"], "o", color="tab:red", ms=6, label=label, zorder=3)
+            g = points["offline_gain"].to_numpy(float)
+            if {"gain_lo", "gain_hi"} <= set(points.columns):
+                lo, hi = (pd.to_numeric(points[c], errors="coerce").to_numpy(float) for c in ("gain_lo", "gain_hi"))
+                yerr = np.vstack([np.clip(g - lo, 0, None), np.clip(hi - g, 0, None)])
+                yerr = np.where(np.isfinite(yerr), yerr, 0.0)
+                bars |= bool(np.isfinite(lo).any())
+                label += ", 95 % jackknife interval"
+            else:
+                yerr = None
+            ax.errorbar(points["tau"], g, yerr=yerr, fmt="o", color="tab:red", ms=6, capsize=4, label=label, zorder=3)
             s = pd.to_numeric(pd.Series([r["scale"]]), errors="coerce").iloc[0]
             if np.isfinite(s):
                 ax.axhline(s, color="black", lw=0.8, ls=":", label=f"S = {s:g}")
+            gap = gap_text(online_at(train, points), points)
+            gaps.append(f"{r['task']} seed {r['seed']}: {gap}")
             ax.set_ylim(0, ax.get_ylim()[1] * 1.05)
             ax.set_xlabel("scale-invariant iterations τ")
             ax.set_ylabel("gain r")
             variant = f" [{r['variant']}]" if r["variant"] else ""
-            ax.set_title(f"{r['task']} {title(r['method'])} S={r['scale']} seed {r['seed']}{variant}")
-            ax.legend(loc="best")
+            ax.set_title(
+                f"{r['task']} {title(r['method'])} S={r['scale']} seed {r['seed']}{variant}\n{gap}", fontsize=11
+            )
+            ax.legend(loc="lower right")
         fig.suptitle("Online gain against offline estimates at kept checkpoints (paper Figure 2)")
         path = _save(fig, outdir / "gain_online_offline.png")
     caption = (
         "Line: the gain AdaScale used at each iteration, from its moving averages of σ² and μ². Points: the "
         "gain from σ², μ² estimated afresh at the kept checkpoint's weights over independent micro-batches "
-        "(adascale-bench gain). The online estimate averages over about 1000/S past iterations, so it lags "
-        "while the gain rises."
+        "(adascale-bench gain)"
+        + (
+            ", with its 95 % delete-one-group jackknife interval over the micro-batches"
+            if bars
+            else " (no interval: offline_gain.csv written before it had gain_lo / gain_hi)"
+        )
+        + ". The online estimate averages over about 1000/S past iterations, so it lags while the gain "
+        "moves: an online gain outside the offline interval is lag or bias, inside it noise. " + "; ".join(gaps) + "."
     )
     return [Figure("gain", f"{len(panels)} run(s)", path, caption)]
 
@@ -563,9 +673,12 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
 # --------------------------------------------------------------------------------------------- sweep
 
 
-def _sweep_plot(pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, path: Path) -> Path:
+def _sweep_plot(
+    pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, path: Path, fits: pd.DataFrame | None = None
+) -> Path:
     """Epochs to target against global batch (log–log), one line per method; unreached points as open
-    markers at the cap; the median noise scale as the predicted critical batch."""
+    markers at the cap; the median noise scale as the predicted critical batch; each fitted steps–examples
+    trade-off (reports.sweep.critical_batches) as a dotted curve with its B_crit."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(9.5, 6.2), constrained_layout=True)
         methods = [m for m in SWEEP_METHODS if m in set(pts["method"])]
@@ -604,8 +717,22 @@ def _sweep_plot(pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, pa
                 color="tab:red",
                 ls="--",
                 lw=2,
-                label=f"gradient noise scale B_noise ≈ {b_crit:,.0f}\n(median over {len(noise)} "
+                label=f"gradient-noise scale B_simple ≈ {b_crit:,.0f}\n(median over {len(noise)} "
                 "AdaScale runs): predicted critical batch",
+            )
+        for r in (fits if fits is not None else pd.DataFrame()).itertuples():
+            p = pts[(pts["method"] == r.method) & pts["reached"].astype(bool)]
+            if p.empty or not r.epoch_examples > 0:
+                continue
+            grid = np.geomspace(p["batch"].min(), p["batch"].max(), 100)
+            color = SWEEP_COLORS.get(r.method)
+            ax.plot(grid, r.E_min * (1 + grid / r.B_crit) / r.epoch_examples, color=color, ls=":", lw=1.5)
+            ax.axvline(
+                r.B_crit,
+                color=color,
+                ls=":",
+                lw=1.5,
+                label=f"fit, {SWEEP_METHODS.get(r.method, r.method)}: B_crit = E_min/S_min ≈ {r.B_crit:,.0f}",
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -634,7 +761,10 @@ def sweep(res: Results, outdir: Path) -> list[Figure]:
         targets = _finite(g["sweep_target"])
         tgt = f" (target {targets[0]:g})" if len(targets) else ""
         title = f"{task}: critical-batch sweep — epochs to target vs batch{tgt}"
-        path = _sweep_plot(pts, cap, noise, title, outdir / f"sweep_{_slug(task)}.png")
+        from .sweep import fit_points
+
+        fits = fit_points(g, task)
+        path = _sweep_plot(pts, cap, noise, title, outdir / f"sweep_{_slug(task)}.png", fits)
         note = "" if len(noise) else " No AdaScale run recorded a noise scale: no critical-batch line."
         figs.append(Figure("sweep", task, path, SWEEP_CAPTION + note))
     return figs

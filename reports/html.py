@@ -14,6 +14,7 @@ import pandas as pd
 from bench.algo.rules import label, table2_methods
 
 from .figures import Figure
+from .noise import fmt as noise_fmt
 from .scalefree import _delta
 from .table2 import LEGEND, MISSING, NA, decimals, fmt_iterations, fmt_value, views
 
@@ -31,6 +32,7 @@ td.grey { background: #c4c4c4; font-weight: 600; }
 td.na { text-align: center; color: #8a1c1c; }
 td.missing { text-align: center; color: #9a9a9a; }
 td.label { font-weight: 600; white-space: nowrap; }
+small.n { color: #777; font-size: 0.8em; white-space: nowrap; }
 td.holds { background: #e3f4e1; font-weight: 600; white-space: nowrap; }
 td.fails { background: #f9dcdc; font-weight: 600; white-space: nowrap; }
 td.seeds, td.notrun { background: #f3f3f3; color: #555; white-space: nowrap; }
@@ -80,14 +82,18 @@ def table2_html(c: pd.DataFrame, std: bool = False) -> str:
             tds = [_td(scale, "label"), _td(total)]
             for cell in cells:
                 kind = "grey num" if cell.grey else {"na": "na", "missing": "missing"}.get(cell.kind, "num")
-                title = ' title="significantly worse than S = 1"' if cell.grey else ""
+                hover = "; ".join(h for h in ("significantly worse than S = 1" if cell.grey else "", cell.hover) if h)
+                title = f' title="{E(hover)}"' if hover else ""
                 note = f"<sup>{E(cell.note)}</sup>" if cell.note else ""
-                tds.append(f'<td class="{kind}"{title}>{E(cell.text)}{note}</td>')
+                n = f' <small class="n">{E(cell.seeds)}</small>' if cell.seeds else ""
+                tds.append(f'<td class="{kind}"{title}>{E(cell.text)}{note}{n}</td>')
             out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
         out.append("</table>")
         if v.notes:
             items = "".join(f"<li>{E(n)}</li>" for n in v.notes)
             out.append(f'<ol class="legend footnotes">{items}</ol>')
+        if v.noise:
+            out.append(f'<p class="legend">{E(v.noise)}</p>')
     legend = LEGEND.replace("† grey:", "").strip()
     out.append(f'<p class="legend"><span class="grey-swatch">&nbsp;</span> {E(legend)}</p>')
     return "\n".join(out)
@@ -112,10 +118,11 @@ def comparison_html(comp: pd.DataFrame, note: str, tasks_without_paper: Sequence
     if comp.empty:
         out.append('<p class="note">No task of this folder is in the paper\'s Table 2.</p>')
     for name, t in comp.groupby("table", sort=False):
+        key = str(t["metric_key"].iloc[0]) if "metric_key" in t and isinstance(t["metric_key"].iloc[0], str) else ""
         out.append(f"<h3>{E(name)}</h3><table>")
         out.append(
             '<tr><th rowspan="2">S</th><th rowspan="2">method</th><th colspan="2">total batch</th>'
-            '<th colspan="3">validation metric</th><th colspan="3">training loss</th>'
+            f'<th colspan="3">validation metric{f" ({E(key)})" if key else ""}</th><th colspan="3">training loss</th>'
             '<th colspan="3">iterations</th><th rowspan="2">seeds</th></tr>'
         )
         out.append("<tr>" + "<th>ours</th><th>paper</th>" + "<th>ours</th><th>paper</th><th>Δ</th>" * 3 + "</tr>")
@@ -231,18 +238,30 @@ def page(title: str, body: str) -> str:
     )
 
 
-_STATUS_CLASS = {"holds": "holds", "does not hold": "fails", "not enough seeds": "seeds", "not run": "notrun"}
+_STATUS_CLASS = {
+    "holds": "holds",
+    "does not hold": "fails",
+    "inconclusive": "seeds",
+    "not testable here": "notrun",
+    "not run": "notrun",
+}
 
 
 def findings_html(f: pd.DataFrame, legend: str) -> str:
     """The paper's findings as checks: one table, a row per task × check."""
     if f.empty:
         return '<p class="note">No Table 2 runs: nothing to check.</p>'
-    out = ["<table><tr><th>task</th><th>finding</th><th>status</th><th>what was compared</th></tr>"]
+    out = ["<table><tr><th>task (B_simple)</th><th>finding</th><th>status</th><th>what was compared</th></tr>"]
     for table, t in f.groupby("table", sort=False):
         first = True
+        head = t.iloc[0]
+        b = head.get("B_simple", math.nan)
+        noise = (
+            f'<br><span class="detail">B_simple {E(_bfmt(b))} (median of {head.get("B_runs", 0)} AdaScale '
+            f"run(s), S ≥ 2); largest S·b {E(_num(head.get('max_total_batch', math.nan), ',.0f'))}</span>"
+        )
         for r in t.itertuples():
-            lead = f'<td class="label" rowspan="{len(t)}">{E(table)}</td>' if first else ""
+            lead = f'<td class="label" rowspan="{len(t)}">{E(table)}{noise}</td>' if first else ""
             cls = ' class="group-start"' if first else ""
             first = False
             out.append(
@@ -253,6 +272,10 @@ def findings_html(f: pd.DataFrame, legend: str) -> str:
     out.append("</table>")
     out.append(f'<p class="legend">{E(legend)}</p>')
     return "\n".join(out)
+
+
+def _bfmt(b: float) -> str:
+    return noise_fmt(float(b)) if isinstance(b, int | float) else MISSING
 
 
 def _num(v: float, fmt: str) -> str:

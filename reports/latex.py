@@ -34,6 +34,11 @@ _SPECIAL = {
     "–": "--",
     "†": r"$^\dagger$",
     "≥": r"$\geq$",
+    "·": r"$\cdot$",
+    "σ": r"$\sigma$",
+    "μ": r"$\mu$",
+    "²": r"$^2$",
+    "∞": r"$\infty$",
 }
 _RE = re.compile("|".join(re.escape(k) for k in _SPECIAL))
 
@@ -44,6 +49,7 @@ def escape(text: str) -> str:
 
 def _cell(c: Cell) -> str:
     text = escape(c.text) + (f"\\textsuperscript{{{c.note}}}" if c.note else "")
+    text += f"\\,{{\\scriptsize({escape(c.seeds)})}}" if c.seeds else ""
     return f"\\cellcolor{{gray!25}}{text}" if c.grey else text
 
 
@@ -80,8 +86,9 @@ def latex(c: pd.DataFrame, std: bool = False) -> str:
             f"Table 2, {escape(v.name)}: validation {escape(v.metric_label)} ({direction} is better), training "
             f"loss and iterations; mean over seeds. Grey: significantly worse than $S=1$ of the same method "
             f"(one-sided Welch $t$-test, 0.95). N/A: diverged (iterations: the planned count). "
-            f"{escape(MISSING)}: not run."
+            f"{escape(MISSING)}: not run. n: the seeds a cell averages."
         )
+        caption += f" {escape(v.noise)}" if v.noise else ""
         caption += "".join(f" \\textsuperscript{{{n}}}{escape(note)}." for n, note in enumerate(v.notes, 1))
         lines += [
             "\\bottomrule",

@@ -83,9 +83,13 @@ def sweep_table(res: Results) -> pd.DataFrame:
 
 
 def noise_scales(g: pd.DataFrame) -> np.ndarray:
-    """The gradient-noise scales B_noise the sweep's AdaScale runs measured (the predicted critical batch)."""
+    """The gradient-noise scales B_simple the sweep's AdaScale runs measured (the predicted critical batch):
+    each run's training average (reports.noise), else — a run from before it was recorded and not filled —
+    the moving averages' value at its end (summary.json `noise_scale`)."""
     ada = g[(g["sweep_method"] == "adascale") | (g["method"] == "adascale")]
-    return _finite(ada["noise_scale"])
+    end = pd.to_numeric(ada["noise_scale"], errors="coerce")
+    avg = pd.to_numeric(ada["B_simple"], errors="coerce") if "B_simple" in ada else end * math.nan
+    return _finite(avg.where(np.isfinite(avg), end))
 
 
 def write_csv(table: pd.DataFrame, path: Path) -> None:
@@ -102,3 +106,91 @@ def wide(table: pd.DataFrame) -> str:
     w = table.pivot_table(index="batch", columns="method", values="epochs_to_target", aggfunc="mean", dropna=False)
     cols = [m for m in SWEEP_METHODS if m in w.columns] + [m for m in w.columns if m not in SWEEP_METHODS]
     return w.reindex(columns=cols).to_string(na_rep="–", float_format=lambda v: f"{v:.0f}")
+
+
+# ------------------------------------------------------------------ the critical batch, fitted
+
+
+FIT_COLUMNS = ["task", "method", "S_min", "E_min", "B_crit", "n_points", "rms_log", "epoch_examples"]
+
+
+def steps_examples(g: pd.DataFrame) -> pd.DataFrame:
+    """Per (method, batch) of one task's sweep runs: optimizer steps and examples to the target (means over
+    seeds, where every finished seed reached it). A run stops at its first evaluation that reaches the
+    target, so its iteration count is its steps to target; every method's step takes `batch` examples."""
+    rows = []
+    fin = g[g["status"].isin(("completed", "diverged"))]
+    for (method, batch), p in fin.groupby(["sweep_method", "sweep_batch"]):
+        reached = p["target_epochs"].astype(float)
+        if not (np.isfinite(reached).all() and (p["status"] == "completed").all()):
+            continue
+        steps = float(pd.to_numeric(p["iterations"], errors="coerce").mean())
+        rows.append({"method": method, "batch": float(batch), "steps": steps, "examples": steps * float(batch)})
+    return pd.DataFrame(rows, columns=["method", "batch", "steps", "examples"])
+
+
+def fit_tradeoff(batch: np.ndarray, steps: np.ndarray) -> tuple[float, float, float]:
+    """(S_min, E_min, rms) of McCandlish et al.'s (2018) steps–examples trade-off (S/S_min − 1)(E/E_min − 1) = 1.
+
+    With E = S·B it is S = S_min·(1 + B_crit/B) (and E = E_min·(1 + B/B_crit), E_min = S_min·B_crit): fitted by
+    least squares on log S over log S_min and log B_crit (scipy.optimize.least_squares), so every point weighs
+    by its relative error. rms: the residuals' root mean square in log S. NaNs with fewer than 3 points."""
+    from scipy.optimize import least_squares
+
+    batch, steps = np.asarray(batch, float), np.asarray(steps, float)
+    ok = np.isfinite(batch) & np.isfinite(steps) & (batch > 0) & (steps > 0)
+    batch, steps = batch[ok], steps[ok]
+    if len(batch) < 3:
+        return math.nan, math.nan, math.nan
+
+    def resid(p: np.ndarray) -> np.ndarray:
+        return np.log(steps) - p[0] - np.log1p(np.exp(p[1]) / batch)
+
+    start = np.array([np.log(steps.min()), np.log(np.median(batch))])
+    fit = least_squares(resid, start)
+    s_min, b_crit = float(np.exp(fit.x[0])), float(np.exp(fit.x[1]))
+    return s_min, s_min * b_crit, float(np.sqrt(np.mean(fit.fun**2)))
+
+
+def fit_points(g: pd.DataFrame, task: str) -> pd.DataFrame:
+    """FIT_COLUMNS for one task's sweep runs `g`: one row per sweep method with ≥ 3 reached points."""
+    done = g[(g["status"] == "completed") & (pd.to_numeric(g["epochs"], errors="coerce") > 0)]
+    per_epoch = done["iterations"].astype(float) * done["sweep_batch"].astype(float) / done["epochs"].astype(float)
+    epoch_examples = float(per_epoch.median()) if len(per_epoch) else math.nan  # N, to draw E in epochs
+    rows = []
+    for method, p in steps_examples(g).groupby("method"):
+        s_min, e_min, rms = fit_tradeoff(p["batch"].to_numpy(), p["steps"].to_numpy())
+        if math.isfinite(s_min):
+            row = {"task": task, "method": method, "S_min": s_min, "E_min": e_min, "B_crit": e_min / s_min}
+            rows.append({**row, "n_points": len(p), "rms_log": rms, "epoch_examples": epoch_examples})
+    return pd.DataFrame(rows, columns=FIT_COLUMNS)
+
+
+def critical_batches(res: Results) -> pd.DataFrame:
+    """B_crit = E_min / S_min per task and sweep method with ≥ 3 reached points (FIT_COLUMNS)."""
+    df = sweep_runs(res)
+    parts = [fit_points(g, task) for task, g in df.groupby("task")] if not df.empty else []
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FIT_COLUMNS)
+
+
+def noise_by_task(res: Results) -> dict[str, np.ndarray]:
+    """The noise scales the sweep's AdaScale runs recorded, per task."""
+    df = sweep_runs(res)
+    return {task: noise_scales(g) for task, g in df.groupby("task")} if not df.empty else {}
+
+
+def critical_text(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
+    """One line per fit: B_crit, S_min, E_min, beside the median B_simple of the task's AdaScale runs."""
+    if fits.empty:
+        return "critical batch: no sweep method with 3 reached points to fit"
+    lines = []
+    for r in fits.itertuples():
+        b = (noise or {}).get(r.task, np.array([]))
+        beside = f"; B_simple (median of {len(b)} AdaScale runs) = {np.median(b):,.0f}" if len(b) else ""
+        lines.append(
+            f"critical batch {r.task} [{SWEEP_METHODS.get(r.method, r.method)}]: B_crit = E_min/S_min = "
+            f"{r.B_crit:,.0f} (S_min = {r.S_min:,.1f} steps, E_min = {r.E_min:,.0f} examples, {r.n_points} points, "
+            f"rms log-residual {r.rms_log:.2f}){beside}"
+        )
+    return "\n".join(lines)

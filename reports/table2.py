@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from bench.algo.rules import SHARED_AT_S1, label, method_order, table2_methods
 
 from .collect import scale_order, task_info
+from .noise import fmt as noise_fmt
 from .significance import ALPHA, worse_than
 
 TABLE_KINDS = ("table2", "elastic")
@@ -41,7 +43,8 @@ LEGEND = (
     f"{GREY_MARK} grey: significantly worse than S = 1 of the same method (one-sided Welch t-test over the "
     f"seeds, p < {ALPHA:g}; needs ≥ 2 completed seeds on both sides). N/A: a seed diverged (its iterations: "
     "the planned count, as the paper prints it; [n]: where it diverged). "
-    f"{MISSING}: not run (or not finished)."
+    f"{MISSING}: not run (or not finished). n: the seeds a cell averages (N/A: the seeds run); "
+    "a 95 % interval of each mean is in table2.csv and on hover in the HTML."
 )
 
 CELL_COLUMNS = [
@@ -63,6 +66,14 @@ CELL_COLUMNS = [
     "train_loss_std",
     "iterations",
     "iterations_std",
+    "val_metric_ci_lo",
+    "val_metric_ci_hi",
+    "train_loss_ci_lo",
+    "train_loss_ci_hi",
+    "iterations_ci_lo",
+    "iterations_ci_hi",
+    "B_simple",
+    "B_simple_n",
     "diverged_at",
     "grey_metric",
     "p_metric",
@@ -97,6 +108,17 @@ def table_name(task: str, preset: str, variant: str, several_presets: bool) -> s
 
 def _std(x: np.ndarray) -> float:
     return float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
+
+
+def interval(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The t interval of the mean of the seeds (NaN below 2 seeds; the mean itself when they agree)."""
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    if len(x) < 2:
+        return math.nan, math.nan
+    m, se = float(x.mean()), float(np.std(x, ddof=1)) / math.sqrt(len(x))
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1)) * se
+    return m - half, m + half
 
 
 def share_s1(df: pd.DataFrame) -> pd.DataFrame:
@@ -159,6 +181,12 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 blank = diverged and q != "iterations"
                 row[q] = float(np.mean(x)) if len(x) and not blank else math.nan
                 row[f"{q}_std"] = _std(x) if not blank and not diverged else math.nan
+                lo, hi = interval(x) if not blank and not diverged else (math.nan, math.nan)
+                row[f"{q}_ci_lo"], row[f"{q}_ci_hi"] = lo, hi
+            noise = pd.to_numeric(done["B_simple"], errors="coerce") if "B_simple" in done else pd.Series([])
+            noise = noise[noise.notna()] if method == "adascale" and scale_order(scale)[0] == 0 else noise[0:0]
+            row["B_simple"] = float(noise.median()) if len(noise) else math.nan
+            row["B_simple_n"] = len(noise)
             div = g[g["status"] == "diverged"].sort_values("seed")
             row["diverged_at"] = ", ".join(
                 f"seed {r.seed} at iteration {int(r.iterations)}" if math.isfinite(r.iterations) else f"seed {r.seed}"
@@ -186,6 +214,13 @@ class Cell:
     grey: bool = False
     kind: str = "value"  # value | na | missing
     note: str = ""  # a footnote's number ("1") for a diverged cell's planned iterations
+    n: int | None = None  # the seeds behind the cell (None for a missing cell)
+    hover: str = ""  # the 95 % interval of the mean, where there is one
+
+    @property
+    def seeds(self) -> str:
+        """'n=3' (every cell that has runs shows how many seeds it stands on)."""
+        return "" if self.n is None else f"n={self.n}"
 
 
 @dataclass
@@ -197,6 +232,7 @@ class TableView:
     higher_is_better: bool
     rows: list[tuple[str, str, list[Cell]]] = field(default_factory=list)  # scale, total batch, 9 cells
     notes: list[str] = field(default_factory=list)  # footnote n is notes[n - 1]
+    noise: str = ""  # the AdaScale runs' training-average B_simple per S, one line
 
     @property
     def groups(self) -> list[str]:
@@ -236,6 +272,28 @@ def _text(row: pd.Series, q: str, std: bool, pm: str) -> str:
     return text
 
 
+def _hover(row: pd.Series, q: str) -> str:
+    lo, hi = row.get(f"{q}_ci_lo", math.nan), row.get(f"{q}_ci_hi", math.nan)
+    if not (isinstance(lo, float) and math.isfinite(lo)):
+        return f"n={int(row['n_seeds'])}: no interval below 2 seeds"
+    f = fmt_iterations if q == "iterations" else fmt_value
+    digits = decimals(row[q]) if q != "iterations" else None
+    return f"n={int(row['n_seeds'])}, 95 % interval of the mean [{f(lo, digits)}, {f(hi, digits)}]"
+
+
+def noise_note(t: pd.DataFrame) -> str:
+    """'B_simple (training average, median over seeds): S=4 1,234 (n=2); S=8 …' of AdaScale's rows."""
+    a = t[(t["method"] == "adascale") & (t["B_simple_n"] > 0)] if "B_simple_n" in t else t.iloc[0:0]
+    if a.empty:
+        return ""
+    a = a.assign(_o=a["scale"].map(scale_order)).sort_values("_o")
+    parts = [f"S={r.scale} {noise_fmt(float(r.B_simple))} (n={int(r.B_simple_n)})" for r in a.itertuples()]
+    return (
+        "Gradient-noise scale B_simple = b·σ²/μ² of the AdaScale runs (training average, median over seeds), "
+        "in examples: " + "; ".join(parts) + "."
+    )
+
+
 def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableView]:
     out = []
     for name, t in c.groupby("table", sort=False):
@@ -250,22 +308,23 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
                     if m not in rows.index or (rows.loc[m, "n_seeds"] == 0 and not rows.loc[m, "diverged"]):
                         line.append(Cell(MISSING, kind="missing"))
                     elif rows.loc[m, "diverged"] and q != "iterations":
-                        line.append(Cell(NA, kind="na"))
+                        line.append(Cell(NA, kind="na", n=int(rows.loc[m, "n_runs"])))
                     elif rows.loc[m, "diverged"]:
                         r = rows.loc[m]
                         plan = "planned" if math.isfinite(r["iterations"]) else "no planned count (AdaScale)"
                         view.notes.append(f"S={scale} {label(m)}: diverged ({r['diverged_at']}); {plan}")
                         text = fmt_iterations(r["iterations"])
-                        line.append(
-                            Cell(text, kind="missing" if text == MISSING else "value", note=str(len(view.notes)))
-                        )
+                        kind = "missing" if text == MISSING else "value"
+                        line.append(Cell(text, kind=kind, note=str(len(view.notes)), n=int(r["n_runs"])))
                     else:
                         r = rows.loc[m]
                         grey = bool(r["grey_metric"]) if q == "val_metric" else bool(r["grey_loss"])
                         grey = grey and q != "iterations"
                         text = _text(r, q, std, pm)
-                        line.append(Cell(text, grey, "missing" if text == MISSING else "value"))
+                        kind = "missing" if text == MISSING else "value"
+                        line.append(Cell(text, grey, kind, n=int(r["n_seeds"]), hover=_hover(r, q)))
             view.rows.append((scale, total, line))
+        view.noise = noise_note(t)
         out.append(view)
     return out
 
@@ -280,11 +339,16 @@ def markdown(c: pd.DataFrame, std: bool = False) -> str:
         lines = [f"### {v.name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
         for scale, total, line in v.rows:
             texts = [
-                cell.text + (GREY_MARK if cell.grey else "") + (f"[{cell.note}]" if cell.note else "") for cell in line
+                cell.text
+                + (GREY_MARK if cell.grey else "")
+                + (f"[{cell.note}]" if cell.note else "")
+                + (f" ({cell.seeds})" if cell.seeds else "")
+                for cell in line
             ]
             lines.append("| " + " | ".join([scale, total, *texts]) + " |")
         direction = "higher" if v.higher_is_better else "lower"
         lines += ["", f"Validation metric: {v.metric_label} ({direction} is better)."]
+        lines += [v.noise] if v.noise else []
         lines += [f"[{n}] {note}" for n, note in enumerate(v.notes, 1)]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n\n" + LEGEND + "\n"

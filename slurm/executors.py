@@ -17,6 +17,8 @@ import submitit
 
 from bench.algo.schedules import scale_steps
 from bench.errors import UserError
+from bench.files import SPEC, read_json_object
+from bench.run.spec import run_name
 
 SLURM_DEFAULT_TIME_MIN = 240
 # Local jobs have no scheduler limit; submitit's local controller still needs one (it signals at the end).
@@ -49,6 +51,10 @@ class SubmitOptions:
     cpu_only: bool = False
     dry_run: bool = False
     wait: bool = False
+    rehearse: bool = False  # slurm/rehearse.py: each distinct configuration for a few iterations
+    iterations: int = 4
+    eval_batches: int = 2
+    write_throughput: str | None = None
 
 
 @dataclass(frozen=True)
@@ -247,3 +253,30 @@ def signal_delay_s(time_min: int) -> int:
 def local_parallelism(res: Resources) -> int:
     """Runs at once on this machine: the user's choice, else half the cores (tiny runs use one thread)."""
     return res.array_parallelism or max(1, (os.cpu_count() or 1) // 2)
+
+
+def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
+    """W for the run's next job. Usually the most ranks the resources allow (an incomplete run keeps the W
+    it started with); a spec that fixes the accumulation A needs W = S / A at its checkpoint's τ."""
+    if spec.get("accumulation"):
+        from bench.run.launch import initial_ranks
+
+        ranks = initial_ranks({**spec, "ranks": 1}, run_dir)
+        if not fits(ranks, res):
+            raise UserError(
+                f"{run_name(spec)} needs {ranks} ranks (accumulation {spec['accumulation']}), more than "
+                f"--gpus-per-node × --max-nodes allow ({res.max_ranks}) as whole nodes"
+            )
+        return ranks
+    scales = run_scales(spec)
+    before = read_json_object(run_dir / SPEC)
+    if before and isinstance(before.get("ranks"), int) and feasible(before["ranks"], scales, res):
+        return before["ranks"]
+    return choose_ranks(scales, res)
+
+
+def sbatch_reason(error: BaseException | str) -> str:
+    """sbatch's error lines, without their prefixes, on one line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    lines = [line.removeprefix("sbatch: error:").removeprefix("allocation failure:").strip() for line in lines]
+    return "; ".join(dict.fromkeys(lines)) or (type(error).__name__ if isinstance(error, BaseException) else "")

@@ -48,15 +48,20 @@ def master_port(job_id: str) -> int:
 
 
 def dist_environment(env: Any) -> dict[str, str]:
-    """torch.distributed's variables for this task of a multi-task job (empty for a single task)."""
+    """torch.distributed's variables for this task of a multi-task job (empty for a single task), as torchrun
+    sets them: LOCAL_WORLD_SIZE too (ranks on this node: what per-node code such as NCCL's topology or a
+    data loader's share of the CPUs reads). A MASTER_PORT the user exported (a cluster that allows only
+    some ports) is kept; otherwise the port is derived from the job id, the same on every rank."""
     if env.num_tasks <= 1:
         return {}
+    nodes = max(1, int(getattr(env, "num_nodes", 1) or 1))
     return {
         "RANK": str(env.global_rank),
         "WORLD_SIZE": str(env.num_tasks),
         "LOCAL_RANK": str(env.local_rank),
+        "LOCAL_WORLD_SIZE": str(env.num_tasks // nodes),
         "MASTER_ADDR": env.hostnames[0],
-        "MASTER_PORT": str(master_port(env.raw_job_id)),
+        "MASTER_PORT": os.environ.get("MASTER_PORT") or str(master_port(env.raw_job_id)),
     }
 
 

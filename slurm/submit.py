@@ -23,7 +23,7 @@ from typing import Any
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import ReadyQueue
-from bench.files import SPEC, SUMMARY, read_json_object
+from bench.files import SUMMARY, read_json_object
 from bench.run.runner import existing_summary
 from bench.run.spec import run_name
 
@@ -34,14 +34,13 @@ from .executors import (
     Shape,
     SubmitOptions,
     accumulation,
-    choose_ranks,
-    feasible,
     fits,
     local_parallelism,
     make_executor,
+    ranks_to_start,
     require_slurm,
-    run_scales,
     sbatch_options,
+    sbatch_reason,
     shape_for,
 )
 from .job import RunJob
@@ -108,26 +107,6 @@ def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
     return Plan(todo, complete, queued, names)
 
 
-def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
-    """W for the run's next job. Usually the most ranks the resources allow (an incomplete run keeps the W
-    it started with); a spec that fixes the accumulation A needs W = S / A at its checkpoint's τ."""
-    if spec.get("accumulation"):
-        from bench.run.launch import initial_ranks
-
-        ranks = initial_ranks({**spec, "ranks": 1}, run_dir)
-        if not fits(ranks, res):
-            raise UserError(
-                f"{run_name(spec)} needs {ranks} ranks (accumulation {spec['accumulation']}), more than "
-                f"--gpus-per-node × --max-nodes allow ({res.max_ranks}) as whole nodes"
-            )
-        return ranks
-    scales = run_scales(spec)
-    before = read_json_object(run_dir / SPEC)
-    if before and isinstance(before.get("ranks"), int) and feasible(before["ranks"], scales, res):
-        return before["ranks"]
-    return choose_ranks(scales, res)
-
-
 def describe_group(runs: list[Planned], shape: Shape) -> str:
     methods = ", ".join(dict.fromkeys(p.spec["method"] for p in runs))
     tasks = ", ".join(dict.fromkeys(p.spec["task"] for p in runs))
@@ -146,6 +125,8 @@ def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
     for i, (wave, shape, runs) in enumerate(plan.groups(), 1):
         after = " after the runs they need" if wave else ""
         print(f"  array {i}{after}: {describe_group(runs, shape)}")
+        if res.executor == "slurm":  # what each job of the array asks SLURM for
+            print(f"    sbatch {' '.join(sbatch_options(res, shape, job_name(runs, shape.ranks)))}")
 
 
 def submit(args: SubmitOptions) -> int:
@@ -157,12 +138,16 @@ def submit(args: SubmitOptions) -> int:
         )
     if res.executor == "slurm" and not args.dry_run:
         require_slurm()
-    problems = data_problems(m)
+    problems = data_problems(m, sizes=not args.rehearse)
     if problems:
         for line in problems:
             print(f"adascale-bench: error: {line}", file=sys.stderr)
         return 1
     out = Path(args.out).expanduser().resolve()
+    if args.rehearse:  # a few iterations of each configuration, in scratch folders
+        from .rehearse import rehearse
+
+        return rehearse(args, m, res, out)
     plan = make_plan(m, out, res)
     print_plan(m, plan, res)
     if args.dry_run:
@@ -214,13 +199,6 @@ DRIVERS: dict[str, Callable[[Plan, Path, Resources, bool], bool]] = {
 
 
 # -- SLURM ------------------------------------------------------------------------------------------------------
-def sbatch_reason(error: BaseException | str) -> str:
-    """sbatch's error lines, without their prefixes, on one line."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    lines = [line.removeprefix("sbatch: error:").removeprefix("allocation failure:").strip() for line in lines]
-    return "; ".join(dict.fromkeys(lines)) or (type(error).__name__ if isinstance(error, BaseException) else "")
-
-
 def preflight(plan: Plan, out: Path, res: Resources) -> None:
     """`sbatch --test-only` with the script of each shape before submitting anything: SLURM accepts some
     requests that it can never satisfy (more tasks than a node has CPUs, beyond a partition's limits) and

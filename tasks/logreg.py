@@ -5,6 +5,12 @@ X ~ N(0, I), then w* ~ N(0, I), then labels = uniform(N) < σ(X w*). The model i
 without intercept (the generating model has none), weights start at zero, the loss is the logistic
 loss. The metric is the loss over the whole data set (lower is better); the sweep's target is the loss
 after 4 000 full-batch gradient steps at lr 1 from zero, + 0.010.
+
+`data.conditioning` = κ (1 in every preset: the textbook's data) rescales feature j by κ^(−j/(d−1)) after
+the labels are drawn, so the features span κ in scale, as unstandardised measurements in mixed units do.
+The Bayes-optimal weights grow by the inverse scales and the Hessian's condition number by ~κ²: the slow
+directions need a large single-batch lr, and the fast one bounds S·lr below ~2/λ_max. That is the regime
+where linear scaling breaks past the noise scale (the positive control, bench/experiments/matrices/control.yaml).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from bench.errors import UserError
+
 from .base import FloatSum, Task, shard
 from .presets.logreg import CARD, SEED, TARGET_MARGIN, D, N
 
@@ -26,12 +34,22 @@ EVAL_BATCH = 2000  # evaluation examples per batch (the sharded unit)
 
 
 @functools.cache
-def dataset() -> tuple[np.ndarray, np.ndarray]:
+def dataset(conditioning: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(SEED)
     x = rng.standard_normal((N, D))
     w = rng.standard_normal(D)
     y = (rng.uniform(size=N) < 1.0 / (1.0 + np.exp(-(x @ w)))).astype(np.float64)
+    if conditioning != 1.0:  # the textbook's data untouched at κ = 1
+        x = x * conditioning ** (-np.arange(D) / (D - 1))
     return x, y
+
+
+def conditioning_of(cfg: dict[str, Any]) -> float:
+    """κ of a spec (data.conditioning; 1, the textbook's data, where a spec predates it)."""
+    kappa = float(cfg["data"].get("conditioning", 1.0))
+    if not kappa >= 1.0:
+        raise UserError(f"data.conditioning = {kappa!r}: expected a feature-scale ratio ≥ 1")
+    return kappa
 
 
 def full_loss(w: np.ndarray) -> float:
@@ -54,8 +72,8 @@ def compute_target_loss() -> float:
 class _Examples:
     """All examples in memory; an item is an index (no augmentation, so the key is unused)."""
 
-    def __init__(self) -> None:
-        x, y = dataset()
+    def __init__(self, conditioning: float = 1.0) -> None:
+        x, y = dataset(conditioning)
         self.x = torch.from_numpy(x).float()
         self.y = torch.from_numpy(y).float()
 
@@ -85,10 +103,10 @@ class LogReg(Task):
         return model
 
     def train_set(self, cfg: dict[str, Any], root: Path) -> _Examples:
-        return _Examples()
+        return _Examples(conditioning_of(cfg))
 
     def eval_set(self, cfg: dict[str, Any], root: Path) -> _Examples:
-        return _Examples()
+        return _Examples(conditioning_of(cfg))
 
     def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         x, y = batch

@@ -12,6 +12,7 @@ stay valid when S changes; only S in the gain formula changes.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 VAR_FLOOR = 1e-6
@@ -38,6 +39,40 @@ def clamp(var: float, sqr: float) -> tuple[float, float]:
 def gain_from(var: float, sqr: float, scale: int) -> float:
     """The gain r = (σ² + μ²)/(σ²/S + μ²) of scale S."""
     return (var + sqr) / (var / scale + sqr)
+
+
+def b_simple(var: float, sqr: float, batch_size: float) -> float:
+    """The simple gradient-noise scale B_simple = b·σ²/μ² (McCandlish et al. 2018), in examples, of the
+    variance σ² of one batch-b gradient and the squared mean μ²: inf when μ² ≤ 0 (the noise swamps the
+    signal: no finite scale can be told); 0 when σ² ≤ 0 (an unbiased estimate can dip below 0)."""
+    return batch_size * max(var, 0.0) / sqr if sqr > 0 else math.inf
+
+
+def steady_gain(noise_scale: float, batch_size: float, scale: float) -> float:
+    """The gain of scale S at a constant noise scale B: σ²/μ² = B/b in `gain_from`, so
+    r = S·(B/b + 1)/(B/b + S) — ≈ S where S·b ≪ B, ≈ 1 where b ≫ B; S for B = inf."""
+    if math.isinf(noise_scale):
+        return float(scale)
+    return gain_from(noise_scale / batch_size, 1.0, scale)
+
+
+def b_simple_average(records: Iterable[tuple[float, float, int]], batch_size: float) -> float:
+    """The training average of B_simple from (sum_sq, mean_sq, S) of the iterations with S ≥ 2:
+    b·Σσ²_t/Σμ²_t with σ²_t, μ²_t the unbiased, unclamped `moments` of each iteration — the ratio of the
+    sums, not the mean of per-iteration ratios, which blow up wherever one μ²_t is near 0 (McCandlish et
+    al. 2018, App. A, average numerator and denominator apart). NaN without such iterations."""
+    var_sum = sqr_sum = 0.0
+    n = 0
+    for sum_sq, mean_sq, scale in records:
+        if scale < 2 or not (math.isfinite(sum_sq) and math.isfinite(mean_sq)):
+            continue
+        var, sqr = moments(sum_sq, mean_sq, int(scale))
+        var_sum += var
+        sqr_sum += sqr
+        n += 1
+    if not n:
+        return math.nan
+    return b_simple(var_sum / n, sqr_sum / n, batch_size)
 
 
 class _BiasCorrectedEMA:
@@ -111,9 +146,8 @@ class UnbiasedGain:
         return gain_from(*self.ema.values(), scale)
 
     def noise_scale(self, batch_size: float) -> float:
-        """Gradient-noise scale B_noise = b·σ²/μ² (McCandlish et al. 2018), in examples."""
-        var, sqr = self.ema.values()
-        return batch_size * var / sqr if sqr > 0 else math.inf
+        """B_simple = b·σ²/μ² of the moving averages now (McCandlish et al. 2018), in examples."""
+        return b_simple(*self.ema.values(), batch_size)
 
     def state_dict(self) -> dict[str, Any]:
         return {"name": self.name, "ema": self.ema.state_dict()}

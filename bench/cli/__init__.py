@@ -125,6 +125,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return plan(typed(PlanOptions, args))
 
 
+def cmd_flops(args: argparse.Namespace) -> int:
+    from bench.experiments.flops import flops
+
+    return flops(args)
+
+
+def cmd_comm(args: argparse.Namespace) -> int:
+    from bench.experiments.comm import comm
+
+    return comm(args)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from reports.build import build_report
 
@@ -149,12 +161,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from bench.experiments.sweep import sweep
     from reports.build import build_sweep
-    from reports.sweep import wide
+    from reports.collect import load
+    from reports.sweep import critical_batches, critical_text, noise_by_task, wide
 
     out = Path(args.out)
     counts = sweep(args.task, out, jobs=args.jobs)
     table, written = build_sweep(out)
     print(wide(table))
+    res = load(out)
+    print(critical_text(critical_batches(res), noise_by_task(res)))
     print(f"sweep: {_counts(counts)}; " + ", ".join(str(p) for p in written))
     return 0 if counts.get("failed", 0) == 0 else 1
 
@@ -264,7 +279,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CSV",
         help="examples/s per task and preset at S = 1 on one GPU (default: the shipped table)",
     )
+    p.add_argument("--flops", default=None, metavar="CSV", help="FLOPs per micro-batch (default: the shipped table)")
+    p.add_argument(
+        "--device", default="h100", choices=("h100", "a100"), help="GPU whose peak converts FLOPs to GPU-hours"
+    )
+    p.add_argument("--precision", default="bf16", choices=("bf16", "tf32", "fp32"), help="which dense peak")
+    p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak reached (default 0.4)")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("flops", help="count the FLOPs of one training micro-batch per task (the table plan reads)")
+    p.add_argument("--task", action="append", help="a task (repeatable; default: the five paper tasks)")
+    p.add_argument("--preset", default="paper", choices=("tiny", "paper"))
+    p.add_argument("--write", default=None, metavar="CSV", help="the table to update (default: the shipped one)")
+    p.set_defaults(func=cmd_flops)
 
     p = sub.add_parser("report", help="rebuild every table and figure from the run files in DIR")
     p.add_argument("dir")
@@ -308,6 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--amp", default="none", choices=("none", "both"), help="both: also time the engine with amp=bf16, interleaved"
     )
     p.set_defaults(func=cmd_perf)
+
+    p = sub.add_parser("comm", help="gradient exchange: reduction=pairwise against DDP's all-reduce (gloo, W ranks)")
+    p.add_argument("--ranks", type=lambda t: [int(x) for x in t.split(",")], default=[2, 4], help="e.g. 2,4")
+    p.add_argument("--model", default="resnet50", choices=("resnet50", "resnet18"))
+    p.add_argument("--image", type=_positive_int, default=32, help="input side (small: the exchange dominates)")
+    p.add_argument("--rounds", type=_positive_int, default=5)
+    p.set_defaults(func=cmd_comm)
 
     p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder with kept checkpoints (keep_checkpoints_every)")

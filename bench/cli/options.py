@@ -70,3 +70,15 @@ def add_submit_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="print the job arrays it would submit, submit nothing")
     p.add_argument("--wait", action="store_true", help="slurm: wait until every submitted job has ended")
+    r = p.add_argument_group("rehearsal (slurm/rehearse.py)")
+    r.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="run each distinct configuration a few iterations, one sliced evaluation, a SIGTERM and a resume; "
+        "print s/iteration, memory, host syncs, FLOPs (scratch folders under OUT/rehearsal)",
+    )
+    r.add_argument("--iterations", type=_positive_int, default=4, help="iterations per configuration (default 4)")
+    r.add_argument("--eval-batches", type=_positive_int, default=2, help="evaluation batches of the slice (default 2)")
+    r.add_argument(
+        "--write-throughput", default=None, metavar="CSV", help="the S = 1 rows' examples/s into plan's table"
+    )

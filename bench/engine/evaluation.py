@@ -19,7 +19,9 @@ without `eval_stats` is evaluated by rank 0 alone with its `evaluate` (the other
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -38,11 +40,28 @@ class FloatSum(list):
     for any split of the terms into shards."""
 
 
+_SLICE: int | None = None  # see sliced()
+
+
+@contextlib.contextmanager
+def sliced(batches: int) -> Iterator[None]:
+    """Evaluate only the first `batches` evaluation batches of every set (the rehearsal's slice of the
+    validation set: the whole code path, a fraction of the time). Every task shards through `shard`."""
+    global _SLICE
+    before, _SLICE = _SLICE, batches
+    try:
+        yield
+    finally:
+        _SLICE = before
+
+
 def shard(n: int, rank: int, world: int) -> range:
     """Rank `rank`'s contiguous block of n items (batches) out of `world`: sizes differ by at most one,
-    blocks are in rank order, so concatenating the shards gives range(n)."""
+    blocks are in rank order, so concatenating the shards gives range(n) (of the first `sliced` ones)."""
     if not 0 <= rank < world:
         raise ValueError(f"rank {rank} out of {world}")
+    if _SLICE is not None:
+        n = min(n, _SLICE)
     return range(rank * n // world, (rank + 1) * n // world)
 
 

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from bench.algo.gain import ESTIMATORS
+from bench.algo.gain import ESTIMATORS, moments
 from bench.algo.rules import extra_warmup, finished, make_rule
 from bench.algo.schedules import lr_schedule, scale_schedule
 from bench.engine.allocator import retain_freed_memory
@@ -72,6 +72,9 @@ class State:
     # (None: restored from a checkpoint written before they existed; the summary then reads the file)
     gain_sum: float | None = 0.0
     gain_count: int | None = 0
+    var_sum: float | None = 0.0  # Σ of the unbiased σ²_t, μ²_t of the iterations with S ≥ 2 (B_simple's average)
+    sqr_sum: float | None = 0.0
+    moments_count: int | None = 0
 
 
 @dataclass
@@ -190,6 +193,7 @@ class Engine:
     ) -> None:
         self.spec = spec
         self.run_dir = Path(run_dir)
+        self._started = time.perf_counter()  # run() resets it to the run's own start (resumed wall time included)
         self.dist = dist or Dist()
         self.progress = progress
         self.task = task
@@ -245,7 +249,8 @@ class Engine:
             return State()
         ckpt = load_checkpoint(path, self.dist.device)
         try:
-            state = State(**{"gain_sum": None, "gain_count": None, **ckpt["state"]})
+            unknown = dict.fromkeys(("gain_sum", "gain_count", "var_sum", "sqr_sum", "moments_count"))
+            state = State(**{**unknown, **ckpt["state"]})
         except TypeError:
             raise UserError(f"checkpoint {path} holds an unknown state; delete it to start the run over") from None
         damage = self._damage(ckpt.get("spec"), state) if self.dist.is_main else None
@@ -356,6 +361,12 @@ class Engine:
         if state.gain_sum is not None and state.gain_count is not None:
             state.gain_sum += gain  # in record order: the same float sum as over the file's records
             state.gain_count += 1
+        fold = track and scale >= 2 and math.isfinite(sum_sq_v) and math.isfinite(mean_sq_v)
+        if fold and state.var_sum is not None and state.sqr_sum is not None and state.moments_count is not None:
+            var, sqr = moments(sum_sq_v, mean_sq_v, scale)  # as bench.algo.gain.b_simple_average folds them
+            state.var_sum += var
+            state.sqr_sum += sqr
+            state.moments_count += 1
         state.tau += p
         state.iteration += 1
         state.microbatch += scale
@@ -395,6 +406,7 @@ class Engine:
         the summary from the Outcome (bench.run.summary)."""
         state = self.setup()
         started = time.perf_counter() - state.wall_time
+        self._started = started  # evaluation records carry the run's wall-clock time (time to target)
         spec, dist = self.spec, self.dist
         eval_every = float(spec["eval_every"])
         by_epochs = spec["eval_unit"] == "epochs"
@@ -496,6 +508,9 @@ class Engine:
                     "iteration": state.iteration,
                     "tau": state.tau,
                     "epochs": self.epochs(state),
+                    # seconds of the run so far, resumed runs included; not deterministic, so every
+                    # exact comparison of records leaves it out
+                    "wall_time_s": round(time.perf_counter() - self._started, 3),
                     "metric": state.last_eval[self.task.metric],
                     **state.last_eval,
                 }

@@ -8,7 +8,11 @@ iterations and the heat map's scaled SGD the mean of its grid's AdaScale runs, s
 range. Examples: Σ over iterations of S_t · b (b in the task's unit, its card's `unit`: tokens for the
 transformer). GPU-hours: examples / the task's examples/s at S = 1 on one GPU (the throughput table),
 i.e. an iteration at scale S costs S micro-batches' worth of GPU time, whatever the number of GPUs that
-share it (no communication overhead). Runs stopped by `max_epochs` (the logreg sweep) are capped there;
+share it (no communication overhead). Where the table has no examples/s, GPU-hours come from counted
+work instead: examples / b micro-batches × the FLOPs of one micro-batch (flops.csv, counted by
+`adascale-bench flops`, see bench.experiments.flops) / (the device's dense peak at the chosen precision ×
+the assumed model-FLOPs utilisation, `--device`, `--precision`, `--mfu`); every figure names its basis.
+Runs stopped by `max_epochs` (the logreg sweep) are capped there;
 stopping at a target metric is not foreseen, so those are upper bounds.
 
 Reads the tasks' cards (tasks.presets, plain data): no torch, well under a second.
@@ -34,6 +38,19 @@ from bench.files import atomic_write_bytes
 
 THROUGHPUT = Path(__file__).with_name("throughput.csv")
 THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "measured"]
+FLOPS = Path(__file__).with_name("flops.csv")
+FLOPS_COLUMNS = ["task", "preset", "batch_size", "flops_per_microbatch", "params", "counted", "torch"]
+# Dense (no structured sparsity) tensor-core peaks in FLOP/s, from NVIDIA's datasheets: H100 SXM5 (H100 Tensor Core
+# GPU datasheet, 2023: TF32 989 and BF16 1 979 TFLOPS *with sparsity*, halved here; FP32 67) and A100 SXM4 80 GB
+# (A100 datasheet, 2021: TF32 156, BF16 312, FP32 19.5). fp32: no tensor cores (CUDA cores). Which applies: amp=bf16
+# runs the forward in bf16; amp=none runs convolutions in TF32 (PyTorch's default cudnn.allow_tf32 = True) but
+# matmuls in FP32 (cuda.matmul.allow_tf32 = False), so tf32 is optimistic for the transformer and speech there.
+PEAKS: dict[str, dict[str, float]] = {
+    "h100": {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
+    "a100": {"bf16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
+}
+DEVICE_NAMES = {"h100": "H100 SXM", "a100": "A100 SXM"}
+DEFAULT_MFU = 0.4  # assumed model-FLOPs utilisation: ~40 % is what well-tuned CNN/transformer training reaches
 FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --write-throughput {path}"
 
 
@@ -87,6 +104,46 @@ def write_throughput(path: Path, measured: dict[tuple[str, str], tuple[float, st
     atomic_write_bytes(path, buf.getvalue().encode())
 
 
+def read_flops(path: Path) -> dict[tuple[str, str], float]:
+    """(task, preset) -> counted FLOPs of forward + backward of one micro-batch (bench.experiments.flops)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UserError(f"FLOPs table {path}: {e.strerror or e}") from None
+    reader = csv.DictReader(io.StringIO(text))
+    if "flops_per_microbatch" not in (reader.fieldnames or []) or "task" not in (reader.fieldnames or []):
+        raise UserError(f"FLOPs table {path}: expected columns {','.join(FLOPS_COLUMNS)}")
+    out = {}
+    for i, row in enumerate(reader, 2):
+        raw = (row.get("flops_per_microbatch") or "").strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not math.isfinite(value) or value <= 0:
+            raise UserError(f"FLOPs table {path}, line {i}: flops_per_microbatch {raw!r} is not a positive number")
+        out[(row["task"].strip(), (row.get("preset") or "").strip())] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The FLOP/s a GPU-hour is assumed to deliver when only FLOPs are known: peak × utilisation."""
+
+    device: str = "h100"
+    precision: str = "bf16"
+    mfu: float = DEFAULT_MFU
+
+    @property
+    def flops_per_s(self) -> float:
+        return PEAKS[self.device][self.precision] * self.mfu
+
+    def label(self) -> str:
+        peak = PEAKS[self.device][self.precision] / 1e12
+        name = DEVICE_NAMES[self.device]
+        return f"counted FLOPs at {self.mfu:.0%} of {name} dense {self.precision} ({peak:g} TFLOP/s)"
+
+
 # -- iterations and examples of one run -------------------------------------------------------------------------
 @functools.cache
 def walk(scales: ScaleSchedule, T1: float, gain_is_scale: bool) -> tuple[int, int]:
@@ -131,6 +188,13 @@ def run_cost(spec: dict[str, Any], logreg_n: int) -> RunCost:
     return RunCost((its[0], its[1]), (sums[0] * b, sums[1] * b), scales.max_scale(), METHODS[method].needs is not None)
 
 
+def _mfu(mfu: float | None) -> float:
+    mfu = DEFAULT_MFU if mfu is None else float(mfu)
+    if not 0 < mfu <= 1:
+        raise UserError(f"--mfu {mfu}: expected a fraction of the peak in (0, 1]")
+    return mfu
+
+
 # -- the plan ---------------------------------------------------------------------------------------------------
 @dataclass
 class Cell:
@@ -142,7 +206,9 @@ class Cell:
     runs: int = 0
     iterations: list[int] = field(default_factory=lambda: [math.inf, 0])  # type: ignore[list-item]
     examples: list[float] = field(default_factory=lambda: [0.0, 0.0])
-    hours: list[float] | None = None  # GPU-hours (fewest, most); None: throughput unknown
+    hours: list[float] | None = None  # GPU-hours (fewest, most); None: neither throughput nor FLOPs known
+    flops: list[float] | None = None  # counted FLOPs (fewest, most); None: not counted for this task
+    basis: str = ""  # what the GPU-hours come from: "measured" or "FLOPs"
     longest: list[float] | None = None  # the longest chain of runs, in hours on min(S, N) GPUs
 
 
@@ -154,7 +220,7 @@ def _unit(task: str) -> str:
 
 
 def _fmt_si(x: float) -> str:
-    for div, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for div, suffix in ((1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
             return f"{x / div:.3g}{suffix}"
     return f"{x:.3g}"
@@ -168,7 +234,13 @@ def _hours(h: float) -> str:
     return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
 
 
-def make_plan(m: matrices.Matrix, throughput: dict[tuple[str, str], dict[str, Any]], gpus: int | None) -> list[Cell]:
+def make_plan(
+    m: matrices.Matrix,
+    throughput: dict[tuple[str, str], dict[str, Any]],
+    gpus: int | None,
+    flops: dict[tuple[str, str], float] | None = None,
+    peak: Peak | None = None,
+) -> list[Cell]:
     from bench.run.spec import resolve
     from tasks.presets import card
     from tasks.presets.logreg import N as logreg_n
@@ -188,8 +260,16 @@ def make_plan(m: matrices.Matrix, throughput: dict[tuple[str, str], dict[str, An
         cell.iterations = [min(cell.iterations[0], cost.iterations[0]), max(cell.iterations[1], cost.iterations[1])]
         cell.examples = [cell.examples[0] + cost.examples[0], cell.examples[1] + cost.examples[1]]
         eps = (throughput.get((req.task, m.preset)) or {}).get("examples_per_s")
+        per_micro = (flops or {}).get((req.task, m.preset))
+        if per_micro:  # examples / b micro-batches, each of the counted FLOPs
+            run_flops = [e / int(spec["batch_size"]) * per_micro for e in cost.examples]
+            cell.flops = [a + f for a, f in zip(cell.flops or [0.0, 0.0], run_flops, strict=True)]
+        run_hours = None
         if eps:
-            run_hours = [e / eps / 3600 for e in cost.examples]
+            run_hours, cell.basis = [e / eps / 3600 for e in cost.examples], "measured"
+        elif per_micro and peak is not None:
+            run_hours, cell.basis = [f / peak.flops_per_s / 3600 for f in run_flops], "FLOPs"
+        if run_hours is not None:
             cell.hours = [a + h for a, h in zip(cell.hours or [0.0, 0.0], run_hours, strict=True)]
             width = min(cost.max_scale, gpus or cost.max_scale)
             chain = [h / width * (2 if cost.waits else 1) for h in run_hours]
@@ -219,7 +299,9 @@ def frame(cells: list[Cell], gpus: int | None) -> Any:
             "iterations/run": _range(c.iterations[0], c.iterations[1], lambda x: f"{x:,}"),
             "examples": _range(c.examples[0], c.examples[1], _fmt_si),
             "unit": _unit(c.task),
+            "FLOPs": _range(c.flops[0], c.flops[1], _fmt_si) if c.flops else "not counted",
             "GPU-hours": _range(c.hours[0], c.hours[1], _hours) if c.hours else "unknown",
+            "basis": c.basis or "-",
         }
         if gpus:
             row[f"wall h @{gpus} GPUs"] = (
@@ -245,6 +327,8 @@ def totals(cells: list[Cell], gpus: int | None) -> dict[str, str]:
         + f" {u}"
         for u in units
     )
+    if all(c.flops for c in cells):
+        out["FLOPs"] = _range(sum(c.flops[0] for c in cells), sum(c.flops[1] for c in cells), _fmt_si)  # type: ignore[index]
     if known:
         lo, hi = sum(c.hours[0] for c in cells), sum(c.hours[1] for c in cells)  # type: ignore[index]
         out["GPU-hours"] = _range(lo, hi, _hours)
@@ -258,6 +342,25 @@ def totals(cells: list[Cell], gpus: int | None) -> dict[str, str]:
     return out
 
 
+def per_task(cells: list[Cell]) -> list[str]:
+    """One line per task: its FLOPs and GPU-hours with their basis (the matrix's cost by task)."""
+    lines = []
+    for task in sorted({c.task for c in cells}):
+        mine = [c for c in cells if c.task == task]
+        fl = (
+            _range(sum(c.flops[0] for c in mine), sum(c.flops[1] for c in mine), _fmt_si) + " FLOPs"  # type: ignore[index]
+            if all(c.flops for c in mine)
+            else "FLOPs not counted"
+        )
+        if all(c.hours for c in mine):
+            hours = _range(sum(c.hours[0] for c in mine), sum(c.hours[1] for c in mine), _hours)  # type: ignore[index]
+            hours += f" GPU-hours ({'/'.join(sorted({c.basis for c in mine}))})"
+        else:
+            hours = "GPU-hours unknown"
+        lines.append(f"  {task:<12} {fl}, {hours}")
+    return lines
+
+
 @dataclass(frozen=True)
 class PlanOptions:
     """`adascale-bench plan`'s options, typed."""
@@ -265,6 +368,10 @@ class PlanOptions:
     matrix: str
     gpus: int | None = None  # also the wall-clock hours on this many GPUs
     throughput: str | None = None  # the throughput table (default: the shipped one)
+    flops: str | None = None  # the FLOPs table (default: the shipped one)
+    device: str = "h100"  # whose peak converts FLOPs to GPU-hours
+    precision: str = "bf16"  # which of its dense peaks
+    mfu: float = DEFAULT_MFU  # the assumed fraction of that peak
 
 
 def plan(args: PlanOptions) -> int:
@@ -274,18 +381,35 @@ def plan(args: PlanOptions) -> int:
     path = Path(args.throughput) if args.throughput else THROUGHPUT
     throughput = read_throughput(path)
     gpus = args.gpus
-    cells = make_plan(m, throughput, gpus)
+    flops_path = Path(args.flops or FLOPS)
+    peak = Peak(args.device, args.precision, _mfu(args.mfu))
+    cells = make_plan(m, throughput, gpus, read_flops(flops_path), peak)
     df = frame(cells, gpus)
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
         print(f"matrix {m.path} ({m.preset}): {len(m.runs)} runs")
         print(df.to_string(index=False))
     total = totals(cells, gpus)
+    bases = sorted({c.basis for c in cells if c.basis})
+    total["basis"] = " + ".join(bases) if bases else "-"
     print("total: " + ", ".join(f"{k} {v}" for k, v in total.items()))
+    print("per task:")
+    print("\n".join(per_task(cells)))
     print(
         "iterations: AdaScale (and LSW+, scaled SGD, which run as many) between ⌈T1/S⌉ (gain S) and T1 (gain 1); "
-        "LSW exact; S = 1 and identity T1. GPU-hours: examples ÷ examples/s at S = 1 on one GPU "
-        f"(from {path}); an iteration at S costs S micro-batches of GPU time."
+        "LSW exact; S = 1 and identity T1. An iteration at S costs S micro-batches of GPU time."
     )
+    print(
+        f"FLOPs: examples ÷ b × the counted FLOPs of one micro-batch's forward + backward (from {flops_path}: "
+        "matmuls, convolutions, attention; elementwise work and the optimizer not counted)."
+    )
+    if "measured" in bases:
+        print(f"GPU-hours, basis `measured`: examples ÷ examples/s at S = 1 on one GPU (from {path}).")
+    if "FLOPs" in bases:
+        print(
+            f"GPU-hours, basis `FLOPs`: FLOPs ÷ ({peak.label()}) = FLOPs ÷ {peak.flops_per_s / 1e12:g} TFLOP/s; "
+            "an assumption, not a measurement: replace it with measured examples/s (`submit MATRIX --rehearse "
+            "--write-throughput` on the cluster) or change --device/--precision/--mfu."
+        )
     if gpus:
         print(
             f"wall-clock at {gpus} GPUs: GPU-hours / {gpus}, perfectly packed, but a run uses at most S GPUs "
@@ -296,7 +420,8 @@ def plan(args: PlanOptions) -> int:
     if missing:
         names = ", ".join(f"{t} ({p})" for t, p in missing)
         print(
-            f"GPU-hours unknown: no examples/s for {names} in {path}. Measure them on the GPU the runs will use: "
+            f"GPU-hours unknown: no examples/s for {names} in {path} and no FLOPs in {flops_path}. "
+            "Count them (`adascale-bench flops --task T`), or measure them on the GPU the runs will use: "
             + FILL_HINT.format(path=path)
             + " (or fill the examples_per_s column by hand and pass --throughput CSV)"
         )

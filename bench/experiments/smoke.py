@@ -21,7 +21,7 @@ def smoke(out: Path, seeds: int = 3, jobs: int = 1) -> dict[str, int]:
     return run_matrix(m, out, jobs=jobs)
 
 
-SMOKE_GAIN_BATCHES = 32  # micro-batches per kept checkpoint: a few seconds for the smoke's cifar10 run
+SMOKE_GAIN_BATCHES = 256  # micro-batches per kept checkpoint: enough for μ² to stand above its noise (σ²/n)
 
 
 def offline_gains(out: Path, batches: int = SMOKE_GAIN_BATCHES) -> list[tuple[Path, str]]:

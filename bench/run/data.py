@@ -18,18 +18,24 @@ def prepare_data(task: Any, spec: dict[str, Any], dist: Dist) -> Path:
         return root
     if spec["preset"] == "tiny" and not (root.exists() and any(root.iterdir())):
         if dist.is_main:
-            write_tiny_atomically(task, root)
+            write_tiny_atomically(task, root, spec)
         dist.barrier()
     task.check_data(root, spec)
     return root
 
 
-def write_tiny_atomically(task: Any, root: Path) -> None:
+def tiny_options(task: Any, spec: dict[str, Any] | None) -> dict[str, Any]:
+    """The spec's values of the data keys the task's tiny writer takes (its card's tiny_data)."""
+    keys = getattr(task.card, "tiny_data", ())
+    return {k: spec["data"][k] for k in keys if spec is not None and k in spec["data"]}
+
+
+def write_tiny_atomically(task: Any, root: Path, spec: dict[str, Any] | None = None) -> None:
     """Write into a sibling temporary folder and rename it into place: a reader never sees half a set."""
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}."))
     try:
-        task.write_tiny(tmp)
+        task.write_tiny(tmp, **tiny_options(task, spec))
         if root.exists() and not any(root.iterdir()):
             root.rmdir()
         tmp.rename(root)

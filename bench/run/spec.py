@@ -37,9 +37,17 @@ def scale_label(scale: int | str) -> str:
     return scale if isinstance(scale, str) else f"s{scale}"
 
 
-def default_data_root(task: str) -> Path:
+def default_data_root(task: str, variant: str = "") -> Path:
     base = os.environ.get("ADASCALE_BENCH_DATA") or Path.home() / ".cache" / "adascale-bench" / "tiny"
-    return Path(base) / task
+    return Path(base) / f"{task}{variant}"
+
+
+def tiny_variant(task: Any, data: dict[str, Any]) -> str:
+    """The ",key=value" suffix of each of the task's tiny-data keys (card.tiny_data) that differs from its tiny preset:
+    the default folder of a tiny data set written with other settings, so two data sets never share one."""
+    preset = task.presets["tiny"]["data"]
+    parts = [f",{k}={data[k]}" for k in getattr(task, "tiny_data", ()) if k in data and data[k] != preset.get(k)]
+    return re.sub(r"[^A-Za-z0-9_.,=+-]", "_", "".join(parts))
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
@@ -106,7 +114,7 @@ def resolve(
     elif data_root is None:
         if preset != "tiny":
             raise UserError(f"--data-root is required for the {preset} preset of {task.name}")
-        data_root = default_data_root(task.name)
+        data_root = default_data_root(task.name, tiny_variant(task, spec["data"]))
     spec["data_root"] = str(Path(data_root).expanduser().resolve()) if data_root is not None else None
     if isinstance(scale, str) and scale.removeprefix("elastic-") not in spec.get("elastic", {}):
         raise UserError(f"task {task.name} preset {preset} has no {scale} schedule")

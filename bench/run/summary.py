@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench.algo.gain import b_simple, b_simple_average
 from bench.files import CHECKPOINT, METRICS, SUMMARY, read_jsonl, tail_records, write_json
 from bench.run.provenance import git_commit, versions
 
@@ -16,6 +17,10 @@ IDENTIFYING = ("task", "method", "scale", "seed", "preset")
 def _task_fields(task: Any) -> dict[str, Any]:
     """What a report needs to know of the metric without importing the task (reports read run files only)."""
     return {"metric": task.metric, "metric_label": task.metric_label, "higher_is_better": task.higher_is_better}
+
+
+def _has_stats(record: dict[str, Any]) -> bool:
+    return all(isinstance(record.get(k), int | float) for k in ("sum_sq", "mean_sq"))
 
 
 def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> dict[str, Any]:
@@ -37,18 +42,23 @@ def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> d
         "git_commit": git_commit(),
     }
     if outcome.status == "completed":
-        if state.gain_sum is not None and state.gain_count is not None:
+        aggregates = (state.gain_sum, state.gain_count, state.var_sum, state.sqr_sum, state.moments_count)
+        if all(v is not None for v in aggregates):
             # running aggregates (bench.engine.loop.State) and the file's tail: a transformer S = 1 run's
             # 1.5 M records are not read again (one record per iteration, so the count is the iterations)
             window = max(1, math.ceil(spec["train_loss_window"] * state.iteration))
             losses = [r["loss"] for r in tail_records(run_dir / METRICS, window, lambda r: not r.get("eval"))]
             mean_gain = state.gain_sum / state.gain_count if state.gain_count else None
+            n = state.moments_count
+            noise = b_simple(state.var_sum / n, state.sqr_sum / n, spec["batch_size"]) if n else math.nan
         else:  # resumed from a checkpoint that predates the aggregates
             records = [r for r in read_jsonl(run_dir / METRICS) if not r.get("eval")]
             window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
             losses = [r["loss"] for r in records[-window:]]
             gains = [r["gain"] for r in records if r.get("gain") is not None]
             mean_gain = sum(gains) / len(gains) if gains else None
+            stats = [(r["sum_sq"], r["mean_sq"], r.get("scale", 1)) for r in records if _has_stats(r)]
+            noise = b_simple_average(stats, spec["batch_size"])
         summary.update(
             val_metric=state.last_eval.get(task.metric),
             train_loss=sum(losses) / len(losses),
@@ -56,7 +66,9 @@ def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> d
             mean_gain=mean_gain,
         )
         if outcome.noise_scale is not None:
-            summary["noise_scale"] = outcome.noise_scale
+            summary["noise_scale"] = outcome.noise_scale  # B_simple of the moving averages at the end
+        if math.isfinite(noise):  # the training average (reports read it; inf/NaN: left out, they recompute)
+            summary["B_simple"] = noise
     return summary
 
 

@@ -15,7 +15,7 @@ from tasks.synthetic import SyntheticImages
 
 from . import data
 from .model import PreActResNet18
-from .tiny import write_tiny
+from .tiny import check_tiny_noise, write_tiny
 
 
 def top1_and_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, float]:
@@ -29,11 +29,12 @@ class Cifar10(Task):
 
     card = CARD
 
-    def write_tiny(self, root: Path) -> None:
-        write_tiny(root)
+    def write_tiny(self, root: Path, tiny_noise: float = 1.0) -> None:
+        write_tiny(root, tiny_noise)
 
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         data.check_files(Path(root), bool(cfg["data"].get("verify_md5", False)))
+        check_tiny_noise(Path(root), cfg["data"].get("tiny_noise"))
 
     def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticImages:
         """perf --synthetic: random 32 × 32 images and labels."""

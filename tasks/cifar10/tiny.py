@@ -14,8 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.errors import UserError
+from bench.files import read_json_object, write_json
+
 from .data import BASE_FOLDER, META_FILE, TEST_FILES, TRAIN_FILES
 
+TINY_MARK = "tiny.json"  # beside the CIFAR folder: the settings a tiny set was written with
 # The real CIFAR-10 class names, so reports read the same for tiny and paper runs.
 LABEL_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 TRAIN_PER_BATCH = 200  # x 5 data_batch files = 1000 training images
@@ -23,8 +27,9 @@ TEST_SIZE = 300
 SIZE = 32
 
 
-def _images(rng: np.random.Generator, labels: np.ndarray, colours: np.ndarray) -> np.ndarray:
-    """(N, 3, 32, 32) uint8 images for `labels`, drawn from the class templates."""
+def _images(rng: np.random.Generator, labels: np.ndarray, colours: np.ndarray, noise: float = 1.0) -> np.ndarray:
+    """(N, 3, 32, 32) uint8 images for `labels`, drawn from the class templates; `noise` multiplies the
+    colour jitter and the pixel noise (the same random draws, so noise = 1 is the default set bit for bit)."""
     n = len(labels)
     k = len(colours)
     yy, xx = np.meshgrid(np.arange(SIZE), np.arange(SIZE), indexing="ij")
@@ -34,10 +39,10 @@ def _images(rng: np.random.Generator, labels: np.ndarray, colours: np.ndarray) -
     proj = np.cos(angle)[:, None, None] * xx + np.sin(angle)[:, None, None] * yy
     grating = np.sin(freq[:, None, None] * proj + phase[:, None, None])  # (N, 32, 32) in [-1, 1]
     contrast = rng.uniform(40, 80, n)[:, None, None, None]
-    colour = colours[labels] + rng.normal(0, 25, (n, 3))  # class colour with jitter
+    colour = colours[labels] + rng.normal(0, 25 * noise, (n, 3))  # class colour with jitter
     tint = np.array([1.0, 0.8, 0.6])[None, :, None, None]  # the pattern is strongest in red
     img = colour[:, :, None, None] + contrast * grating[:, None] * tint
-    img += rng.normal(0, 30, img.shape)  # pixel noise
+    img += rng.normal(0, 30 * noise, img.shape)  # pixel noise
     return np.clip(np.rint(img), 0, 255).astype(np.uint8)
 
 
@@ -49,10 +54,12 @@ def _dump(obj: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def write_tiny(root: Path) -> Path:
+def write_tiny(root: Path, noise: float = 1.0) -> Path:
     """Write `root/cifar-10-batches-py/` (data_batch_1..5, test_batch, batches.meta); return the folder.
 
-    Deterministic (numpy default_rng(0)): 10 classes, 1000 training and 300 test images, balanced."""
+    Deterministic (numpy default_rng(0)): 10 classes, 1000 training and 300 test images, balanced.
+    `noise` (the spec's data.tiny_noise) scales the colour jitter and pixel noise: the difficulty knob of
+    the positive control, which needs a set that S = 1 does not saturate."""
     rng = np.random.default_rng(0)
     k = len(LABEL_NAMES)
     colours = rng.uniform(70, 185, (k, 3))
@@ -64,7 +71,7 @@ def write_tiny(root: Path) -> Path:
     splits += [(TEST_FILES[0], TEST_SIZE, "testing batch 1 of 1")]
     for name, n, batch_label in splits:
         labels = rng.permutation(np.arange(n) % k)
-        data = _images(rng, labels, colours).reshape(n, 3 * SIZE * SIZE)  # R, G, B planes, row-major
+        data = _images(rng, labels, colours, noise).reshape(n, 3 * SIZE * SIZE)  # R, G, B planes, row-major
         entry = {
             "batch_label": batch_label,
             "labels": [int(v) for v in labels],
@@ -76,4 +83,22 @@ def write_tiny(root: Path) -> Path:
         {"label_names": LABEL_NAMES, "num_cases_per_batch": TRAIN_PER_BATCH, "num_vis": 3 * SIZE * SIZE},
         folder / META_FILE,
     )
+    write_json(Path(root) / TINY_MARK, {"tiny_noise": noise})
     return folder
+
+
+def check_tiny_noise(root: Path, noise: float | None) -> None:
+    """A tiny set written with another noise than the spec's is another data set: refuse it. A root without
+    the mark (the real CIFAR-10, or a tiny set written before the knob) is the default set."""
+    if noise is None:
+        return
+    path = root / TINY_MARK
+    mark = read_json_object(path) if path.exists() else {}
+    written = (mark or {}).get("tiny_noise", 1.0) if mark is not None else None
+    if isinstance(written, bool) or not isinstance(written, int | float):
+        raise UserError(f'{path}: damaged (expected {{"tiny_noise": <number>}}); delete the data root to rewrite it')
+    if written != float(noise):
+        raise UserError(
+            f"{root} holds tiny CIFAR-10 data written with tiny_noise = {written:g}, the run asks for {noise:g}: "
+            "use another data root (the default one is per setting)"
+        )

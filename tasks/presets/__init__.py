@@ -16,6 +16,13 @@ from bench.algo.gain import theta
 
 # docs/design.md §1: elastic S changes at T1/4 and T1/2, 32 -> 64 -> 128 and back (paper §4); tiny presets 2 -> 4 -> 8.
 ELASTIC_PAPER = {"up": [[0.0, 32], [0.25, 64], [0.5, 128]], "down": [[0.0, 128], [0.25, 64], [0.5, 32]]}
+# The paper presets' gradient reduction: DDP's bucketed all-reduce, which overlaps the backward pass and sends
+# ~2 (W−1)/W of the gradient per rank, not the bit-exact pairwise hook (bench.engine.reduction), which blocks the
+# backward pass for log2 W whole-bucket exchanges. Measured (`adascale-bench comm`, ResNet-50 gradients, gloo,
+# 2 shared CPU cores): pairwise / native per forward + backward = 1.34 at W = 2, 1.53 at W = 4, growing with
+# log2 W. Tiny presets and tests keep pairwise (the schema's default): there it costs little and runs that
+# should be the same run stay bit-identical whatever the split S = W × A.
+PAPER_REDUCTION = "native"
 ELASTIC_TINY = {"up": [[0.0, 2], [0.25, 4], [0.5, 8]], "down": [[0.0, 8], [0.25, 4], [0.5, 2]]}
 
 # Tiny presets are miniatures of the experiment: even the shortest AdaScale run, at the largest scale S a
@@ -57,8 +64,10 @@ class TaskCard:
     a data root, its presets by name (tiny, paper), the k of the tiny-T1 rule its tiny preset follows
     (`tiny_windows`: gain memories in the shortest AdaScale run at the largest smoke scale, see tiny_T1), and
     `differs`: one line per way the paper preset differs from the paper by necessity (a chosen value where
-    the supplement is missing, a model variant), and `unit`: what the preset's batch_size counts (`plan`'s
-    examples: images, utterances, tokens)."""
+    the supplement is missing, a model variant), `unit`: what the preset's batch_size counts (`plan`'s
+    examples: images, utterances, tokens), `paper_metric`: the evaluate() key whose value compares
+    with the paper's printed number where that is not `metric` ("" = `metric`), and `tiny_data`: the data
+    keys its tiny data set is written with."""
 
     name: str
     metric: str
@@ -69,6 +78,10 @@ class TaskCard:
     tiny_windows: float
     differs: tuple[str, ...] = ()
     unit: str = "examples"
+    paper_metric: str = ""
+    # `data` keys that shape the tiny data set the task writes on first use (its write_tiny takes them):
+    # a value other than the tiny preset's is another data set, so it gets its own default folder
+    tiny_data: tuple[str, ...] = ()
 
 
 def card(name: str) -> TaskCard:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.presets import ELASTIC_PAPER, ELASTIC_TINY, TINY_T1, TINY_WINDOWS, TaskCard
+from tasks.presets import ELASTIC_PAPER, ELASTIC_TINY, PAPER_REDUCTION, TINY_T1, TINY_WINDOWS, TaskCard
 
 _PAPER_T1 = 451_000  # paper (Table 2): 90 epochs of 1,281,167 images at b = 256 (450.4k, rounded up)
 _EPOCHS_30_60_80_OF_90 = [30 / 90, 60 / 90, 80 / 90]  # step milestones as fractions of T1
@@ -19,6 +19,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # lr0 = 0.1 for b = 256: chosen, Goyal et al.'s 0.1·b/256 (the supplement is not available).
         "lr_schedule": {"kind": "step", "lr0": 0.1, "gamma": 0.1, "milestones": _EPOCHS_30_60_80_OF_90},
         "momentum": 0.9,  # paper
+        "reduction": PAPER_REDUCTION,  # chosen: scales with W (tasks.presets.PAPER_REDUCTION)
         "weight_decay": 1e-4,  # chosen: the standard ResNet-50 ImageNet value (He et al.; Goyal et al.)
         "scales": [1, 16, 32, 64, 128],  # paper (Table 2)
         # paper §4: elastic 32 -> 64 -> 128 (up) and 128 -> 64 -> 32 (down), switching at T1/4, T1/2

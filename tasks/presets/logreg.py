@@ -24,7 +24,9 @@ _COMMON: dict[str, Any] = {
     "elastic": ELASTIC_TINY,
     "num_workers": 0,
     "model": {},
-    "data": {},
+    # conditioning κ: feature scales spread over κ (tasks.logreg); 1 is the textbook's data. The positive
+    # control (bench/experiments/matrices/control.yaml) sets 10.
+    "data": {"conditioning": 1.0},
 }
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.presets import ELASTIC_PAPER, ELASTIC_TINY, TINY_T1, TINY_WINDOWS, TaskCard
+from tasks.presets import ELASTIC_PAPER, ELASTIC_TINY, PAPER_REDUCTION, TINY_T1, TINY_WINDOWS, TaskCard
 
 _PAPER: dict[str, Any] = {
     # Paper (Table 2, S = 1). At b = 32 that is 2.7M utterances, ~9.7 passes over LibriSpeech's 960 h
@@ -18,6 +18,7 @@ _PAPER: dict[str, Any] = {
     # by 1.1 after each epoch); over the ~9.7 epochs of T1 that is a total decrease of 1.1**-9.7 = 0.4.
     "lr_schedule": {"kind": "exponential", "lr0": 3e-4, "decay": 0.4},
     "momentum": 0.9,  # paper
+    "reduction": PAPER_REDUCTION,  # chosen: scales with W (tasks.presets.PAPER_REDUCTION)
     "weight_decay": 1e-5,  # chosen: a light L2, as public DS2 recipes use; the paper's value is not known
     "scales": [1, 4, 8, 16, 32],  # paper
     # Elastic 32 -> 64 -> 128 and back, at T1/4 and T1/2: docs/design.md §1 (the paper ran elastic on imagenet).

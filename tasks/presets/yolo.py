@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.presets import ELASTIC_TINY, TINY_T1, TINY_WINDOWS, TaskCard
+from tasks.presets import ELASTIC_TINY, PAPER_REDUCTION, TINY_T1, TINY_WINDOWS, TaskCard
 
 # ultralytics' default training augmentation (cfg/default.yaml), spelled out so a preset says what it uses.
 _ULTRALYTICS_AUGMENT = {
@@ -37,6 +37,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # [0.005, 0.02] trains best while 0.08 and above stall.
         "lr_schedule": {"kind": "step", "lr0": 0.01, "gamma": 0.1, "milestones": [0.8, 0.9]},
         "momentum": 0.9,  # paper
+        "reduction": PAPER_REDUCTION,  # chosen: scales with W (tasks.presets.PAPER_REDUCTION)
         "weight_decay": 5e-4,  # chosen: Darknet's yolov3 decay and ultralytics' default value
         "scales": [1, 16, 32, 64, 128],  # paper
         "elastic": {  # chosen: docs/design.md §1's 32/64/128 (the paper ran elastic scaling on imagenet only)

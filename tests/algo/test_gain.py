@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.algo.gain import RatioGain, UnbiasedGain, theta
+from bench.algo.gain import RatioGain, UnbiasedGain, b_simple_average, steady_gain, theta
 
 
 def test_scale_one_estimates_nothing() -> None:
@@ -111,3 +111,19 @@ def test_noise_scale() -> None:
     est = UnbiasedGain()
     est.update(10.0, 1.0, 4)  # var 2, sqr .5
     assert est.noise_scale(32) == pytest.approx(32 * 2 / 0.5)
+
+
+def test_b_simple_average_is_the_ratio_of_the_summed_moments() -> None:
+    # S = 4: (10, 1) -> var 2, sqr .5; (7, 1) -> var 1, sqr .75; S = 1 and NaN records are left out
+    recs = [(10.0, 1.0, 4), (7.0, 1.0, 4), (3.0, 3.0, 1), (math.nan, 1.0, 4)]
+    assert b_simple_average(recs, 32) == pytest.approx(32 * (2 + 1) / (0.5 + 0.75))
+    assert math.isnan(b_simple_average([(3.0, 3.0, 1)], 32))  # no iteration with S ≥ 2
+    assert b_simple_average([(10.0, 0.5, 4)], 32) == math.inf  # var 3, sqr -.25: noise swamps the mean
+
+
+def test_steady_gain_spans_one_to_s_with_the_noise_scale() -> None:
+    # r = S(B/b + 1)/(B/b + S); b = 16, S = 8
+    assert steady_gain(16 * 3, 16, 8) == pytest.approx(8 * 4 / 11)
+    assert steady_gain(1e9, 16, 8) == pytest.approx(8, rel=1e-6)  # S·b ≪ B: the full S
+    assert steady_gain(1e-9, 16, 8) == pytest.approx(1, rel=1e-6)  # b ≫ B: no gain
+    assert steady_gain(math.inf, 16, 8) == 8

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 import torch
 
+from bench.algo.gain import b_simple_average
 from bench.algo.rules import WARMUP_FRACTION
 from bench.run.runner import run_spec
 from reports.collect import runs
@@ -14,6 +16,10 @@ from reports.table2 import cells, markdown
 from tests.helpers import records, spec_for, train
 
 EXP = {"kind": "exponential", "lr0": 0.05, "decay": 0.1}
+
+
+def summary_batch(root) -> int:
+    return json.loads(next(root.rglob("spec.json")).read_text())["batch_size"]
 
 
 def test_adascale_at_scale_one_is_bit_identical_to_identity(tmp_path) -> None:
@@ -50,6 +56,10 @@ def test_adascale_stops_at_the_first_tau_past_T1_and_lsw_plus_matches_its_iterat
         assert cur["tau"] == pytest.approx(prev["tau"] + prev["gain"])  # p_t = r_t
         assert cur["lr"] == pytest.approx(cur["gain"] * 0.05)  # m_t = r_t (constant schedule)
     assert 1 < summary["mean_gain"] < S
+    # B_simple's training average from the records' own statistics (bench.algo.gain, one formula)
+    stats = [(r["sum_sq"], r["mean_sq"], r["scale"]) for r in recs]
+    assert summary["B_simple"] == pytest.approx(b_simple_average(stats, summary_batch(tmp_path)))
+    assert summary["B_simple"] > 0 and summary["noise_scale"] > 0
     plus = run_spec(spec_for("logreg", "lsw+", S, T1=T1), tmp_path, progress=False)
     assert plus["iterations"] == summary["iterations"]
     assert plus["T_AS"] == summary["iterations"]

@@ -29,7 +29,10 @@ def test_shipped_matrices_expand() -> None:
     assert set(kept) == {"logreg", "cifar10"}  # the paper's Figure 2: weights kept, offline gain measured by smoke
     assert all(r.method == "adascale" and r.overrides["keep_checkpoints_every"] >= 1 for r in kept.values())
     assert {r.task for r in smoke.runs} >= {"logreg", "cifar10", "imagenet", "speech", "transformer", "yolo"}
-    assert max(r.scale for r in smoke.runs if isinstance(r.scale, int) and r.experiment["kind"] != "sweep") == 8
+    control = [r for r in smoke.runs if "data.conditioning" in r.overrides]  # the positive control's cell
+    assert {r.scale for r in control} == {1, 64}
+    ordinary = [r for r in smoke.runs if "data.conditioning" not in r.overrides and r.experiment["kind"] != "sweep"]
+    assert max(r.scale for r in ordinary if isinstance(r.scale, int)) == 8
     grid = [r for r in smoke.runs if r.experiment["kind"] == "heatmap"]
     assert len(grid) == 4 * 2 and all("T1" not in r.overrides for r in grid)  # 1 × 2 grid, the preset's T1
     scaled_lr0 = {r.overrides["lr_schedule.lr0"] for r in grid if r.method == "scaled"}
@@ -40,7 +43,7 @@ def test_shipped_matrices_expand() -> None:
     assert len(cells) == 5 * (1 + 3 * 4) * 5  # tasks × (S = 1 once + methods × larger scales) × seeds
     assert not [r for r in cells if r.scale == 1 and r.method != "adascale"]  # S = 1: one shared run
     grid = [r for r in paper.runs if r.experiment["kind"] == "heatmap"]
-    assert len(grid) == 13 * 16 * 4  # lr0 × decay (down to 1e-5) × panels
+    assert len(grid) == 13 * 13 * 4  # lr0 × decay (down to 1e-5) × panels: the paper's 13 × 13
     assert min(r.overrides["lr_schedule.decay"] for r in grid) == 1e-5
     assert max(r.overrides["lr_schedule.lr0"] for r in grid if r.method == "scaled") == 100.0
     assert {r.experiment["panel"] for r in grid} == {"S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16"}

@@ -30,9 +30,62 @@ def test_plan_paper_prints_a_total_without_importing_torch() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert f"total: runs {len(matrix.load('paper').runs):,}" in out and "GPU-hours unknown" in out
+    assert f"total: runs {len(matrix.load('paper').runs):,}" in out
+    assert "unknown" not in out  # every paper task's FLOPs are counted (flops.csv)
+    total = next(ln for ln in out.splitlines() if ln.startswith("total:"))
+    assert "GPU-hours " in total and "basis FLOPs" in total and "FLOPs " in total
+    for task in ("cifar10", "imagenet", "speech", "transformer", "yolo"):  # the FLOPs per task, with their basis
+        assert any(ln.split()[:1] == [task] and "FLOPs," in ln and "(FLOPs)" in ln for ln in out.splitlines())
+    assert "40% of H100 SXM dense bf16 (989.4 TFLOP/s)" in out  # the assumption, stated
     assert "tokens" in out  # the transformer's b is tokens
-    assert "--write-throughput" in out and "imagenet (paper)" in out  # which entries are missing, how to fill
+
+
+def test_flops_basis_against_a_hand_computation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = matrix.load(write(tmp_path / "m.yaml", TINY))
+    empty = write(tmp_path / "tp.csv", "task,preset,examples_per_s,device,measured\n")
+    fl = write(tmp_path / "fl.csv", "task,preset,batch_size,flops_per_microbatch\ncifar10,tiny,16,1e15\n")
+    peak = plan.Peak("h100", "bf16", 0.5)
+    cells = {(c.method, c.scale): c for c in plan.make_plan(m, {}, None, plan.read_flops(fl), peak)}
+    s1 = cells[("adascale", 1)]  # 2 runs × 100 iterations × 1 micro-batch of 1 PFLOP
+    assert s1.flops == pytest.approx([200e15, 200e15]) and s1.basis == "FLOPs"
+    assert s1.hours == pytest.approx([200e15 / (989.4e12 * 0.5) / 3600] * 2)
+    assert cells[("adascale", 4)].flops == pytest.approx([2 * 25 * 4e15, 2 * 100 * 4e15])
+    args = ["plan", str(m.path), "--throughput", str(empty), "--flops", str(fl), "--mfu", "0.5"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    # FLOPs: 200P + 200P..800P + 200P + 200P..800P = 800P..2E; / 494.7 TFLOP/s / 3600 = 0.449..1.12 h
+    assert "FLOPs 800P–2E" in out and "GPU-hours 0.449–1.12" in out and "basis FLOPs" in out
+    assert "unknown" not in out
+    # measured throughput wins where present, and says so
+    tp = write(tmp_path / "tp2.csv", "task,preset,examples_per_s,device,measured\ncifar10,tiny,100,test,2026\n")
+    assert main(["plan", str(m.path), "--throughput", str(tp), "--flops", str(fl)]) == 0
+    assert "basis measured" in capsys.readouterr().out
+    # neither: unknown, with how to fill it
+    none = write(tmp_path / "fl2.csv", "task,preset,batch_size,flops_per_microbatch\nimagenet,tiny,8,1e9\n")
+    assert main(["plan", str(m.path), "--throughput", str(empty), "--flops", str(none)]) == 0
+    out = capsys.readouterr().out
+    assert "GPU-hours unknown" in out and "adascale-bench flops" in out
+    with pytest.raises(UserError, match="--mfu 0"):
+        plan.plan(plan.PlanOptions(matrix=str(m.path), mfu=0))
+
+
+def test_bad_flops_table_is_one_line(tmp_path: Path) -> None:
+    fl = write(tmp_path / "fl.csv", "task,preset,flops_per_microbatch\ncifar10,tiny,-3\n")
+    with pytest.raises(UserError, match="line 2: flops_per_microbatch '-3'"):
+        plan.read_flops(fl)
+
+
+def test_shipped_flops_table_is_what_the_counter_counts() -> None:
+    """The shipped cifar10 row recounted (fake tensors: about a second); a ResNet-18 v2 forward at 32×32 is
+    0.56 GMAC per image, so forward + backward of 128 images ≈ 3 × 2 × 0.56 G × 128 = 0.43 TFLOP."""
+    from bench.experiments import flops
+
+    table = plan.read_flops(plan.FLOPS)
+    assert set(flops.PAPER_TASKS) <= {t for t, p in table if p == "paper"}
+    row = flops.count("cifar10")
+    assert float(row["flops_per_microbatch"]) == pytest.approx(table[("cifar10", "paper")], rel=1e-5)
+    assert 0.40e12 < table[("cifar10", "paper")] < 0.46e12
+    assert 6.0e12 < table[("imagenet", "paper")] < 6.5e12  # ResNet-50: 4.1 GMAC × 2 × 3 × 256
 
 
 def test_shipped_throughput_table_has_the_paper_tasks_unmeasured() -> None:

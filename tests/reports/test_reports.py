@@ -19,6 +19,7 @@ from reports import figures
 from reports.build import build_report
 from reports.collect import ReportWarning, load, task_info
 from reports.latex import latex
+from reports.noise import fill as fill_noise
 from reports.paper import compare, header_note, load_paper
 from reports.significance import worse_than
 from reports.sweep import sweep_table
@@ -50,6 +51,7 @@ def write_run(
     n_records: int = 20,
     T1: int | None = None,
     gain_rises: bool = True,
+    b_simple: float | None = None,
 ) -> Path:
     """One run folder as the engine writes it. status=None: no summary.json (a run in progress)."""
     label = scale if isinstance(scale, str) else f"s{scale}"
@@ -72,6 +74,10 @@ def write_run(
     }
     (run / "spec.json").write_text(json.dumps(spec))
     s = 8 if isinstance(scale, str) else scale
+    # statistics of a noise scale b_simple (σ² = B/b, μ² = 1: sum_sq, mean_sq as the engine records them)
+    var = None if b_simple is None else b_simple / batch_size
+    mean_sq = 1.0 if var is None else 1.0 + var / s
+    sum_sq = None if var is None else var * (s - 1) + s * mean_sq  # None: statistics off
     if with_metrics:
         lines = []
         for i in range(n_records):
@@ -86,12 +92,12 @@ def write_run(
                     "gain": gain,
                     "lr": lr0 * gain * 0.9**i,
                     "loss": 1 / (i + 1),
-                    "sum_sq": 1.0,
-                    "mean_sq": 1.0,
+                    "sum_sq": sum_sq,
+                    "mean_sq": mean_sq,
                     "progress": 1.0,
                     "warmup": 1.0,
-                    "var": None,
-                    "sqr": None,
+                    "var": var,
+                    "sqr": None if var is None else 1.0,
                 }
             )
             if i % 5 == 4:
@@ -217,9 +223,10 @@ def test_na_and_missing_cells_in_markdown(na_folder):
     parts = [p.strip() for p in line.strip("|").split("|")]
     # S, total, metric AS/LSW/LSW+, loss AS/LSW/LSW+, iterations AS/LSW/LSW+
     assert parts[:2] == ["8", "128"]
-    assert parts[2] == "N/A" and parts[3] == "60.00†" and parts[4] == "–"
-    assert parts[5] == "N/A" and parts[7] == "–"
-    assert parts[8] == "–[1]" and parts[10] == "–"  # no planned count for AdaScale; footnote 1
+    # every cell with runs shows its seeds (N/A: the seeds run)
+    assert parts[2] == "N/A (n=2)" and parts[3] == "60.00† (n=3)" and parts[4] == "–"
+    assert parts[5] == "N/A (n=2)" and parts[7] == "–"
+    assert parts[8] == "–[1] (n=2)" and parts[10] == "–"  # no planned count for AdaScale; footnote 1
     assert "[1] S=8 AS: diverged (seed 1 at iteration 77); no planned count (AdaScale)" in md
 
 
@@ -232,7 +239,7 @@ def test_diverged_lsw_and_lsw_plus_show_the_planned_iterations(tmp_path):
     assert cell(c, "cifar10", "8", "lsw")["iterations"] == 13
     assert cell(c, "cifar10", "8", "lsw+")["iterations"] == 21
     md = markdown(c)
-    assert "| 13[1] | 21[2] |" in md and "[1] S=8 LSW: diverged (seed 0 at iteration 5); planned" in md
+    assert "| 13[1] (n=1) | 21[2] (n=1) |" in md and "[1] S=8 LSW: diverged (seed 0 at iteration 5); planned" in md
 
 
 def test_na_and_missing_cells_in_latex(na_folder):
@@ -242,7 +249,7 @@ def test_na_and_missing_cells_in_latex(na_folder):
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
     assert "\\cellcolor{gray!25}60.00" in tex
     row = next(x for x in tex.splitlines() if x.startswith("8 &"))
-    assert "N/A" in row and "--" in row
+    assert "N/A\\,{\\scriptsize(n=2)}" in row and "--" in row
     assert row.count("&") == 10 and row.endswith("\\\\")
     assert "top-1 \\%" in tex  # % escaped
     body = re.sub(r"\\[{}%]", "", tex)
@@ -254,12 +261,15 @@ def test_na_missing_and_grey_cells_in_html(na_folder):
         warnings.simplefilter("error", ReportWarning)  # nothing to warn about here
         report = build_report(na_folder, ["md", "tex", "html", "csv"])
     text = report.read_text()
-    assert '<td class="na">N/A</td>' in text
+    assert '<td class="na">N/A <small class="n">n=2</small></td>' in text
     assert '<td class="missing">–</td>' in text
-    assert re.search(r'<td class="grey num"[^>]*>60\.00</td>', text)
+    grey = re.search(r'<td class="grey num" title="([^"]*)">60\.00 <small class="n">n=3</small></td>', text)
+    assert grey and "significantly worse than S = 1; n=3, 95 % interval of the mean [57.52, 62.48]" in grey[1]
     assert "td.grey { background" in text
     csv = pd.read_csv(report.parent / "table2.csv")
     assert {"task", "scale", "method", "n_seeds", "grey_metric", "grey_loss", "val_metric"} <= set(csv.columns)
+    lsw8 = csv[(csv["scale"].astype(str) == "8") & (csv["method"] == "lsw")].iloc[0]
+    assert (lsw8["val_metric_ci_lo"], lsw8["val_metric_ci_hi"]) == pytest.approx((57.516, 62.484), abs=1e-3)
     assert len(csv) == 5  # one row per task × scale × method that has runs, + LSW+ at S = 1 from the shared run
     assert (report.parent / "table2.md").exists() and (report.parent / "table2.tex").exists()
 
@@ -326,7 +336,7 @@ def test_broken_partial_and_running_runs_still_give_a_report(tmp_path):
     runs = quiet_load(tmp_path).runs.set_index("run_dir")["status"]
     assert runs[str(corrupt)] == "unreadable" and runs[str(running)] == "running"
     md = (report.parent / "table2.md").read_text()
-    assert "| 8 | 128 | 90.00 |" in md  # the run without metrics is still in the table
+    assert "| 8 | 128 | 90.00 (n=1) |" in md  # the run without metrics is still in the table
     assert "| 4 | 64 | – |" in md  # the running one is not
 
 
@@ -367,7 +377,22 @@ def test_heatmap_panels_render(tmp_path):
     figs = figures.heatmaps(res, tmp_path / "out")
     assert len(figs) == 1 and figs[0].path.read_bytes().startswith(PNG)
     assert "S=1, AdaScale S=16, LSW S=16" in figs[0].caption
+    assert "Red line: the threshold 85." in figs[0].caption
     assert figures.sweep(res, tmp_path / "out") == []  # no sweep runs: no sweep figure, no crash
+
+
+def test_heatmap_with_one_lr_has_its_one_tick_and_no_threshold_without_a_line(tmp_path):
+    """The smoke's 1 × 2 grid: lr 0.05 only; the threshold 90 is above every point (no line drawn)."""
+    exp = {"kind": "heatmap", "grid": "one", "threshold": 90.0, "panel": "S=1"}
+    for k, decay in enumerate((0.01, 1.0)):
+        write_run(tmp_path, "cifar10", "adascale", 1, k, val=80 + k, lr0=0.05, decay=decay, experiment=exp)
+    (fig,) = figures.heatmaps(quiet_load(tmp_path), tmp_path / "out")
+    assert "Threshold 90: no line" in fig.caption and "Red line" not in fig.caption
+    ax = figures.plt.figure().add_subplot()
+    figures._log_ticks(ax, np.log10([0.05, 0.05]), "x")
+    ax.figure.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.05"]  # not invented ticks like 0.0501
+    figures.plt.close(ax.figure)
 
 
 def test_sweep_figure_renders(tmp_path):
@@ -411,9 +436,9 @@ def test_report_is_self_contained_with_curves_and_elastic(tmp_path):
     report = build_report(tmp_path, ["html"])
     html = report.read_text()
     names = sorted(p.name for p in report.parent.glob("*.png"))
-    assert names == ["curves_cifar10_tiny_adascale.png", "elastic_cifar10_tiny_adascale.png"]
+    assert names == ["curves_cifar10_tiny_adascale.png", "elastic_cifar10_tiny_adascale.png", "speedup_cifar10.png"]
     srcs = re.findall(r'src="([^"]*)"', html)
-    assert len(srcs) == 2 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(srcs) == 3 and all(s.startswith("data:image/png;base64,") for s in srcs)
     assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', html))
     assert "<link" not in html and "<script" not in html and "url(" not in html
 
@@ -503,19 +528,33 @@ def test_curves_draw_mean_and_band_over_seeds():
     assert band["mean"].tolist() == [2.0, 2.0, 2.0]
     assert band["lo"].tolist() == [1.0, 2.0, 1.0] and band["hi"].tolist() == [3.0, 2.0, 3.0]
     short = pd.DataFrame({"tau": [0.0, 1.0], "loss": [5.0, 5.0]})  # a seed that stopped early
-    band = figures.band([a, short], "loss", n=3)
-    assert band["n"].tolist() == [2, 2, 1] and band["mean"].iloc[-1] == 1.0
+    band = figures.band([a, short], "loss", n=3)  # only where both seeds have a value: τ ≤ 1
+    assert band["tau"].tolist() == [0.0, 0.5, 1.0] and band["mean"].tolist() == [4.0, 3.75, 3.5]
+    assert (band["n"] == 2).all()
+
+
+def test_evaluations_are_averaged_by_index_only_where_every_seed_has_one():
+    """The reviewer's case: a seed's last evaluation alone at τ = 500 made a jump 91.67 → 93.2."""
+    a = pd.DataFrame({"tau": [100.0, 300.0, 500.0], "metric": [80.0, 90.0, 93.2]})
+    b = pd.DataFrame({"tau": [110.0, 290.0], "metric": [82.0, 91.0]})
+    band = figures.eval_band([a, b])
+    assert band["tau"].tolist() == [105.0, 295.0] and band["mean"].tolist() == [81.0, 90.5]
+    assert band["lo"].tolist() == [80.0, 90.0] and band["hi"].tolist() == [82.0, 91.0]
 
 
 def test_gain_figure_renders_online_against_offline(tmp_path):
     run = write_run(tmp_path, "logreg", "adascale", 8, 0, metric="loss", experiment={"kind": "gain"})
     write_run(tmp_path, "cifar10", "adascale", 8, 0)  # no offline_gain.csv: no panel
     (run / "offline_gain.csv").write_text(
-        "iteration,tau,offline_gain,var,sqr,batches,scale\n5,32.0,5.5,0.1,0.01,64,8\n10,64.0,6.8,0.1,0.004,64,8\n"
+        "iteration,tau,offline_gain,gain_lo,gain_hi,var,sqr,batches,scale\n"
+        "5,32.0,5.5,5.0,6.0,0.1,0.01,256,8\n10,64.0,6.8,6.5,7.0,0.1,0.004,256,8\n"
     )
     res = quiet_load(tmp_path)
     figs = figures.gain(res, tmp_path / "out")
     assert len(figs) == 1 and figs[0].title == "1 run(s)"
+    # online gain at iterations 5 and 10 of write_run: 1 + 7(1 − e^{−i/5}) = 5.42, 7.05; the second outside
+    assert "with its 95 % delete-one-group jackknife interval" in figs[0].caption
+    assert "logreg seed 0: online − offline: mean +0.09, 1 of 2 outside the offline 95 % interval" in figs[0].caption
     assert figs[0].path.read_bytes()[:8] == PNG
     html = build_report(tmp_path, ["html"]).read_text()
     assert "gain_online_offline.png" in html and "paper Figure 2" in html
@@ -535,3 +574,44 @@ def test_the_shared_scale_one_run_fills_all_three_columns(tmp_path):
         assert (row["val_metric"], row["train_loss"], row["iterations"]) == (93.5, 0.25, 100)
     row = next(ln for ln in markdown(c).splitlines() if ln.startswith("| 1 |"))
     assert row.count("93.50") == 3 and row.count("0.2500") == 3 and row.count(" 100 ") == 3
+
+
+def test_table2_notes_give_adascales_noise_scale(tmp_path):
+    write_run(tmp_path, "cifar10", "adascale", 1, 0)
+    for seed, noise in enumerate((300.0, 500.0)):  # from metrics.jsonl: these runs' summaries have no B_simple
+        write_run(tmp_path, "cifar10", "adascale", 8, seed, b_simple=noise)
+    res = quiet_load(tmp_path)
+    fill_noise(res)
+    c = cells(res.runs)
+    assert cell(c, "cifar10", "8", "adascale")["B_simple"] == pytest.approx(400.0)
+    assert "(training average, median over seeds), in examples: S=8 400 (n=2)." in markdown(c)
+    assert "S=8 400 (n=2)" in latex(c)
+
+
+def test_the_transformers_absolute_comparison_uses_bleu_tok(tmp_path):
+    """The paper's ~27 BLEU is tokenised BLEU: ours is eval.bleu_tok there, not Table 2's detokenised bleu."""
+    for seed, (bleu, tok) in enumerate(((25.0, 26.0), (25.4, 26.6))):
+        extra = {"eval": {"bleu": bleu, "bleu_tok": tok}}
+        write_run(
+            tmp_path, "transformer", "adascale", 1, seed, val=bleu, metric="bleu", preset="paper", summary_extra=extra
+        )
+    res = quiet_load(tmp_path)
+    comp = compare(cells(res.runs), load_paper(), res.runs)
+    row = comp[(comp["scale"] == "1") & (comp["method"] == "adascale")].iloc[0]
+    assert row["metric_key"] == "bleu_tok" and row["metric_ours"] == pytest.approx(26.3)
+    assert row["metric_diff"] == pytest.approx(26.3 - 27.2)
+    assert cells(res.runs)["val_metric"].iloc[0] == pytest.approx(25.2)  # Table 2 keeps bleu
+
+
+def test_the_sweep_line_is_the_training_average_b_simple_else_the_final_noise_scale():
+    from reports.sweep import noise_scales
+
+    g = pd.DataFrame(
+        {
+            "sweep_method": ["adascale", "adascale", "linear"],
+            "method": ["adascale", "adascale", "lsw"],
+            "noise_scale": [900.0, 800.0, 5.0],
+            "B_simple": [400.0, math.nan, math.nan],
+        }
+    )
+    assert noise_scales(g).tolist() == [400.0, 800.0]  # an old run keeps its summary's noise_scale

@@ -4,6 +4,7 @@ agreement with the online gain on logreg, and the `gain` command."""
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +12,11 @@ import pytest
 import torch
 from torch import nn
 
+from bench.algo.gain import clamp, gain_from, moments
 from bench.cli import main
 from bench.engine.checkpoint import load_weights
 from bench.files import CHECKPOINT, KEPT, OFFLINE_GAIN, SPEC, kept_name, write_json
-from bench.run.offline_gain import COLUMNS, measure, microbatches, offline_gains, online_gains
+from bench.run.offline_gain import COLUMNS, jackknife, measure, microbatches, offline_gains, online_gains
 from tasks import get_task
 from tests.helpers import records, spec_for, train
 
@@ -81,8 +83,32 @@ def test_offline_gain_matches_a_computation_by_hand() -> None:
     assert est["sqr"] == pytest.approx(sqr, rel=1e-4)
     assert est["offline_gain"] == pytest.approx((var + sqr) / (var / S + sqr), rel=1e-4)
     assert 1 < est["offline_gain"] < S
+    assert est["gain_lo"] < est["offline_gain"] < est["gain_hi"]  # the jackknife interval around it
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # the model is untouched
     assert model.weight.grad is None
+
+
+def test_jackknife_over_groups() -> None:
+    """Identical groups: leaving any out changes nothing, so the interval is the point; groups that differ
+    give an interval around the gain of their sum, each leave-one-out value as computed by hand."""
+    S = 8
+    t = torch.tensor([[1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0]], dtype=torch.float64)  # 4 groups of 3
+    q = torch.full((4,), 3 * 6.0, dtype=torch.float64)  # Σ||g_i||²: ||g_i||² = 6 each
+    sizes = torch.full((4,), 3.0, dtype=torch.float64)
+    point = gain_from(*clamp(*moments(72.0, float((t.sum(0) / 12).pow(2).sum()), 12)), S)
+    lo, hi = jackknife(q, t @ t.T, sizes, S)
+    assert lo == pytest.approx(point) and hi == pytest.approx(point)
+    t2 = torch.tensor([[1.0, 2.0], [3.0, -1.0], [0.5, 2.5], [2.0, 0.0]], dtype=torch.float64)
+    q2 = torch.tensor([9.0, 20.0, 12.0, 8.0], dtype=torch.float64)
+    point = gain_from(*clamp(*moments(49.0, float((t2.sum(0) / 12).pow(2).sum()), 12)), S)
+    loo = [
+        gain_from(*clamp(*moments(49.0 - float(q2[k]), float((t2.sum(0) - t2[k]).div(9).pow(2).sum()), 9)), S)
+        for k in range(4)
+    ]
+    se = math.sqrt(3 / 4 * sum((v - sum(loo) / 4) ** 2 for v in loo))
+    lo, hi = jackknife(q2, t2 @ t2.T, sizes, S)
+    assert (lo, hi) == pytest.approx((max(1.0, point - 1.96 * se), min(S, point + 1.96 * se)))
+    assert lo < point < hi
 
 
 def test_offline_draws_are_their_own() -> None:
@@ -135,7 +161,7 @@ def test_online_and_offline_gain_agree_late_in_training(logreg_run: Path) -> Non
 def test_gain_command_prints_the_table(logreg_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gain", str(logreg_run), "--batches", "4"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["iteration", "tau", "S", "online", "offline"]
+    assert out[0].split() == ["iteration", "tau", "S", "online", "offline", "95", "%", "interval", "gap"]
     assert [line.split()[0] for line in out[1:4]] == ["100", "200", "300"]
     assert out[-1] == f"offline gain: {logreg_run / OFFLINE_GAIN}"
 

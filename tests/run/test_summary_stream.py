@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.algo.gain import b_simple_average
 from bench.files import METRICS, read_jsonl, tail_records
 from tests.helpers import spec_for, train
 
@@ -37,3 +38,5 @@ def test_summary_numbers_are_those_of_the_whole_file(tmp_path: Path) -> None:
     assert summary["train_loss"] == sum(losses) / len(losses)  # bit for bit
     assert summary["mean_gain"] == sum(gains) / len(gains)
     assert summary["iterations"] == len(records)
+    stats = [(r["sum_sq"], r["mean_sq"], r["scale"]) for r in records]
+    assert summary["B_simple"] == b_simple_average(stats, spec["batch_size"])

@@ -81,19 +81,23 @@ def test_job_names_say_which_methods_an_array_runs() -> None:
     assert job_name(runs[-1:], 1) == "adascale-bench-lsw-W1"
 
 
-def test_multi_task_jobs_get_torch_distributed_variables() -> None:
+def test_multi_task_jobs_get_torch_distributed_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     class Env:
-        num_tasks, global_rank, local_rank, hostnames, raw_job_id = 8, 5, 1, ["node3", "node4"], "12345"
+        num_tasks, num_nodes, global_rank, local_rank, hostnames, raw_job_id = 8, 2, 5, 1, ["node3", "node4"], "12345"
 
+    monkeypatch.delenv("MASTER_PORT", raising=False)
     env = dist_environment(Env())
     assert env == {
         "RANK": "5",
         "WORLD_SIZE": "8",
         "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "4",  # 8 ranks on 2 nodes
         "MASTER_ADDR": "node3",
         "MASTER_PORT": str(master_port("12345")),
     }
     assert 20000 <= master_port("12345") < 40000
+    monkeypatch.setenv("MASTER_PORT", "29400")  # the user's port is kept
+    assert dist_environment(Env())["MASTER_PORT"] == "29400"
     Env.num_tasks = 1
     assert dist_environment(Env()) == {}
 

@@ -99,3 +99,14 @@ def test_gain_memory_is_the_estimators() -> None:
         assert gain_memory(s) == pytest.approx(1 / (1 - theta(s)))
     assert gain_memory(8) == pytest.approx(125) and tiny_T1(2, 8) == 2000 and tiny_T1(2, 1000) == 2000
     assert tiny_T1(2, 2000) == 4000  # θ = 0: a memory of one iteration, T1/S ≥ k
+
+
+def test_paper_presets_reduce_natively_and_tiny_ones_pairwise() -> None:
+    """The paper presets use DDP's all-reduce (it scales with W: tasks.presets.PAPER_REDUCTION); tiny presets
+    keep the bit-exact pairwise sum (the schema's default)."""
+    from bench.run.spec import resolve
+    from tasks.presets import card
+
+    for name in ("cifar10", "imagenet", "speech", "transformer", "yolo"):
+        assert resolve(card(name), "adascale", 16, 0, "paper", "/data")["reduction"] == "native"
+        assert resolve(card(name), "adascale", 16, 0, "tiny", "/data")["reduction"] == "pairwise"

@@ -1,0 +1,74 @@
+"""Host synchronisations per training iteration, counted on a CPU: what would stall a GPU's queue.
+
+A GPU runs ahead of the Python that feeds it until the host needs a value from it. On a CPU nothing
+stalls, but the same calls happen, so they can be counted here, before any GPU is paid for:
+
+- with torch.profiler, the aten ops that copy a device scalar to the host: `aten::_local_scalar_dense`
+  (what `.item()`, `float(t)`, `bool(t)` and data-dependent Python control flow call) and
+  `aten::is_nonzero`;
+- with a TorchFunctionMode, the tensor methods that hand a whole tensor to the host without an aten op:
+  `tolist`, `numpy` and `cpu` (on a GPU each is a device-to-host copy the host waits for; on this CPU a
+  `.cpu()` is free, but the count is of the call, which on a GPU run is made on a device tensor).
+
+A count here is an upper bound for a GPU run only in the sense that a tensor the task keeps on the host
+on purpose (a CPU lengths tensor) would also be counted; the engine's design is one transfer per
+iteration (bench.engine.loop.accumulate), so the bar is ≤ 1 outside evaluation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from torch.overrides import TorchFunctionMode
+
+PROFILED = ("aten::_local_scalar_dense",)  # item(), float(t), bool(t) (via aten::is_nonzero) all end here
+METHODS = ("tolist", "numpy", "cpu")
+
+
+class _HostCalls(TorchFunctionMode):
+    """Counts the tensor-to-host methods of METHODS called while it is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name in METHODS:
+            self.calls[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_host_syncs(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, dict[str, int]]:
+    """(host syncs per call of fn, counts by op or method over all calls), over `repeat` calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    calls = _HostCalls()
+    with profile(activities=[ProfilerActivity.CPU]) as prof, calls:
+        for _ in range(repeat):
+            fn()
+    counts: Counter[str] = Counter(e.name for e in prof.events() if e.name in PROFILED)
+    counts.update({f"Tensor.{k}": v for k, v in calls.calls.items()})
+    return sum(counts.values()) / repeat, dict(counts)
+
+
+def engine_syncs(task: Any, spec: dict[str, Any], work: Any, iterations: int = 2) -> tuple[float, dict[str, int]]:
+    """Host syncs per training iteration of the real engine (Engine.step at the spec's S, W = 1) on a task,
+    after one warm-up iteration; the micro-batches are loaded before counting (the data pipeline runs in
+    loader workers on a real run, not in the training process)."""
+    from pathlib import Path
+
+    from bench.engine.distributed import Dist
+    from bench.experiments.perf import EngineLoop
+
+    scale = int(spec["scale"])
+    loop = EngineLoop(spec, task, Path(work) / "run", Path(spec["data_root"] or work), Dist())
+    try:
+        stream = loop.engine.batches(loop.state, scale)
+        micro = [next(stream) for _ in range(scale)]
+        loop.step(micro)
+        return count_host_syncs(lambda: loop.step(micro), iterations)
+    finally:
+        loop.close()

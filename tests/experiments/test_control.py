@@ -1,0 +1,123 @@
+"""The positive control: the smoke's control cell (logreg κ = 10 at S = 64, S·b past the noise scale) shows
+the paper's pattern — finding (ii) "LSW worse than S = 1" holds — and stops showing it when LSW's rule is
+swapped for AdaScale's (the detector detects). Also what the report reads it with: time to target, speed-up,
+B_simple, and the shipped control matrix."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.algo import rules
+from bench.experiments import matrix as matrices
+from bench.experiments.pool import run_matrix
+from reports import control, noise
+from reports import findings as FD
+from reports.build import build_report
+from reports.collect import ReportWarning, load
+
+CONTROL = "conditioning"  # the control cell's variant names its data.conditioning override
+
+
+def control_cell() -> matrices.Matrix:
+    """The smoke matrix's control cell alone."""
+    m = matrices.load("smoke")
+    runs = [r for r in m.runs if r.overrides.get("data.conditioning", 1.0) != 1.0]
+    assert runs, "smoke.yaml lost its control cell"
+    return dataclasses.replace(m, runs=runs)
+
+
+def run_cell(out: Path) -> pd.DataFrame:
+    """Run the cell in this process (so a monkeypatched method table applies); its findings rows."""
+    counts = run_matrix(control_cell(), out, progress=False, jobs=1)
+    assert counts.get("completed") == 9, counts
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReportWarning)
+        res = load(out)
+    f = FD.findings(res)
+    return f[f["table"].str.contains(CONTROL)].set_index("check")
+
+
+@pytest.fixture(scope="module")
+def cell_out(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
+    out = tmp_path_factory.mktemp("control")
+    return out, run_cell(out)
+
+
+def test_smoke_cell_is_past_the_noise_scale() -> None:
+    m = control_cell()
+    runs = {(r.method, r.scale, r.seed) for r in m.runs}
+    assert {("lsw", 64, s) for s in range(3)} <= runs and {("adascale", 1, s) for s in range(3)} <= runs
+    spec = m.spec(next(r for r in m.runs if r.method == "lsw"))
+    assert spec["scale"] * spec["batch_size"] == 2048 and spec["data"]["conditioning"] == 10.0
+
+
+@pytest.mark.slow
+def test_control_cell_lsw_worse_than_s1(cell_out: tuple[Path, pd.DataFrame]) -> None:
+    _, f = cell_out
+    assert f.loc["ii", "status"] == FD.HOLDS, f.loc["ii", "detail"]
+    assert f.loc["i", "status"] == FD.HOLDS, f.loc["i", "detail"]
+
+
+@pytest.mark.slow
+def test_swapping_lsw_for_adascale_makes_ii_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug that made LSW run AdaScale's rule would pass every other check: (ii) must catch it."""
+    swapped = dataclasses.replace(rules.METHODS["lsw"], build=rules.METHODS["adascale"].build)
+    monkeypatch.setitem(rules.METHODS, "lsw", swapped)
+    f = run_cell(tmp_path)
+    assert f.loc["ii", "status"] == FD.FAILS, f.loc["ii", "detail"]
+
+
+@pytest.mark.slow
+def test_time_to_target_and_speedup_of_the_cell(cell_out: tuple[Path, pd.DataFrame]) -> None:
+    out, _ = cell_out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReportWarning)
+        res = load(out)
+        ttt = control.time_to_target(res)
+    by = ttt.set_index(["scale", "method", "seed"])
+    assert by.loc[("1", "adascale", 0), "reached"]  # S = 1 reaches its own final metric within the margin
+    assert by.loc[("64", "adascale", 0), "reached"] and by.loc[("64", "adascale", 0), "seconds"] > 0
+    assert not by.loc[("64", "lsw", 0), "reached"]  # LSW at S = 64 ends far above the S = 1 loss
+    row = by.loc[("64", "adascale", 0)]
+    assert row["examples"] == row["iterations"] * 64 * 32
+    summary = control.ttt_summary(ttt)
+    lsw = summary[(summary["scale"] == "64") & (summary["method"] == "lsw")].iloc[0]
+    assert lsw["iterations"] == control.NOT_REACHED and lsw["reached"] == "0/3"
+    noise = control.noise_scales(res)
+    assert len(noise) == 3 and (noise["B_simple"] > 0).all() and (noise["B_simple"] < 2048).all()
+    sp = control.speedups(res, noise)
+    ada = sp[(sp["method"] == "adascale") & (sp["scale"] == 64)].iloc[0]
+    assert 1 < ada["speedup"] < 64 and ada["S_b_over_B"] > 1 and math.isnan(ada["paper"])  # logreg: not in the paper
+    report = build_report(out)
+    for name in ("time_to_target.csv", "speedup.csv"):
+        assert (report.parent / name).stat().st_size > 0
+    assert list(report.parent.glob("speedup_logreg*.png"))
+    assert "Time to target" in report.read_text()
+
+
+def test_b_simple_average_uses_the_unbiased_moments() -> None:
+    # two micro-batches, g = (1, 3) in one dimension: sum_sq = 10, mean_sq = 4 -> var = 2, sqr = 3
+    train = pd.DataFrame({"sum_sq": [10.0, 10.0], "mean_sq": [4.0, 4.0], "scale": [2, 2]})
+    assert noise.average(train, 8.0) == pytest.approx(8 * 2 / 3)
+    assert math.isnan(noise.average(train.assign(scale=1), 8.0))  # S = 1 measures nothing
+    assert noise.average(train.assign(mean_sq=[1.0, 1.0]), 8.0) == math.inf  # Σμ̂² ≤ 0
+
+
+def test_the_control_matrix_reaches_several_noise_scales() -> None:
+    m = matrices.load("control")
+    tasks = {r.task for r in m.runs}
+    assert tasks == {"logreg", "cifar10"}
+    for task, top in (("logreg", 128), ("cifar10", 64)):
+        runs = [r for r in m.runs if r.task == task and r.experiment["kind"] == "table2"]
+        assert max(r.scale for r in runs) == top
+        assert {r.method for r in runs if r.scale == top} == {"adascale", "lsw", "lsw+"}
+        assert all(len({r.seed for r in runs if r.scale == top and r.method == mm}) >= 3 for mm in ("lsw", "lsw+"))
+    assert any(r.experiment["kind"] == "elastic" for r in m.runs)
+    cifar = m.spec(next(r for r in m.runs if r.task == "cifar10"))
+    assert cifar["data"]["tiny_noise"] == 4.0 and cifar["data_root"].endswith("cifar10,tiny_noise=4.0")

@@ -1,0 +1,89 @@
+"""Host synchronisations per training iteration (bench.experiments.syncs): at most one outside evaluation,
+for every paper preset's model at its real per-example shapes; and a loss that reads a value on the host
+is caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from bench.experiments.syncs import count_host_syncs, engine_syncs
+from bench.experiments.synthetic import SyntheticData
+from bench.run.spec import resolve
+from tasks import get_task
+
+
+def paper_spec(task: Any, tmp: Path, scale: int, batch_size: int | None) -> dict[str, Any]:
+    over: dict[str, Any] = {"num_workers": 0}
+    if batch_size is not None:
+        over["batch_size"] = batch_size
+    return resolve(task, "adascale", scale, 0, "paper", str(tmp / "data"), over)
+
+
+def test_counter_sees_item_tolist_and_bool() -> None:
+    t = torch.ones(3)
+    per, counts = count_host_syncs(lambda: (t.sum().item(), t.tolist(), bool(t[0] > 0), float(t[1])), repeat=2)
+    assert per == 4 and counts == {"aten::_local_scalar_dense": 6, "Tensor.tolist": 2}
+    assert count_host_syncs(lambda: t * 2)[0] == 0
+
+
+class ReadsTheLoss(SyntheticData):
+    """A task whose loss reads its value on the host every micro-batch (what must not happen)."""
+
+    def loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        loss = self._task.loss(model, batch)
+        if float(loss) < 0:
+            raise AssertionError
+        return loss
+
+
+def test_paper_cifar10_syncs_once_per_iteration_and_a_host_read_is_caught(tmp_path: Path) -> None:
+    """The paper preset's ResNet-18 v2 on 32×32 images at S = 2 (micro-batch 2 instead of 128, to keep the
+    test to seconds: the sync count does not depend on it): the engine's one transfer per iteration; a loss
+    that reads its value adds one per micro-batch."""
+    task = SyntheticData(get_task("cifar10"))
+    spec = paper_spec(task, tmp_path, 2, 2)
+    per, counts = engine_syncs(task, spec, tmp_path / "a")
+    assert per == 1, counts
+    bad = ReadsTheLoss(get_task("cifar10"))
+    per, counts = engine_syncs(bad, paper_spec(bad, tmp_path, 2, 2), tmp_path / "b")
+    assert per == 3, counts  # 1 + S
+
+
+# The five paper presets' models at their real per-example shapes, at S = 2 (W = 1, A = 2). Micro-batch
+# reduced where the preset's takes minutes on 2 CPU cores (the count does not depend on it): imagenet 256 -> 2
+# images of 224×224, speech 32 -> 1 utterance of 12.3 s, transformer 2048 -> 512 tokens of 25-30-token
+# sentences, yolo 16 -> 1 image of 416×416; cifar10 at its 128. Minutes: run in CI's cluster stage.
+# speech and yolo do not meet the bar yet (known, measured: the test fails if they ever do):
+GAP = {
+    "speech": "9 per iteration at S = 2: per micro-batch the model's out_lengths.cpu() and CTC's lengths (2 "
+    "Tensor.cpu, 2 aten::_local_scalar_dense); the lengths should stay on the host",
+    "yolo": "9 per iteration at S = 2 (paper model): ultralytics' v8DetectionLoss reads 4 values per micro-batch "
+    "(target counts, the foreground sum) on the host",
+}
+PAPER = [
+    pytest.param(n, b, marks=pytest.mark.xfail(strict=True, reason=GAP[n])) if n in GAP else pytest.param(n, b)
+    for n, b in [("cifar10", None), ("imagenet", 2), ("transformer", 512), ("yolo", 1)]
+]
+# speech's paper model (5 × 1024 bidirectional LSTMs) on one 12.3 s utterance takes over 7 minutes for the
+# two counted iterations on 2 cores: its sync count (which does not depend on the sizes) is held on the tiny
+# preset's model, the same code (tasks/speech/model.py, the CTC loss), in test_speech_syncs below.
+
+
+@pytest.mark.paper
+@pytest.mark.parametrize(("name", "batch"), PAPER, ids=["cifar10", "imagenet", "transformer", "yolo"])
+def test_every_paper_preset_syncs_at_most_once_per_iteration(name: str, batch: int | None, tmp_path: Path) -> None:
+    task = SyntheticData(get_task(name))
+    per, counts = engine_syncs(task, paper_spec(task, tmp_path, 2, batch), tmp_path, iterations=1)
+    assert per <= 1, f"{name}: {per} host syncs per iteration: {counts}"
+
+
+@pytest.mark.xfail(strict=True, reason=GAP["speech"])
+def test_speech_syncs(tmp_path: Path) -> None:
+    task = SyntheticData(get_task("speech"))
+    spec = resolve(task, "adascale", 2, 0, "tiny", str(tmp_path / "data"), {"num_workers": 0})
+    per, counts = engine_syncs(task, spec, tmp_path, iterations=1)
+    assert per <= 1, f"speech: {per} host syncs per iteration: {counts}"
