@@ -7,7 +7,6 @@ so each rank accumulates A = S / W micro-batches. Runs of the same resource shap
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ import submitit
 
 from bench.algo.schedules import scale_steps
 from bench.errors import UserError
+from bench.experiments.slots import default_slots
 from bench.files import SPEC, read_json_object
 from bench.run.spec import run_name
 
@@ -251,8 +251,9 @@ def signal_delay_s(time_min: int) -> int:
 
 
 def local_parallelism(res: Resources) -> int:
-    """Runs at once on this machine: the user's choice, else half the cores (tiny runs use one thread)."""
-    return res.array_parallelism or max(1, (os.cpu_count() or 1) // 2)
+    """Ranks busy at once on this machine: the user's choice (--array-parallelism; give 1 for paper presets,
+    whose runs use every core), else one per usable core as the smoke's pool (tiny runs use one thread)."""
+    return res.array_parallelism or default_slots()
 
 
 def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import os
 import sys
 from pathlib import Path
 from typing import TypeVar
 
 from bench.cli.argtypes import non_negative_int, positive_int
 from bench.errors import UserError
+from bench.experiments.slots import default_slots
 from bench.files import SUMMARY
 
 T = TypeVar("T")
@@ -61,13 +61,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = run_spec(spec, Path(args.out))
     print(describe(summary, run_dir_of(Path(args.out), spec)))
     return 0
-
-
-def default_jobs() -> int:
-    """Tiny runs use one torch thread each: one run per usable core, at most 8 (a worker process holds a
-    few hundred MB)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(8, cores))
 
 
 JOBS_HELP = "runs at a time, each in a worker process (default: one per core, at most 8; 1: in this process)"
@@ -248,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("smoke", help="the whole tiny matrix on this machine, then the report")
     p.add_argument("--out", default="runs/smoke")
     p.add_argument("--seeds", type=_positive_int, default=3)
-    p.add_argument("--jobs", type=_positive_int, default=default_jobs(), help=JOBS_HELP)
+    p.add_argument("--jobs", type=_positive_int, default=default_slots(), help=JOBS_HELP)
     p.set_defaults(func=cmd_smoke)
 
     from tasks import preparable
@@ -302,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="the critical-batch sweep (epochs-to-target against global batch)")
     p.add_argument("--task", default="logreg", choices=("logreg",))
     p.add_argument("--out", default="runs/sweep")
-    p.add_argument("--jobs", type=_positive_int, default=default_jobs(), help=JOBS_HELP)
+    p.add_argument("--jobs", type=_positive_int, default=default_slots(), help=JOBS_HELP)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("perf", help="overhead benchmark: engine vs identity vs a bare PyTorch loop")
