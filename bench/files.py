@@ -11,7 +11,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -159,7 +159,17 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     id into the lock file. Re-entrant within a process. On a file system without locks (some Lustre
     mounts), a warning and no lock."""
     run_dir = Path(run_dir)
-    key = str(run_dir.resolve())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with file_lock(run_dir / LOCK, f"run folder {run_dir}"):
+        yield
+
+
+@contextmanager
+def file_lock(path: Path, what: str) -> Iterator[None]:
+    """The lock of run_lock on any lock file `path` (`prepare` holds one beside its --out): `what` names
+    the guarded thing in the one-line error when another process holds it."""
+    path = Path(path)
+    key = str(path.resolve())
     if key in _HELD:
         _HELD[key] += 1
         try:
@@ -167,8 +177,6 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         finally:
             _HELD[key] -= 1
         return
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
         for attempt in range(3):  # `status` probes the lock for a moment: try again past such a probe
@@ -177,9 +185,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if attempt == 2:
-                    raise RunFolderBusy(
-                        f"run folder {run_dir} is in use by {_holder(path)}; wait for it to end or stop it"
-                    ) from None
+                    raise RunFolderBusy(f"{what} is in use by {_holder(path)}; wait for it to end or stop it") from None
                 time.sleep(0.05)
             except OSError as e:  # ENOLCK, ENOSYS, EINVAL: no locks here
                 print(
@@ -256,6 +262,40 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     except FileNotFoundError:
         pass
     return records
+
+
+def tail_records(path: Path, n: int, keep: Callable[[dict[str, Any]], bool], block: int = 1 << 20) -> list[dict]:
+    """The last `n` complete records of a JSON-lines file for which `keep` holds, in file order, read
+    backwards a block at a time (a file of millions of records costs only its tail). A torn last line
+    (no newline yet) is ignored, as read_jsonl does."""
+    found: list[dict[str, Any]] = []
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return found
+    with f:
+        pos = f.seek(0, os.SEEK_END)
+        carry = None  # the start of the line cut by the block boundary; None until the torn tail is dropped
+        while pos > 0 and len(found) < n:
+            step = min(block, pos)
+            pos -= step
+            f.seek(pos)
+            data = f.read(step) + (carry or b"")
+            if carry is None:  # drop what follows the last newline (a torn last line)
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    continue  # no newline yet in this block: keep going back (carry stays None)
+                data = data[: cut + 1]
+            lines = data.split(b"\n")
+            carry = lines[0] if pos > 0 else b""
+            for line in reversed(lines[1:] if pos > 0 else lines):
+                if len(found) == n:
+                    break
+                if line.strip():
+                    record = json.loads(line)
+                    if keep(record):
+                        found.append(record)
+    return found[::-1]
 
 
 class MetricsLog:

@@ -5,7 +5,8 @@ metrics.jsonl of every run folder under it. Nothing is imported from the trainin
 skipped (each naming the file), and a cached reader of each run's metrics.jsonl.
 
 Run status: the summary's status (completed | diverged | failed); `running` while there is no
-summary.json yet (a checkpoint or metrics on disk), `pending` when there is only spec.json, and
+summary.json yet (a checkpoint or metrics on disk, or the writer holding the run folder's lock: from the
+run's first second), `pending` when there is only spec.json and no writer, and
 `unreadable` when summary.json is corrupt, not an object, or lacks its `status` (the run is then left
 out of every table, with a warning naming the file).
 """
@@ -23,9 +24,12 @@ from typing import Any
 import pandas as pd
 
 from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
-from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, identity_of
+from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, identity_of, lock_is_held
+
+from . import runcache
 
 STATUSES = ("completed", "diverged", "failed")
+CACHE_DIR = Path("report") / "cache"  # per-run metrics summaries (reports.runcache), beside the report
 
 # summary.json's numbers, as they go into a run's row
 SUMMARY_NUMBERS = (
@@ -79,6 +83,50 @@ RUN_COLUMNS = [
 ]
 
 
+_NUMBER = (int, float)
+# The fields the report reads, with the types it can use: any other type is dropped with a warning
+# naming the file and the field (as if absent), never a traceback later on.
+SPEC_FIELDS: dict[str, tuple[type, ...]] = {
+    "task": (str,),
+    "method": (str,),
+    "scale": (int, str),
+    "seed": (int,),
+    "preset": (str,),
+    "batch_size": _NUMBER,
+    "T1": _NUMBER,
+    "T_AS": _NUMBER,
+    "max_epochs": _NUMBER,
+    "lr_schedule": (dict,),
+    "overrides": (dict,),
+    "experiment": (dict, str),
+    "elastic": (dict,),
+}
+SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    **dict.fromkeys(SUMMARY_NUMBERS, _NUMBER),
+    "metric": (str,),
+    "metric_label": (str,),
+    "higher_is_better": (bool,),
+    "git_commit": (str,),
+    "versions": (dict,),
+    "error": (str,),
+}
+
+
+def checked(obj: dict, fields: dict[str, tuple[type, ...]], path: Path, warn: Any) -> dict:
+    """`obj` less the fields of a type the report cannot use (None is always "absent"), each named in
+    a warning; booleans are not numbers."""
+    out = dict(obj)
+    for key, types in fields.items():
+        value = out.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            warn(f"{path}: field {key!r} is {type(value).__name__}, not {'/'.join(t.__name__ for t in types)}; ignored")
+            del out[key]
+    return out
+
+
 class ReportWarning(UserWarning):
     """A file of the results folder that the report skipped or could only partly use."""
 
@@ -86,9 +134,11 @@ class ReportWarning(UserWarning):
 def _read_json(path: Path) -> tuple[dict | None, str | None]:
     """(object, None) or (None, why it could not be used)."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         return None, f"cannot read ({e.strerror or e})"
+    except UnicodeDecodeError as e:
+        return None, f"not UTF-8 text (byte {e.start})"
     if not text.strip():
         return None, "empty file"
     try:
@@ -109,6 +159,11 @@ def _num(value: Any) -> float:
     except (TypeError, ValueError):
         return math.nan
     return v if math.isfinite(v) else math.nan
+
+
+def _str(value: Any) -> str | None:
+    """A label from a nested field: strings only (a list or mapping there would break the grouping)."""
+    return value if isinstance(value, str) else None
 
 
 def scale_str(scale: Any) -> str:
@@ -144,36 +199,24 @@ def variant_of(overrides: dict) -> str:
 
 
 def read_metrics(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
-    """(training records, eval records, problem or None) of one metrics.jsonl. A torn last line is
-    ignored silently (a run being written); other undecodable lines are skipped and reported."""
+    """(training records, eval records, problem or None) of one metrics.jsonl, every record of it. A torn
+    last line is ignored silently (a run being written); other undecodable lines (not JSON, not UTF-8,
+    not an object) are skipped and reported."""
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as e:
         return pd.DataFrame(), pd.DataFrame(), f"cannot read ({e.strerror or e})"
-    lines = text.split("\n")
-    if not text.endswith("\n"):
-        lines = lines[:-1]  # torn (or empty) last line
-    train, evals, bad = [], [], 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if not isinstance(rec, dict):
-            bad += 1
-        elif rec.get("eval"):
-            evals.append(rec)
-        else:
-            train.append(rec)
-    problem = f"{bad} undecodable line(s) skipped" if bad else None
-    if not train and not evals:
-        problem = "no records" + (f" ({problem})" if problem else "")
+    train, evals, _, bad = runcache.read_whole(data[: data.rfind(b"\n") + 1])
     t, e = pd.DataFrame(train), pd.DataFrame(evals)
     t, e = (df.sort_values("tau", kind="stable") if "tau" in df else df for df in (t, e))
-    return t, e, problem
+    return t, e, _problem(len(train) + len(evals), bad)
+
+
+def _problem(records: int, bad: int) -> str | None:
+    problem = f"{bad} undecodable line(s) skipped" if bad else None
+    if not records:
+        problem = "no records" + (f" ({problem})" if problem else "")
+    return problem
 
 
 @dataclass
@@ -183,6 +226,7 @@ class Results:
     root: Path
     runs: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+    cache_dir: Path | None = None  # where each run's metrics summary is cached (reports.runcache)
     _metrics: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict, repr=False)
 
     def warn(self, message: str) -> None:
@@ -191,8 +235,10 @@ class Results:
             warnings.warn(message, ReportWarning, stacklevel=3)
 
     def metrics(self, run_dir: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(training records, eval records) of one run, read once; empty frames (and a warning naming
-        the file) when unusable."""
+        """(training records, eval records) of one run: every eval record, and the training curves
+        downsampled for a large file (reports.runcache: `train.attrs` says how many records there are
+        and whether the frame is a sample), read once and cached; empty frames (and a warning naming the
+        file) when unusable."""
         key = str(run_dir)
         if key not in self._metrics:
             path = Path(run_dir) / METRICS
@@ -200,7 +246,13 @@ class Results:
                 self.warn(f"skipped {path}: missing (run left out of the figures)")
                 self._metrics[key] = (pd.DataFrame(), pd.DataFrame())
             else:
-                train, evals, problem = read_metrics(path)
+                try:
+                    train, evals, meta = runcache.frames(path, self.cache_dir)
+                except OSError as e:
+                    self.warn(f"skipped {path}: cannot read ({e.strerror or e})")
+                    self._metrics[key] = (pd.DataFrame(), pd.DataFrame())
+                    return self._metrics[key]
+                problem = _problem(int(meta.get("records") or 0) + len(evals), int(meta.get("bad") or 0))
                 if problem:
                     what = "skipped" if train.empty and evals.empty else "partly read"
                     self.warn(f"{what} {path}: {problem}")
@@ -247,15 +299,15 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         "T_AS": _num(spec.get("T_AS")),
         "max_scale": max_scale(spec),
         "max_epochs": _num(spec.get("max_epochs")),
-        "lr_kind": sched.get("kind"),
+        "lr_kind": _str(sched.get("kind")),
         "lr0": _num(sched.get("lr0")),
         "decay": _num(sched.get("decay")),
-        "experiment_kind": exp.get("kind"),
-        "grid": exp.get("grid"),
-        "panel": exp.get("panel"),
+        "experiment_kind": _str(exp.get("kind")),
+        "grid": _str(exp.get("grid")),
+        "panel": _str(exp.get("panel")),
         "threshold": _num(exp.get("threshold")),
         "sweep_batch": _num(exp.get("batch")),
-        "sweep_method": exp.get("method"),
+        "sweep_method": _str(exp.get("method")),
         "sweep_target": _num(exp.get("target")),
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
@@ -284,7 +336,7 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
 def load(out: Path) -> Results:
     """Every run folder under `out` (a folder holding spec.json), with warnings naming skipped files."""
     root = Path(out)
-    res = Results(root, pd.DataFrame(columns=RUN_COLUMNS))
+    res = Results(root, pd.DataFrame(columns=RUN_COLUMNS), cache_dir=root / CACHE_DIR)
     if not root.is_dir():
         res.warn(f"results folder {root} does not exist")
         return res
@@ -295,10 +347,13 @@ def load(out: Path) -> Results:
         if spec is None:
             res.warn(f"skipped {spec_path}: {why}")
             continue
+        spec = checked(spec, SPEC_FIELDS, spec_path, res.warn)
         summary_path = run_dir / SUMMARY
         summary = None
         if summary_path.exists():
             summary, why = _read_json(summary_path)
+            if summary is not None:
+                summary = checked(summary, SUMMARY_FIELDS, summary_path, res.warn)
             if summary is not None and summary.get("status") not in STATUSES:
                 status = summary.get("status")
                 why = "no status" if status is None else f"unknown status {status!r}"
@@ -309,8 +364,8 @@ def load(out: Path) -> Results:
         if summary is None:
             if summary_path.exists():
                 row["status"] = "unreadable"
-            elif row["has_checkpoint"] or row["has_metrics"]:
-                row["status"] = "running"
+            elif row["has_checkpoint"] or row["has_metrics"] or lock_is_held(run_dir):  # the writer's lock:
+                row["status"] = "running"  # running from its first second, before any metrics are flushed
                 res.warn(f"skipped {run_dir}: in progress (no {SUMMARY} yet; left out of the tables)")
             else:
                 row["status"] = "pending"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 from bench.algo.rules import SHARED_AT_S1, method_order, table2_methods
 from bench.errors import UserError
 from bench.experiments.matrix import is_shared
-from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, lock_is_held, read_json_object, write_json
+from bench.files import CHECKPOINT, LOCK, METRICS, SPEC, SUMMARY, lock_is_held, read_json_object, write_json
 
 from .records import JOB, SUBMITIT_DIR
 
@@ -68,15 +69,39 @@ class RunState:
 
 
 # -- the files ------------------------------------------------------------------------------------------------
+def _warn(message: str) -> None:
+    print(f"adascale-bench: warning: {message}", file=sys.stderr)
+
+
+def _run_name(name: Any) -> bool:
+    """A run name as submit writes it: task/method/scale/leaf, relative, no '..' (it names a folder)."""
+    parts = name.split("/") if isinstance(name, str) else []
+    return len(parts) == 4 and all(p and p not in (".", "..") for p in parts)
+
+
 def read_manifest(out: Path) -> dict[str, dict[str, Any]]:
-    obj = read_json_object(Path(out) / MANIFEST)
-    return dict(obj.get("runs", {})) if obj else {}
+    """matrix.json's runs; entries of another shape are skipped with a warning naming the file."""
+    path = Path(out) / MANIFEST
+    obj = read_json_object(path)
+    if obj is None:
+        if path.exists():
+            _warn(f"{path}: not a readable JSON object; ignored")
+        return {}
+    runs = obj.get("runs", {})
+    if not isinstance(runs, dict):
+        _warn(f"{path}: 'runs' is a {type(runs).__name__}, not a mapping; ignored")
+        return {}
+    good = {k: (v if isinstance(v, dict) else {}) for k, v in runs.items() if _run_name(k)}
+    if len(good) < len(runs):
+        _warn(f"{path}: {len(runs) - len(good)} run name(s) that are not task/method/scale/seed; ignored")
+    return good
 
 
 def add_to_manifest(out: Path, runs: dict[str, dict[str, Any]], matrix: str) -> None:
     old = read_json_object(Path(out) / MANIFEST) or {}
-    merged = {**old.get("runs", {}), **runs}
-    matrices = list(dict.fromkeys([*old.get("matrices", []), matrix]))
+    merged = {**read_manifest(out), **runs}
+    before = old.get("matrices") if isinstance(old.get("matrices"), list) else []
+    matrices = list(dict.fromkeys([*(m for m in before if isinstance(m, str)), matrix]))
     write_json(Path(out) / MANIFEST, {"matrices": matrices, "runs": dict(sorted(merged.items()))})
 
 
@@ -84,7 +109,7 @@ def run_names(out: Path) -> list[str]:
     """Every run the folder knows of: submitted by a matrix, or a folder holding a run's files."""
     out = Path(out)
     names = set(read_manifest(out))
-    for marker in (SPEC, SUMMARY, JOB):
+    for marker in (SPEC, SUMMARY, JOB, LOCK):  # the lock: a run is there from its first second
         for path in out.rglob(marker):
             rel = path.parent.relative_to(out)
             if rel.parts and rel.parts[0] != SUBMITIT_DIR and len(rel.parts) == 4:
@@ -94,7 +119,7 @@ def run_names(out: Path) -> list[str]:
 
 def last_line(path: Path | str | None) -> str | None:
     """The last non-empty line of a log (progress bars' carriage returns count as line ends)."""
-    if not path:
+    if not path or not isinstance(path, str | Path):  # job.json's stderr may be anything
         return None
     try:
         with open(path, "rb") as f:
@@ -160,6 +185,25 @@ def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
 
 
 # -- one run --------------------------------------------------------------------------------------------------
+def _seconds(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def read_job(out: Path, name: str) -> dict[str, Any] | None:
+    """job.json of a run when it names a job (a non-empty string job_id); else None, with a warning
+    naming the file when there is one."""
+    path = Path(out) / name / JOB
+    job = read_json_object(path)
+    if job is None:
+        if path.exists():
+            _warn(f"{path}: not a readable JSON object; ignored")
+        return None
+    if not isinstance(job.get("job_id"), str) or not job["job_id"]:
+        _warn(f"{path}: no job_id (a string); ignored")
+        return None
+    return job
+
+
 def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str | None) -> RunState:
     run_dir = Path(out) / name
     summary = read_json_object(run_dir / SUMMARY)
@@ -171,12 +215,13 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
         return RunState(name, "diverged", job_id, scheduler)
     if job is not None and scheduler in ACTIVE:  # a new attempt is under way, whatever the last one left
         return RunState(name, "running" if scheduler in ("RUNNING", "COMPLETING") else "pending", job_id, scheduler)
-    if job is not None and scheduler == "UNKNOWN" and time.time() - float(job.get("submitted_at", 0)) < 60:
+    if job is not None and scheduler == "UNKNOWN" and time.time() - _seconds(job.get("submitted_at")) < 60:
         return RunState(name, "pending", job_id, scheduler)  # sacct and squeue lag a fresh submission
     if status is None and (run_dir / SUMMARY).exists():
         return RunState(name, "unreadable", job_id, scheduler, f"{run_dir / SUMMARY} is not a readable summary")
     if status == "failed":
-        line = last_line(run_dir / "error.log") or summary.get("error") or last_line(job and job.get("stderr"))
+        error = summary.get("error") if isinstance(summary.get("error"), str) else None
+        line = last_line(run_dir / "error.log") or error or last_line(job and job.get("stderr"))
         return RunState(name, "failed", job_id, scheduler, line)
     if job is not None:
         why = f"job {job_id} ended ({scheduler or 'UNKNOWN'}) without a summary"
@@ -186,6 +231,8 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
                 return RunState(name, "stopped", job_id, scheduler, why)
         line = last_line(job.get("stderr"))
         return RunState(name, "failed", job_id, scheduler, f"{why}; log: {line}" if line else why)
+    if job is None and lock_is_held(run_dir) is True:  # training, before its first metrics or checkpoint
+        return RunState(name, "running")
     if (run_dir / METRICS).exists() or (run_dir / CHECKPOINT).exists():  # started outside `submit`
         held = lock_is_held(run_dir)  # its writer holds the lock while it trains
         if held is True:
@@ -205,7 +252,7 @@ def collect(out: Path) -> list[RunState]:
     """The state of every run of a results folder."""
     out = Path(out)
     names = run_names(out)
-    jobs = {name: read_json_object(out / name / JOB) for name in names}
+    jobs = {name: read_job(out, name) for name in names}
     states = scheduler_states([j for j in jobs.values() if j])
     manifest = read_manifest(out)
     result = []
@@ -213,7 +260,8 @@ def collect(out: Path) -> list[RunState]:
         job = jobs[name]
         state = run_state(out, name, job, states.get(job["job_id"], "UNKNOWN") if job else None)
         spec = read_json_object(out / name / SPEC) or {}
-        state.preset = spec.get("preset") or manifest.get(name, {}).get("preset")
+        preset = spec.get("preset") or manifest.get(name, {}).get("preset")
+        state.preset = preset if isinstance(preset, str) else None
         result.append(state)
     return result
 

@@ -21,8 +21,9 @@ How the engine uses a task (per run):
     in one process (world = 1)
 
 eval_stats returns sufficient statistics: ints and floats (summed over the shards), lists of numbers
-(summed element-wise) and bench.engine.evaluation.Concat lists (concatenated in rank order). A rank's
-shard is `shard(n_batches, rank, world)` of the task's evaluation batches, in the set's fixed order, so
+(summed element-wise), FloatSum terms (a float sum's terms: summed once over all shards with math.fsum,
+so a loss is the same bits for every W) and bench.engine.evaluation.Concat lists (concatenated in rank
+order). A rank's shard is `shard(n_batches, rank, world)` of the task's evaluation batches, in the set's fixed order, so
 each batch is computed exactly as in one process and the counts come out the same.
 
 Shared sample lists: a task whose data sets start by scanning files (an index of 1.28 M images, a
@@ -49,11 +50,11 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from bench.engine.evaluation import Concat, shard
+from bench.engine.evaluation import Concat, FloatSum, combine, shard
 from bench.engine.task import TrainSet
 from tasks.presets import TaskCard
 
-__all__ = ["Concat", "Task", "TrainSet", "seeded", "shard"]
+__all__ = ["Concat", "FloatSum", "Task", "TrainSet", "seeded", "shard"]
 
 
 class Task:
@@ -125,7 +126,7 @@ class Task:
 
     def evaluate(self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device) -> dict:
         """Validation metrics over the whole set in one process. Called in eval mode, no_grad."""
-        return self.metrics_from(self.eval_stats(model, evalset, cfg, device, 0, 1), cfg)
+        return self.metrics_from(combine([self.eval_stats(model, evalset, cfg, device, 0, 1)]), cfg)
 
 
 @contextlib.contextmanager

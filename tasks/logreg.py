@@ -27,8 +27,10 @@ from torch.nn import functional as F
 
 from bench.errors import UserError
 
-from .base import Task, shard
+from .base import FloatSum, Task, shard
 from .presets.logreg import CARD, SEED, TARGET_MARGIN, D, N
+
+EVAL_BATCH = 2000  # evaluation examples per batch (the sharded unit)
 
 
 @functools.cache
@@ -119,13 +121,19 @@ class LogReg(Task):
         rank: int = 0,
         world: int = 1,
     ) -> dict[str, Any]:
-        """Summed float64 loss and correct predictions over this rank's block of examples (the whole
-        set is one batch in one process, so the loss sum of a shard is its own)."""
-        part = shard(N, rank, world)
-        x, y = evalset.x[part.start : part.stop].to(device), evalset.y[part.start : part.stop].to(device)
-        z = model(x).squeeze(-1)
-        loss = F.binary_cross_entropy_with_logits(z.double(), y.double(), reduction="sum")
-        return {"loss_sum": float(loss), "correct": int(((z > 0).float() == y).sum()), "n": len(part)}
+        """Float64 loss sums of fixed batches of EVAL_BATCH examples (summed exactly over all shards by
+        `combine`) and correct predictions over this rank's block of batches: the same bits for any W
+        (a batch of another shape would give float32 logits that differ in the last bit)."""
+        starts = range(0, N, EVAL_BATCH)  # fixed batches: each computed alike for any number of ranks
+        loss_sum, correct, n = FloatSum(), 0, 0
+        for b in shard(len(starts), rank, world):
+            i = starts[b]
+            x, y = evalset.x[i : i + EVAL_BATCH].to(device), evalset.y[i : i + EVAL_BATCH].to(device)
+            z = model(x).squeeze(-1)
+            loss_sum.append(float(F.binary_cross_entropy_with_logits(z.double(), y.double(), reduction="sum")))
+            correct += int(((z > 0).float() == y).sum())
+            n += len(y)
+        return {"loss_sum": loss_sum, "correct": correct, "n": n}
 
     def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
         n = max(int(stats["n"]), 1)

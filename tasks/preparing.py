@@ -6,6 +6,12 @@ its presence is what "prepared" means. A half-prepared folder is never taken for
 everything is written into a hidden sibling `.<name>.partial/` that is renamed into place at the end;
 an interrupted run leaves only that sibling, which the next run of the same command reuses (steps that
 check what is already there skip it) or clears.
+
+Nothing from the source decides where a file goes outside `--out`: every name taken from input data (a
+class id in a ground-truth file, an image id in a list) passes `safe_id` (one path component of plain
+characters, else a one-line error naming the file and the id). Two `prepare` into one `--out` exclude
+each other (the runs' OS lock, bench.files.file_lock, on `.<name>.lock` beside it), and a staging folder
+left by a run with another source is started over, never mixed (its source is recorded in it).
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,9 +29,21 @@ from typing import Any, TypeVar
 from tqdm import tqdm
 
 from bench.errors import UserError
+from bench.files import file_lock
 
 MARKER = "PREPARED.json"
+SOURCE = ".source"  # in the staging folder: the source it is being prepared from
 T = TypeVar("T")
+_SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
+
+
+def safe_id(value: object, where: Path | str, what: str = "id") -> str:
+    """`value` when it is one plain path component (letters, digits, _ . + -, not starting with a dot),
+    so a path built from it stays inside --out; else a one-line UserError naming `where` and the id."""
+    if isinstance(value, str) and _SAFE_ID.fullmatch(value):
+        return value
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+    raise UserError(f"{where}: {what} {shown} is not a plain name (letters, digits, _ . + -); refused")
 
 
 def prepared(out: Path, task: str | None = None) -> dict[str, Any] | None:
@@ -41,29 +61,54 @@ def prepared(out: Path, task: str | None = None) -> dict[str, Any] | None:
 
 
 @contextlib.contextmanager
-def staged(out: Path, task: str) -> Iterator[Path]:
+def staged(out: Path, task: str, source: Path | None = None) -> Iterator[Path]:
     """Yield the staging folder to write into; on success it becomes `out`.
 
     `out` must not exist (or be an empty folder): prepare never writes over a folder it did not make.
     The staging folder `.<name>.partial` beside it survives an interruption and is handed back on the
-    next call, so steps can resume; a UserError (a bad source) removes it."""
+    next call from the same `source`, so steps can resume (one from another source is started over);
+    a UserError (a bad source) removes it. The lock `.<name>.lock` beside `out` is held throughout."""
     out = Path(out)
-    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
-        raise UserError(f"{out}: exists and is not a prepared {task} folder; choose another --out or remove it")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"{out.parent}: cannot create the output's parent folder ({e.strerror})") from None
-    stage = out.parent / f".{out.name}.partial"
+    with file_lock(out.parent / f".{out.name}.lock", f"{out} (another prepare)"):
+        if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+            raise UserError(f"{out}: exists and is not a prepared {task} folder; choose another --out or remove it")
+        stage = out.parent / f".{out.name}.partial"
+        _same_source(stage, task, source)
+        try:
+            yield stage
+        except UserError:  # a bad source: nothing half-written stays behind
+            discard(stage)
+            raise
+        (stage / SOURCE).unlink(missing_ok=True)
+        if out.exists():
+            out.rmdir()
+        os.replace(stage, out)
+
+
+def _same_source(stage: Path, task: str, source: Path | None) -> None:
+    """Create the staging folder, or keep one left by an interrupted run from the same task and source;
+    one left from another source is removed (a warning) so the two never mix."""
+    origin = f"{task} {Path(source).resolve()}" if source is not None else task
+    if stage.is_dir():
+        try:
+            before = (stage / SOURCE).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            before = None
+        if before != origin:
+            print(
+                f"adascale-bench: warning: {stage} was left by a prepare from another source "
+                f"({(before or 'unknown')[:200]}); starting over",
+                file=sys.stderr,
+            )
+            discard(stage)
     stage.mkdir(exist_ok=True)
-    try:
-        yield stage
-    except UserError:  # a bad source: nothing half-written stays behind
-        discard(stage)
-        raise
-    if out.exists():
-        out.rmdir()
-    os.replace(stage, out)
+    tmp = stage / f"{SOURCE}.tmp"
+    tmp.write_text(origin, encoding="utf-8")
+    os.replace(tmp, stage / SOURCE)
 
 
 def finish(stage: Path, task: str, source: Path, summary: dict[str, Any]) -> None:

@@ -1,10 +1,17 @@
 """Checkpoints: written atomically (a crash mid-write leaves the previous one), read with one-line errors.
 The resume checkpoint (checkpoint.pt) carries everything; a kept one (checkpoints/iter<N>.pt, spec
-keep_checkpoints_every) only the model's weights, for offline measurements such as `adascale-bench gain`."""
+keep_checkpoints_every) only the model's weights, for offline measurements such as `adascale-bench gain`.
+
+Nothing from disk is unpickled: every read is torch.load(weights_only=True), which builds tensors and
+plain containers (dict, list, tuple, str, int, float, bool, None) and refuses any other object, so a
+checkpoint crafted to run code on load (a pickle with __reduce__) is refused in one line naming the file.
+What is saved is kept to those types (`plain`): the engine holds no Python or numpy RNG state (its
+randomness is a function of position, bench.engine.seeding), and the spec and state are JSON-like."""
 
 from __future__ import annotations
 
 import io
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -13,31 +20,60 @@ import torch
 from bench.errors import UserError
 from bench.files import atomic_write_bytes
 
+_PLAIN = (str, int, float, bool, type(None), torch.Tensor)
+
+
+def plain(obj: Any, where: str = "checkpoint") -> Any:
+    """`obj` with tuples kept and nothing else but what weights_only=True loads (a TypeError otherwise,
+    so a new field of another type is caught when it is written, not when a resume refuses it)."""
+    if isinstance(obj, dict):
+        return {k: plain(v, f"{where}.{k}") for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(plain(v, where) for v in obj)
+    if isinstance(obj, _PLAIN):
+        return obj
+    raise TypeError(f"{where} holds a {type(obj).__name__}, which torch.load(weights_only=True) refuses")
+
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     buffer = io.BytesIO()
-    torch.save(state, buffer)
+    torch.save(plain(state), buffer)
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
+class CheckpointRefused(UserError):
+    """A checkpoint holding objects weights_only=True will not build (possibly crafted to run code)."""
+
+
+def safe_load(path: Path, device: torch.device | str, what: str, mmap: bool = False) -> Any:
+    """torch.load(weights_only=True) with one-line errors: a file holding anything but tensors and plain
+    containers is refused (and nothing in it runs), a damaged one is unreadable."""
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=False)
-    except Exception as e:  # torch raises many types for a damaged file
-        raise UserError(
-            f"checkpoint {path} is unreadable ({type(e).__name__}); delete it to start the run over"
+        return torch.load(path, map_location=device, weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError:  # weights_only's refusal of a global, a __reduce__, a class
+        raise CheckpointRefused(
+            f"{what} {path} refused: it holds objects other than tensors and plain containers "
+            "(loaded with weights_only=True, nothing in it was run); delete it"
         ) from None
+    except Exception as e:  # torch raises many types for a damaged file
+        raise UserError(f"{what} {path} is unreadable ({type(e).__name__}); delete it") from None
+
+
+def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
+    ckpt = safe_load(path, device, "checkpoint")
     if not isinstance(ckpt, dict) or not {"model", "optimizer", "estimator", "state"} <= ckpt.keys():
+        raise UserError(f"checkpoint {path} is not an adascale-bench checkpoint; delete it to start over")
+    if not isinstance(ckpt["state"], dict) or not isinstance(ckpt["model"], dict):
         raise UserError(f"checkpoint {path} is not an adascale-bench checkpoint; delete it to start over")
     return ckpt
 
 
 def load_weights(path: Path, device: torch.device) -> dict[str, Any]:
-    """A kept checkpoint (checkpoints/iter<N>.pt: the model's weights, iteration, τ and scale)."""
-    try:
-        kept = torch.load(path, map_location=device, weights_only=False)
-    except Exception as e:  # torch raises many types for a damaged file
-        raise UserError(f"kept checkpoint {path} is unreadable ({type(e).__name__})") from None
+    """A kept checkpoint (checkpoints/iter<N>.pt: the model's weights, iteration, τ, scale and the spec
+    of the run that wrote it, whose identity `adascale-bench gain` compares with the run folder's)."""
+    kept = safe_load(path, device, "kept checkpoint")
     if not isinstance(kept, dict) or not {"model", "iteration", "tau", "scale"} <= kept.keys():
         raise UserError(f"{path} is not a kept adascale-bench checkpoint (model, iteration, tau, scale)")
+    if not isinstance(kept["model"], dict):
+        raise UserError(f"{path} is not a kept adascale-bench checkpoint (its model is not a state dict)")
     return kept

@@ -6,8 +6,10 @@ task's evaluation batches, in the set's fixed order, so every batch is the same 
 The shards' sufficient statistics are gathered on rank 0 and combined there:
 
 - int: summed as Python ints (exact: correct predictions, examples, word errors, n-gram matches);
-- float: summed with math.fsum (exactly rounded; a loss sum then differs from one process's running sum
-  only by that sum's own rounding, ~1e-16 relative);
+- `FloatSum` (a float statistic kept as its terms, one per batch or example): all shards' terms summed
+  once with math.fsum, which is exactly rounded and so independent of how the terms were split: W ranks
+  report the very bits one process reports (a running float sum per shard would differ in the last bit);
+- float: summed with math.fsum (exactly rounded over the shards' already rounded sums);
 - list or tuple of numbers: summed element by element, the same way (BLEU's n-gram counts and totals);
 - `Concat`: concatenated in rank order (per-image detections for yolo's mAP, which is no sum).
 
@@ -31,6 +33,11 @@ from bench.engine.task import Task
 
 class Concat(list):
     """A statistic that is a list of per-item records, concatenated over the shards in rank order."""
+
+
+class FloatSum(list):
+    """A float sum kept as its terms; `combine` gives math.fsum of every shard's terms: the same float
+    for any split of the terms into shards."""
 
 
 _SLICE: int | None = None  # see sliced()
@@ -70,7 +77,9 @@ def combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
     for k in keys:
         values = [p[k] for p in parts]
         first = values[0]
-        if isinstance(first, Concat):
+        if isinstance(first, FloatSum):
+            out[k] = math.fsum(float(x) for v in values for x in v)
+        elif isinstance(first, Concat):
             out[k] = Concat(x for v in values for x in v)
         elif isinstance(first, list | tuple):
             if len({len(v) for v in values}) != 1:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from bench.algo.gain import ESTIMATORS
+from bench.algo.gain import ESTIMATORS, moments
 from bench.algo.rules import extra_warmup, finished, make_rule
 from bench.algo.schedules import lr_schedule, scale_schedule
 from bench.engine.allocator import retain_freed_memory
@@ -68,6 +68,13 @@ class State:
     wall_time: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
     target_epochs: float | None = None  # data epochs at the first evaluation that reached spec["target"]
+    # running aggregates of the training records, so the summary need not re-read metrics.jsonl
+    # (None: restored from a checkpoint written before they existed; the summary then reads the file)
+    gain_sum: float | None = 0.0
+    gain_count: int | None = 0
+    var_sum: float | None = 0.0  # Σ of the unbiased σ²_t, μ²_t of the iterations with S ≥ 2 (B_simple's average)
+    sqr_sum: float | None = 0.0
+    moments_count: int | None = 0
 
 
 @dataclass
@@ -241,7 +248,11 @@ class Engine:
             self.dist.barrier()  # nobody writes a checkpoint before every rank has looked
             return State()
         ckpt = load_checkpoint(path, self.dist.device)
-        state = State(**ckpt["state"])
+        try:
+            unknown = dict.fromkeys(("gain_sum", "gain_count", "var_sum", "sqr_sum", "moments_count"))
+            state = State(**{**unknown, **ckpt["state"]})
+        except TypeError:
+            raise UserError(f"checkpoint {path} holds an unknown state; delete it to start the run over") from None
         damage = self._damage(ckpt.get("spec"), state) if self.dist.is_main else None
         damage = self.dist.broadcast(damage)  # every rank stops, not rank 0 alone
         if damage:
@@ -347,6 +358,15 @@ class Engine:
                 **(self.estimator.stats() if track and scale > 1 else {}),
             }
         )
+        if state.gain_sum is not None and state.gain_count is not None:
+            state.gain_sum += gain  # in record order: the same float sum as over the file's records
+            state.gain_count += 1
+        fold = track and scale >= 2 and math.isfinite(sum_sq_v) and math.isfinite(mean_sq_v)
+        if fold and state.var_sum is not None and state.sqr_sum is not None and state.moments_count is not None:
+            var, sqr = moments(sum_sq_v, mean_sq_v, scale)  # as bench.algo.gain.b_simple_average folds them
+            state.var_sum += var
+            state.sqr_sum += sqr
+            state.moments_count += 1
         state.tau += p
         state.iteration += 1
         state.microbatch += scale

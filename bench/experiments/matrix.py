@@ -28,17 +28,17 @@ measure the offline gain at; its runs stay out of Table 2.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench.algo.rules import METHODS, SHARED_AT_S1, label, table2_methods, title
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.run.spec import parse_scale
+from bench.run.yamlread import excerpt, load_yaml
 
 PRESET_DIR = Path(__file__).parent / "matrices"
 KINDS = ("table2", "elastic", "heatmap", "sweep", "gain")
@@ -57,7 +57,9 @@ class RunRequest:
 
     @property
     def key(self) -> tuple:
-        return (self.task, self.method, self.scale, self.seed, tuple(sorted(self.overrides.items())))
+        """Hashable even when an override is a list or mapping (an experiment-level `set`)."""
+        overrides = json.dumps(self.overrides, sort_keys=True, default=str)
+        return (self.task, self.method, self.scale, self.seed, overrides)
 
 
 @dataclass
@@ -74,10 +76,14 @@ class Matrix:
         from tasks.presets import card
 
         root = self.data_roots.get(req.task)
+        if root is not None and not isinstance(root, str):
+            raise UserError(f"{self.path}: data_roots.{req.task} = {excerpt(root)}: expected a folder")
         if root is not None:
             root = os.path.expandvars(str(root))
             if "$" in root:
-                raise UserError(f"{self.path}: data_roots.{req.task} = {root!r}: set the environment variable it names")
+                raise UserError(
+                    f"{self.path}: data_roots.{req.task} = {excerpt(root)}: set the environment variable it names"
+                )
         spec = resolve(
             card(req.task),
             req.method,
@@ -100,9 +106,9 @@ def _list(path: Path, where: str, value: Any, item: type, allowed: tuple | None 
         raise _fail(path, where, f"a non-empty list of {item.__name__}")
     for v in value:
         if not isinstance(v, item) or isinstance(v, bool):
-            raise _fail(path, where, f"a list of {item.__name__}, got {v!r}")
+            raise _fail(path, where, f"a list of {item.__name__}, got {excerpt(v)}")
         if allowed is not None and v not in allowed:
-            raise _fail(path, where, f"values among {', '.join(map(str, allowed))}, got {v!r}")
+            raise _fail(path, where, f"values among {', '.join(map(str, allowed))}, got {excerpt(v)}")
     return value
 
 
@@ -122,22 +128,23 @@ def load(name: str | Path) -> Matrix:
     """The matrix with its runs expanded and ordered. Reads the tasks' cards (plain data): no torch."""
     path = locate(name)
     try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: unreadable ({e.__class__.__name__})") from None
+    doc = load_yaml(text, str(path))  # aliases bounded (bench.run.yamlread)
     if not isinstance(doc, dict):
         raise _fail(path, "top level", "a mapping with preset, seeds and experiments")
     unknown = set(doc) - {"preset", "seeds", "experiments", "data_roots", "set"}
     if unknown:
-        raise _fail(path, f"key {sorted(unknown)[0]!r}", "one of preset, seeds, experiments, data_roots, set")
+        raise _fail(path, f"key {excerpt(sorted(unknown)[0])}", "one of preset, seeds, experiments, data_roots, set")
     preset = doc.get("preset", "tiny")
     if preset not in ("tiny", "paper"):
         raise _fail(path, "preset", "tiny or paper")
     seeds = _list(path, "seeds", doc.get("seeds", [0]), int)
     if not isinstance(doc.get("set") or {}, dict):
-        raise _fail(path, "set", f"a mapping of spec keys to values, got {doc['set']!r}")
+        raise _fail(path, "set", f"a mapping of spec keys to values, got {excerpt(doc['set'])}")
     if not isinstance(doc.get("data_roots") or {}, dict):
-        raise _fail(path, "data_roots", f"a mapping of task names to folders, got {doc['data_roots']!r}")
+        raise _fail(path, "data_roots", f"a mapping of task names to folders, got {excerpt(doc['data_roots'])}")
     from tasks import available
 
     tasks = available()
@@ -207,7 +214,7 @@ def shared_note() -> str:
 
 def _number(path: Path, where: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _fail(path, where, f"a number, got {value!r}")
+        raise _fail(path, where, f"a number, got {excerpt(value)}")
     return float(value)
 
 
@@ -237,9 +244,9 @@ def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], ta
         scaled_lr0s = [_number(path, f"{where}.scaled_lr0", v) for v in raw]
     for key, values in (("lr0", lr0s), ("scaled_lr0", scaled_lr0s)):
         if any(not v > 0 for v in values):
-            raise _fail(path, f"{where}.{key}", f"positive learning rates, got {body[key]!r}")
+            raise _fail(path, f"{where}.{key}", f"positive learning rates, got {excerpt(body[key])}")
     if any(not 0 < v <= 1 for v in decays):
-        raise _fail(path, f"{where}.decay", f"total decreases in (0, 1], got {body['decay']!r}")
+        raise _fail(path, f"{where}.decay", f"total decreases in (0, 1], got {excerpt(body['decay'])}")
     threshold = _number(path, f"{where}.threshold", body.get("threshold"))
     name = str(body.get("name", f"{task}-grid"))
     runs = []
@@ -336,7 +343,7 @@ def _gain(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks
     for t in exp_tasks:
         k = per_task.get(t)
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise _fail(path, f"{where}.every", f"a positive integer, or one per task (got {k!r} for {t})")
+            raise _fail(path, f"{where}.every", f"a positive integer, or one per task (got {excerpt(k)} for {t})")
         runs += [
             RunRequest(t, "adascale", scale, seed, {"keep_checkpoints_every": k}, {"kind": kind}) for seed in seeds
         ]

@@ -79,9 +79,12 @@ def checkpoint_tau(run_dir: Path) -> float:
     path = run_dir / CHECKPOINT
     if not path.exists():
         return 0.0
+    from bench.engine.checkpoint import CheckpointRefused, safe_load
+
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-        return float(ckpt["state"]["tau"])
+        return float(safe_load(path, "cpu", "checkpoint", mmap=True)["state"]["tau"])
+    except CheckpointRefused:
+        raise  # a file that is not plain data stops here, before any rank starts
     except Exception:  # the engine reports a damaged checkpoint with a one-line error of its own
         return 0.0
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.algo.rules import METHODS
 from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, identity_of, read_json, read_json_object
+from bench.files import SPEC, SUMMARY, identity_of, read_json_object
 from bench.run.spec import run_name
 
 
@@ -67,6 +67,10 @@ def find_T_AS(out: Path, spec: dict[str, Any]) -> float:
     return sum(counts) / len(counts)
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def find_T(out: Path, spec: dict[str, Any]) -> float:
     """Scaled SGD's own length in a heat map: the mean iteration count of the grid's AdaScale runs that
     reach the grid's threshold (all of its completed AdaScale runs when none does)."""
@@ -78,15 +82,17 @@ def find_T(out: Path, spec: dict[str, Any]) -> float:
     higher = card(spec["task"]).higher_is_better
     reached, completed = [], []
     for path in sorted((Path(out) / spec["task"] / "adascale").rglob(SUMMARY)):
-        try:
-            other_spec, s = read_json(path.parent / SPEC), read_json(path)
-        except (OSError, ValueError):
+        other_spec, s = read_json_object(path.parent / SPEC), read_json_object(path)
+        if other_spec is None or s is None:  # unreadable, or not an object: not one of the grid's runs
             continue
-        if (other_spec.get("experiment") or {}).get("grid") != exp["grid"] or s.get("status") != "completed":
+        other = other_spec.get("experiment")
+        if not isinstance(other, dict) or other.get("grid") != exp["grid"] or s.get("status") != "completed":
+            continue
+        if not _number(s.get("iterations")):
             continue
         completed.append(float(s["iterations"]))
         metric = s.get("val_metric")
-        if metric is not None and (metric >= exp["threshold"] if higher else metric <= exp["threshold"]):
+        if _number(metric) and (metric >= exp["threshold"] if higher else metric <= exp["threshold"]):
             reached.append(float(s["iterations"]))
     counts = reached or completed
     if not counts:

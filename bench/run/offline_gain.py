@@ -43,7 +43,16 @@ from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import accumulate, dropout_seeds
 from bench.engine.seeding import mix
 from bench.errors import UserError
-from bench.files import KEPT, METRICS, OFFLINE_GAIN, SPEC, atomic_write_bytes, read_json_object, read_jsonl
+from bench.files import (
+    KEPT,
+    METRICS,
+    OFFLINE_GAIN,
+    SPEC,
+    atomic_write_bytes,
+    identity_differs,
+    read_json_object,
+    read_jsonl,
+)
 from bench.run.data import prepare_data
 
 OFFLINE_STREAM = 0x0FF1  # the offline micro-batches' stream: mix(run seed, iteration, OFFLINE_STREAM)
@@ -146,6 +155,20 @@ def kept_checkpoints(run_dir: Path) -> list[Path]:
     return sorted((Path(run_dir) / KEPT).glob("iter*.pt"))
 
 
+def check_kept(path: Path, kept: dict[str, Any], spec: dict[str, Any]) -> None:
+    """A kept checkpoint belongs to the run folder it sits in: the run identity it carries (the spec of the
+    run that wrote it, bench.files.identity_of) must be the folder's, or its gains would be another run's."""
+    saved = kept.get("spec")
+    if not isinstance(saved, dict):
+        raise UserError(f"kept checkpoint {path} carries no run identity (no spec); it cannot be checked, delete it")
+    diff = identity_differs(spec, saved)
+    if diff:
+        raise UserError(
+            f"kept checkpoint {path} belongs to another run (differs in: {', '.join(diff)}); "
+            "move it to its own run folder or delete it"
+        )
+
+
 def offline_gains(
     run_dir: Path, batches: int | None = None, progress: bool = True, device: str | None = None
 ) -> list[dict[str, Any]]:
@@ -186,13 +209,18 @@ def offline_gains(
     ) as bar:
         for path in paths:
             kept = load_weights(path, dist.device)
-            model.load_state_dict(kept["model"])
-            it = int(kept["iteration"])
+            check_kept(path, kept, spec)
+            try:
+                model.load_state_dict(kept["model"])
+                it = int(kept["iteration"])
+                scale = int(kept["scale"])
+                tau = float(kept["tau"])
+            except (RuntimeError, TypeError, ValueError) as e:
+                first = " ".join(str(e).split())[:160]
+                raise UserError(f"kept checkpoint {path} does not fit this run's model ({first})") from None
             seed = mix(int(spec["seed"]), it, OFFLINE_STREAM)
-            est = measure(
-                task, model, microbatches(task, train, spec, n, seed), seed, int(kept["scale"]), dist.device, bar.update
-            )
-            rows.append({"iteration": it, "tau": float(kept["tau"]), "scale": int(kept["scale"]), **est})
+            est = measure(task, model, microbatches(task, train, spec, n, seed), seed, scale, dist.device, bar.update)
+            rows.append({"iteration": it, "tau": tau, "scale": scale, **est})
     write_csv(run_dir / OFFLINE_GAIN, rows)
     return rows
 

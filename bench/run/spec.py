@@ -11,13 +11,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench.algo.rules import METHODS
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.files import SPEC, identity_differs, identity_of, read_json
 from bench.run.schema import RUN_DEFAULTS, validate
+from bench.run.yamlread import load_yaml
 
 PRESETS = ("tiny", "paper")
 
@@ -52,16 +51,19 @@ def tiny_variant(task: Any, data: dict[str, Any]) -> str:
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """`key=value` strings (dotted keys reach into nested mappings); values are read as YAML scalars."""
+    """`key=value` strings (dotted keys reach into nested mappings); values are read as YAML (aliases
+    bounded, 1e-3 a number: bench.run.yamlread)."""
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
             raise UserError(f"--set {item!r}: expected key=value")
         key, raw = item.split("=", 1)
         try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = raw
+            out[key.strip()] = load_yaml(raw, f"--set {key.strip()}") if raw.strip() else ""
+        except UserError as e:
+            if "expands to more than" in str(e):
+                raise
+            out[key.strip()] = raw  # not YAML: the text itself
     return out
 
 
@@ -144,6 +146,8 @@ def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
         old = read_json(path)
     except (OSError, ValueError) as e:
         raise UserError(f"{path} is unreadable ({e}); delete the run folder to start over") from None
+    if not isinstance(old, dict):
+        raise UserError(f"{path} is a JSON {type(old).__name__}, not a spec; delete the run folder to start over")
     diff = identity_differs(old, spec)
     if diff:
         raise UserError(

@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench.algo.gain import b_simple_average
-from bench.files import CHECKPOINT, METRICS, SUMMARY, read_jsonl, write_json
+from bench.algo.gain import b_simple, b_simple_average
+from bench.files import CHECKPOINT, METRICS, SUMMARY, read_jsonl, tail_records, write_json
 from bench.run.provenance import git_commit, versions
 
 IDENTIFYING = ("task", "method", "scale", "seed", "preset")
@@ -42,20 +42,31 @@ def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> d
         "git_commit": git_commit(),
     }
     if outcome.status == "completed":
-        records = [r for r in read_jsonl(run_dir / METRICS) if not r.get("eval")]
-        window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
-        losses = [r["loss"] for r in records[-window:]]
-        gains = [r["gain"] for r in records if r.get("gain") is not None]
+        aggregates = (state.gain_sum, state.gain_count, state.var_sum, state.sqr_sum, state.moments_count)
+        if all(v is not None for v in aggregates):
+            # running aggregates (bench.engine.loop.State) and the file's tail: a transformer S = 1 run's
+            # 1.5 M records are not read again (one record per iteration, so the count is the iterations)
+            window = max(1, math.ceil(spec["train_loss_window"] * state.iteration))
+            losses = [r["loss"] for r in tail_records(run_dir / METRICS, window, lambda r: not r.get("eval"))]
+            mean_gain = state.gain_sum / state.gain_count if state.gain_count else None
+            n = state.moments_count
+            noise = b_simple(state.var_sum / n, state.sqr_sum / n, spec["batch_size"]) if n else math.nan
+        else:  # resumed from a checkpoint that predates the aggregates
+            records = [r for r in read_jsonl(run_dir / METRICS) if not r.get("eval")]
+            window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
+            losses = [r["loss"] for r in records[-window:]]
+            gains = [r["gain"] for r in records if r.get("gain") is not None]
+            mean_gain = sum(gains) / len(gains) if gains else None
+            stats = [(r["sum_sq"], r["mean_sq"], r.get("scale", 1)) for r in records if _has_stats(r)]
+            noise = b_simple_average(stats, spec["batch_size"])
         summary.update(
             val_metric=state.last_eval.get(task.metric),
             train_loss=sum(losses) / len(losses),
             eval=state.last_eval,
-            mean_gain=sum(gains) / len(gains) if gains else None,
+            mean_gain=mean_gain,
         )
         if outcome.noise_scale is not None:
             summary["noise_scale"] = outcome.noise_scale  # B_simple of the moving averages at the end
-        stats = [(r["sum_sq"], r["mean_sq"], r.get("scale", 1)) for r in records if _has_stats(r)]
-        noise = b_simple_average(stats, spec["batch_size"])
         if math.isfinite(noise):  # the training average (reports read it; inf/NaN: left out, they recompute)
             summary["B_simple"] = noise
     return summary

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tasks.base import Task, shard
+from tasks.base import FloatSum, Task, shard
 from tasks.presets.cifar10 import CARD
 from tasks.synthetic import SyntheticImages
 
@@ -67,14 +67,14 @@ class Cifar10(Task):
         """Correct top-1 predictions and summed cross-entropy over this rank's block of eval batches."""
         step = int(cfg["data"].get("eval_batch_size", 500))
         starts = range(0, len(evalset), step)
-        correct, loss_sum, n = 0, 0.0, 0
+        correct, loss_sum, n = 0, FloatSum(), 0
         for b in shard(len(starts), rank, world):
             i = starts[b]
             images = data.normalize(evalset.images[i : i + step].to(device))
             labels = evalset.labels[i : i + step].to(device)
             c, s = top1_and_loss(model(images), labels)
             correct += c
-            loss_sum += s
+            loss_sum.append(s)
             n += len(labels)
         return {"correct": correct, "loss_sum": loss_sum, "n": n}
 

@@ -80,7 +80,7 @@ def prepare(source: Path, out: Path, *, progress: bool = True, verify_md5: bool 
     if record is not None:
         return record
     found = find_source(source)
-    with staged(out, TASK) as stage:
+    with staged(out, TASK, source) as stage:
         if found.is_file():
             placed = extract(found, stage, verify_md5, progress)
         else:

@@ -30,7 +30,7 @@ from torchvision.models import resnet50
 from torchvision.models.resnet import Bottleneck, ResNet
 
 from bench.errors import UserError
-from tasks.base import Task, shard
+from tasks.base import FloatSum, Task, shard
 from tasks.presets.imagenet import CARD
 from tasks.synthetic import SyntheticImages
 
@@ -153,12 +153,12 @@ class ImageNet(Task):
             pin_memory=bool(data["pin_memory"]) and device.type == "cuda",
         )
         n = correct1 = correct5 = 0
-        loss_sum = 0.0
+        loss_sum = FloatSum()
         for images, labels in loader:
             images = images.to(device, non_blocking=True)
             labels = labels.to(device, non_blocking=True)
             logits = model(images).float()
-            loss_sum += float(F.cross_entropy(logits, labels, reduction="sum"))
+            loss_sum.append(float(F.cross_entropy(logits, labels, reduction="sum")))
             c1, c5 = topk_correct(logits, labels, (1, 5))
             correct1 += c1
             correct5 += c5

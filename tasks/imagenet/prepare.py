@@ -43,7 +43,7 @@ from torchvision.datasets.imagenet import ARCHIVE_META
 
 from bench.errors import UserError
 from tasks import preparing
-from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, staged
+from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
 
 from .data import check_layout
 
@@ -117,6 +117,8 @@ def devkit_labels(path: Path) -> dict[str, str]:
     unknown = sorted(set(ids) - set(id_to_wnid))
     if unknown:
         raise UserError(f"{path}: {GROUND_TRUTH} uses ILSVRC2012_ID {unknown[0]}, not a leaf synset of {META_MAT}")
+    for n in sorted(set(ids)):
+        safe_id(id_to_wnid[n], f"{path}:{META_MAT}", "class id (WNID)")  # it names a folder under --out
     return {f"ILSVRC2012_val_{i:08d}.JPEG": id_to_wnid[n] for i, n in enumerate(ids, start=1)}
 
 
@@ -132,6 +134,8 @@ def kaggle_labels(path: Path) -> dict[str, str]:
         ) from None
     if not labels:
         raise UserError(f"{path}: no rows; expected a CSV with columns ImageId,PredictionString (wnid first)")
+    for wnid in labels.values():
+        safe_id(wnid, path, "class id")  # it names a folder under --out
     return labels
 
 
@@ -172,7 +176,7 @@ def write_train(src: Path, dest: Path, show: bool) -> Counter:
             with tarfile.open(src) as outer:
                 members = [m for m in outer.getmembers() if m.isfile() and m.name.endswith(".tar")]
                 for m in _bar(members, "train classes", show):
-                    target = dest / Path(m.name).stem
+                    target = dest / safe_id(Path(m.name).stem, f"{src}:{m.name}", "class id")
                     if not target.is_dir():
                         placed["extracted"] += _extract_class_tar(outer.extractfile(m), f"{src}:{m.name}", target)
         except (tarfile.TarError, EOFError) as e:
@@ -186,6 +190,7 @@ def write_train(src: Path, dest: Path, show: bool) -> Counter:
     if not entries:
         raise UserError(f"{src}: no class folders <wnid>/ or class tars <wnid>.tar; expected training images")
     for entry in _bar(entries, "train classes", show):
+        safe_id(entry.stem if entry.suffix == ".tar" else entry.name, entry, "class id")
         if entry.is_dir():
             _link_class(entry, dest / entry.name, placed)
         elif not (dest / entry.stem).is_dir():
@@ -298,7 +303,7 @@ def prepare(
     sources = find_sources(source)
     labels_file = sources["validation labels"]
     labels = val_labels(labels_file)
-    with staged(out, TASK) as stage:
+    with staged(out, TASK, source) as stage:
         placed = write_train(sources["training images"], stage / "train", progress)
         placed += write_val(sources["validation images"], stage / "val", labels, labels_file, progress)
         classes = check_classes(stage, sources)

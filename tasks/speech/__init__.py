@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Subset
 
-from tasks.base import Task, shard
+from tasks.base import FloatSum, Task, shard
 from tasks.presets.speech import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module
 
@@ -119,7 +119,7 @@ class Speech(Task):
         batches = (
             DataLoader(part, batch_size=None, num_workers=workers) if workers else (part[i] for i in range(len(part)))
         )
-        counts, loss_sum, loss_n = ErrorCounts(), 0.0, 0
+        counts, loss_sum, loss_n = ErrorCounts(), FloatSum(), 0
         for batch in batches:
             log_probs, out_lengths = model(batch["features"].to(device), batch["feature_lengths"].to(device))
             per_utt = ctc_loss(
@@ -133,7 +133,7 @@ class Speech(Task):
             for i, (text, hyp) in enumerate(zip(batch["texts"], greedy_decode(log_probs, out_lengths), strict=True)):
                 counts.add(text, decode(hyp))
                 if data.ctc_feasible(targets[i].tolist(), int(out_lengths[i])):
-                    loss_sum += float(per_utt[i])
+                    loss_sum.append(float(per_utt[i]))
                     loss_n += 1
         return {
             "word_errors": counts.word_errors,

@@ -104,7 +104,11 @@ def parse_transcripts(trans: Path, name: str | None = None) -> list[tuple[str, s
     speaker, chapter = trans.parent.parent.name, trans.parent.name
     name = name or str(trans)
     pairs = []
-    for lineno, line in enumerate(trans.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text_of_file = trans.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{name}: not UTF-8 text (byte {e.start}); expected a LibriSpeech transcript") from None
+    for lineno, line in enumerate(text_of_file.splitlines(), 1):
         if not line.strip():
             continue
         uid, _, text = line.strip().partition(" ")

@@ -41,7 +41,7 @@ from typing import Any
 import soundfile as sf
 
 from bench.errors import UserError
-from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, staged
+from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
 from tasks.preparing import progress as bar
 
 from . import data
@@ -68,7 +68,7 @@ def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -
         return done
     tarballs, split_dirs = _find_source(source, wanted)
     show: Callable[..., Iterable[Any]] = bar if progress else (lambda items, *a, **k: items)
-    with staged(out, TASK) as stage:
+    with staged(out, TASK, source) as stage:
         origin: dict[str, str] = {}  # stage-relative path -> the source file it came from, for messages
         labels: dict[str, str] = {}  # split -> where it came from
         counts: dict[str, int] = {}
@@ -171,6 +171,8 @@ def _extract(
                 rel = parts[1:]
                 if len(rel) != 4 or not member.isfile() or not rel[3].endswith(_KEEP):
                     continue  # folders and the corpus's README/SPEAKERS/... files
+                for part in rel:
+                    safe_id(part, f"{tarball}:{member.name}", "path part")  # the member's place under --out
                 usable = True
                 if wanted is not None and rel[0] not in wanted:
                     continue

@@ -26,7 +26,7 @@ from bench.errors import UserError
 from tasks.presets.transformer import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module
 
-from ..base import Task, shard
+from ..base import FloatSum, Task, shard
 from . import data as D
 from .model import TransformerNMT, beam_search, greedy_decode
 from .tiny import write_tiny as _write_tiny
@@ -211,7 +211,7 @@ class Transformer(Task):
         batches), and the token-weighted label-smoothed loss."""
         m, tgt = cfg["model"], evalset.vocab.tgt
         hyps: dict[int, str] = {}
-        loss_sum, tok_sum = 0.0, 0
+        loss_sum, tok_sum = FloatSum(), 0
         for b in shard(len(evalset.batches), rank, world):
             idx = evalset.batches[b]
             pairs = [(evalset.data.src[i], evalset.data.tgt[i]) for i in idx.tolist()]
@@ -219,7 +219,7 @@ class Transformer(Task):
             src = batch["src_tokens"].to(device)
             logits = model(src, batch["prev_output_tokens"].to(device))
             ntok = batch["ntokens"]
-            loss_sum += float(smoothed_nll(logits, batch["target"].to(device), tgt.pad_index)) * ntok
+            loss_sum.append(float(smoothed_nll(logits, batch["target"].to(device), tgt.pad_index)) * ntok)
             tok_sum += ntok
             if int(m.get("beam", 1)) > 1:
                 out = beam_search(

@@ -39,6 +39,7 @@ input_sentence_size (10_000_000 sentences sampled for training the model; 0 = al
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -47,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from bench.errors import UserError
-from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, staged
+from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
 from tasks.preparing import progress as bar
 
 from . import data as D
@@ -73,6 +74,44 @@ OPTIONS = {
 CHUNK = 50_000  # sentences encoded at a time
 
 
+_MODEL_TYPES = ("unigram", "bpe", "char", "word")  # sentencepiece's
+
+
+def _checked(opts: dict[str, Any]) -> dict[str, Any]:
+    """The options with their types checked and read from text where a command line gives text ("64",
+    "false"): one-line errors, not a traceback from int("abc"). src and tgt name files under --out, so
+    they must be plain names."""
+    out = dict(opts)
+
+    def bad(key: str, want: str) -> UserError:
+        return UserError(f"prepare transformer: {key}={opts[key]!r} is not {want}")
+
+    for key in ("vocab_size", "input_sentence_size", "threads"):
+        value = out[key]
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < (key == "vocab_size" or key == "threads"):
+            raise bad(key, "a non-negative integer" if key == "input_sentence_size" else "a positive integer")
+        out[key] = value
+    try:
+        cov = out["character_coverage"]
+        out["character_coverage"] = float(cov) if not isinstance(cov, bool) else math.nan
+    except (TypeError, ValueError):
+        out["character_coverage"] = math.nan
+    if not 0 < out["character_coverage"] <= 1:
+        raise bad("character_coverage", "a number in (0, 1]")
+    flag = out["hard_vocab_limit"]
+    flag = {"true": True, "false": False}.get(flag.strip().lower(), flag) if isinstance(flag, str) else flag
+    if not isinstance(flag, bool):
+        raise bad("hard_vocab_limit", "true or false")
+    out["hard_vocab_limit"] = flag
+    if out["model_type"] not in _MODEL_TYPES:
+        raise bad("model_type", f"one of {', '.join(_MODEL_TYPES)}")
+    for key in ("src", "tgt"):
+        safe_id(out[key], "prepare transformer", f"language {key}")
+    return out
+
+
 def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -> dict[str, Any]:
     """Prepare WMT14 En-De from `source` into `out` (see the module docstring); returns the PREPARED.json
     record: vocabulary size and, per split, sentences, tokens per side and <unk> count."""
@@ -80,7 +119,7 @@ def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise UserError(f"prepare transformer: unknown option(s) {', '.join(unknown)}; expected {', '.join(OPTIONS)}")
-    opts = {**OPTIONS, **options}
+    opts = _checked({**OPTIONS, **options})
     done = prepared(out, TASK)
     if done is not None:
         return done
@@ -91,7 +130,7 @@ def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -
     show: Callable[..., Iterable[Any]] = bar if progress else (lambda items, *a, **k: items)
     fairseq = (source / f"dict.{src}.txt").is_file()
     files = {} if fairseq else _raw_files(source, src, tgt, expected)
-    with staged(out, TASK) as stage:
+    with staged(out, TASK, source) as stage:
         if fairseq:
             summary = _link_fairseq(source, stage, src, tgt)
         else:

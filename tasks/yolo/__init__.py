@@ -52,7 +52,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tasks.base import Concat, Task, shard
+from tasks.base import Concat, FloatSum, Task, shard
 from tasks.presets.yolo import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module
 
@@ -158,12 +158,12 @@ def map_statistics(
     batches = [list(range(i * b, min((i + 1) * b, n_images))) for i in shard(-(-n_images // b), rank, world)]
     loader = torch.utils.data.DataLoader(evalset.dataset, batch_sampler=batches, collate_fn=evalset.dataset.collate_fn)
     validator = make_validator(evalset, device, loader)
-    loss_sum, n = 0.0, 0
+    loss_sum, n = FloatSum(), 0
     for batch in loader:
         batch = validator.preprocess(batch)  # to the device, uint8 -> float / 255
         preds = model(batch["img"])  # eval mode: (decoded xywh boxes + class scores, raw head outputs)
         loss, _ = model.loss(batch, preds)
-        loss_sum += float(loss.sum())
+        loss_sum.append(float(loss.sum()))
         n += batch["img"].shape[0]
         validator.update_metrics(validator.postprocess(preds), batch)
     records = validator.metrics.stats

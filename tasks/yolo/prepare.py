@@ -25,6 +25,7 @@ JPEG's header (ultralytics' script would crash on both).
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -35,7 +36,7 @@ from PIL import Image
 
 from bench.errors import UserError
 from tasks import preparing
-from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, staged
+from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
 
 from . import offline
 from .data import read_spec
@@ -73,9 +74,30 @@ def find_devkit(source: Path, years: tuple[str, ...]) -> Path:
 
 def _number(node: ET.Element, tag: str, xml: Path) -> float:
     try:
-        return float(node.findtext(tag))
+        value = float(node.findtext(tag))
     except (TypeError, ValueError):
         raise UserError(f"{xml}: missing or non-numeric <{tag}>; expected a PASCAL VOC annotation") from None
+    if not math.isfinite(value):
+        raise UserError(f"{xml}: <{tag}> is {value}; expected a finite number")
+    return value
+
+
+def _pixels(size: ET.Element | None, tag: str, xml: Path) -> int:
+    """<width>/<height> in whole pixels ("500" or "500.0"); 0 when absent (then read from the JPEG)."""
+    if size is None or not (size.findtext(tag) or "").strip():
+        return 0
+    value = _number(size, tag, xml)
+    if value != int(value):
+        raise UserError(f"{xml}: <{tag}> {value} is not a whole number of pixels")
+    return int(value)
+
+
+def _difficult(obj: ET.Element, xml: Path) -> bool:
+    """<difficult> is 0 or 1 (absent: 0), as VOC writes it."""
+    text = (obj.findtext("difficult") or "0").strip()
+    if text not in ("0", "1"):
+        raise UserError(f"{xml}: <difficult> is {text[:40]!r}; expected 0 or 1")
+    return text == "1"
 
 
 def convert(xml: Path, image: Path, names: list[str]) -> tuple[list[str], int]:
@@ -89,8 +111,7 @@ def convert(xml: Path, image: Path, names: list[str]) -> tuple[list[str], int]:
     if not objects:
         raise UserError(f"{xml}: no <object> in the annotation; every VOC image is expected to have one")
     size = root.find("size")
-    w = int(size.findtext("width") or 0) if size is not None else 0
-    h = int(size.findtext("height") or 0) if size is not None else 0
+    w, h = _pixels(size, "width", xml), _pixels(size, "height", xml)
     if w <= 0 or h <= 0:
         with Image.open(image) as im:
             w, h = im.size
@@ -99,7 +120,7 @@ def convert(xml: Path, image: Path, names: list[str]) -> tuple[list[str], int]:
         name = (obj.findtext("name") or "").strip()
         if name not in names:
             raise UserError(f"{xml}: object class {name!r} is not one of the 20 VOC classes ({', '.join(names)})")
-        if int(obj.findtext("difficult") or 0) == 1:
+        if _difficult(obj, xml):
             difficult += 1
             continue
         box = obj.find("bndbox")
@@ -117,9 +138,14 @@ def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[
     listing = voc / "ImageSets" / "Main" / f"{image_set}.txt"
     if not listing.is_file():
         raise UserError(f"{listing}: not found; expected the VOC{year} image set list {image_set}.txt")
-    ids = listing.read_text().split()
+    try:
+        ids = listing.read_text(encoding="utf-8").split()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{listing}: unreadable ({e.__class__.__name__})") from None
     if not ids:
         raise UserError(f"{listing}: lists no images")
+    for i in ids:
+        safe_id(i, listing, "image id")  # it names files under --out
     folder = f"{image_set}{year}"
     images, labels = stage / "images" / folder, stage / "labels" / folder
     labels.mkdir(parents=True, exist_ok=True)
@@ -137,6 +163,16 @@ def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[
     return {"folder": folder, "images": len(ids), "boxes": boxes, "difficult": difficult, "empty": empty, **placed}
 
 
+def _years(value: Any) -> tuple[str, ...]:
+    """years as given to --set: 2007, "2007,2012", [2007, 2012] or a tuple of strings."""
+    items = value.split(",") if isinstance(value, str) else value if isinstance(value, list | tuple) else [value]
+    years = tuple(str(y).strip() for y in items)
+    bad = [y for y in years if y not in ("2007", "2012")]
+    if bad or not years:
+        raise UserError(f"prepare yolo: years={value!r}: expected 2007 and/or 2012 (e.g. --set years=2007,2012)")
+    return years
+
+
 def prepare(
     source: Path, out: Path, *, progress: bool = True, years: tuple[str, ...] = ("2007", "2012")
 ) -> dict[str, Any]:
@@ -145,13 +181,13 @@ def prepare(
     record = prepared(out, TASK)
     if record is not None:
         return record
-    years = tuple(str(y) for y in years)
+    years = _years(years)
     if "2007" not in years:
         raise UserError(f"years={years}: VOC2007 is required (its test set is the validation split)")
     devkit = find_devkit(source, years)
     packaged = packaged_spec()
     names = [packaged["names"][i] for i in range(len(packaged["names"]))]
-    with staged(out, TASK) as stage:
+    with staged(out, TASK, source) as stage:
         done = [write_set(devkit, y, s, stage, names, progress) for y, s in SETS if y in years]
         # ultralytics' own split lists (train2012, train2007, val2012, val2007 / test2007), less absent years
         spec = {split: [f for f in packaged[split] if (stage / f).is_dir()] for split in ("train", "val", "test")}

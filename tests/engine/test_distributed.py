@@ -301,7 +301,7 @@ def test_a_scale_that_needs_more_ranks_checkpoints_and_raises_ranks_change(tmp_p
     with pytest.raises(RanksChange, match="needs 2 ranks") as info:
         Engine(spec, get_task(spec["task"]), tmp_path, progress=False).run()
     assert info.value.ranks == 2
-    ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=False)
+    ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=True)
     assert ckpt["state"]["tau"] >= 0.25 * 200 and not (tmp_path / SUMMARY).exists()
     assert initial_ranks(spec, tmp_path) == 2  # where the launcher restarts it
 
@@ -455,7 +455,7 @@ def test_a_dead_rank_fails_the_job_quickly_and_the_same_command_resumes(
     assert f"rank 1 (pid {victim}) was killed by SIGKILL" in lines[0] and "resumes" in lines[0]
     summary = read_json(run_dir / SUMMARY)
     assert summary["status"] == "failed" and "SIGKILL" in summary["error"]
-    ckpt = torch.load(run_dir / CHECKPOINT, weights_only=False)
+    ckpt = torch.load(run_dir / CHECKPOINT, weights_only=True)
     assert ckpt["state"]["iteration"] >= 1
     _resume_and_compare(tmp_path, run_dir, reference)
     assert not (run_dir / CHECKPOINT).exists()

@@ -5,6 +5,7 @@ errors and BLEU exactly, loss means to float rounding)."""
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import random
 import socket
@@ -16,7 +17,7 @@ import sacrebleu
 import torch
 
 from bench.engine.distributed import Dist
-from bench.engine.evaluation import Concat, combine, evaluate, evaluate_sharded_locally, shard
+from bench.engine.evaluation import Concat, FloatSum, combine, evaluate, evaluate_sharded_locally, shard
 from bench.run.data import prepare_data
 from bench.run.spec import resolve
 from tasks import get_task
@@ -142,3 +143,23 @@ def test_gloo_ranks_report_the_rank_zero_metrics(tmp_path: Path, name: str) -> N
             p.join(120)
         assert [p.exitcode for p in procs] == [0] * world
         _assert_same(json.loads(out.read_text()), want)
+
+
+def test_a_float_sum_kept_as_terms_is_the_same_bits_for_every_split() -> None:
+    """Per-shard running sums round differently for different splits (the control); FloatSum does not."""
+    terms = [0.1 * k + 1e-3 / (k + 1) for k in range(1000)]
+    running = {w: combine([{"s": sum(terms[r * 1000 // w : (r + 1) * 1000 // w])} for r in range(w)])["s"]
+               for w in (1, 2, 3, 7)}  # fmt: skip
+    assert len(set(running.values())) > 1
+    exact = {w: combine([{"s": FloatSum(terms[r * 1000 // w : (r + 1) * 1000 // w])} for r in range(w)])["s"]
+             for w in (1, 2, 3, 7)}  # fmt: skip
+    assert set(exact.values()) == {math.fsum(terms)}
+
+
+@pytest.mark.parametrize("name", ["logreg", "cifar10", "transformer", "speech"])
+def test_every_metric_is_the_same_bits_for_every_number_of_shards(name: str) -> None:
+    task, model, evalset, spec = _setup(name)
+    with torch.no_grad():
+        want = task.evaluate(model, evalset, spec, torch.device("cpu"))
+        for world in (2, 3):
+            assert evaluate_sharded_locally(task, model, evalset, spec, world) == want

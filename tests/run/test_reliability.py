@@ -161,7 +161,7 @@ def test_a_checkpoint_written_before_a_later_setting_existed_resumes(tmp_path: P
 @pytest.mark.parametrize("damage", ["truncate", "delete"])
 def test_metrics_shorter_than_the_checkpoint_expects_is_an_error(tmp_path: Path, damage: str) -> None:
     spec = stopped_run(tmp_path)
-    ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=False)
+    ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=True)
     offset, records = ckpt["state"]["metrics_offset"], ckpt["state"]["metrics_records"]
     assert offset == (tmp_path / METRICS).stat().st_size and records >= 1
     if damage == "truncate":
@@ -326,7 +326,7 @@ def test_a_full_disk_mid_run_is_one_line_and_the_run_resumes(
     run_dir = next((tmp_path / "cut").glob("logreg/*/*/*"))
     assert f"cannot write {run_dir / CHECKPOINT}: no space left on the device" in err
     assert read_json(run_dir / SUMMARY)["status"] == "failed"  # retried by the same command
-    ckpt = torch.load(run_dir / CHECKPOINT, weights_only=False)  # the one written before: intact
+    ckpt = torch.load(run_dir / CHECKPOINT, weights_only=True)  # the one written before: intact
     assert ckpt["state"]["iteration"] == 20
     (run_dir / ".checkpoint.pt.half01.tmp").write_bytes(b"what a kill -9 mid-write leaves")
     monkeypatch.setattr(os, "fsync", real)

@@ -24,6 +24,7 @@ from tasks import get_task
 from tasks.cifar10.prepare import prepare as prepare_cifar10
 from tasks.cifar10.tiny import write_tiny as write_tiny_cifar
 from tasks.imagenet.prepare import prepare as prepare_imagenet
+from tasks.preparing import SOURCE
 from tasks.yolo.prepare import prepare as prepare_yolo
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -497,6 +498,7 @@ def test_imagenet_resumes_an_interrupted_run(tmp_path: Path) -> None:
     for j in range(TRAIN_PER_CLASS):
         (done / f"kept_{j}.JPEG").write_bytes(jpeg(1, j))
     (tmp_path / ".out.partial" / "train" / ".n01443537.partial").mkdir()  # a class cut off mid-way
+    (tmp_path / ".out.partial" / SOURCE).write_text(f"imagenet {src.resolve()}")  # what the cut-off run recorded
     summary = prepare_imagenet(src, out, progress=False)
     assert summary["placed"] == {"extracted": (len(SYNSETS) - 1) * TRAIN_PER_CLASS + len(val_truth())}
     assert sorted(p.name for p in (out / "train" / "n01440764").iterdir())[0] == "kept_0.JPEG"

@@ -1,0 +1,89 @@
+"""YAML from users (matrix files, `--set key=value`), read without trusting it.
+
+- Aliases are bounded: a document is composed first, its size with every alias expanded is counted
+  (memoised per node, so the count itself is cheap) and a document past MAX_NODES is refused in one line
+  before anything is built. PyYAML shares an aliased object instead of copying it, so a "billion laughs"
+  file of a few hundred bytes loads in microseconds; it is what is done with it next (an error message
+  that prints it, a deepcopy, a JSON dump) that takes gigabytes.
+- Numbers in exponent form (1e-3, 2e3) are numbers, as in YAML 1.2 and JSON: PyYAML follows YAML 1.1,
+  whose float needs a dot (1.0e-3), and reads them as strings. An integral one written without a dot
+  (2e3) is an int, so it serves a count (T1, eval_every) as well as a rate.
+- `excerpt` quotes a value in a message in bounded space (reprlib), whatever its size.
+"""
+
+from __future__ import annotations
+
+import re
+import reprlib
+from typing import Any
+
+import yaml
+
+from bench.errors import UserError
+
+MAX_NODES = 100_000  # the paper matrix is a few hundred nodes
+_EXPONENT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+_SHORT = reprlib.Repr()  # (keyword arguments only from Python 3.12)
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxset = _SHORT.maxtuple = 4
+_SHORT.maxlevel = 2
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2's exponent floats (its own resolver table: SafeLoader's is untouched)."""
+
+
+_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+0123456789"))
+
+
+def _exponent_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | int:
+    value = loader.construct_yaml_float(node)
+    text = str(node.value)
+    if _EXPONENT.match(text) and "." not in text and float(value).is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _exponent_float)
+
+
+def excerpt(value: Any) -> str:
+    """repr(value) cut to at most 120 characters, computed in bounded time and memory."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """Nodes in the document with every alias expanded (each distinct node counted once, then reused)."""
+    key = id(node)
+    if key not in memo:
+        memo[key] = 0  # a recursive alias counts as itself while it is being counted
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(_expanded_size(child, memo) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+        else:
+            total = 1
+        memo[key] = min(total, MAX_NODES + 1)  # saturate: the bound is all that matters
+    return memo[key]
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """The document in `text` (None when empty), refused in one line naming `where` when it is not valid
+    YAML, nests too deep or expands past MAX_NODES nodes."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        size = _expanded_size(node, {})
+        if size > MAX_NODES:
+            raise UserError(f"{where}: expands to more than {MAX_NODES} values (aliases of aliases?); refused unread")
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        raise UserError(f"{where}: not valid YAML ({excerpt(str(e).splitlines()[0])})") from None
+    except RecursionError:
+        raise UserError(f"{where}: nests too deep to read") from None
+    finally:
+        loader.dispose()

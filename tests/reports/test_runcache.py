@@ -1,0 +1,86 @@
+"""The report's per-run metrics summary (reports.runcache): the same records as reading every line for a
+small file, a faithful sample and every evaluation for a large one, reused while the file is unchanged,
+recomputed when it changes or the cache file is damaged, and never a traceback on a damaged metrics file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.files import METRICS
+from reports import runcache
+from reports.collect import read_metrics
+from reports.fakeruns import write_run
+
+
+def run_with(tmp_path: Path, records: int) -> Path:
+    return write_run(tmp_path / "out", "cifar10", "adascale", 8, 0, records, eval_every=100)
+
+
+def test_a_small_file_is_every_record(tmp_path: Path) -> None:
+    run_dir = run_with(tmp_path, 3000)
+    train, evals, meta = runcache.frames(run_dir / METRICS, tmp_path / "cache")
+    want_train, want_evals, problem = read_metrics(run_dir / METRICS)
+    assert problem is None and not meta["sampled"] and meta["records"] == 3000
+    pd.testing.assert_frame_equal(train.reset_index(drop=True), want_train.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(evals.reset_index(drop=True), want_evals.reset_index(drop=True))
+
+
+def test_a_large_file_is_a_sample_of_its_records_and_every_eval(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(runcache, "SMALL_BYTES", 10_000)
+    monkeypatch.setattr(runcache, "POINTS", 500)
+    run_dir = run_with(tmp_path, 20_000)
+    train, evals, meta = runcache.frames(run_dir / METRICS, None)
+    full, full_evals, _ = read_metrics(run_dir / METRICS)
+    assert meta["sampled"] and meta["records"] == 20_000 == train.attrs["records"]
+    assert 450 <= len(train) <= 501
+    pd.testing.assert_frame_equal(evals.reset_index(drop=True), full_evals.reset_index(drop=True))
+    by_iteration = full.set_index("iteration")
+    picked = by_iteration.loc[train["iteration"].astype(int)]
+    np.testing.assert_array_equal(picked["loss"].to_numpy(), train["loss"].to_numpy())  # real records, exact
+    assert train["iteration"].iloc[0] == 0 and train["iteration"].iloc[-1] == 19_999  # both ends
+    gaps = np.diff(train["iteration"].to_numpy())
+    assert gaps.max() <= 2 * gaps.mean() + 2  # evenly spread
+    assert abs(train["gain"].mean() - full["gain"].mean()) < 0.02 * full["gain"].mean()
+
+
+def test_the_cache_is_reused_until_the_file_changes(tmp_path: Path, monkeypatch) -> None:
+    run_dir, cache = run_with(tmp_path, 500), tmp_path / "cache"
+    runcache.frames(run_dir / METRICS, cache)
+    (target,) = cache.iterdir()
+    calls = []
+    real = runcache.summarize
+    monkeypatch.setattr(runcache, "summarize", lambda p: calls.append(p) or real(p))
+    runcache.frames(run_dir / METRICS, cache)
+    assert calls == []  # unchanged: from the cache
+    with open(run_dir / METRICS, "a") as f:
+        f.write(json.dumps({"iteration": 500, "tau": 1e9, "loss": 0.5}) + "\n")
+    train, _, _ = runcache.frames(run_dir / METRICS, cache)
+    assert len(calls) == 1 and train["tau"].iloc[-1] == 1e9  # grown: read again
+    target.write_bytes(b"PK\x03\x04 not a zip")
+    train, _, _ = runcache.frames(run_dir / METRICS, cache)
+    assert len(calls) == 2 and len(train) == 501  # damaged cache: recomputed
+    st = (run_dir / METRICS).stat()
+    os.utime(run_dir / METRICS, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    runcache.frames(run_dir / METRICS, cache)
+    assert len(calls) == 3  # touched: read again
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_damaged_lines_are_counted_not_fatal(tmp_path: Path, monkeypatch, small: bool) -> None:
+    if not small:
+        monkeypatch.setattr(runcache, "SMALL_BYTES", 100)
+    path = tmp_path / METRICS
+    good = [json.dumps({"iteration": i, "tau": float(i), "loss": 1.0}) for i in range(50)]
+    path.write_bytes(("\n".join(good[:20]) + "\n").encode() + b'{"iteration": \xff\xfe}\n[1, 2]\n' + (
+        "\n".join(good[20:]) + "\n" + '{"eval": true, "tau": 9.0, "metric": 1}\n{"torn'
+    ).encode())  # fmt: skip
+    train, evals, meta = runcache.frames(path, None)
+    assert len(evals) == 1 and train["loss"].eq(1.0).all()
+    if small:
+        assert meta["bad"] == 2 and len(train) == 50
