@@ -52,7 +52,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tasks.base import Concat, FloatSum, Task, shard
+from tasks.base import Concat, FloatSum, Task, combine, shard
 from tasks.presets.yolo import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module
 
@@ -192,5 +192,6 @@ def map_from_statistics(stats: dict[str, Any], nc: int) -> dict[str, float]:
 
 
 def evaluate_map(model: Any, evalset: YoloEvalSet, device: torch.device) -> dict[str, float]:
-    """mAP@0.5 and mAP@0.5:0.95 in percent, plus the validation loss, over the whole validation set."""
-    return map_from_statistics(map_statistics(model, evalset, device), len(evalset.spec.names))
+    """mAP@0.5 and mAP@0.5:0.95 in percent, plus the validation loss, over the whole validation set (one
+    shard, combined as the engine combines every rank's)."""
+    return map_from_statistics(combine([map_statistics(model, evalset, device)]), len(evalset.spec.names))
