@@ -34,10 +34,12 @@ def test_shipped_matrices_expand() -> None:
     ordinary = [r for r in smoke.runs if "data.conditioning" not in r.overrides and r.experiment["kind"] != "sweep"]
     assert max(r.scale for r in ordinary if isinstance(r.scale, int)) == 8
     grid = [r for r in smoke.runs if r.experiment["kind"] == "heatmap"]
-    assert len(grid) == 4 * 2 and all("T1" not in r.overrides for r in grid)  # 1 × 2 grid, the preset's T1
+    assert len(grid) == 4 * 3 * 3 and all("T1" not in r.overrides for r in grid)  # 3 × 3 grid, the preset's T1
     scaled_lr0 = {r.overrides["lr_schedule.lr0"] for r in grid if r.method == "scaled"}
     other_lr0 = {r.overrides["lr_schedule.lr0"] for r in grid if r.method != "scaled"}
-    assert scaled_lr0 == {0.2} and other_lr0 == {0.05}  # scaled SGD's own lr axis
+    assert scaled_lr0 == {0.08, 0.2, 0.4} and other_lr0 == {0.02, 0.05, 0.1}  # scaled SGD's own lr axis
+    # logreg's own schedule is constant: every grid run decays exponentially, as a heat map's grid is
+    assert {r.task for r in grid} == {"logreg"} and all(r.overrides["lr_schedule.kind"] == "exponential" for r in grid)
     paper = matrix.load("paper")
     cells = [r for r in paper.runs if r.experiment["kind"] == "table2"]
     assert len(cells) == 5 * (1 + 3 * 4) * 5  # tasks × (S = 1 once + methods × larger scales) × seeds
@@ -58,7 +60,7 @@ def test_dependencies_come_first() -> None:
             assert deps, r
         assert all(position[d.key] < position[r.key] for d in deps)
     scaled = next(r for r in runs if r.method == "scaled")
-    assert len(matrix.depends_on(scaled, runs)) == 2  # the whole 1 × 2 AdaScale grid
+    assert len(matrix.depends_on(scaled, runs)) == 9  # the whole 3 × 3 AdaScale grid
 
 
 @pytest.mark.parametrize(
@@ -71,7 +73,6 @@ def test_dependencies_come_first() -> None:
         ("experiments: [{gain: {tasks: [logreg], every: {cifar10: 5}}}]", "experiments[0].gain.every"),
         ("preset: huge\nexperiments: []", "preset"),
         ("seeds: one\nexperiments: [{table2: {tasks: [logreg], methods: [lsw], scales: [1]}}]", "seeds"),
-        ("experiments: [{heatmap: {task: logreg, lr0: [1], decay: [1], threshold: 1}}]", "exponential"),
         ("experiments: [{heatmap: {task: cifar10, lr0: [x], decay: [1], threshold: 1}}]", "lr0"),
         (
             "experiments: [{heatmap: {task: cifar10, lr0: [1], scaled_lr0: [x], decay: [1], threshold: 1}}]",
