@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import fcntl
+import io
 import json
 import math
 import os
@@ -128,6 +130,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         if isinstance(e, OSError):
             raise _named(e, path) from None
         raise
+
+
+def write_csv_rows(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    """A CSV of `columns` (keys a row lacks are empty, extra keys ignored; floats to 6 significant digits),
+    written atomically."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    atomic_write_bytes(path, buf.getvalue().encode())
 
 
 def remove_temporaries(run_dir: Path) -> list[Path]:

@@ -27,8 +27,6 @@ reads (measured on this executor's device, so only meaningful on the GPUs the ma
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import shutil
@@ -43,7 +41,7 @@ import submitit
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.plan import _unit
-from bench.files import atomic_write_bytes
+from bench.files import write_csv_rows
 
 from .executors import Resources, make_executor, ranks_to_start, run_scales, sbatch_reason, shape_for
 from .job import dist_environment
@@ -299,12 +297,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    atomic_write_bytes(path, buf.getvalue().encode())
+    write_csv_rows(path, COLUMNS, rows)
 
 
 def rehearse(args: Any, m: matrices.Matrix, res: Resources, out: Path) -> int:

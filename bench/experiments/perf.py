@@ -39,8 +39,6 @@ so the paper models can be timed on a machine without their datasets.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import statistics
@@ -63,7 +61,7 @@ from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import Engine, dropout_seeds, seed_generators
 from bench.errors import UserError
 from bench.experiments.synthetic import SyntheticData
-from bench.files import atomic_write_bytes
+from bench.files import write_csv_rows
 from bench.run.data import prepare_data
 from bench.run.spec import resolve
 
@@ -433,12 +431,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    atomic_write_bytes(path, buf.getvalue().encode())
+    write_csv_rows(path, COLUMNS, rows)
 
 
 @dataclass
