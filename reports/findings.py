@@ -27,11 +27,13 @@ signed so that positive is better, against a margin Δ per metric:
       quarter tells "near T1/S", "between" and "near T1" apart. It fails where the gain did not follow the
       noise scale (e.g. a gain stuck at 1 while S·b ≪ B), which the bound [T1/S, T1] never could.
 (iv)  Emergent warm-up: over the first 10 % of τ (≤ 0.1·T1, the paper's warm-up spans the first few
-      percent), the normalised gain u = (r − 1)/(S − 1) starts at most 0.5 (mean over the window's first
-      fifth of records: the lr multiplier begins less than halfway from S = 1's lr to linear scaling's
-      S·lr — "well below S") and rises by ≥ 0.2 of the range by the window's last fifth (a fifth of
-      [1, S]; an estimate's jitter does not move its mean over a fifth of the window that far). Fewer than
-      5 records in the window: not testable.
+      percent), the normalised gain u = (r − 1)/(r̂ − 1) starts at most 0.5 (mean over the window's first
+      fifth of records: the lr multiplier begins less than halfway from S = 1's lr to where it settles)
+      and rises by ≥ 0.2 by the window's last fifth (an estimate's jitter does not move its mean over a
+      fifth of the window that far). r̂ is the gain the run's own training-average B_simple allows
+      (bench.algo.gain.steady_gain; ≤ S, and S where B_simple is unknown): past the noise scale the gain
+      settles near 1 + B_simple/b, far below S, so a range of [1, S] would fix the outcome at "does not
+      hold" whatever the run did. Fewer than 5 records in the window: not testable.
 (v)   Elastic AdaScale non-inferior to S = 1, as Table 2 shades: each elastic schedule `within`.
 
 (iii) and (iv) judge each run: all hold → holds, none → does not hold, some → inconclusive.
@@ -77,7 +79,7 @@ MARGIN_POINTS = 0.5  # accuracy-like metrics, in points (see the module docstrin
 MARGIN_LOSS = 0.02  # losses, relative to the S = 1 mean
 POSITION_TOLERANCE = 0.25  # (iii): a quarter of the range [T1/S, T1]
 WARMUP_WINDOW = 0.10  # (iv): the first 10 % of τ
-WARMUP_START = 0.5  # (iv): starts below half the range [1, S]
+WARMUP_START = 0.5  # (iv): starts below half the range [1, r̂]
 WARMUP_RISE = 0.2  # (iv): rises by a fifth of the range
 WARMUP_MIN_RECORDS = 5
 WITHIN, WORSE, STRADDLES, FEW = "within", "worse", "straddles", "too few seeds"
@@ -271,25 +273,28 @@ def check_iii(ctx: Context) -> tuple[str, str]:
 
 @dataclass
 class Warmup:
-    start: float  # normalised gain (r − 1)/(S − 1) over the window's first fifth
+    start: float  # normalised gain (r − 1)/(r̂ − 1) over the window's first fifth
     end: float  # … over its last fifth
     records: int
     holds: bool | None  # None: too few records to tell
+    settles: float = math.nan  # r̂, the gain the run's B_simple allows (S where unknown)
 
 
-def warmup(train: pd.DataFrame, scale: float, T1: float) -> Warmup:
-    """(iv) on one run's training records: the normalised gain over the first WARMUP_WINDOW of τ."""
-    if train.empty or not {"tau", "gain"} <= set(train.columns) or not (scale > 1 and math.isfinite(T1)):
-        return Warmup(math.nan, math.nan, 0, None)
+def warmup(train: pd.DataFrame, scale: float, T1: float, settles: float | None = None) -> Warmup:
+    """(iv) on one run's training records: the normalised gain over the first WARMUP_WINDOW of τ, against
+    `settles` (r̂: the gain its noise scale allows; S when None)."""
+    r_hat = float(scale) if settles is None or not math.isfinite(settles) else min(float(settles), float(scale))
+    if train.empty or not {"tau", "gain"} <= set(train.columns) or not (r_hat > 1 and math.isfinite(T1)):
+        return Warmup(math.nan, math.nan, 0, None, r_hat)
     d = train[["tau", "gain"]].apply(pd.to_numeric, errors="coerce").dropna()
     d = d[d["tau"] <= WARMUP_WINDOW * T1]
     n = len(d)
     if n < WARMUP_MIN_RECORDS:
-        return Warmup(math.nan, math.nan, n, None)
-    u = (d["gain"].to_numpy(float) - 1) / (scale - 1)
+        return Warmup(math.nan, math.nan, n, None, r_hat)
+    u = (d["gain"].to_numpy(float) - 1) / (r_hat - 1)
     k = max(1, math.ceil(n / 5))
     start, end = float(u[:k].mean()), float(u[-k:].mean())
-    return Warmup(start, end, n, start <= WARMUP_START and end - start >= WARMUP_RISE)
+    return Warmup(start, end, n, start <= WARMUP_START and end - start >= WARMUP_RISE, r_hat)
 
 
 def run_warmups(ctx_res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]:
@@ -301,7 +306,9 @@ def run_warmups(ctx_res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warm
         for _, r in g[g["status"] == "completed"].sort_values("seed").iterrows():
             if not bool(r["has_metrics"]):
                 continue
-            out.append((r, warmup(ctx_res.metrics(r["run_dir"])[0], float(s), float(r["T1"]))))
+            B = pd.to_numeric(pd.Series([r.get(noise.COLUMN)]), errors="coerce").iloc[0]
+            r_hat = steady_gain(float(B), float(r["batch_size"]), float(s)) if np.isfinite(B) and B > 0 else None
+            out.append((r, warmup(ctx_res.metrics(r["run_dir"])[0], float(s), float(r["T1"]), r_hat)))
     return out
 
 
@@ -315,8 +322,14 @@ def check_iv(ctx: Context) -> tuple[str, str]:
             parts.append(f"S={r['scale']} seed {r['seed']}: {w.records} record(s) in the first 10 % of τ")
             continue
         flags.append(w.holds)
-        parts.append(f"S={r['scale']} seed {r['seed']}: {w.start:.2f} → {w.end:.2f}" + ("" if w.holds else " ✗"))
-    rule = f"normalised gain (r − 1)/(S − 1), first → last fifth of τ ≤ {WARMUP_WINDOW:g}·T1"
+        parts.append(
+            f"S={r['scale']} seed {r['seed']}: {w.start:.2f} → {w.end:.2f} (r̂ {w.settles:.3g})"
+            + ("" if w.holds else " ✗")
+        )
+    rule = (
+        f"normalised gain (r − 1)/(r̂ − 1), r̂ the gain at the run's B_simple, first → last fifth of "
+        f"τ ≤ {WARMUP_WINDOW:g}·T1"
+    )
     if not flags:
         return NOT_TESTABLE, "; ".join(parts)
     return _aggregate(flags), "; ".join(parts) + f"; {rule}, holds: start ≤ {WARMUP_START:g}, rise ≥ {WARMUP_RISE:g}"

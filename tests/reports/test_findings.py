@@ -180,12 +180,15 @@ def test_b_simple_comes_from_the_summary_or_the_metrics(tmp_path):
 # ------------------------------------------------------------------------------------------- (iv)
 
 
-def with_gains(run, gains, T1: float = 1000.0):
-    """Replace a run's training records: one per unit of τ, the given gains first (then the last one)."""
+def with_gains(run, gains, T1: float = 1000.0, stats: dict | None = None):
+    """Replace a run's training records: one per unit of τ, the given gains first (then the last one);
+    `stats`: the sum_sq, mean_sq (and scale) each record carries."""
     lines = []
     for i in range(int(T1 * 0.2)):
         g = gains[i] if i < len(gains) else gains[-1]
-        lines.append({"iteration": i, "tau": float(i), "scale": 4, "gain": g, "lr": 0.1 * g, "loss": 1.0})
+        lines.append(
+            {"iteration": i, "tau": float(i), "scale": 4, "gain": g, "lr": 0.1 * g, "loss": 1.0, **(stats or {})}
+        )
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
 
 
@@ -208,6 +211,26 @@ def test_iv_fails_where_the_gain_starts_at_s(tmp_path):
     assert st == FAILS and "✗" in detail
     with_gains(write_run(tmp_path, "cifar10", "adascale", 4, 2, T1=1000, iterations=400), RISING)
     assert status(tmp_path, "iv")[0] == INCONCLUSIVE  # the seeds disagree
+
+
+SETTLING = [3.5 + 7.5 * (1 - math.exp(-i / 30)) for i in range(100)]  # S = 64 past the noise scale: 3.5 → ~11
+
+
+def test_iv_judges_the_rise_against_the_gain_the_noise_scale_allows(tmp_path):
+    """S = 64, b = 32, B_simple = 473 (the smoke's control cell): the gain settles near r̂ ≈ 12.8, not S. It
+    starts at 3.5 and climbs to ~11: a warm-up that a range of [1, S] would call 0.04 → 0.16, "does not hold",
+    whatever the run did."""
+    S, b, B = 64, 32, 473.0
+    var, mean_sq = B / b, 1.0 + B / b / S  # σ² = B/b and μ² = mean_sq − σ²/S = 1 (the unbiased moments)
+    stats = {"scale": S, "sum_sq": var * (S - 1) + S * mean_sq, "mean_sq": mean_sq}
+    for seed in (0, 1):
+        run = write_run(tmp_path, "logreg", "adascale", S, seed, T1=1000, iterations=100, batch_size=b)
+        with_gains(run, SETTLING, stats=stats)
+    st, detail = status(tmp_path, "iv")
+    assert st == HOLDS and "(r̂ 12.8)" in detail
+    for seed in (0, 1):  # at r̂ from the start: no warm-up
+        with_gains(tmp_path / "logreg" / "adascale" / "s64" / f"seed{seed}", [11.0] * 100, stats=stats)
+    assert status(tmp_path, "iv")[0] == FAILS
 
 
 def test_iv_is_not_testable_without_records_in_the_window(tmp_path):
