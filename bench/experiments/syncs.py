@@ -4,8 +4,10 @@ A GPU runs ahead of the Python that feeds it until the host needs a value from i
 stalls, but the same calls happen, so they can be counted here, before any GPU is paid for:
 
 - with torch.profiler, the aten ops that copy a device scalar to the host: `aten::_local_scalar_dense`
-  (what `.item()`, `float(t)`, `bool(t)` and data-dependent Python control flow call) and
-  `aten::is_nonzero`;
+  (what `.item()`, `float(t)`, `bool(t)` and data-dependent Python control flow call), and the ops whose
+  output size depends on the data, which on a GPU wait for a count to reach the host before they can
+  allocate: `aten::nonzero` (boolean-mask indexing `t[mask]` and `t[mask] = v` call it), `unique` in its
+  forms, `masked_select` and `repeat_interleave` (the last without `output_size`; counted either way);
 - with a TorchFunctionMode, the tensor methods that hand a whole tensor to the host without an aten op:
   `tolist`, `numpy` and `cpu` (on a GPU each is a device-to-host copy the host waits for; on this CPU a
   `.cpu()` is free, but the count is of the call, which on a GPU run is made on a device tensor).
@@ -23,7 +25,17 @@ from typing import Any
 
 from torch.overrides import TorchFunctionMode
 
-PROFILED = ("aten::_local_scalar_dense",)  # item(), float(t), bool(t) (via aten::is_nonzero) all end here
+PROFILED = (
+    "aten::_local_scalar_dense",  # item(), float(t), bool(t) (via aten::is_nonzero) all end here
+    "aten::nonzero",  # data-dependent output sizes: the host waits for the count
+    "aten::_unique",
+    "aten::_unique2",
+    "aten::unique_dim",
+    "aten::unique_consecutive",
+    "aten::unique_dim_consecutive",
+    "aten::masked_select",
+    "aten::repeat_interleave",
+)
 METHODS = ("tolist", "numpy", "cpu")
 
 
