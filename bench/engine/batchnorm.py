@@ -51,32 +51,36 @@ class RunningStatsMerge:
 
     @torch.no_grad()
     def end(self) -> None:
-        dist, world, rank, n_layers = self.dist, self.dist.world, self.dist.rank, len(self.layers)
+        """Two all-reduces and no host sync: the update counts stay on the device, and the weights of the
+        formulas above are computed there for every layer at once (q per layer is known on the host)."""
+        dist, world, rank = self.dist, self.dist.world, self.dist.rank
         # 1. every rank's number of updates per layer (a layer may be skipped, or used twice), one all-reduce
-        counts = torch.zeros(world, n_layers, dtype=torch.float64, device=self._n0.device)
-        counts[rank] = (torch.stack([m.num_batches_tracked for m in self.layers]) - self._n0).double()
-        flat = torch.cat([dist.all_reduce_sum(counts).flatten(), self._n0.double()]).round().long().tolist()
-        updates, starts = flat[: world * n_layers], flat[world * n_layers :]  # one host sync
-        # 2. this rank's weighted deltas, summed over ranks in one all-reduce
-        deltas, bases = [], []
-        for j, (m, (mean0, var0), n0) in enumerate(zip(self.layers, self._start, starts, strict=True)):
-            u = [updates[k * n_layers + j] for k in range(world)]
-            total, after = sum(u), sum(u[rank + 1 :])
-            if m.momentum is None:  # cumulative average
-                base, weight, keep = 1.0, (n0 + u[rank]) / (n0 + total) if n0 + total else 0.0, 1.0
-            else:
-                q = 1.0 - float(m.momentum)
-                base, weight, keep = q**total, q**after, q ** u[rank]
+        n0 = self._n0.double()
+        counts = torch.zeros(world, len(self.layers), dtype=torch.float64, device=n0.device)
+        counts[rank] = torch.stack([m.num_batches_tracked for m in self.layers]).double() - n0
+        counts = dist.all_reduce_sum(counts)
+        mine, total, after = counts[rank], counts.sum(0), counts[rank + 1 :].sum(0)
+        # 2. per layer: base (of r_0), weight (of this rank's delta) and keep (of r_0 in that delta)
+        cumulative = torch.tensor([m.momentum is None for m in self.layers], device=n0.device)
+        q = torch.tensor([1.0 - float(m.momentum or 0.0) for m in self.layers], dtype=torch.float64, device=n0.device)
+        seen = n0 + total
+        share = torch.where(seen > 0, (n0 + mine) / seen.clamp(min=1.0), torch.zeros_like(seen))
+        one = torch.ones_like(q)
+        base = torch.where(cumulative, one, q.pow(total))
+        weight = torch.where(cumulative, share, q.pow(after))
+        keep = torch.where(cumulative, one, q.pow(mine))
+        deltas = []
+        for j, (m, (mean0, var0)) in enumerate(zip(self.layers, self._start, strict=True)):
             for now, start in ((m.running_mean, mean0), (m.running_var, var0)):
-                deltas.append((weight * (now.double() - keep * start.double())).flatten())
-            bases.append((base, n0 + total))
+                deltas.append((weight[j] * (now.double() - keep[j] * start.double())).flatten())
         merged = dist.all_reduce_sum(torch.cat(deltas))
-        # 3. r_S = base · r_0 + Σ_k delta_k, written back in the buffers' own dtype
+        # 3. r_S = base · r_0 + Σ_k delta_k, written back in the buffers' own dtype; n_0 + U updates
         at = 0
-        for m, (mean0, var0), (base, tracked) in zip(self.layers, self._start, bases, strict=True):
+        tracked = seen.round().long()
+        for j, (m, (mean0, var0)) in enumerate(zip(self.layers, self._start, strict=True)):
             for buf, start in ((m.running_mean, mean0), (m.running_var, var0)):
                 n = buf.numel()
-                buf.copy_((base * start.double() + merged[at : at + n].view_as(buf)).to(buf.dtype))
+                buf.copy_((base[j] * start.double() + merged[at : at + n].view_as(buf)).to(buf.dtype))
                 at += n
-            m.num_batches_tracked.fill_(tracked)
+            m.num_batches_tracked.copy_(tracked[j])
         self._start = []

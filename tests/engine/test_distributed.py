@@ -123,6 +123,34 @@ def test_merged_batchnorm_statistics_equal_the_sequential_update(world: int) -> 
                 torch.testing.assert_close(got[key], value, rtol=1e-6, atol=1e-6, msg=key)
 
 
+def test_the_merge_reads_nothing_on_the_host() -> None:
+    """The merge's update counts and weights stay on the device (a GPU run would stall on a read); a merge
+    that reads the counts on the host (as one did) is caught by the same count. (Counted over `end` only:
+    torch's BatchNorm with momentum None itself reads its counter in forward.)"""
+    from bench.experiments.syncs import count_host_syncs
+
+    group = ThreadRanks(2)
+    ranks = [nn.Sequential(nn.Conv2d(3, 6, 3), nn.BatchNorm2d(6), nn.BatchNorm2d(6, momentum=None)) for _ in "ab"]
+    merges = [RunningStatsMerge.for_model(m, group.dist(k)) for k, m in enumerate(ranks)]
+    x = torch.randn(4, 3, 5, 5) + 1
+
+    def end(k: int, read: bool = False) -> None:
+        merges[k].end()  # type: ignore[union-attr]
+        if read:  # what a host-side merge does: the counts to the host
+            ranks[k][1].num_batches_tracked.tolist()
+
+    for read, want in ((False, 0), (True, 1)):
+        for k in (0, 1):
+            merges[k].begin()  # type: ignore[union-attr]
+            ranks[k](x)
+        other = threading.Thread(target=end, args=(1,))
+        other.start()
+        per, counts = count_host_syncs(lambda read=read: end(0, read))
+        other.join()
+        assert per == want, counts
+    assert int(ranks[0][2].num_batches_tracked) == 4  # 2 iterations × 2 ranks
+
+
 def test_no_merge_on_one_rank_or_without_batchnorm() -> None:
     assert RunningStatsMerge.for_model(BNNet(), Dist()) is None
     assert RunningStatsMerge.for_model(nn.Linear(3, 1), ThreadRanks(2).dist(0)) is None
