@@ -88,6 +88,15 @@ class Outcome:
     noise_scale: float | None = None
 
 
+@dataclass
+class StopVote:
+    """This rank's wish to stop (a signal arrived), carried by the iteration's one gather so that every
+    rank learns whether any rank wants to stop without a collective and a host read of its own."""
+
+    mine: bool
+    anyone: bool = False
+
+
 def accumulate(
     model: nn.Module,
     task: Task,
@@ -97,6 +106,7 @@ def accumulate(
     observer: GradientObserver | None,
     scale: int,
     dist: Dist,
+    vote: StopVote | None = None,
 ) -> tuple[float, float, float]:
     """Forward and backward each of this rank's A micro-batches separately, leave ḡ = (1/S) Σ_i g_i in
     `.grad`, and return (mean loss, sum_sq, mean_sq) over all S micro-batches of all ranks.
@@ -111,7 +121,7 @@ def accumulate(
     summed with math.fsum on the host. The sums are thus exactly rounded, so they do not depend on the
     order of the terms, nor on how S is split into W × A (for W > 1 the ranks' terms are all-gathered,
     not all-reduced). Few small ops, because on tiny models every op's fixed cost shows (see
-    `adascale-bench perf`)."""
+    `adascale-bench perf`). A `vote` rides on the same gather (its `anyone` is set on every rank)."""
     accum = len(seeds)
     ddp = isinstance(model, nn.parallel.DistributedDataParallel)
     losses: list[torch.Tensor] = []
@@ -140,16 +150,21 @@ def accumulate(
     if dist.world > 1:  # every rank's losses and g_i norms (ḡ is the same on every rank)
         import torch.distributed as torch_dist
 
-        part = mine[: accum + n_obs].contiguous()  # (equal lengths: DDP and pairwise need every parameter used)
+        flag = torch.full((1,), float(vote is not None and vote.mine), dtype=mine.dtype, device=mine.device)
+        part = torch.cat([mine[: accum + n_obs], flag])  # (equal lengths: DDP and pairwise use every parameter)
         parts = [torch.empty_like(part) for _ in range(dist.world)]
         torch_dist.all_gather(parts, part)
         host = torch.cat([*parts, mine[accum + n_obs :]]).tolist()  # one transfer
-        rows = [host[r * len(part) : (r + 1) * len(part)] for r in range(dist.world)]
+        rows = [host[r * len(part) : (r + 1) * len(part) - 1] for r in range(dist.world)]
+        if vote is not None:
+            vote.anyone = any(host[(r + 1) * len(part) - 1] > 0 for r in range(dist.world))
         loss_total = math.fsum(v for row in rows for v in row[:accum])
         sum_sq = math.fsum(v * v for row in rows for v in row[accum:])
         mean_sq = math.fsum(v * v for v in host[dist.world * len(part) :])
     else:
         host = mine.tolist()
+        if vote is not None:
+            vote.anyone = vote.mine
         loss_total = math.fsum(host[:accum])
         sum_sq = math.fsum(v * v for v in host[accum : accum + n_obs])
         mean_sq = math.fsum(v * v for v in host[accum + n_obs :])
@@ -206,6 +221,7 @@ class Engine:
             raise UserError(f"unknown estimator {spec['estimator']!r}; expected one of: {names}")
         self.estimator = ESTIMATORS[spec["estimator"]]()
         self.lr = lr_schedule(spec["lr_schedule"], self.T1)
+        self.vote = StopVote(False)  # the last iteration's stop vote (Engine.step)
         for s in self.scales.scales:
             ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
 
@@ -315,11 +331,13 @@ class Engine:
         seeds = dropout_seeds(spec["seed"], state.microbatch + dist.rank * accum, accum)
         self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
         result = None
+        self.vote = StopVote(stop_requested())  # answered by this iteration's gather (W = 1: at once)
         if self.batched is not None and accum > 1:  # spec microbatch_mode=batched (bench.engine.batched)
             micro = list(micro)
             result = self.batched.accumulate(micro, scale, track)
+            self.vote.anyone = self.vote.mine  # (W = 1 only)
         if result is None:
-            result = accumulate(self.model, self.loss_task, micro, seeds, self.params, observer, scale, dist)
+            result = accumulate(self.model, self.loss_task, micro, seeds, self.params, observer, scale, dist, self.vote)
         loss_v, sum_sq_v, mean_sq_v = result
         self.split.end()
         finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
@@ -459,7 +477,7 @@ class Engine:
                 done = self._done(state)
                 if keep_every and state.iteration % keep_every == 0:
                     self._keep(state)
-                if dist.any(stop_requested()):  # every rank stops in the same iteration
+                if self.vote.anyone:  # every rank stops in the same iteration (the vote rode on its gather)
                     state.wall_time = time.perf_counter() - started
                     self._checkpoint(state)
                     raise Interrupted(
