@@ -10,11 +10,11 @@ the `params` column gives it), which is memory-bound on a GPU and at most a few 
 
 How: on fake tensors (torch._subclasses.FakeTensorMode: shapes only, no arithmetic, seconds per model)
 at the full micro-batch, averaged over DRAWS micro-batches where the shapes vary (transformer sentence
-lengths). Where the loss reads data on the host (speech's packed sequences, YOLO's target assignment)
-fake tensors cannot run it; there the micro-batch is counted on real CPU tensors with k of its b
-examples at their real shapes and multiplied by b/k, which is exact because every counted op is linear
-in the number of examples (per-example convolutions; an LSTM over packed frames) — the `counted` column
-says which. One micro-batch of S = 1; an iteration at scale S is S of them.
+lengths). Where the loss reads data on the host (speech's packed sequences) fake tensors cannot run it;
+there the micro-batch is counted on real CPU tensors with k of its b examples at their real shapes and
+multiplied by b/k, which is exact because every counted op is linear in the number of examples
+(per-example convolutions; an LSTM over packed frames) — the `counted` column says which. One
+micro-batch of S = 1; an iteration at scale S is S of them.
 """
 
 from __future__ import annotations

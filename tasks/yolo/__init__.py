@@ -22,10 +22,15 @@ the loss is CIoU box loss + BCE class loss + DFL with ultralytics' default gains
 dfl 1.5 (`get_cfg()`, set as `model.args` exactly as ultralytics' trainer does). So absolute
 numbers are not those of the paper's network; the AdaScale comparison across scales is what counts.
 
-Loss convention: `model(batch)` (the wrapper's forward, so DDP works) returns ultralytics'
-`(loss, loss_items)`, where `loss` is the vector [box, cls, dfl] times the batch size (ultralytics
-backprops that sum). We return `loss.sum() / b`, i.e. box + cls + dfl as ultralytics logs it, each
-term normalised over the micro-batch's assigned targets: the micro-batch mean the engine expects.
+Loss: ultralytics' v8 detection loss (v8DetectionLoss with its TaskAlignedAssigner, CIoU and DFL, gains
+from `model.args`), reimplemented without host synchronisations in tasks/yolo/loss.py (issue 24).
+ultralytics' own reads box counts on the host and indexes by boolean masks: 6 host syncs per micro-batch
+on the tiny preset's two-scale head, 7 on the paper's three. Ours pads the targets on the host in the
+collate (`targets`, `target_mask`), masks instead of indexing, and equals ultralytics' to float rounding
+(tests/tasks/test_yolo_loss.py). `model(img)` (the wrapper's forward, so DDP works) gives the head's raw
+outputs; the loss is box + cls + dfl as ultralytics logs it, each term normalised over the micro-batch's
+summed target scores (at least 1), i.e. ultralytics' `loss.sum() / b`: the micro-batch mean the engine
+expects.
 
 Evaluation: ultralytics' `DetectionValidator` used programmatically, without a trainer and without
 its `__call__`: its `preprocess`, `postprocess` (ultralytics' NMS: conf 0.001, IoU 0.7, max_det 300,
@@ -35,7 +40,8 @@ interpolated AP), on ultralytics' val-mode dataset (letterbox, rectangular batch
 validator imports torchvision (a few seconds once per process on 2 CPU cores); that also gives NMS
 torchvision's kernel instead of ultralytics' python-loop fallback, which is slower even on the tiny
 set and far slower on VOC. Reported in percent: `map50` (the Table 2 metric), `map50_95`, plus the
-validation `loss` (same convention as training, eval-mode BatchNorm).
+validation `loss`: the training loss (tasks/yolo/loss.py, the same function and convention) on eval-mode
+outputs, averaged over images.
 
 Deviations from ultralytics' trainer, on purpose (the engine owns the optimisation): no warm-up, no
 EMA of weights, no `close_mosaic`, no nominal-batch (64) accumulation or weight-decay rescaling, a
@@ -58,6 +64,7 @@ from tasks.synthetic import SyntheticBatches, synthetic_module
 
 from . import offline
 from .data import YoloEvalSet, YoloTrainSet, build_dataset, read_spec
+from .loss import DetectionLoss, criterion, with_padded_targets
 from .tiny import write_tiny as _write_tiny
 
 
@@ -86,6 +93,7 @@ class Yolo(Task):
         arch["reg_max"] = int(m.get("reg_max", 16))
         model = DetectionModel(arch, ch=3, nc=int(m["nc"]), verbose=False)
         model.args = get_cfg()  # the loss reads its gains (box, cls, dfl) here, as under ultralytics' trainer
+        model.detection_loss = DetectionLoss(model)  # reads the strides now, on the host, not per step
         return model
 
     def train_set(self, cfg: dict[str, Any], root: Path) -> YoloTrainSet:
@@ -98,9 +106,15 @@ class Yolo(Task):
         return YoloEvalSet(build_dataset(spec, cfg["data"], "val", b), spec, b)
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
-        batch = {**batch, "img": batch["img"].float() / 255}
-        total, _items = model(batch)  # ultralytics: [box, cls, dfl] * batch size
-        return total.sum() / batch["img"].shape[0]
+        """box + cls + dfl of the micro-batch (tasks/yolo/loss.py): no host sync. The batch carries its padded
+        targets (the collate adds them); one without (ultralytics' collate only) is padded here if it is
+        still on the host, and refused on a device, where padding would read the box counts back."""
+        if "targets" not in batch:
+            if batch["batch_idx"].device.type != "cpu":
+                raise ValueError("yolo loss: batch without 'targets'/'target_mask'; collate with YoloTrainSet.collate")
+            batch = with_padded_targets(batch)
+        preds = model(batch["img"].float() / 255)  # training mode: the head's raw outputs
+        return criterion(model)(preds, batch["targets"], batch["target_mask"]).sum()
 
     def eval_stats(
         self,
@@ -160,10 +174,10 @@ def map_statistics(
     validator = make_validator(evalset, device, loader)
     loss_sum, n = FloatSum(), 0
     for batch in loader:
-        batch = validator.preprocess(batch)  # to the device, uint8 -> float / 255
+        batch = validator.preprocess(with_padded_targets(batch))  # to the device, uint8 -> float / 255
         preds = model(batch["img"])  # eval mode: (decoded xywh boxes + class scores, raw head outputs)
-        loss, _ = model.loss(batch, preds)
-        loss_sum.append(float(loss.sum()))
+        loss = criterion(model)(preds, batch["targets"], batch["target_mask"])  # the training loss, per image
+        loss_sum.append(float(loss.sum()) * batch["img"].shape[0])
         n += batch["img"].shape[0]
         validator.update_metrics(validator.postprocess(preds), batch)
     records = validator.metrics.stats

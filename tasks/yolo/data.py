@@ -45,6 +45,7 @@ from bench.errors import UserError
 from tasks.base import seeded
 
 from . import offline
+from .loss import with_padded_targets
 
 LAYOUT = (
     "a dataset YAML (path, train, val, names) with images/<split>/*.jpg and labels/<split>/*.txt "
@@ -227,8 +228,10 @@ class YoloTrainSet:
             return self.dataset[int(index)]
 
     def collate(self, samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """ultralytics' collate_fn: stacked uint8 images, concatenated boxes with a batch_idx column."""
-        return self.dataset.collate_fn(list(samples))
+        """ultralytics' collate_fn (stacked uint8 images, concatenated boxes with a batch_idx column), plus the
+        boxes padded per image, `targets` and `target_mask`, which the sync-free loss reads (tasks.yolo.loss):
+        made here, in the loader workers, where the box counts are on the host."""
+        return with_padded_targets(self.dataset.collate_fn(list(samples)))
 
 
 @dataclass

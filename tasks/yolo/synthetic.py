@@ -1,12 +1,12 @@
 """Random training batches of yolo's real shapes, for `adascale-bench perf --synthetic` (no VOC).
 
-A batch is what ultralytics' `YOLODataset.collate_fn` returns for b training images (`data.YoloTrainSet`;
-the task's loss hands it to ultralytics' v8DetectionLoss): `img` uint8 (b, 3, imgsz, imgsz) at the
-preset's image size (uniform noise), and every box as one row of `batch_idx` (its image, float),
-`cls` (b·k, 1) float below the preset's nc and `bboxes` (b·k, 4) normalised centre-x, centre-y, width,
-height, plus the per-image `im_file`, `ori_shape`, `resized_shape` and `ratio_pad` tuples the real
-collate carries. Each image has 1 to 4 boxes (VOC averages about 2.4 objects an image), of sides 10 % to
-50 % of the image, inside it.
+A batch is what `data.YoloTrainSet.collate` returns for b training images (ultralytics'
+`YOLODataset.collate_fn` plus the padded targets the task's loss reads, tasks.yolo.loss): `img` uint8
+(b, 3, imgsz, imgsz) at the preset's image size (uniform noise), and every box as one row of `batch_idx`
+(its image, float), `cls` (b·k, 1) float below the preset's nc and `bboxes` (b·k, 4) normalised centre-x,
+centre-y, width, height, plus the per-image `im_file`, `ori_shape`, `resized_shape` and `ratio_pad`
+tuples the real collate carries, and `targets` / `target_mask` (tasks.yolo.loss.pad_targets). Each image
+has 1 to 4 boxes (VOC averages about 2.4 objects an image), of sides 10 % to 50 % of the image, inside it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from .loss import with_padded_targets
 
 BOXES = (1, 4)  # boxes per image, both ends included
 SIDES = (0.1, 0.5)  # box width and height, as fractions of the image
@@ -28,7 +30,7 @@ def synthetic_batch(cfg: dict[str, Any], generator: torch.Generator, items: int 
     k = int(counts.sum())
     wh = SIDES[0] + (SIDES[1] - SIDES[0]) * torch.rand(k, 2, generator=generator)
     xy = wh / 2 + (1 - wh) * torch.rand(k, 2, generator=generator)
-    return {
+    batch = {
         "batch_idx": torch.repeat_interleave(torch.arange(n), counts).float(),
         "bboxes": torch.cat([xy, wh], 1),
         "cls": torch.randint(0, nc, (k, 1), generator=generator).float(),
@@ -38,3 +40,4 @@ def synthetic_batch(cfg: dict[str, Any], generator: torch.Generator, items: int 
         "ratio_pad": ((1.0, 1.0),) * n,
         "resized_shape": ((size, size),) * n,
     }
+    return with_padded_targets(batch)

@@ -7,8 +7,8 @@ tar of class tars plus the flat val tar and the devkit, with JPEGs of typical Im
 500×333; 5 classes), raw WMT-style parallel text (the toy corpus). Micro-batches are the largest that keep
 this stage within CI's budget on 2 cores and say so in the table (`*`); per-example shapes stay the paper's
 (224×224 crops, 32×32 images, d = 512 6+6-layer transformer). Not covered here yet: speech (LibriSpeech flac
-of real lengths through DS2 takes minutes per iteration on 2 cores) and yolo (its loss syncs 4 times per
-micro-batch: tests/experiments/test_syncs.py).
+of real lengths through DS2 takes minutes per iteration on 2 cores) and yolo (not written yet; its loss no
+longer syncs per micro-batch: tests/experiments/test_syncs.py).
 """
 
 from __future__ import annotations
