@@ -29,6 +29,7 @@ import math
 import mmap
 import os
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,24 @@ def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int,
 
 def _columns(records: list[dict]) -> dict[str, np.ndarray]:
     """Numeric columns of the training records (null and missing: NaN; strings and lists dropped)."""
+    keys = dict.fromkeys(k for r in records for k in r)  # every key, in order of first appearance
+    columns = {}
+    for k in keys:  # the common case at numpy speed: every value of the key a number, null or missing
+        values = [r.get(k, None) for r in records]
+        if not isinstance(k, str) or not set(map(type, values)) <= _PLAIN:
+            return _columns_slow(records)
+        try:
+            columns[k] = np.array(values, dtype=np.float64)  # None -> NaN, True -> 1.0, as _float
+        except OverflowError:  # an integer past float's range: _float's NaN
+            return _columns_slow(records)
+    return columns
+
+
+_PLAIN = {float, int, bool, type(None)}
+
+
+def _columns_slow(records: list[dict]) -> dict[str, np.ndarray]:
+    """_columns for records holding other values too: keys ordered by their first numeric value."""
     keys = dict.fromkeys(k for r in records for k, v in r.items() if isinstance(k, str) and _numeric(v))
     return {k: np.array([_float(r.get(k)) for r in records], dtype=np.float64) for k in keys}
 
@@ -155,27 +174,75 @@ def _save(target: Path, columns: dict[str, np.ndarray], evals: list[dict], meta:
     atomic_write_bytes(target, buf.getvalue())
 
 
+class Damaged(ValueError):
+    """A cache file that is not what _save writes (truncated, foreign, hostile): ignored and rebuilt."""
+
+
 def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, Any]] | None:
-    """The cached summary when it is there, readable and made from the file as it is now."""
+    """The cached summary when it is there, readable and made from the file as it is now; None when it is
+    absent or stale; Damaged (with why) when it is not what _save writes. Nothing in it is trusted: no
+    pickle (allow_pickle=False), members and sizes bounded before anything is read, every array checked
+    for its dtype and shape."""
     try:
         st = path.stat()
+        with zipfile.ZipFile(target) as zf:  # a zip bomb is refused before numpy inflates anything
+            if sum(i.file_size for i in zf.infolist()) > MAX_CACHE_BYTES:
+                raise Damaged(f"members larger than {MAX_CACHE_BYTES} bytes")
         with np.load(target, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
+            meta = json.loads(_text(z, "meta"))
+            if not isinstance(meta, dict):
+                raise Damaged("meta is not an object")
             if (meta.get("version"), meta.get("size"), meta.get("mtime_ns")) != (VERSION, st.st_size, st.st_mtime_ns):
-                return None
-            evals = json.loads(str(z["evals"]))
+                return None  # stale (or another version's): rebuilt without a word
+            evals = json.loads(_text(z, "evals"))
             columns = {k.removeprefix("train/"): z[k] for k in z.files if k.startswith("train/")}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, AttributeError, TypeError):
+    except FileNotFoundError:
         return None
-    if not isinstance(meta, dict) or not isinstance(evals, list):
-        return None
-    return columns, [e for e in evals if isinstance(e, dict)], meta
+    except Damaged:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, AttributeError, TypeError) as e:
+        raise Damaged(f"{type(e).__name__}: {e}") from None
+    if not isinstance(evals, list) or not all(isinstance(e, dict) for e in evals):
+        raise Damaged("evals is not a list of objects")
+    if not all(v.dtype == np.float64 and v.ndim == 1 for v in columns.values()):
+        raise Damaged("a training column is not a float64 vector")
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) > 1:
+        raise Damaged("training columns of different lengths")
+    records, bad, sampled = meta.get("records"), meta.get("bad"), meta.get("sampled")
+    if not (_count(records) and _count(bad) and isinstance(sampled, bool)) or max(lengths, default=0) > records:
+        raise Damaged("meta's records, bad or sampled are not counts")
+    return columns, evals, meta
 
 
-def frames(path: Path, cache_dir: Path | None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+MAX_CACHE_BYTES = 256 << 20  # a summary is ~0.5 MB; anything near this is not one
+
+
+def _text(z: Any, key: str) -> str:
+    a = z[key]
+    if a.dtype.kind != "U" or a.ndim != 0:
+        raise Damaged(f"{key} is not text")
+    return str(a)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def frames(
+    path: Path, cache_dir: Path | None, warn: Callable[[str], None] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """(training frame, evaluation frame, meta) of the metrics file at `path`, from the cache under
-    `cache_dir` when it is current, else read (and cached, when `cache_dir` is given)."""
-    got = _load(cache_file(cache_dir, path.parent), path) if cache_dir is not None else None
+    `cache_dir` when it is current, else read (and cached, when `cache_dir` is given). A damaged cache
+    file is named in one line to `warn` and rebuilt."""
+    got = None
+    if cache_dir is not None:
+        target = cache_file(cache_dir, path.parent)
+        try:
+            got = _load(target, path)
+        except Damaged as e:
+            if warn is not None:
+                warn(f"ignored damaged report cache {target} ({str(e)[:200]}); rebuilt from {path}")
     if got is None:
         got = summarize(path)
         if cache_dir is not None:
