@@ -28,6 +28,7 @@ import json
 import math
 import mmap
 import os
+import re
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -51,18 +52,35 @@ def cache_file(cache_dir: Path, run_dir: Path) -> Path:
 def _decode(line: bytes) -> dict[str, Any] | None:
     try:
         rec = json.loads(line)
-    except ValueError:  # UnicodeDecodeError included
+    except (ValueError, RecursionError):  # UnicodeDecodeError included; nesting past Python's stack
         return None
     return rec if isinstance(rec, dict) else None
+
+
+_SPLIT = re.compile(rb"\]\s*,\s*\[")
+
+
+def decode_lines(lines: list[bytes]) -> list[dict | None]:
+    """_decode of each line, in one json.loads of them all where that gives the same: `[[line],[line],…]`
+    parsed once (the per-call cost of json.loads is most of a short record's), accepted only when it
+    holds one one-item list per line and no line holds `],[` (the only way a line could split into two
+    items: with it, or a parse error, each line is decoded alone). A line can then be neither two items
+    nor part of its neighbour's, so each item is that line's own value, as json.loads(line) gives it."""
+    if len(lines) > 1 and not any(_SPLIT.search(line) for line in lines):
+        try:
+            items = json.loads(b"[[" + b"],[".join(lines) + b"]]")
+        except (ValueError, RecursionError):  # UnicodeDecodeError included: some line is not JSON
+            items = None
+        if items is not None and len(items) == len(lines) and all(len(i) == 1 for i in items):
+            return [i[0] if isinstance(i[0], dict) else None for i in items]
+    return [_decode(line) for line in lines]
 
 
 def read_whole(data: bytes) -> tuple[list[dict], list[dict], int, int]:
     """(training records, evaluation records, training record count, undecodable lines) of whole lines."""
     train, evals, bad = [], [], 0
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        rec = _decode(line)
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    for rec in decode_lines(lines):
         if rec is None:
             bad += 1
         elif rec.get("eval"):
@@ -78,8 +96,9 @@ def _line_at(mm: mmap.mmap, offset: int, end: int) -> tuple[int, bytes]:
     return start, mm[start : stop if stop >= 0 else end]
 
 
-def _newlines(mm: mmap.mmap, end: int, chunk: int = 16 << 20) -> np.ndarray:
-    """Byte offsets of every newline before `end` (numpy over the mapped file, a chunk at a time)."""
+def _newlines(mm: mmap.mmap, end: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Byte offsets of every newline before `end` (numpy over the mapped file, a chunk at a time: 1 MB, which
+    stays in the CPU cache, scans ~10× faster than 16 MB)."""
     parts = [
         np.flatnonzero(np.frombuffer(mm, np.uint8, count=min(chunk, end - lo), offset=lo) == 10) + lo
         for lo in range(0, end, chunk)
@@ -105,8 +124,8 @@ def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int,
     train_lines = np.flatnonzero(~np.isin(starts, eval_starts) & (nl > starts))  # not eval, not empty
     train = []
     if len(train_lines):
-        for i in np.unique(train_lines[np.linspace(0, len(train_lines) - 1, POINTS).round().astype(np.int64)]):
-            rec = _decode(mm[starts[i] : nl[i]])
+        picked = np.unique(train_lines[np.linspace(0, len(train_lines) - 1, POINTS).round().astype(np.int64)])
+        for rec in decode_lines([mm[starts[i] : nl[i]] for i in picked]):
             if rec is None:
                 bad += 1
             elif not rec.get("eval"):

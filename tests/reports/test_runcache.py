@@ -149,3 +149,29 @@ def test_a_hostile_cache_is_ignored_with_a_warning_and_rebuilt(tmp_path: Path, h
     again: list[str] = []
     runcache.frames(run_dir / METRICS, cache, again.append)
     assert again == []  # rebuilt: the next report reads it without a word
+
+
+LINES = [
+    b'{"iteration": 1, "tau": 1.0}',
+    b'{"eval": true, "bleu_counts": [[1, 2], [3, 4]]}',  # a list of lists: `],[` in a line
+    b'{"c": [[{"d": 1}',  # with the next line, one object when joined by `],[`
+    b'{"e": 1}]]}',
+    b'{"a": 1}],[{"b": 2}',  # two items when joined: the pair above and this keep the count
+    b"[1, 2]",
+    b"not json",
+    b'{"x": "\xff"}',
+    b"\xef\xbb\xbf{}",
+    b"NaN",
+    b"[" * 100_000,
+    b'{"y": NaN, "z": -Infinity}',
+]
+
+
+@pytest.mark.parametrize("keep", [[0, 1], [0, 2, 3, 4], [2, 3, 4], [0, 5, 11], list(range(len(LINES))), [0, 6, 7]])
+def test_lines_decoded_at_once_are_each_line_decoded_alone(keep: list[int]) -> None:
+    lines = [LINES[i] for i in keep]
+    alone = [runcache._decode(line) for line in lines]
+    got = runcache.decode_lines(lines)
+    assert len(got) == len(alone)
+    for a, b in zip(got, alone, strict=True):  # NaN != NaN: compare the JSON text
+        assert json.dumps(a) == json.dumps(b)
