@@ -20,9 +20,14 @@ Kinds (each function returns the figures it wrote; no data -> an empty list, nev
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import math
+import multiprocessing
 import re
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +43,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from bench.algo.rules import title  # noqa: E402
-from bench.files import OFFLINE_GAIN  # noqa: E402
+from bench.files import OFFLINE_GAIN, atomic_write_bytes  # noqa: E402
 
 from .collect import Results, scale_order, task_info  # noqa: E402
 from .findings import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups  # noqa: E402
@@ -76,10 +81,157 @@ def _slug(*parts: object) -> str:
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
+    """PNG at 100 dpi. Every figure is laid out by constrained_layout, which already keeps its contents
+    inside the canvas: no bbox_inches="tight", which draws the whole figure a second time to measure it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, bbox_inches="tight", facecolor="white")
+    fig.savefig(path, dpi=100, facecolor="white")
     plt.close(fig)
     return path
+
+
+# The drawing code's identity: a figure is drawn again when its data or this code (or matplotlib) changes.
+CODE = hashlib.sha256(Path(__file__).read_bytes() + matplotlib.__version__.encode()).hexdigest()
+INDEX_VERSION = 1
+
+
+def digest(obj: object) -> str:
+    """A content hash of a figure's plan: plain data (dicts, lists, tuples, strings, numbers, None, numpy
+    arrays) fed in a canonical form, with the drawing code's hash."""
+    h = hashlib.sha256(CODE.encode())
+
+    def feed(o: object) -> None:
+        if isinstance(o, np.ndarray):
+            a = np.ascontiguousarray(o)
+            h.update(f"a{a.dtype.str}{a.shape}".encode())
+            h.update(a.tobytes())
+        elif isinstance(o, dict):
+            h.update(f"d{len(o)}".encode())
+            for k, v in o.items():  # in order: a plan's order is part of its drawing
+                feed(k)
+                feed(v)
+        elif isinstance(o, list | tuple):
+            h.update(f"l{len(o)}".encode())
+            for v in o:
+                feed(v)
+        elif o is None or isinstance(o, str | bool | int | float | np.generic):
+            h.update(f"{type(o).__name__}:{o!r};".encode())
+        else:
+            raise TypeError(f"not plain data: {type(o).__name__}")
+
+    feed(obj)
+    return h.hexdigest()
+
+
+def _draw_job(job: tuple) -> str | None:
+    """Draw one figure (in a worker process or here); the error as one line, or None."""
+    draw, plan, path = job
+    try:
+        draw(plan, path)
+    except Exception as e:  # one figure failing must not cost the others
+        plt.close("all")
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+class Renderer:
+    """Where figures are drawn. Outside a report build (the default): at once. Inside `rendering` (what
+    `report` uses): deferred to `flush`, which draws the figures in parallel processes, and skipped for a
+    figure whose PNG on disk was drawn from the same plan by the same code, per an index of content hashes
+    (report/cache/figures.json, written atomically; a damaged index is ignored with a warning and every
+    figure drawn again)."""
+
+    def __init__(self, index_file: Path | None = None, workers: int = 1, warn=None) -> None:
+        self.index_file, self.workers, self.warn = index_file, workers, warn or (lambda m: None)
+        self.jobs: list[tuple] = []
+        self.keys: dict[str, str] = {}
+        self.index = self._read_index() if index_file is not None else {}
+        self.drawn = self.skipped = 0
+
+    def _read_index(self) -> dict:
+        try:
+            index = json.loads(Path(self.index_file).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            self.warn(f"ignored damaged figure index {self.index_file} ({type(e).__name__}); figures drawn again")
+            return {}
+        figs = index.get("figures") if isinstance(index, dict) and index.get("version") == INDEX_VERSION else None
+        if not isinstance(figs, dict):
+            self.warn(f"ignored damaged figure index {self.index_file} (not a figure index); figures drawn again")
+            return {}
+        return figs
+
+    def submit(self, draw, plan: object, path: Path) -> Path:
+        if self.index_file is None:
+            draw(plan, path)
+            return path
+        key = digest((draw.__name__, plan))
+        self.keys[str(path)] = key
+        if self._current(path, key):
+            self.skipped += 1
+        else:
+            self.jobs.append((draw, plan, path))
+        return path
+
+    def _current(self, path: Path, key: str) -> bool:
+        entry = self.index.get(path.name)
+        if not isinstance(entry, dict) or entry.get("digest") != key:
+            return False
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        return (entry.get("size"), entry.get("mtime_ns")) == (st.st_size, st.st_mtime_ns)
+
+    def flush(self) -> dict[Path, str]:
+        """Draw what was submitted; the figures that failed, with why. Then write the index."""
+        jobs, self.jobs = self.jobs, []
+        failed: dict[Path, str] = {}
+        if jobs:
+            workers = min(self.workers, len(jobs))
+            results = None
+            if workers > 1:
+                try:
+                    ctx = multiprocessing.get_context("fork")
+                    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                        results = list(pool.map(_draw_job, jobs))
+                except Exception:  # no fork here, or a worker died: draw them in this process
+                    results = None
+            if results is None:
+                results = [_draw_job(job) for job in jobs]
+            failed = {job[2]: why for job, why in zip(jobs, results, strict=True) if why}
+            self.drawn += len(jobs) - len(failed)
+        if self.index_file is not None:
+            figs = {}
+            for path_s, key in self.keys.items():
+                path = Path(path_s)
+                if path in failed or not path.exists():
+                    continue
+                st = path.stat()
+                figs[path.name] = {"digest": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+            try:
+                Path(self.index_file).parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(
+                    Path(self.index_file), json.dumps({"version": INDEX_VERSION, "figures": figs}).encode()
+                )
+            except OSError:
+                pass  # a read-only results folder: figures are drawn every time
+        return failed
+
+
+_RENDERER = Renderer()
+
+
+@contextlib.contextmanager
+def rendering(index_file: Path, workers: int, warn=None):
+    """Figures submitted inside are deferred, content-cached and drawn in parallel (Renderer); the caller
+    flushes before it reads any PNG."""
+    global _RENDERER
+    old, _RENDERER = _RENDERER, Renderer(index_file, workers, warn)
+    try:
+        yield _RENDERER
+    finally:
+        _RENDERER = old
 
 
 def _thin(df: pd.DataFrame) -> pd.DataFrame:
@@ -252,9 +404,26 @@ CURVE_PANELS = {  # key: (title, y label); AdaScale alone uses the gain and meas
 }
 
 
+def _band_plan(b: pd.DataFrame) -> dict | None:
+    """A band as plain arrays (what a figure's plan holds and its hash covers); None when empty."""
+    if b.empty:
+        return None
+    arrays = {k: b[k].to_numpy(float) for k in ("tau", "mean", "lo", "hi")}
+    return arrays | {"band": bool((b["n"] > 1).any())}
+
+
+def _draw_plan_band(ax, b: dict, color, label: str, marker: str | None = None, **kw) -> None:
+    """_draw_band of a band in a plan."""
+    ax.plot(b["tau"], b["mean"], color=color, lw=kw.pop("lw", 1.8), label=label, marker=marker, ms=3, **kw)
+    if b["band"]:
+        ax.fill_between(b["tau"], b["lo"], b["hi"], color=color, alpha=0.2, lw=0)
+
+
 def curves(res: Results, outdir: Path) -> list[Figure]:
     """Metric, training loss and lr against τ per task and method — for AdaScale also its gain and the
-    noise scale B_simple it measured: per fixed scale the mean over seeds with a min–max band."""
+    noise scale B_simple it measured: per fixed scale the mean over seeds with a min–max band. Each
+    figure is computed here as a plan of plain data (the bands) and drawn by `_draw_curves` through the
+    renderer (skipped when the same plan was drawn before)."""
     df = table_runs(res.runs)
     df = df[df["scale"].map(lambda s: scale_order(s)[0] == 0)] if not df.empty else df
     figs: list[Figure] = []
@@ -275,46 +444,37 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
         ada = method == "adascale"
         keys = list(CURVE_PANELS) if ada else ["metric", "loss", "lr"]
         colors = _scale_colors([s for s, _, _ in picked])
-        with plt.rc_context(STYLE):
-            shape, size = ((2, 3), (20, 9)) if ada else ((1, 3), (20, 5))
-            fig, grid = plt.subplots(*shape, figsize=size, constrained_layout=True)
-            grid = grid.ravel()
-            for ax in grid[len(keys) :]:
-                ax.set_visible(False)
-            axes = dict(zip(keys, grid, strict=False))
-            drawn = False
-            for s, metrics, runs in picked:
-                n_div = int((runs["status"] == "diverged").sum())
-                name = f"S={s} ({len(runs)} seed{'s' if len(runs) > 1 else ''}" + (
-                    f", {n_div} diverged)" if n_div else ")"
-                )
-                trains = [_thin(t) for t, _ in metrics]
-                drawn |= _draw_band(axes["metric"], eval_band([e for _, e in metrics]), colors[s], name, "o")
-                drawn |= _draw_band(axes["loss"], band([_smooth(t) for t in trains], "loss"), colors[s], name)
-                drawn |= _draw_band(axes["lr"], band(trains, "lr"), colors[s], name)
-                if ada:
-                    drawn |= _draw_band(axes["gain"], band(trains, "gain"), colors[s], name)
-                    if _draw_band(axes["B_simple"], _noise_band(res, runs), colors[s], name):
-                        b = pd.to_numeric(runs["batch_size"], errors="coerce").dropna()
-                        if len(b) and float(s) >= 2:
-                            axes["B_simple"].axhline(float(s) * float(b.iloc[0]), color=colors[s], lw=1, ls="--")
-            if not drawn:
-                plt.close(fig)
-                continue
-            arrow = "higher" if higher else "lower"
-            for key, ax in axes.items():
-                what, ylabel = CURVE_PANELS[key]
-                ax.set_title(what)
-                ax.set_xlabel("scale-invariant iterations τ")
-                ax.set_ylabel(f"{label} ({arrow} is better)" if key == "metric" else ylabel)
-                if key != "metric":
-                    _log_if_positive(ax)
-            handles, labels = max((ax.get_legend_handles_labels() for ax in axes.values()), key=lambda hl: len(hl[0]))
-            fig.legend(handles, labels, loc="outside right center", title="scale")
-            name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
-            what = "metric, training loss, lr, gain and B_simple" if ada else "metric, training loss and lr"
-            fig.suptitle(f"{name} — {what} against τ ({preset} preset)")
-            path = _save(fig, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
+        series = []
+        for s, metrics, runs in picked:
+            n_div = int((runs["status"] == "diverged").sum())
+            name = f"S={s} ({len(runs)} seed{'s' if len(runs) > 1 else ''}" + (f", {n_div} diverged)" if n_div else ")")
+            trains = [_thin(t) for t, _ in metrics]
+            bands = {
+                "metric": _band_plan(eval_band([e for _, e in metrics])),
+                "loss": _band_plan(band([_smooth(t) for t in trains], "loss")),
+                "lr": _band_plan(band(trains, "lr")),
+            }
+            hline = None
+            if ada:
+                bands["gain"] = _band_plan(band(trains, "gain"))
+                bands["B_simple"] = _band_plan(_noise_band(res, runs))
+                b = pd.to_numeric(runs["batch_size"], errors="coerce").dropna()
+                if bands["B_simple"] is not None and len(b) and float(s) >= 2:
+                    hline = float(s) * float(b.iloc[0])
+            bands = {k: v for k, v in bands.items() if v is not None}
+            series.append((name, tuple(float(c) for c in colors[s]), bands, hline))
+        if not any(bands for _, _, bands, _ in series):
+            continue
+        arrow = "higher" if higher else "lower"
+        name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
+        what = "metric, training loss, lr, gain and B_simple" if ada else "metric, training loss and lr"
+        plan = {
+            "keys": keys,
+            "ylabels": {k: f"{label} ({arrow} is better)" if k == "metric" else CURVE_PANELS[k][1] for k in keys},
+            "series": series,
+            "suptitle": f"{name} — {what} against τ ({preset} preset)",
+        }
+        path = _RENDERER.submit(_draw_curves, plan, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
         caption = (
             "Per scale S: the mean over seeds, with the band from the lowest to the highest seed, drawn only "
             "over the τ every seed reached; the validation metric averaged by evaluation index (the k-th "
@@ -331,6 +491,33 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
             caption += f" No gain panel: {title(method)} does not use the gain."
         figs.append(Figure("curves", name, path, caption))
     return figs
+
+
+def _draw_curves(plan: dict, path: Path) -> None:
+    """One curves figure from its plan (see `curves`)."""
+    keys = plan["keys"]
+    with plt.rc_context(STYLE):
+        shape, size = ((2, 3), (20, 9)) if len(keys) > 3 else ((1, 3), (20, 5))
+        fig, grid = plt.subplots(*shape, figsize=size, constrained_layout=True)
+        grid = grid.ravel()
+        for ax in grid[len(keys) :]:
+            ax.set_visible(False)
+        axes = dict(zip(keys, grid, strict=False))
+        for name, color, bands, hline in plan["series"]:
+            for key, b in bands.items():
+                _draw_plan_band(axes[key], b, color, name, "o" if key == "metric" else None)
+            if hline is not None:
+                axes["B_simple"].axhline(hline, color=color, lw=1, ls="--")
+        for key, ax in axes.items():
+            ax.set_title(CURVE_PANELS[key][0])
+            ax.set_xlabel("scale-invariant iterations τ")
+            ax.set_ylabel(plan["ylabels"][key])
+            if key != "metric":
+                _log_if_positive(ax)
+        handles, labels = max((ax.get_legend_handles_labels() for ax in axes.values()), key=lambda hl: len(hl[0]))
+        fig.legend(handles, labels, loc="outside right center", title="scale")
+        fig.suptitle(plan["suptitle"])
+        _save(fig, path)
 
 
 # ------------------------------------------------------------------------------------------ elastic
