@@ -43,11 +43,11 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from bench.algo.rules import title  # noqa: E402
-from bench.files import OFFLINE_GAIN, atomic_write_bytes  # noqa: E402
+from bench.files import METRICS, OFFLINE_GAIN, atomic_write_bytes  # noqa: E402
 
 from .collect import Results, scale_order, task_info  # noqa: E402
 from .findings import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups  # noqa: E402
-from .noise import COLUMN, trajectory  # noqa: E402
+from .noise import COLUMN, numeric, trajectory  # noqa: E402
 from .sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs  # noqa: E402
 from .table2 import table_runs  # noqa: E402
 
@@ -89,8 +89,19 @@ def _save(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
-# The drawing code's identity: a figure is drawn again when its data or this code (or matplotlib) changes.
-CODE = hashlib.sha256(Path(__file__).read_bytes() + matplotlib.__version__.encode()).hexdigest()
+def _code() -> str:
+    """The identity of the code a figure and its caption come from: the sources of reports/, the method
+    table and gain formulas (bench/algo/) and the task cards (tasks/presets/), and matplotlib's version."""
+    h = hashlib.sha256(matplotlib.__version__.encode())
+    root = Path(__file__).resolve().parent.parent
+    for folder in ("reports", "bench/algo", "tasks/presets"):
+        for src in sorted((root / folder).glob("*.py")):
+            h.update(src.name.encode() + b"\0" + src.read_bytes())
+    return h.hexdigest()
+
+
+# A figure is drawn again when its data or this code changes.
+CODE = _code()
 INDEX_VERSION = 1
 
 
@@ -161,21 +172,37 @@ class Renderer:
             return {}
         return figs
 
-    def submit(self, draw, plan: object, path: Path) -> Path:
+    def submit(self, draw, plan: object, path: Path, inputs: str | None = None, caption: str | None = None) -> Path:
+        """Draw `plan` into `path` with `draw(plan, path)`, now or at `flush`; not at all when the PNG there
+        was drawn from the same plan. `inputs` (a digest of what the plan was computed from) and the
+        figure's `caption` are kept in the index, so that the next build can `reuse` the figure without
+        computing its plan."""
         if self.index_file is None:
             draw(plan, path)
             return path
         key = digest((draw.__name__, plan))
-        self.keys[str(path)] = key
-        if self._current(path, key):
+        self.keys[str(path)] = {"digest": key, "inputs": inputs, "caption": caption}
+        if self._current(path, "digest", key):
             self.skipped += 1
         else:
             self.jobs.append((draw, plan, path))
         return path
 
-    def _current(self, path: Path, key: str) -> bool:
+    def reuse(self, path: Path, inputs: str) -> str | None:
+        """The caption of the figure at `path` when it was drawn from the same inputs (its PNG unchanged
+        since), which then stays as it is; else None (compute the plan and `submit` it)."""
+        if self.index_file is None or not self._current(path, "inputs", inputs):
+            return None
+        entry = self.index[path.name]
+        if not isinstance(entry.get("caption"), str):
+            return None
+        self.keys[str(path)] = {k: entry.get(k) for k in ("digest", "inputs", "caption")}
+        self.skipped += 1
+        return entry["caption"]
+
+    def _current(self, path: Path, field: str, key: str) -> bool:
         entry = self.index.get(path.name)
-        if not isinstance(entry, dict) or entry.get("digest") != key:
+        if not isinstance(entry, dict) or entry.get(field) != key:
             return False
         try:
             st = path.stat()
@@ -203,12 +230,12 @@ class Renderer:
             self.drawn += len(jobs) - len(failed)
         if self.index_file is not None:
             figs = {}
-            for path_s, key in self.keys.items():
+            for path_s, entry in self.keys.items():
                 path = Path(path_s)
                 if path in failed or not path.exists():
                     continue
                 st = path.stat()
-                figs[path.name] = {"digest": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+                figs[path.name] = entry | {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
             try:
                 Path(self.index_file).parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(
@@ -301,7 +328,8 @@ def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
     for df in series:
         if df.empty or "tau" not in df or y not in df:
             continue
-        d = df[["tau", y]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("tau")
+        d = numeric(df[["tau", y]]).dropna()
+        d = d if d["tau"].is_monotonic_increasing else d.sort_values("tau")  # sorted already: the same frame
         d = d.drop_duplicates("tau", keep="last")
         if len(d):
             parts.append(d)
@@ -328,7 +356,8 @@ def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
     for e in evals:
         if e.empty or "tau" not in e or y not in e:
             continue
-        d = e[["tau", y]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("tau", kind="stable")
+        d = numeric(e[["tau", y]]).dropna()
+        d = d if d["tau"].is_monotonic_increasing else d.sort_values("tau", kind="stable")
         if len(d):
             seqs.append(d)
     if not seqs:
@@ -432,6 +461,13 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
     for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
         if g["shared_s1"].all():  # only the shared S = 1 run: the method has no curves of its own
             continue
+        name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
+        path = outdir / f"curves_{_slug(task, preset, variant, method)}.png"
+        inputs = _inputs("curves", g)
+        caption = _RENDERER.reuse(path, inputs)
+        if caption is not None:  # drawn from these very runs and metrics files before: kept as it is
+            figs.append(Figure("curves", name, path, caption))
+            continue
         label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         scales = sorted(g["scale"].unique(), key=scale_order)
         picked = []
@@ -466,7 +502,6 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
         if not any(bands for _, _, bands, _ in series):
             continue
         arrow = "higher" if higher else "lower"
-        name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
         what = "metric, training loss, lr, gain and B_simple" if ada else "metric, training loss and lr"
         plan = {
             "keys": keys,
@@ -474,7 +509,6 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
             "series": series,
             "suptitle": f"{name} — {what} against τ ({preset} preset)",
         }
-        path = _RENDERER.submit(_draw_curves, plan, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
         caption = (
             "Per scale S: the mean over seeds, with the band from the lowest to the highest seed, drawn only "
             "over the τ every seed reached; the validation metric averaged by evaluation index (the k-th "
@@ -489,8 +523,22 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
             caption += warmup_caption(res, g)
         else:
             caption += f" No gain panel: {title(method)} does not use the gain."
+        _RENDERER.submit(_draw_curves, plan, path, inputs, caption)
         figs.append(Figure("curves", name, path, caption))
     return figs
+
+
+def _inputs(kind: str, g: pd.DataFrame) -> str:
+    """A digest of what a figure of the runs `g` is computed from: their rows (every column, as CSV: floats
+    in full) and each run's metrics file as reports.runcache tells it unchanged (size and mtime)."""
+    stats = []
+    for run_dir in g["run_dir"]:
+        try:
+            st = (Path(run_dir) / METRICS).stat()
+            stats.append((str(run_dir), st.st_size, st.st_mtime_ns))
+        except OSError:
+            stats.append((str(run_dir), None, None))
+    return digest((kind, g.to_csv(index=False), stats))
 
 
 def _draw_curves(plan: dict, path: Path) -> None:

@@ -39,7 +39,7 @@ import pandas as pd
 
 from bench.files import atomic_write_bytes
 
-VERSION = 1
+VERSION = 2  # 2: the training columns as one 2-D array (one member to read, not one per column)
 SMALL_BYTES = 4 << 20  # files up to this size are read whole (~15 000 records)
 POINTS = 4096  # training records sampled from a larger file
 _EVAL = b'"eval"'
@@ -180,6 +180,8 @@ def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, 
             train, evals, count, bad = read_whole(data[: data.rfind(b"\n") + 1])
         else:
             with mmap.mmap(f.fileno(), st.st_size, access=mmap.ACCESS_READ) as mm:
+                if hasattr(mm, "madvise"):  # read ahead: the scan touches every page once, in order
+                    mm.madvise(mmap.MADV_SEQUENTIAL)
                 end = mm.rfind(b"\n") + 1  # a torn last line is left out
                 train, evals, count, bad = _read_sampled(mm, end) if end else ([], [], 0, 0)
     meta.update(records=count, sampled=len(train) < count, bad=bad)
@@ -188,8 +190,10 @@ def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, 
 
 def _save(target: Path, columns: dict[str, np.ndarray], evals: list[dict], meta: dict[str, Any]) -> None:
     buf = io.BytesIO()
-    arrays = {f"train/{k}": v for k, v in columns.items()}
-    np.savez(buf, meta=np.array(json.dumps(meta)), evals=np.array(json.dumps(evals)), **arrays)
+    n = len(next(iter(columns.values()))) if columns else 0
+    train = np.vstack(list(columns.values())) if columns else np.zeros((0, n))
+    meta = meta | {"columns": list(columns)}
+    np.savez(buf, meta=np.array(json.dumps(meta)), evals=np.array(json.dumps(evals)), train=train)
     atomic_write_bytes(target, buf.getvalue())
 
 
@@ -214,7 +218,7 @@ def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], 
             if (meta.get("version"), meta.get("size"), meta.get("mtime_ns")) != (VERSION, st.st_size, st.st_mtime_ns):
                 return None  # stale (or another version's): rebuilt without a word
             evals = json.loads(_text(z, "evals"))
-            columns = {k.removeprefix("train/"): z[k] for k in z.files if k.startswith("train/")}
+            train = z["train"]
     except FileNotFoundError:
         return None
     except Damaged:
@@ -223,15 +227,15 @@ def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], 
         raise Damaged(f"{type(e).__name__}: {e}") from None
     if not isinstance(evals, list) or not all(isinstance(e, dict) for e in evals):
         raise Damaged("evals is not a list of objects")
-    if not all(v.dtype == np.float64 and v.ndim == 1 for v in columns.values()):
-        raise Damaged("a training column is not a float64 vector")
-    lengths = {len(v) for v in columns.values()}
-    if len(lengths) > 1:
-        raise Damaged("training columns of different lengths")
+    names = meta.get("columns")
+    if not isinstance(names, list) or not all(isinstance(k, str) for k in names) or len(set(names)) != len(names):
+        raise Damaged("meta's columns are not distinct names")
+    if train.dtype != np.float64 or train.ndim != 2 or train.shape[0] != len(names):
+        raise Damaged(f"train is {train.dtype} of shape {train.shape}, not float64 of {len(names)} columns")
     records, bad, sampled = meta.get("records"), meta.get("bad"), meta.get("sampled")
-    if not (_count(records) and _count(bad) and isinstance(sampled, bool)) or max(lengths, default=0) > records:
+    if not (_count(records) and _count(bad) and isinstance(sampled, bool)) or train.shape[1] > records:
         raise Damaged("meta's records, bad or sampled are not counts")
-    return columns, evals, meta
+    return dict(zip(names, train, strict=True)), evals, meta
 
 
 MAX_CACHE_BYTES = 256 << 20  # a summary is ~0.5 MB; anything near this is not one
@@ -272,9 +276,19 @@ def frames(
     columns, evals, meta = got
     train, ev = pd.DataFrame(columns), pd.DataFrame(evals)
     for key in ev.columns:  # a hand-edited eval record may hold a string where a number belongs
+        if pd.api.types.is_numeric_dtype(ev[key]) and not pd.api.types.is_bool_dtype(ev[key]):
+            continue  # numbers already: to_numeric would give the same column
         numbers = pd.to_numeric(ev[key], errors="coerce")
         if key in ("tau", "iteration", "epochs", "metric") or numbers.notna().sum() >= ev[key].notna().sum() / 2:
             ev[key] = numbers
-    train, ev = (df.sort_values("tau", kind="stable") if "tau" in df else df for df in (train, ev))
+    train, ev = (_by_tau(df) for df in (train, ev))
     train.attrs.update(records=meta.get("records"), sampled=meta.get("sampled"))
     return train, ev, meta
+
+
+def _by_tau(df: pd.DataFrame) -> pd.DataFrame:
+    """Sorted by τ (stable); a frame in order already (a run's records are) is left as it is, which a
+    stable sort would give."""
+    if "tau" not in df or df["tau"].is_monotonic_increasing:
+        return df
+    return df.sort_values("tau", kind="stable")

@@ -90,7 +90,8 @@ def test_damaged_lines_are_counted_not_fatal(tmp_path: Path, monkeypatch, small:
 
 def _hostile(target: Path, meta: dict, how: str) -> None:
     """A cache file made current for the metrics file (its size and mtime) but damaged as `how` says."""
-    good = {"meta": np.array(json.dumps(meta)), "evals": np.array("[]"), "train/tau": np.arange(3.0)}
+    meta = meta | {"columns": ["tau", "loss"]}
+    good = {"meta": np.array(json.dumps(meta)), "evals": np.array("[]"), "train": np.ones((2, 3))}
     if how == "truncated":
         buf = io.BytesIO()
         np.savez(buf, **good)
@@ -98,13 +99,15 @@ def _hostile(target: Path, meta: dict, how: str) -> None:
         return
     arrays = dict(good)
     if how == "pickle":  # an object array: loading it would run pickle
-        arrays["train/loss"] = np.array([Marker(), 1, 2], dtype=object)
-    elif how == "two-d":
-        arrays["train/loss"] = np.ones((3, 3))
-    elif how == "lengths":
-        arrays["train/loss"] = np.ones(5)
+        arrays["train"] = np.array([[Marker(), 1, 2], [1, 2, 3]], dtype=object)
+    elif how == "one-d":
+        arrays["train"] = np.ones(6)
+    elif how == "columns":  # fewer rows than named columns
+        arrays["train"] = np.ones((1, 3))
+    elif how == "names":
+        arrays["meta"] = np.array(json.dumps(meta | {"columns": ["tau", 7]}))
     elif how == "dtype":
-        arrays["train/loss"] = np.array(["a", "b", "c"])
+        arrays["train"] = np.array([["a", "b", "c"], ["d", "e", "f"]])
     elif how == "meta-dtype":
         arrays["meta"] = np.array([1, 2, 3])
     elif how == "meta-counts":
@@ -116,7 +119,7 @@ def _hostile(target: Path, meta: dict, how: str) -> None:
             for key, value in good.items():
                 with zf.open(key + ".npy", "w") as f:
                     np.lib.format.write_array(f, value)
-            with zf.open("train/loss.npy", "w", force_zip64=True) as f:
+            with zf.open("more.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, np.zeros(runcache.MAX_CACHE_BYTES // 8 + 1))
         return
     np.savez(target, **arrays)
@@ -132,7 +135,7 @@ class Marker:
 
 
 @pytest.mark.parametrize(
-    "how", ["truncated", "pickle", "two-d", "lengths", "dtype", "meta-dtype", "meta-counts", "evals", "bomb"]
+    "how", ["truncated", "pickle", "one-d", "columns", "names", "dtype", "meta-dtype", "meta-counts", "evals", "bomb"]
 )
 def test_a_hostile_cache_is_ignored_with_a_warning_and_rebuilt(tmp_path: Path, how: str) -> None:
     run_dir, cache = run_with(tmp_path, 300), tmp_path / "cache"
