@@ -11,9 +11,11 @@ averages) at a few thousand points. So, per run:
   spaced by record number (the first and the last among them) are decoded: a downsampled curve (a
   systematic sample of the records, in order, as the figures' own thinning draws) from a 350 MB file
   for the cost of a scan;
-- the result is written atomically as <report>/cache/<hash of the run folder>.npz (numpy arrays and
-  JSON text; np.load(allow_pickle=False)) with the metrics file's size and mtime, and reused while both
-  are unchanged. A damaged or foreign cache file is simply recomputed.
+- the result is written atomically as <report>/cache/<hash of the run folder>.npz (JSON text and the
+  training columns as one float64 2-D array) with the metrics file's size and mtime, and reused while
+  both are unchanged. The cache is not trusted: np.load(allow_pickle=False), its inflated size bounded,
+  dtypes, shapes and counts checked; a damaged or hostile one is ignored with a one-line warning naming
+  it (`frames`' warn) and rebuilt.
 
 Training records are counted exactly (lines that are not evaluations; an undecodable line among those
 not sampled counts as one); `attrs["records"]` of the frame says
