@@ -483,7 +483,8 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
         series = []
         for s, metrics, runs in picked:
             n_div = int((runs["status"] == "diverged").sum())
-            name = f"S={s} ({len(runs)} seed{'s' if len(runs) > 1 else ''}" + (f", {n_div} diverged)" if n_div else ")")
+            seeds = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}" + (f", {n_div} diverged" if n_div else "")
+            label_s = f"S={s} ({seeds})"
             trains = [_thin(t) for t, _ in metrics]
             bands = {
                 "metric": _band_plan(eval_band([e for _, e in metrics])),
@@ -498,7 +499,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
                 if bands["B_simple"] is not None and len(b) and float(s) >= 2:
                     hline = float(s) * float(b.iloc[0])
             bands = {k: v for k, v in bands.items() if v is not None}
-            series.append((name, tuple(float(c) for c in colors[s]), bands, hline))
+            series.append((label_s, tuple(float(c) for c in colors[s]), bands, hline))
         if not any(bands for _, _, bands, _ in series):
             continue
         arrow = "higher" if higher else "lower"

@@ -48,3 +48,15 @@ def test_a_damaged_figure_index_is_a_warning_and_every_figure_is_drawn(tmp_path:
         html = build_report(out).read_text()
     assert "damaged figure index" in html
     assert all(pngs(out)[name] != first[name] for name in first if name.startswith("curves_"))
+
+
+def test_a_curves_figure_is_titled_by_its_task_and_method(tmp_path: Path) -> None:
+    from reports import figures
+    from reports.collect import load
+
+    out = tmp_path / "out"
+    write_run(out, "cifar10", "adascale", 2, 0, 300, eval_every=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (fig,) = figures.curves(load(out), tmp_path / "figs")
+    assert fig.title == "cifar10: AdaScale" and fig.path.exists()
