@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -37,6 +38,8 @@ from .table2 import cells, markdown, to_csv
 
 FORMATS = ("md", "tex", "html", "csv")
 REPORT_DIR = "report"
+FIGURE_INDEX = "figures.json"  # content hashes of the figures drawn (reports.figures.Renderer)
+FIGURE_WORKERS = min(2, os.cpu_count() or 1)  # processes drawing figures
 
 
 def _write(path: Path, text: str) -> None:
@@ -53,9 +56,6 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     out = Path(out)
     dest = out / REPORT_DIR
     dest.mkdir(parents=True, exist_ok=True)
-    for old in dest.glob("*.png"):  # figures of an earlier build that may no longer apply
-        old.unlink()
-
     res = load(out)
     fill_noise(res)  # each AdaScale run's training-average B_simple: Table 2's notes and the findings
     c = cells(res.runs)
@@ -88,14 +88,23 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     _write(dest / "findings.txt", FD.text(found) + "\n")  # what `report` prints
 
     sections = []
-    for kind, (fn, heading, empty_note) in {**F.KINDS, **CT.KINDS}.items():
-        try:
-            figs = fn(res, dest)
-        except Exception as e:  # one figure kind failing must not cost the others
-            tb = traceback.extract_tb(e.__traceback__)[-1]
-            res.warn(f"figure kind {kind!r} failed: {type(e).__name__}: {e} ({Path(tb.filename).name}:{tb.lineno})")
-            figs, empty_note = [], f"drawing failed ({type(e).__name__}: {e})"
-        sections.append((f"fig-{kind}", heading, figs, empty_note))
+    with F.rendering(dest / "cache" / FIGURE_INDEX, FIGURE_WORKERS, res.warn) as renderer:
+        for kind, (fn, heading, empty_note) in {**F.KINDS, **CT.KINDS}.items():
+            try:
+                figs = fn(res, dest)
+            except Exception as e:  # one figure kind failing must not cost the others
+                tb = traceback.extract_tb(e.__traceback__)[-1]
+                res.warn(f"figure kind {kind!r} failed: {type(e).__name__}: {e} ({Path(tb.filename).name}:{tb.lineno})")
+                figs, empty_note = [], f"drawing failed ({type(e).__name__}: {e})"
+            sections.append((f"fig-{kind}", heading, figs, empty_note))
+        failed = renderer.flush()  # the deferred figures, drawn in parallel unless unchanged since the last build
+    for path, why in failed.items():
+        res.warn(f"figure {path.name} failed: {why}")
+    sections = [(a, h, [f for f in figs if f.path not in failed], note) for a, h, figs, note in sections]
+    kept = {f.path for _, _, figs, _ in sections for f in figs}
+    for old in dest.glob("*.png"):  # figures of an earlier build that no longer apply
+        if old not in kept:
+            old.unlink()
 
     tasks = sorted(set(c["task"])) if not c.empty else []
     without_paper = [t for t in tasks if t not in paper_tasks]

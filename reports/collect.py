@@ -247,7 +247,7 @@ class Results:
                 self._metrics[key] = (pd.DataFrame(), pd.DataFrame())
             else:
                 try:
-                    train, evals, meta = runcache.frames(path, self.cache_dir)
+                    train, evals, meta = runcache.frames(path, self.cache_dir, self.warn)
                 except OSError as e:
                     self.warn(f"skipped {path}: cannot read ({e.strerror or e})")
                     self._metrics[key] = (pd.DataFrame(), pd.DataFrame())

@@ -20,9 +20,14 @@ Kinds (each function returns the figures it wrote; no data -> an empty list, nev
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import math
+import multiprocessing
 import re
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,11 +43,11 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from bench.algo.rules import title  # noqa: E402
-from bench.files import OFFLINE_GAIN  # noqa: E402
+from bench.files import METRICS, OFFLINE_GAIN, atomic_write_bytes  # noqa: E402
 
 from .collect import Results, scale_order, task_info  # noqa: E402
 from .findings import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups  # noqa: E402
-from .noise import COLUMN, trajectory  # noqa: E402
+from .noise import COLUMN, numeric, trajectory  # noqa: E402
 from .sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs  # noqa: E402
 from .table2 import table_runs  # noqa: E402
 
@@ -76,10 +81,184 @@ def _slug(*parts: object) -> str:
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
+    """PNG at 100 dpi. Every figure is laid out by constrained_layout, which already keeps its contents
+    inside the canvas: no bbox_inches="tight", which draws the whole figure a second time to measure it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, bbox_inches="tight", facecolor="white")
+    fig.savefig(path, dpi=100, facecolor="white")
     plt.close(fig)
     return path
+
+
+def _code() -> str:
+    """The identity of the code a figure and its caption come from: the sources of reports/, the method
+    table and gain formulas (bench/algo/) and the task cards (tasks/presets/), and matplotlib's version."""
+    h = hashlib.sha256(matplotlib.__version__.encode())
+    root = Path(__file__).resolve().parent.parent
+    for folder in ("reports", "bench/algo", "tasks/presets"):
+        for src in sorted((root / folder).glob("*.py")):
+            h.update(src.name.encode() + b"\0" + src.read_bytes())
+    return h.hexdigest()
+
+
+# A figure is drawn again when its data or this code changes.
+CODE = _code()
+INDEX_VERSION = 1
+
+
+def digest(obj: object) -> str:
+    """A content hash of a figure's plan: plain data (dicts, lists, tuples, strings, numbers, None, numpy
+    arrays) fed in a canonical form, with the drawing code's hash."""
+    h = hashlib.sha256(CODE.encode())
+
+    def feed(o: object) -> None:
+        if isinstance(o, np.ndarray):
+            a = np.ascontiguousarray(o)
+            h.update(f"a{a.dtype.str}{a.shape}".encode())
+            h.update(a.tobytes())
+        elif isinstance(o, dict):
+            h.update(f"d{len(o)}".encode())
+            for k, v in o.items():  # in order: a plan's order is part of its drawing
+                feed(k)
+                feed(v)
+        elif isinstance(o, list | tuple):
+            h.update(f"l{len(o)}".encode())
+            for v in o:
+                feed(v)
+        elif o is None or isinstance(o, str | bool | int | float | np.generic):
+            h.update(f"{type(o).__name__}:{o!r};".encode())
+        else:
+            raise TypeError(f"not plain data: {type(o).__name__}")
+
+    feed(obj)
+    return h.hexdigest()
+
+
+def _draw_job(job: tuple) -> str | None:
+    """Draw one figure (in a worker process or here); the error as one line, or None."""
+    draw, plan, path = job
+    try:
+        draw(plan, path)
+    except Exception as e:  # one figure failing must not cost the others
+        plt.close("all")
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+class Renderer:
+    """Where figures are drawn. Outside a report build (the default): at once. Inside `rendering` (what
+    `report` uses): deferred to `flush`, which draws the figures in parallel processes, and skipped for a
+    figure whose PNG on disk was drawn from the same plan by the same code, per an index of content hashes
+    (report/cache/figures.json, written atomically; a damaged index is ignored with a warning and every
+    figure drawn again)."""
+
+    def __init__(self, index_file: Path | None = None, workers: int = 1, warn=None) -> None:
+        self.index_file, self.workers, self.warn = index_file, workers, warn or (lambda m: None)
+        self.jobs: list[tuple] = []
+        self.keys: dict[str, str] = {}
+        self.index = self._read_index() if index_file is not None else {}
+        self.drawn = self.skipped = 0
+
+    def _read_index(self) -> dict:
+        try:
+            index = json.loads(Path(self.index_file).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            self.warn(f"ignored damaged figure index {self.index_file} ({type(e).__name__}); figures drawn again")
+            return {}
+        figs = index.get("figures") if isinstance(index, dict) and index.get("version") == INDEX_VERSION else None
+        if not isinstance(figs, dict):
+            self.warn(f"ignored damaged figure index {self.index_file} (not a figure index); figures drawn again")
+            return {}
+        return figs
+
+    def submit(self, draw, plan: object, path: Path, inputs: str | None = None, caption: str | None = None) -> Path:
+        """Draw `plan` into `path` with `draw(plan, path)`, now or at `flush`; not at all when the PNG there
+        was drawn from the same plan. `inputs` (a digest of what the plan was computed from) and the
+        figure's `caption` are kept in the index, so that the next build can `reuse` the figure without
+        computing its plan."""
+        if self.index_file is None:
+            draw(plan, path)
+            return path
+        key = digest((draw.__name__, plan))
+        self.keys[str(path)] = {"digest": key, "inputs": inputs, "caption": caption}
+        if self._current(path, "digest", key):
+            self.skipped += 1
+        else:
+            self.jobs.append((draw, plan, path))
+        return path
+
+    def reuse(self, path: Path, inputs: str) -> str | None:
+        """The caption of the figure at `path` when it was drawn from the same inputs (its PNG unchanged
+        since), which then stays as it is; else None (compute the plan and `submit` it)."""
+        if self.index_file is None or not self._current(path, "inputs", inputs):
+            return None
+        entry = self.index[path.name]
+        if not isinstance(entry.get("caption"), str):
+            return None
+        self.keys[str(path)] = {k: entry.get(k) for k in ("digest", "inputs", "caption")}
+        self.skipped += 1
+        return entry["caption"]
+
+    def _current(self, path: Path, field: str, key: str) -> bool:
+        entry = self.index.get(path.name)
+        if not isinstance(entry, dict) or entry.get(field) != key:
+            return False
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        return (entry.get("size"), entry.get("mtime_ns")) == (st.st_size, st.st_mtime_ns)
+
+    def flush(self) -> dict[Path, str]:
+        """Draw what was submitted; the figures that failed, with why. Then write the index."""
+        jobs, self.jobs = self.jobs, []
+        failed: dict[Path, str] = {}
+        if jobs:
+            workers = min(self.workers, len(jobs))
+            results = None
+            if workers > 1:
+                try:
+                    ctx = multiprocessing.get_context("fork")
+                    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+                        results = list(pool.map(_draw_job, jobs))
+                except Exception:  # no fork here, or a worker died: draw them in this process
+                    results = None
+            if results is None:
+                results = [_draw_job(job) for job in jobs]
+            failed = {job[2]: why for job, why in zip(jobs, results, strict=True) if why}
+            self.drawn += len(jobs) - len(failed)
+        if self.index_file is not None:
+            figs = {}
+            for path_s, entry in self.keys.items():
+                path = Path(path_s)
+                if path in failed or not path.exists():
+                    continue
+                st = path.stat()
+                figs[path.name] = entry | {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+            try:
+                Path(self.index_file).parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(
+                    Path(self.index_file), json.dumps({"version": INDEX_VERSION, "figures": figs}).encode()
+                )
+            except OSError:
+                pass  # a read-only results folder: figures are drawn every time
+        return failed
+
+
+_RENDERER = Renderer()
+
+
+@contextlib.contextmanager
+def rendering(index_file: Path, workers: int, warn=None):
+    """Figures submitted inside are deferred, content-cached and drawn in parallel (Renderer); the caller
+    flushes before it reads any PNG."""
+    global _RENDERER
+    old, _RENDERER = _RENDERER, Renderer(index_file, workers, warn)
+    try:
+        yield _RENDERER
+    finally:
+        _RENDERER = old
 
 
 def _thin(df: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +328,8 @@ def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
     for df in series:
         if df.empty or "tau" not in df or y not in df:
             continue
-        d = df[["tau", y]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("tau")
+        d = numeric(df[["tau", y]]).dropna()
+        d = d if d["tau"].is_monotonic_increasing else d.sort_values("tau")  # sorted already: the same frame
         d = d.drop_duplicates("tau", keep="last")
         if len(d):
             parts.append(d)
@@ -176,7 +356,8 @@ def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
     for e in evals:
         if e.empty or "tau" not in e or y not in e:
             continue
-        d = e[["tau", y]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("tau", kind="stable")
+        d = numeric(e[["tau", y]]).dropna()
+        d = d if d["tau"].is_monotonic_increasing else d.sort_values("tau", kind="stable")
         if len(d):
             seqs.append(d)
     if not seqs:
@@ -252,9 +433,26 @@ CURVE_PANELS = {  # key: (title, y label); AdaScale alone uses the gain and meas
 }
 
 
+def _band_plan(b: pd.DataFrame) -> dict | None:
+    """A band as plain arrays (what a figure's plan holds and its hash covers); None when empty."""
+    if b.empty:
+        return None
+    arrays = {k: b[k].to_numpy(float) for k in ("tau", "mean", "lo", "hi")}
+    return arrays | {"band": bool((b["n"] > 1).any())}
+
+
+def _draw_plan_band(ax, b: dict, color, label: str, marker: str | None = None, **kw) -> None:
+    """_draw_band of a band in a plan."""
+    ax.plot(b["tau"], b["mean"], color=color, lw=kw.pop("lw", 1.8), label=label, marker=marker, ms=3, **kw)
+    if b["band"]:
+        ax.fill_between(b["tau"], b["lo"], b["hi"], color=color, alpha=0.2, lw=0)
+
+
 def curves(res: Results, outdir: Path) -> list[Figure]:
     """Metric, training loss and lr against τ per task and method — for AdaScale also its gain and the
-    noise scale B_simple it measured: per fixed scale the mean over seeds with a min–max band."""
+    noise scale B_simple it measured: per fixed scale the mean over seeds with a min–max band. Each
+    figure is computed here as a plan of plain data (the bands) and drawn by `_draw_curves` through the
+    renderer (skipped when the same plan was drawn before)."""
     df = table_runs(res.runs)
     df = df[df["scale"].map(lambda s: scale_order(s)[0] == 0)] if not df.empty else df
     figs: list[Figure] = []
@@ -262,6 +460,13 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
         return figs
     for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
         if g["shared_s1"].all():  # only the shared S = 1 run: the method has no curves of its own
+            continue
+        name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
+        path = outdir / f"curves_{_slug(task, preset, variant, method)}.png"
+        inputs = _inputs("curves", g)
+        caption = _RENDERER.reuse(path, inputs)
+        if caption is not None:  # drawn from these very runs and metrics files before: kept as it is
+            figs.append(Figure("curves", name, path, caption))
             continue
         label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         scales = sorted(g["scale"].unique(), key=scale_order)
@@ -275,46 +480,36 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
         ada = method == "adascale"
         keys = list(CURVE_PANELS) if ada else ["metric", "loss", "lr"]
         colors = _scale_colors([s for s, _, _ in picked])
-        with plt.rc_context(STYLE):
-            shape, size = ((2, 3), (20, 9)) if ada else ((1, 3), (20, 5))
-            fig, grid = plt.subplots(*shape, figsize=size, constrained_layout=True)
-            grid = grid.ravel()
-            for ax in grid[len(keys) :]:
-                ax.set_visible(False)
-            axes = dict(zip(keys, grid, strict=False))
-            drawn = False
-            for s, metrics, runs in picked:
-                n_div = int((runs["status"] == "diverged").sum())
-                name = f"S={s} ({len(runs)} seed{'s' if len(runs) > 1 else ''}" + (
-                    f", {n_div} diverged)" if n_div else ")"
-                )
-                trains = [_thin(t) for t, _ in metrics]
-                drawn |= _draw_band(axes["metric"], eval_band([e for _, e in metrics]), colors[s], name, "o")
-                drawn |= _draw_band(axes["loss"], band([_smooth(t) for t in trains], "loss"), colors[s], name)
-                drawn |= _draw_band(axes["lr"], band(trains, "lr"), colors[s], name)
-                if ada:
-                    drawn |= _draw_band(axes["gain"], band(trains, "gain"), colors[s], name)
-                    if _draw_band(axes["B_simple"], _noise_band(res, runs), colors[s], name):
-                        b = pd.to_numeric(runs["batch_size"], errors="coerce").dropna()
-                        if len(b) and float(s) >= 2:
-                            axes["B_simple"].axhline(float(s) * float(b.iloc[0]), color=colors[s], lw=1, ls="--")
-            if not drawn:
-                plt.close(fig)
-                continue
-            arrow = "higher" if higher else "lower"
-            for key, ax in axes.items():
-                what, ylabel = CURVE_PANELS[key]
-                ax.set_title(what)
-                ax.set_xlabel("scale-invariant iterations τ")
-                ax.set_ylabel(f"{label} ({arrow} is better)" if key == "metric" else ylabel)
-                if key != "metric":
-                    _log_if_positive(ax)
-            handles, labels = max((ax.get_legend_handles_labels() for ax in axes.values()), key=lambda hl: len(hl[0]))
-            fig.legend(handles, labels, loc="outside right center", title="scale")
-            name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
-            what = "metric, training loss, lr, gain and B_simple" if ada else "metric, training loss and lr"
-            fig.suptitle(f"{name} — {what} against τ ({preset} preset)")
-            path = _save(fig, outdir / f"curves_{_slug(task, preset, variant, method)}.png")
+        series = []
+        for s, metrics, runs in picked:
+            n_div = int((runs["status"] == "diverged").sum())
+            seeds = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}" + (f", {n_div} diverged" if n_div else "")
+            label_s = f"S={s} ({seeds})"
+            trains = [_thin(t) for t, _ in metrics]
+            bands = {
+                "metric": _band_plan(eval_band([e for _, e in metrics])),
+                "loss": _band_plan(band([_smooth(t) for t in trains], "loss")),
+                "lr": _band_plan(band(trains, "lr")),
+            }
+            hline = None
+            if ada:
+                bands["gain"] = _band_plan(band(trains, "gain"))
+                bands["B_simple"] = _band_plan(_noise_band(res, runs))
+                b = pd.to_numeric(runs["batch_size"], errors="coerce").dropna()
+                if bands["B_simple"] is not None and len(b) and float(s) >= 2:
+                    hline = float(s) * float(b.iloc[0])
+            bands = {k: v for k, v in bands.items() if v is not None}
+            series.append((label_s, tuple(float(c) for c in colors[s]), bands, hline))
+        if not any(bands for _, _, bands, _ in series):
+            continue
+        arrow = "higher" if higher else "lower"
+        what = "metric, training loss, lr, gain and B_simple" if ada else "metric, training loss and lr"
+        plan = {
+            "keys": keys,
+            "ylabels": {k: f"{label} ({arrow} is better)" if k == "metric" else CURVE_PANELS[k][1] for k in keys},
+            "series": series,
+            "suptitle": f"{name} — {what} against τ ({preset} preset)",
+        }
         caption = (
             "Per scale S: the mean over seeds, with the band from the lowest to the highest seed, drawn only "
             "over the τ every seed reached; the validation metric averaged by evaluation index (the k-th "
@@ -329,8 +524,49 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
             caption += warmup_caption(res, g)
         else:
             caption += f" No gain panel: {title(method)} does not use the gain."
+        _RENDERER.submit(_draw_curves, plan, path, inputs, caption)
         figs.append(Figure("curves", name, path, caption))
     return figs
+
+
+def _inputs(kind: str, g: pd.DataFrame) -> str:
+    """A digest of what a figure of the runs `g` is computed from: their rows (every column, as CSV: floats
+    in full) and each run's metrics file as reports.runcache tells it unchanged (size and mtime)."""
+    stats = []
+    for run_dir in g["run_dir"]:
+        try:
+            st = (Path(run_dir) / METRICS).stat()
+            stats.append((str(run_dir), st.st_size, st.st_mtime_ns))
+        except OSError:
+            stats.append((str(run_dir), None, None))
+    return digest((kind, g.to_csv(index=False), stats))
+
+
+def _draw_curves(plan: dict, path: Path) -> None:
+    """One curves figure from its plan (see `curves`)."""
+    keys = plan["keys"]
+    with plt.rc_context(STYLE):
+        shape, size = ((2, 3), (20, 9)) if len(keys) > 3 else ((1, 3), (20, 5))
+        fig, grid = plt.subplots(*shape, figsize=size, constrained_layout=True)
+        grid = grid.ravel()
+        for ax in grid[len(keys) :]:
+            ax.set_visible(False)
+        axes = dict(zip(keys, grid, strict=False))
+        for name, color, bands, hline in plan["series"]:
+            for key, b in bands.items():
+                _draw_plan_band(axes[key], b, color, name, "o" if key == "metric" else None)
+            if hline is not None:
+                axes["B_simple"].axhline(hline, color=color, lw=1, ls="--")
+        for key, ax in axes.items():
+            ax.set_title(CURVE_PANELS[key][0])
+            ax.set_xlabel("scale-invariant iterations τ")
+            ax.set_ylabel(plan["ylabels"][key])
+            if key != "metric":
+                _log_if_positive(ax)
+        handles, labels = max((ax.get_legend_handles_labels() for ax in axes.values()), key=lambda hl: len(hl[0]))
+        fig.legend(handles, labels, loc="outside right center", title="scale")
+        fig.suptitle(plan["suptitle"])
+        _save(fig, path)
 
 
 # ------------------------------------------------------------------------------------------ elastic

@@ -1,7 +1,8 @@
 """The gradient-noise scale B_simple = b·σ²/μ² (McCandlish et al. 2018) of each AdaScale run, read from the
 run's own statistics: over τ (the curves figure) and as a training average (Table 2's notes, the findings).
 
-The formulas are bench.algo.gain's (`b_simple`, `b_simple_average`, `UnbiasedGain`), not copies:
+The formulas are bench.algo.gain's (`b_simple`, `b_simple_average`, `UnbiasedGain`); over a run's arrays
+the same arithmetic at numpy speed, tested equal to them bit for bit:
 - the training average is summary.json's `B_simple` where the run wrote one, else the same function over
   the (sum_sq, mean_sq, scale) of its metrics.jsonl records — old runs get it too;
 - the trajectory is b·var/sqr of the moving averages AdaScale recorded (`var`, `sqr`, the unbiased
@@ -14,11 +15,12 @@ Metrics columns read: train `tau`, `scale`, `sum_sq`, `mean_sq` (and `var`, `sqr
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bench.algo.gain import UnbiasedGain, b_simple, b_simple_average
+from bench.algo.gain import UnbiasedGain, b_simple, moments
 
 from .collect import Results, scale_order
 
@@ -30,7 +32,7 @@ def _stats(train: pd.DataFrame) -> pd.DataFrame:
     if train.empty or not {"sum_sq", "mean_sq", "scale"} <= set(train.columns):
         return pd.DataFrame(columns=["tau", "sum_sq", "mean_sq", "scale"])
     cols = [c for c in ("tau", "sum_sq", "mean_sq", "scale", "var", "sqr") if c in train]
-    d = train[cols].apply(pd.to_numeric, errors="coerce")
+    d = numeric(train[cols])
     return d[np.isfinite(d["sum_sq"]) & np.isfinite(d["mean_sq"]) & (d["scale"] >= 2)]
 
 
@@ -39,7 +41,37 @@ def average(train: pd.DataFrame, batch_size: float) -> float:
     d = _stats(train)
     if d.empty or not math.isfinite(batch_size):
         return math.nan
-    return b_simple_average(zip(d["sum_sq"], d["mean_sq"], d["scale"].astype(int), strict=True), batch_size)
+    return b_simple_average_of(
+        d["sum_sq"].to_numpy(float), d["mean_sq"].to_numpy(float), d["scale"].astype(int), batch_size
+    )
+
+
+def numeric(d: pd.DataFrame) -> pd.DataFrame:
+    """The columns as numbers (anything else NaN): pd.to_numeric of each, skipped where every column
+    already is one (the cached metrics' float64 columns), where it changes nothing."""
+    if all(pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t) for t in d.dtypes):
+        return d
+    return d.apply(pd.to_numeric, errors="coerce")
+
+
+def b_simple_average_of(sum_sq: np.ndarray, mean_sq: np.ndarray, scale: Any, batch_size: float) -> float:
+    """bench.algo.gain.b_simple_average over arrays: the same `moments` per record (elementwise, the same
+    IEEE operations), summed in the same order (np.add.accumulate is sequential, not pairwise) and divided
+    the same way, so equal to it bit for bit (tests/reports/test_noise_arrays.py) at numpy speed."""
+    n = np.asarray(scale, dtype=np.int64)
+    keep = (n >= 2) & np.isfinite(sum_sq) & np.isfinite(mean_sq)
+    count = int(keep.sum())
+    if not count:
+        return math.nan
+    var, sqr = moments(sum_sq[keep], mean_sq[keep], n[keep])
+    return b_simple(float(np.add.accumulate(var)[-1]) / count, float(np.add.accumulate(sqr)[-1]) / count, batch_size)
+
+
+def b_simple_of(var: np.ndarray, sqr: np.ndarray, batch_size: float) -> np.ndarray:
+    """bench.algo.gain.b_simple of each (var, sqr): b·max(var, 0)/sqr, inf where sqr ≤ 0 (max(var, 0.0) is
+    var unless var < 0, NaN included), equal to it bit for bit."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.where(sqr > 0, batch_size * np.where(var < 0.0, 0.0, var) / np.where(sqr > 0, sqr, 1.0), math.inf)
 
 
 def trajectory(train: pd.DataFrame, batch_size: float) -> pd.DataFrame:
@@ -48,7 +80,7 @@ def trajectory(train: pd.DataFrame, batch_size: float) -> pd.DataFrame:
     if d.empty or not math.isfinite(batch_size) or "tau" not in d:
         return pd.DataFrame(columns=["tau", COLUMN])
     if {"var", "sqr"} <= set(d.columns) and np.isfinite(d[["var", "sqr"]].to_numpy(float)).all():
-        values = [b_simple(v, q, batch_size) for v, q in zip(d["var"], d["sqr"], strict=True)]
+        values = b_simple_of(d["var"].to_numpy(float), d["sqr"].to_numpy(float), batch_size)
     else:
         est, values = UnbiasedGain(), []
         for s, m, scale in zip(d["sum_sq"], d["mean_sq"], d["scale"].astype(int), strict=True):

@@ -11,9 +11,11 @@ averages) at a few thousand points. So, per run:
   spaced by record number (the first and the last among them) are decoded: a downsampled curve (a
   systematic sample of the records, in order, as the figures' own thinning draws) from a 350 MB file
   for the cost of a scan;
-- the result is written atomically as <report>/cache/<hash of the run folder>.npz (numpy arrays and
-  JSON text; np.load(allow_pickle=False)) with the metrics file's size and mtime, and reused while both
-  are unchanged. A damaged or foreign cache file is simply recomputed.
+- the result is written atomically as <report>/cache/<hash of the run folder>.npz (JSON text and the
+  training columns as one float64 2-D array) with the metrics file's size and mtime, and reused while
+  both are unchanged. The cache is not trusted: np.load(allow_pickle=False), its inflated size bounded,
+  dtypes, shapes and counts checked; a damaged or hostile one is ignored with a one-line warning naming
+  it (`frames`' warn) and rebuilt.
 
 Training records are counted exactly (lines that are not evaluations; an undecodable line among those
 not sampled counts as one); `attrs["records"]` of the frame says
@@ -28,7 +30,9 @@ import json
 import math
 import mmap
 import os
+import re
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +41,7 @@ import pandas as pd
 
 from bench.files import atomic_write_bytes
 
-VERSION = 1
+VERSION = 2  # 2: the training columns as one 2-D array (one member to read, not one per column)
 SMALL_BYTES = 4 << 20  # files up to this size are read whole (~15 000 records)
 POINTS = 4096  # training records sampled from a larger file
 _EVAL = b'"eval"'
@@ -50,18 +54,35 @@ def cache_file(cache_dir: Path, run_dir: Path) -> Path:
 def _decode(line: bytes) -> dict[str, Any] | None:
     try:
         rec = json.loads(line)
-    except ValueError:  # UnicodeDecodeError included
+    except (ValueError, RecursionError):  # UnicodeDecodeError included; nesting past Python's stack
         return None
     return rec if isinstance(rec, dict) else None
+
+
+_SPLIT = re.compile(rb"\]\s*,\s*\[")
+
+
+def decode_lines(lines: list[bytes]) -> list[dict | None]:
+    """_decode of each line, in one json.loads of them all where that gives the same: `[[line],[line],…]`
+    parsed once (the per-call cost of json.loads is most of a short record's), accepted only when it
+    holds one one-item list per line and no line holds `],[` (the only way a line could split into two
+    items: with it, or a parse error, each line is decoded alone). A line can then be neither two items
+    nor part of its neighbour's, so each item is that line's own value, as json.loads(line) gives it."""
+    if len(lines) > 1 and not any(_SPLIT.search(line) for line in lines):
+        try:
+            items = json.loads(b"[[" + b"],[".join(lines) + b"]]")
+        except (ValueError, RecursionError):  # UnicodeDecodeError included: some line is not JSON
+            items = None
+        if items is not None and len(items) == len(lines) and all(len(i) == 1 for i in items):
+            return [i[0] if isinstance(i[0], dict) else None for i in items]
+    return [_decode(line) for line in lines]
 
 
 def read_whole(data: bytes) -> tuple[list[dict], list[dict], int, int]:
     """(training records, evaluation records, training record count, undecodable lines) of whole lines."""
     train, evals, bad = [], [], 0
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        rec = _decode(line)
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    for rec in decode_lines(lines):
         if rec is None:
             bad += 1
         elif rec.get("eval"):
@@ -77,8 +98,9 @@ def _line_at(mm: mmap.mmap, offset: int, end: int) -> tuple[int, bytes]:
     return start, mm[start : stop if stop >= 0 else end]
 
 
-def _newlines(mm: mmap.mmap, end: int, chunk: int = 16 << 20) -> np.ndarray:
-    """Byte offsets of every newline before `end` (numpy over the mapped file, a chunk at a time)."""
+def _newlines(mm: mmap.mmap, end: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Byte offsets of every newline before `end` (numpy over the mapped file, a chunk at a time: 1 MB, which
+    stays in the CPU cache, scans ~10× faster than 16 MB)."""
     parts = [
         np.flatnonzero(np.frombuffer(mm, np.uint8, count=min(chunk, end - lo), offset=lo) == 10) + lo
         for lo in range(0, end, chunk)
@@ -104,8 +126,8 @@ def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int,
     train_lines = np.flatnonzero(~np.isin(starts, eval_starts) & (nl > starts))  # not eval, not empty
     train = []
     if len(train_lines):
-        for i in np.unique(train_lines[np.linspace(0, len(train_lines) - 1, POINTS).round().astype(np.int64)]):
-            rec = _decode(mm[starts[i] : nl[i]])
+        picked = np.unique(train_lines[np.linspace(0, len(train_lines) - 1, POINTS).round().astype(np.int64)])
+        for rec in decode_lines([mm[starts[i] : nl[i]] for i in picked]):
             if rec is None:
                 bad += 1
             elif not rec.get("eval"):
@@ -115,6 +137,24 @@ def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int,
 
 def _columns(records: list[dict]) -> dict[str, np.ndarray]:
     """Numeric columns of the training records (null and missing: NaN; strings and lists dropped)."""
+    keys = dict.fromkeys(k for r in records for k in r)  # every key, in order of first appearance
+    columns = {}
+    for k in keys:  # the common case at numpy speed: every value of the key a number, null or missing
+        values = [r.get(k, None) for r in records]
+        if not isinstance(k, str) or not set(map(type, values)) <= _PLAIN:
+            return _columns_slow(records)
+        try:
+            columns[k] = np.array(values, dtype=np.float64)  # None -> NaN, True -> 1.0, as _float
+        except OverflowError:  # an integer past float's range: _float's NaN
+            return _columns_slow(records)
+    return columns
+
+
+_PLAIN = {float, int, bool, type(None)}
+
+
+def _columns_slow(records: list[dict]) -> dict[str, np.ndarray]:
+    """_columns for records holding other values too: keys ordered by their first numeric value."""
     keys = dict.fromkeys(k for r in records for k, v in r.items() if isinstance(k, str) and _numeric(v))
     return {k: np.array([_float(r.get(k)) for r in records], dtype=np.float64) for k in keys}
 
@@ -142,6 +182,8 @@ def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, 
             train, evals, count, bad = read_whole(data[: data.rfind(b"\n") + 1])
         else:
             with mmap.mmap(f.fileno(), st.st_size, access=mmap.ACCESS_READ) as mm:
+                if hasattr(mm, "madvise"):  # read ahead: the scan touches every page once, in order
+                    mm.madvise(mmap.MADV_SEQUENTIAL)
                 end = mm.rfind(b"\n") + 1  # a torn last line is left out
                 train, evals, count, bad = _read_sampled(mm, end) if end else ([], [], 0, 0)
     meta.update(records=count, sampled=len(train) < count, bad=bad)
@@ -150,32 +192,82 @@ def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, 
 
 def _save(target: Path, columns: dict[str, np.ndarray], evals: list[dict], meta: dict[str, Any]) -> None:
     buf = io.BytesIO()
-    arrays = {f"train/{k}": v for k, v in columns.items()}
-    np.savez(buf, meta=np.array(json.dumps(meta)), evals=np.array(json.dumps(evals)), **arrays)
+    n = len(next(iter(columns.values()))) if columns else 0
+    train = np.vstack(list(columns.values())) if columns else np.zeros((0, n))
+    meta = meta | {"columns": list(columns)}
+    np.savez(buf, meta=np.array(json.dumps(meta)), evals=np.array(json.dumps(evals)), train=train)
     atomic_write_bytes(target, buf.getvalue())
 
 
+class Damaged(ValueError):
+    """A cache file that is not what _save writes (truncated, foreign, hostile): ignored and rebuilt."""
+
+
 def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, Any]] | None:
-    """The cached summary when it is there, readable and made from the file as it is now."""
+    """The cached summary when it is there, readable and made from the file as it is now; None when it is
+    absent or stale; Damaged (with why) when it is not what _save writes. Nothing in it is trusted: no
+    pickle (allow_pickle=False), members and sizes bounded before anything is read, every array checked
+    for its dtype and shape."""
     try:
         st = path.stat()
+        with zipfile.ZipFile(target) as zf:  # a zip bomb is refused before numpy inflates anything
+            if sum(i.file_size for i in zf.infolist()) > MAX_CACHE_BYTES:
+                raise Damaged(f"members larger than {MAX_CACHE_BYTES} bytes")
         with np.load(target, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
+            meta = json.loads(_text(z, "meta"))
+            if not isinstance(meta, dict):
+                raise Damaged("meta is not an object")
             if (meta.get("version"), meta.get("size"), meta.get("mtime_ns")) != (VERSION, st.st_size, st.st_mtime_ns):
-                return None
-            evals = json.loads(str(z["evals"]))
-            columns = {k.removeprefix("train/"): z[k] for k in z.files if k.startswith("train/")}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, AttributeError, TypeError):
+                return None  # stale (or another version's): rebuilt without a word
+            evals = json.loads(_text(z, "evals"))
+            train = z["train"]
+    except FileNotFoundError:
         return None
-    if not isinstance(meta, dict) or not isinstance(evals, list):
-        return None
-    return columns, [e for e in evals if isinstance(e, dict)], meta
+    except Damaged:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, AttributeError, TypeError) as e:
+        raise Damaged(f"{type(e).__name__}: {e}") from None
+    if not isinstance(evals, list) or not all(isinstance(e, dict) for e in evals):
+        raise Damaged("evals is not a list of objects")
+    names = meta.get("columns")
+    if not isinstance(names, list) or not all(isinstance(k, str) for k in names) or len(set(names)) != len(names):
+        raise Damaged("meta's columns are not distinct names")
+    if train.dtype != np.float64 or train.ndim != 2 or train.shape[0] != len(names):
+        raise Damaged(f"train is {train.dtype} of shape {train.shape}, not float64 of {len(names)} columns")
+    records, bad, sampled = meta.get("records"), meta.get("bad"), meta.get("sampled")
+    if not (_count(records) and _count(bad) and isinstance(sampled, bool)) or train.shape[1] > records:
+        raise Damaged("meta's records, bad or sampled are not counts")
+    return dict(zip(names, train, strict=True)), evals, meta
 
 
-def frames(path: Path, cache_dir: Path | None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+MAX_CACHE_BYTES = 256 << 20  # a summary is ~0.5 MB; anything near this is not one
+
+
+def _text(z: Any, key: str) -> str:
+    a = z[key]
+    if a.dtype.kind != "U" or a.ndim != 0:
+        raise Damaged(f"{key} is not text")
+    return str(a)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def frames(
+    path: Path, cache_dir: Path | None, warn: Callable[[str], None] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """(training frame, evaluation frame, meta) of the metrics file at `path`, from the cache under
-    `cache_dir` when it is current, else read (and cached, when `cache_dir` is given)."""
-    got = _load(cache_file(cache_dir, path.parent), path) if cache_dir is not None else None
+    `cache_dir` when it is current, else read (and cached, when `cache_dir` is given). A damaged cache
+    file is named in one line to `warn` and rebuilt."""
+    got = None
+    if cache_dir is not None:
+        target = cache_file(cache_dir, path.parent)
+        try:
+            got = _load(target, path)
+        except Damaged as e:
+            if warn is not None:
+                warn(f"ignored damaged report cache {target} ({str(e)[:200]}); rebuilt from {path}")
     if got is None:
         got = summarize(path)
         if cache_dir is not None:
@@ -186,9 +278,19 @@ def frames(path: Path, cache_dir: Path | None) -> tuple[pd.DataFrame, pd.DataFra
     columns, evals, meta = got
     train, ev = pd.DataFrame(columns), pd.DataFrame(evals)
     for key in ev.columns:  # a hand-edited eval record may hold a string where a number belongs
+        if pd.api.types.is_numeric_dtype(ev[key]) and not pd.api.types.is_bool_dtype(ev[key]):
+            continue  # numbers already: to_numeric would give the same column
         numbers = pd.to_numeric(ev[key], errors="coerce")
         if key in ("tau", "iteration", "epochs", "metric") or numbers.notna().sum() >= ev[key].notna().sum() / 2:
             ev[key] = numbers
-    train, ev = (df.sort_values("tau", kind="stable") if "tau" in df else df for df in (train, ev))
+    train, ev = (_by_tau(df) for df in (train, ev))
     train.attrs.update(records=meta.get("records"), sampled=meta.get("sampled"))
     return train, ev, meta
+
+
+def _by_tau(df: pd.DataFrame) -> pd.DataFrame:
+    """Sorted by τ (stable); a frame in order already (a run's records are) is left as it is, which a
+    stable sort would give."""
+    if "tau" not in df or df["tau"].is_monotonic_increasing:
+        return df
+    return df.sort_values("tau", kind="stable")

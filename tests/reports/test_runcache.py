@@ -4,8 +4,10 @@ recomputed when it changes or the cache file is damaged, and never a traceback o
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -84,3 +86,95 @@ def test_damaged_lines_are_counted_not_fatal(tmp_path: Path, monkeypatch, small:
     assert len(evals) == 1 and train["loss"].eq(1.0).all()
     if small:
         assert meta["bad"] == 2 and len(train) == 50
+
+
+def _hostile(target: Path, meta: dict, how: str) -> None:
+    """A cache file made current for the metrics file (its size and mtime) but damaged as `how` says."""
+    meta = meta | {"columns": ["tau", "loss"]}
+    good = {"meta": np.array(json.dumps(meta)), "evals": np.array("[]"), "train": np.ones((2, 3))}
+    if how == "truncated":
+        buf = io.BytesIO()
+        np.savez(buf, **good)
+        target.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+        return
+    arrays = dict(good)
+    if how == "pickle":  # an object array: loading it would run pickle
+        arrays["train"] = np.array([[Marker(), 1, 2], [1, 2, 3]], dtype=object)
+    elif how == "one-d":
+        arrays["train"] = np.ones(6)
+    elif how == "columns":  # fewer rows than named columns
+        arrays["train"] = np.ones((1, 3))
+    elif how == "names":
+        arrays["meta"] = np.array(json.dumps(meta | {"columns": ["tau", 7]}))
+    elif how == "dtype":
+        arrays["train"] = np.array([["a", "b", "c"], ["d", "e", "f"]])
+    elif how == "meta-dtype":
+        arrays["meta"] = np.array([1, 2, 3])
+    elif how == "meta-counts":
+        arrays["meta"] = np.array(json.dumps(meta | {"records": "many"}))
+    elif how == "evals":
+        arrays["evals"] = np.array('{"not": "a list"}')
+    elif how == "bomb":  # a small file that inflates past any summary's size
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+            for key, value in good.items():
+                with zf.open(key + ".npy", "w") as f:
+                    np.lib.format.write_array(f, value)
+            with zf.open("more.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.zeros(runcache.MAX_CACHE_BYTES // 8 + 1))
+        return
+    np.savez(target, **arrays)
+
+
+class Marker:
+    """Unpickling this writes a marker file: proof that a cache was trusted."""
+
+    path: Path | None = None
+
+    def __reduce__(self):
+        return (Path.write_text, (Marker.path, "ran"))
+
+
+@pytest.mark.parametrize(
+    "how", ["truncated", "pickle", "one-d", "columns", "names", "dtype", "meta-dtype", "meta-counts", "evals", "bomb"]
+)
+def test_a_hostile_cache_is_ignored_with_a_warning_and_rebuilt(tmp_path: Path, how: str) -> None:
+    run_dir, cache = run_with(tmp_path, 300), tmp_path / "cache"
+    want_train, want_evals, want_meta = runcache.frames(run_dir / METRICS, cache)
+    (target,) = cache.iterdir()
+    Marker.path = tmp_path / "marker"
+    _hostile(target, {k: want_meta[k] for k in ("version", "size", "mtime_ns", "records", "sampled", "bad")}, how)
+    warned: list[str] = []
+    train, evals, _ = runcache.frames(run_dir / METRICS, cache, warned.append)
+    assert not Marker.path.exists()  # nothing in the cache ran
+    assert len(warned) == 1 and str(target) in warned[0] and "\n" not in warned[0]  # one line naming it
+    pd.testing.assert_frame_equal(train, want_train)  # the records, not the cache's
+    pd.testing.assert_frame_equal(evals, want_evals)
+    again: list[str] = []
+    runcache.frames(run_dir / METRICS, cache, again.append)
+    assert again == []  # rebuilt: the next report reads it without a word
+
+
+LINES = [
+    b'{"iteration": 1, "tau": 1.0}',
+    b'{"eval": true, "bleu_counts": [[1, 2], [3, 4]]}',  # a list of lists: `],[` in a line
+    b'{"c": [[{"d": 1}',  # with the next line, one object when joined by `],[`
+    b'{"e": 1}]]}',
+    b'{"a": 1}],[{"b": 2}',  # two items when joined: the pair above and this keep the count
+    b"[1, 2]",
+    b"not json",
+    b'{"x": "\xff"}',
+    b"\xef\xbb\xbf{}",
+    b"NaN",
+    b"[" * 100_000,
+    b'{"y": NaN, "z": -Infinity}',
+]
+
+
+@pytest.mark.parametrize("keep", [[0, 1], [0, 2, 3, 4], [2, 3, 4], [0, 5, 11], list(range(len(LINES))), [0, 6, 7]])
+def test_lines_decoded_at_once_are_each_line_decoded_alone(keep: list[int]) -> None:
+    lines = [LINES[i] for i in keep]
+    alone = [runcache._decode(line) for line in lines]
+    got = runcache.decode_lines(lines)
+    assert len(got) == len(alone)
+    for a, b in zip(got, alone, strict=True):  # NaN != NaN: compare the JSON text
+        assert json.dumps(a) == json.dumps(b)
