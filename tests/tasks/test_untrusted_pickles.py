@@ -167,3 +167,54 @@ def test_odd_shapes_are_one_line_errors(tmp_path: Path) -> None:
         with pytest.raises(UserError) as e:
             Cifar10().eval_set(TINY, tmp_path)
         assert str(folder) in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+# --- ultralytics' label cache ----------------------------------------------------------------------------
+
+
+def test_yolo_label_cache_is_read_without_running_it(tmp_path: Path, capsys) -> None:
+    """ultralytics writes labels/<split>.cache with np.save and reads it with np.load(allow_pickle=True).
+    The suite's reader loads the real cache (the second build uses it, no rescan), refuses one carrying a
+    payload with a warning naming it (ultralytics rescans and rewrites it), and never writes the marker;
+    the control shows ultralytics' own reader would have."""
+    from tasks.yolo.data import build_dataset, load_cache, read_spec
+    from tasks.yolo.tiny import YAML_NAME
+    from tasks.yolo.tiny import write_tiny as write_tiny_yolo
+
+    cfg = {"imgsz": 64, "augment": {}}
+    write_tiny_yolo(tmp_path)
+    spec = read_spec(tmp_path, YAML_NAME, nc=3)
+    build_dataset(spec, cfg, "val", batch=4)
+    cache_file = tmp_path / "labels" / "val.cache"
+    real = np.load(cache_file, allow_pickle=True).item()
+    mine = load_cache(cache_file)
+    assert mine.keys() == real.keys() and mine["hash"] == real["hash"] and len(mine["labels"]) == len(real["labels"])
+    np.testing.assert_array_equal(mine["labels"][0]["bboxes"], real["labels"][0]["bboxes"])
+    before = cache_file.stat().st_mtime_ns
+    build_dataset(spec, cfg, "val", batch=4)
+    assert cache_file.stat().st_mtime_ns == before  # the cache was used, not rebuilt
+
+    marker = tmp_path / "marker"
+    real["msgs"] = [Shell(marker)]
+    with open(cache_file, "wb") as f:
+        np.save(f, real, allow_pickle=True)
+    crafted = cache_file.read_bytes()
+    capsys.readouterr()
+    ds = build_dataset(spec, cfg, "val", batch=4)
+    assert len(ds) > 0 and not marker.exists()
+    err = capsys.readouterr().err
+    assert f"{cache_file}: refused" in err and "system" in err, err
+    assert load_cache(cache_file)["hash"] == real["hash"]  # rewritten by the rescan, readable again
+    with pytest.raises(safepickle.PickleRefused):
+        load_cache(_write(tmp_path / "copy.cache", crafted))
+    assert not marker.exists()
+
+    from ultralytics.data.utils import load_dataset_cache_file  # the control: ultralytics' reader runs it
+
+    load_dataset_cache_file(tmp_path / "copy.cache")
+    assert marker.exists()
+
+
+def _write(path: Path, body: bytes) -> Path:
+    path.write_bytes(body)
+    return path
