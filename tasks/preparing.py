@@ -93,6 +93,8 @@ def _same_source(stage: Path, task: str, source: Path | None) -> None:
     """Create the staging folder, or keep one left by an interrupted run from the same task and source;
     one left from another source is removed (a warning) so the two never mix."""
     origin = f"{task} {Path(source).resolve()}" if source is not None else task
+    if stage.is_symlink() or (stage.exists() and not stage.is_dir()):  # a planted link: writes would land there
+        raise UserError(f"{stage}: not a staging folder (a link or a file); remove it and run prepare again")
     if stage.is_dir():
         try:
             before = (stage / SOURCE).read_text(encoding="utf-8")
