@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.files import atomic_write_bytes
+from bench.files import atomic_write_bytes, open_regular
 
 VERSION = 1
 SMALL_BYTES = 4 << 20  # files up to this size are read whole (~15 000 records)
@@ -50,7 +50,7 @@ def cache_file(cache_dir: Path, run_dir: Path) -> Path:
 def _decode(line: bytes) -> dict[str, Any] | None:
     try:
         rec = json.loads(line)
-    except ValueError:  # UnicodeDecodeError included
+    except (ValueError, RecursionError):  # UnicodeDecodeError included; a line nested past the parser's depth
         return None
     return rec if isinstance(rec, dict) else None
 
@@ -132,7 +132,7 @@ def _float(value: Any) -> float:
 
 def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, Any]]:
     """(training columns, evaluation records, meta) of one metrics.jsonl, read as the module says."""
-    with open(path, "rb") as f:
+    with open_regular(path, "rb") as f:  # a FIFO or device in a run folder is refused, not read forever
         st = os.fstat(f.fileno())
         meta: dict[str, Any] = {"version": VERSION, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
         if st.st_size == 0:
