@@ -132,3 +132,26 @@ def test_a_linked_prepare_lock_is_refused_and_its_target_kept(tmp_path: Path, ca
     assert main(args) == 2
     assert str(tmp_path / ".out.lock") in one_line(capsys)
     assert victim.read_text() == "precious\n" and not (tmp_path / "out").exists()
+
+
+def test_a_prepare_that_waited_for_a_concurrent_one_reports_its_result(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Three `prepare`s of one --out started together: one prepares; the others looked before it finished
+    (the folder not yet prepared) and got the lock after. They report the finished folder, exit 0, instead
+    of refusing it as "exists and is not a prepared cifar10 folder" (the sweep's spurious failure)."""
+    import tasks.cifar10.prepare as cifar_prepare
+
+    folder = write_tiny(tmp_path / "src")
+    out = tmp_path / "out"
+    args = ["prepare", "cifar10", "--source", str(folder), "--out", str(out), "--set", "verify_md5=false"]
+    assert main(args) == 0  # the one that finished first
+    first = capsys.readouterr().out
+    looked = []
+    real = cifar_prepare.prepared
+
+    def not_yet_on_first_look(path, task=None):
+        looked.append(path)
+        return None if len(looked) == 1 else real(path, task)
+
+    monkeypatch.setattr(cifar_prepare, "prepared", not_yet_on_first_look)
+    assert main(args) == 0
+    assert capsys.readouterr().out == first and len(looked) == 1
