@@ -155,3 +155,17 @@ def test_a_prepare_that_waited_for_a_concurrent_one_reports_its_result(tmp_path:
     monkeypatch.setattr(cifar_prepare, "prepared", not_yet_on_first_look)
     assert main(args) == 0
     assert capsys.readouterr().out == first and len(looked) == 1
+
+
+def test_prepare_from_a_folder_takes_the_batches_only(tmp_path: Path) -> None:
+    """A colleague's cifar-10-batches-py/ with a link to a private file beside the batches: the prepared
+    set holds the seven files the task reads, not the private one."""
+    from tasks.cifar10.prepare import prepare
+
+    folder = write_tiny(tmp_path / "src")
+    secret = tmp_path / "id_rsa"
+    secret.write_text("private\n")
+    (folder / "notes.txt").symlink_to(secret)
+    record = prepare(folder, tmp_path / "out", progress=False, verify_md5=False)
+    assert record["placed"] == {"hardlink": 7}
+    assert not (tmp_path / "out" / "cifar-10-batches-py" / "notes.txt").exists()
