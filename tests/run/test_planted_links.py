@@ -169,3 +169,14 @@ def test_prepare_from_a_folder_takes_the_batches_only(tmp_path: Path) -> None:
     record = prepare(folder, tmp_path / "out", progress=False, verify_md5=False)
     assert record["placed"] == {"hardlink": 7}
     assert not (tmp_path / "out" / "cifar-10-batches-py" / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("value", ["maybe", "[1,2]", "1"])
+def test_a_yes_no_prepare_option_takes_only_yes_or_no(tmp_path: Path, capsys, value: str) -> None:
+    """verify_md5=maybe read as 'yes' (the md5 check then refused the tiny set); now one line."""
+    folder = write_tiny(tmp_path / "src")
+    base = ["prepare", "cifar10", "--source", str(folder), "--out", str(tmp_path / "out")]
+    assert main([*base, "--set", f"verify_md5={value}"]) == 2
+    err = one_line(capsys)
+    assert "verify_md5" in err and "true or false" in err
+    assert main([*base, "--set", "verify_md5=false"]) == 0  # the control
