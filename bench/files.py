@@ -10,6 +10,7 @@ import math
 import os
 import re
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -111,6 +112,37 @@ def _named(e: OSError, path: Path) -> OSError:
     return e if e.filename else OSError(e.errno, e.strerror, str(path))
 
 
+def open_regular(path: Path, mode: str = "r") -> Any:
+    """open(path, mode) for reading, refusing what is not a regular file (a FIFO planted in a results
+    folder would block the reader forever; a device would never end) with an OSError naming it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: a FIFO opens at once
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(22, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_own(path: Path, flags: int) -> int:
+    """os.open for writing a run or prepare file in place (append, truncate, lock), refusing a symbolic
+    link (a planted one would have the write land in whatever file it names) or anything but a regular
+    file, with a one-line UserError naming it."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        if e.errno == 40:  # ELOOP: the last component is a symbolic link
+            raise UserError(f"{path}: is a symbolic link; refusing to write through it (remove it)") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UserError(f"{path}: not a regular file; refusing to write to it (remove it)")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over the target. The file gets the
     mode an ordinary open() would give it (0666 less the umask; mkstemp makes it 0600)."""
@@ -190,7 +222,7 @@ def file_lock(path: Path, what: str) -> Iterator[None]:
         finally:
             _HELD[key] -= 1
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    fd = open_own(path, os.O_RDWR | os.O_CREAT)
     try:
         for attempt in range(3):  # `status` probes the lock for a moment: try again past such a probe
             try:
@@ -225,10 +257,13 @@ def lock_is_held(run_dir: Path) -> bool | None:
     """Whether some process holds the run folder's lock (None: cannot tell, no locks on this file system)."""
     path = Path(run_dir) / LOCK
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a planted FIFO must not block
     except FileNotFoundError:
         return False
     except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -246,8 +281,12 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    with open(path) as f:
-        return json.load(f)
+    """The JSON value of a regular file; a value nested too deep for the parser is a ValueError."""
+    with open_regular(path) as f:
+        try:
+            return json.load(f)
+        except RecursionError:
+            raise ValueError(f"{path}: JSON nests too deep") from None
 
 
 def read_json_object(path: Path) -> dict[str, Any] | None:
@@ -264,13 +303,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """All complete records; a torn last line (a crash mid-append) is ignored."""
     records = []
     try:
-        with open(path) as f:
+        with open_regular(path) as f:
             for line in f:
                 if not line.endswith("\n"):
                     break
                 try:
                     records.append(json.loads(line))
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):
                     break
     except FileNotFoundError:
         pass
@@ -283,7 +322,7 @@ def tail_records(path: Path, n: int, keep: Callable[[dict[str, Any]], bool], blo
     (no newline yet) is ignored, as read_jsonl does."""
     found: list[dict[str, Any]] = []
     try:
-        f = open(path, "rb")
+        f = open_regular(path, "rb")
     except FileNotFoundError:
         return found
     with f:
@@ -344,7 +383,7 @@ class MetricsLog:
             return
         text = "".join(map(self._line, self._buffer))
         try:
-            with open(self.path, "a") as f:
+            with os.fdopen(open_own(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a") as f:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
@@ -362,8 +401,11 @@ class MetricsLog:
         self._buffer.clear()
         self.records = records
         if self.enabled and self.path.exists():
-            with open(self.path, "r+") as f:
-                f.truncate(offset)
+            fd = open_own(self.path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, offset)
+            finally:
+                os.close(fd)
 
     def damage(self, offset: int, records: int) -> str | None:
         """Why the file cannot be what a checkpoint saw at `offset` bytes (`records` records), or None:

@@ -44,7 +44,7 @@ FIGURE_WORKERS = min(2, os.cpu_count() or 1)  # processes drawing figures
 
 def _write(path: Path, text: str) -> None:
     """A report file, whole or not at all (bench.files.atomic_write_bytes): a rebuild never leaves half a table."""
-    atomic_write_bytes(path, text.encode())
+    atomic_write_bytes(path, text.encode("utf-8", errors="backslashreplace"))  # a lone surrogate from a JSON escape
 
 
 def build_report(out: Path, formats: list[str] | None = None, std: bool = False) -> Path:

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
-from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, identity_of, lock_is_held
+from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, identity_of, lock_is_held, open_regular
 
 from . import runcache
 
@@ -134,7 +134,8 @@ class ReportWarning(UserWarning):
 def _read_json(path: Path) -> tuple[dict | None, str | None]:
     """(object, None) or (None, why it could not be used)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path, "rb") as f:
+            text = f.read().decode("utf-8")
     except OSError as e:
         return None, f"cannot read ({e.strerror or e})"
     except UnicodeDecodeError as e:
@@ -143,8 +144,10 @@ def _read_json(path: Path) -> tuple[dict | None, str | None]:
         return None, "empty file"
     try:
         obj = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         return None, f"corrupt JSON ({e.msg}: line {e.lineno}, column {e.colno})"
+    except (ValueError, RecursionError):  # a value nested past the parser's depth
+        return None, "corrupt JSON (nested too deep)"
     if not isinstance(obj, dict):
         return None, f"not a JSON object ({type(obj).__name__})"
     return obj, None
@@ -203,7 +206,8 @@ def read_metrics(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
     last line is ignored silently (a run being written); other undecodable lines (not JSON, not UTF-8,
     not an object) are skipped and reported."""
     try:
-        data = Path(path).read_bytes()
+        with open_regular(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         return pd.DataFrame(), pd.DataFrame(), f"cannot read ({e.strerror or e})"
     train, evals, _, bad = runcache.read_whole(data[: data.rfind(b"\n") + 1])

@@ -161,8 +161,12 @@ def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None) -> Non
     from bench.files import atomic_write_bytes
 
     ttt = time_to_target(res) if ttt is None else ttt
-    atomic_write_bytes(dest / "time_to_target.csv", ttt.to_csv(index=False, float_format="%.6g").encode())
-    atomic_write_bytes(dest / "speedup.csv", speedups(res).to_csv(index=False, float_format="%.6g").encode())
+    atomic_write_bytes(
+        dest / "time_to_target.csv", ttt.to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace")
+    )
+    atomic_write_bytes(
+        dest / "speedup.csv", speedups(res).to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace")
+    )
 
 
 # ----------------------------------------------------------------------------------------- figures

@@ -76,8 +76,14 @@ class Figure:
     caption: str = ""
 
 
+SLUG_MAX = 120  # a file name's part built from run fields: a hand-edited 10 000-character task name stays a name
+
+
 def _slug(*parts: object) -> str:
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", "_".join(str(p) for p in parts if p not in (None, ""))).strip("_")
+    slug = re.sub(r"[^A-Za-z0-9_.+-]+", "_", "_".join(str(p) for p in parts if p not in (None, ""))).strip("_")
+    if len(slug) <= SLUG_MAX:
+        return slug
+    return f"{slug[: SLUG_MAX - 13]}_{hashlib.sha256(slug.encode()).hexdigest()[:12]}"
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:

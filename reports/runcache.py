@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.files import atomic_write_bytes
+from bench.files import atomic_write_bytes, open_regular
 
 VERSION = 2  # 2: the training columns as one 2-D array (one member to read, not one per column)
 SMALL_BYTES = 4 << 20  # files up to this size are read whole (~15 000 records)
@@ -54,7 +54,7 @@ def cache_file(cache_dir: Path, run_dir: Path) -> Path:
 def _decode(line: bytes) -> dict[str, Any] | None:
     try:
         rec = json.loads(line)
-    except (ValueError, RecursionError):  # UnicodeDecodeError included; nesting past Python's stack
+    except (ValueError, RecursionError):  # UnicodeDecodeError included; a line nested past the parser's depth
         return None
     return rec if isinstance(rec, dict) else None
 
@@ -172,7 +172,7 @@ def _float(value: Any) -> float:
 
 def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, Any]]:
     """(training columns, evaluation records, meta) of one metrics.jsonl, read as the module says."""
-    with open(path, "rb") as f:
+    with open_regular(path, "rb") as f:  # a FIFO or device in a run folder is refused, not read forever
         st = os.fstat(f.fileno())
         meta: dict[str, Any] = {"version": VERSION, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
         if st.st_size == 0:

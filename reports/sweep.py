@@ -96,7 +96,9 @@ def write_csv(table: pd.DataFrame, path: Path) -> None:
     """sweep.csv: task, batch, method, epochs_to_target (empty where not reached), reached, n_seeds."""
     from bench.files import atomic_write_bytes
 
-    atomic_write_bytes(path, table.to_csv(index=False, float_format="%.6g", na_rep="").encode())
+    atomic_write_bytes(
+        path, table.to_csv(index=False, float_format="%.6g", na_rep="").encode(errors="backslashreplace")
+    )
 
 
 def wide(table: pd.DataFrame) -> str:

@@ -21,7 +21,17 @@ from typing import Any
 from bench.algo.rules import SHARED_AT_S1, method_order, table2_methods
 from bench.errors import UserError
 from bench.experiments.matrix import is_shared
-from bench.files import CHECKPOINT, LOCK, METRICS, SPEC, SUMMARY, lock_is_held, read_json_object, write_json
+from bench.files import (
+    CHECKPOINT,
+    LOCK,
+    METRICS,
+    SPEC,
+    SUMMARY,
+    lock_is_held,
+    open_regular,
+    read_json_object,
+    write_json,
+)
 
 from .records import JOB, SUBMITIT_DIR
 
@@ -122,7 +132,7 @@ def last_line(path: Path | str | None) -> str | None:
     if not path or not isinstance(path, str | Path):  # job.json's stderr may be anything
         return None
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, "rb") as f:  # job.json names it: a FIFO there must not block `status`
             f.seek(0, 2)
             f.seek(max(0, f.tell() - 16384))
             text = f.read().decode(errors="replace")

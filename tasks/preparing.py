@@ -60,6 +60,15 @@ def prepared(out: Path, task: str | None = None) -> dict[str, Any] | None:
     return record
 
 
+class AlreadyPrepared(Exception):  # noqa: N818 (not an error: the work is done)
+    """Raised by `staged` when, once it holds the lock, `out` turns out prepared by a concurrent `prepare`
+    that held the lock first: the caller returns `record` as if it had found it prepared at the start."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        super().__init__(f"already prepared: {record.get('task')}")
+        self.record = record
+
+
 @contextlib.contextmanager
 def staged(out: Path, task: str, source: Path | None = None) -> Iterator[Path]:
     """Yield the staging folder to write into; on success it becomes `out`.
@@ -74,6 +83,9 @@ def staged(out: Path, task: str, source: Path | None = None) -> Iterator[Path]:
     except OSError as e:
         raise UserError(f"{out.parent}: cannot create the output's parent folder ({e.strerror})") from None
     with file_lock(out.parent / f".{out.name}.lock", f"{out} (another prepare)"):
+        record = prepared(out, task)  # a concurrent prepare may have finished while this one looked
+        if record is not None:
+            raise AlreadyPrepared(record)
         if out.exists() and not (out.is_dir() and not any(out.iterdir())):
             raise UserError(f"{out}: exists and is not a prepared {task} folder; choose another --out or remove it")
         stage = out.parent / f".{out.name}.partial"
@@ -93,6 +105,8 @@ def _same_source(stage: Path, task: str, source: Path | None) -> None:
     """Create the staging folder, or keep one left by an interrupted run from the same task and source;
     one left from another source is removed (a warning) so the two never mix."""
     origin = f"{task} {Path(source).resolve()}" if source is not None else task
+    if stage.is_symlink() or (stage.exists() and not stage.is_dir()):  # a planted link: writes would land there
+        raise UserError(f"{stage}: not a staging folder (a link or a file); remove it and run prepare again")
     if stage.is_dir():
         try:
             before = (stage / SOURCE).read_text(encoding="utf-8")

@@ -180,6 +180,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
     from bench.run.spec import parse_overrides
     from tasks import preparable
+    from tasks.preparing import AlreadyPrepared
 
     if args.task not in preparable():
         names = ", ".join(preparable())
@@ -190,7 +191,15 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         inspect.signature(prepare).bind(args.source, args.out, progress=True, **options)
     except TypeError as e:  # an option the task does not take
         raise UserError(f"prepare {args.task}: {e}") from None
-    record = prepare(Path(args.source), Path(args.out), progress=True, **options)
+    params = inspect.signature(prepare).parameters
+    for key, value in options.items():  # a yes/no option given 'maybe' or a list would read as yes
+        default = params[key].default if key in params else None
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise UserError(f"prepare {args.task}: --set {key}={str(value)[:40]}: expected true or false")
+    try:
+        record = prepare(Path(args.source), Path(args.out), progress=True, **options)
+    except AlreadyPrepared as done:  # another `prepare` of the same --out finished first: the same outcome
+        record = done.record
     print(json.dumps(record, indent=2, sort_keys=True))
     print(f"prepared: {args.out}")
     return 0

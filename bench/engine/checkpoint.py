@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +51,15 @@ def safe_load(path: Path, device: torch.device | str, what: str, mmap: bool = Fa
     containers is refused (and nothing in it runs), a damaged one is unreadable."""
     try:
         return torch.load(path, map_location=device, weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError:  # weights_only's refusal of a global, a __reduce__, a class
+    except pickle.UnpicklingError as e:  # weights_only's refusal of a global, a __reduce__, a class
+        text = str(e)
+        if "Unsupported operand" in text:  # not a pickle at all (bytes that are no opcode): damaged, not hostile
+            raise UserError(f"{what} {path} is unreadable (not a torch checkpoint); delete it") from None
+        named = re.search(r"GLOBAL ([\w.]{1,80})", text)
         raise CheckpointRefused(
-            f"{what} {path} refused: it holds objects other than tensors and plain containers "
-            "(loaded with weights_only=True, nothing in it was run); delete it"
+            f"{what} {path} refused: it holds objects other than tensors and plain containers"
+            f"{f' (it names {named.group(1)})' if named else ''} (loaded with weights_only=True, nothing in it "
+            "was run); delete it"
         ) from None
     except Exception as e:  # torch raises many types for a damaged file
         raise UserError(f"{what} {path} is unreadable ({type(e).__name__}); delete it") from None

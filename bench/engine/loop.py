@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,22 @@ class State:
     var_sum: float | None = 0.0  # Σ of the unbiased σ²_t, μ²_t of the iterations with S ≥ 2 (B_simple's average)
     sqr_sum: float | None = 0.0
     moments_count: int | None = 0
+
+
+def _odd_state_field(state: State) -> str | None:
+    """The first State field a checkpoint filled with something other than what the field holds (a number,
+    None where the field allows it, a mapping of numbers for last_eval), or None."""
+    for f in fields(state):
+        value = getattr(state, f.name)
+        if f.name == "last_eval":
+            ok = isinstance(value, dict) and all(v is None or isinstance(v, int | float) for v in value.values())
+        else:
+            ok = (value is None and "None" in str(f.type)) or (
+                isinstance(value, int | float) and not isinstance(value, bool)
+            )
+        if not ok:
+            return f.name
+    return None
 
 
 @dataclass
@@ -259,6 +275,8 @@ class Engine:
 
     def _restore(self) -> State:
         path = self.run_dir / CHECKPOINT
+        if self.dist.is_main and (self.run_dir / KEPT).is_symlink():
+            raise UserError(f"{self.run_dir / KEPT}: is a symbolic link; refusing to write kept weights through it")
         if not self.dist.broadcast(path.exists()):  # every rank follows rank 0's view
             self.metrics.truncate(0)
             self.dist.barrier()  # nobody writes a checkpoint before every rank has looked
@@ -269,6 +287,9 @@ class Engine:
             state = State(**{**unknown, **ckpt["state"]})
         except TypeError:
             raise UserError(f"checkpoint {path} holds an unknown state; delete it to start the run over") from None
+        odd = _odd_state_field(state)
+        if odd:
+            raise UserError(f"checkpoint {path}: state field {odd!r} is not a number; delete it to start the run over")
         damage = self._damage(ckpt.get("spec"), state) if self.dist.is_main else None
         damage = self.dist.broadcast(damage)  # every rank stops, not rank 0 alone
         if damage:
@@ -309,8 +330,11 @@ class Engine:
         """Keep a copy of the model's weights as checkpoints/iter<N>.pt (rank 0; no optimizer): the
         weights at which iteration N's gradients are taken, for offline measurements (`adascale-bench gain`)."""
         if self.dist.is_main:
+            kept = self.run_dir / KEPT
+            if kept.is_symlink():  # a planted link would have the weights written wherever it points
+                raise UserError(f"{kept}: is a symbolic link; refusing to write kept weights through it (remove it)")
             save_checkpoint(
-                self.run_dir / KEPT / kept_name(state.iteration),
+                kept / kept_name(state.iteration),
                 {
                     "model": self.module.state_dict(),
                     "iteration": state.iteration,

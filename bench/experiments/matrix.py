@@ -37,6 +37,7 @@ from typing import Any
 from bench.algo.rules import METHODS, SHARED_AT_S1, label, table2_methods, title
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
+from bench.files import open_regular
 from bench.run.spec import parse_scale
 from bench.run.yamlread import excerpt, load_yaml
 
@@ -101,9 +102,16 @@ def _fail(path: Path, where: str, expected: str) -> UserError:
     return UserError(f"{path}: {where}: expected {expected}")
 
 
+MAX_BYTES = 4 << 20  # a matrix file (the paper's is a few kB)
+MAX_ITEMS = 1000  # values in one list of a matrix (seeds, scales, lr0s...)
+MAX_RUNS = 50_000  # runs a matrix expands to (the paper's is ~1 200): past it, a typo, not a plan
+
+
 def _list(path: Path, where: str, value: Any, item: type, allowed: tuple | None = None) -> list:
     if not isinstance(value, list) or not value:
         raise _fail(path, where, f"a non-empty list of {item.__name__}")
+    if len(value) > MAX_ITEMS:
+        raise _fail(path, where, f"at most {MAX_ITEMS} values, got {len(value)}")
     for v in value:
         if not isinstance(v, item) or isinstance(v, bool):
             raise _fail(path, where, f"a list of {item.__name__}, got {excerpt(v)}")
@@ -128,7 +136,11 @@ def load(name: str | Path) -> Matrix:
     """The matrix with its runs expanded and ordered. Reads the tasks' cards (plain data): no torch."""
     path = locate(name)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path, "rb") as f:  # a FIFO would block, /dev/zero never end
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise UserError(f"{path}: larger than {MAX_BYTES >> 20} MB; not a matrix")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: unreadable ({e.__class__.__name__})") from None
     doc = load_yaml(text, str(path))  # aliases bounded (bench.run.yamlread)
@@ -167,6 +179,8 @@ def load(name: str | Path) -> Matrix:
             raise _fail(path, f"{where}.set", "a mapping of spec keys to values")
         for r in expand(path, where, kind, body, exp_seeds, tuple(tasks), preset):
             runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, r.experiment))
+        if len(runs) > MAX_RUNS:
+            raise _fail(path, where, f"at most {MAX_RUNS} runs in all; the matrix reaches {len(runs)} here")
     return Matrix(path, preset, order(dedupe(runs)), dict(doc.get("data_roots") or {}), dict(doc.get("set") or {}))
 
 

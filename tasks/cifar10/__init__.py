@@ -25,7 +25,7 @@ def top1_and_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, floa
 
 
 class Cifar10(Task):
-    """ResNet-18 v2 on the `cifar-10-batches-py` pickles, read by torchvision's CIFAR10."""
+    """ResNet-18 v2 on the `cifar-10-batches-py` pickles, in torchvision's CIFAR10 layout, read by bench.safepickle."""
 
     card = CARD
 

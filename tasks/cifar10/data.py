@@ -1,18 +1,20 @@
-"""CIFAR-10 on disk (`cifar-10-batches-py` pickles) read by torchvision's own CIFAR10 reader, and the
-training/evaluation sets built on it."""
+"""CIFAR-10 on disk (`cifar-10-batches-py` pickles) read in torchvision's CIFAR10 layout, without running
+anything in the pickles (bench.safepickle), and the training/evaluation sets built on it."""
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torchvision.datasets import CIFAR10
 from torchvision.datasets.utils import check_integrity
+from torchvision.datasets.vision import VisionDataset
 from torchvision.transforms import v2
 
+from bench import safepickle
 from bench.errors import UserError
 from tasks.base import seeded
 
@@ -31,14 +33,16 @@ STD = (0.2470, 0.2435, 0.2616)
 
 
 class CIFAR10Pickles(CIFAR10):
-    """torchvision's CIFAR10, reading the same pickles with the same code, with the md5 check optional.
+    """torchvision's CIFAR10 (its layout, file lists, md5s and __getitem__), with the md5 check optional
+    and the pickles read by bench.safepickle instead of pickle.load.
 
-    torchvision 0.26 checks files against the official md5s held in the class attributes `train_list`,
-    `test_list` and `meta` (`_check_integrity` on construction, `_load_meta` for batches.meta). Files in
-    the same format that are not the official ones (the tiny preset's, a re-pickled copy) can never
-    match, so with `verify_md5=False` this subclass shadows those three attributes on the instance with
-    md5 = None, which torchvision's `check_integrity` treats as "file exists". No reading code is
-    overridden, and `download` is always False: nothing is ever fetched.
+    torchvision 0.26 reads each batch with a plain `pickle.load`, which runs whatever a crafted batch
+    names (a `cifar-10-python.tar.gz` from a colleague, a re-pickled copy). Here `__init__` and
+    `_load_meta` do what torchvision's do (stack each batch's `data`, reshape to (N, 3, 32, 32), transpose
+    to HWC; `labels`, or `fine_labels`; the meta file's `label_names`) on a restricted unpickle that builds
+    numpy arrays, lists, str and bytes only and refuses any other global in one line naming the file.
+    With `verify_md5` the files must match torchvision's official md5s (`check_files`); without, any file
+    in the same format is read (the tiny preset's). `download` is never possible: nothing is fetched.
     """
 
     def __init__(self, root: Path, train: bool, verify_md5: bool) -> None:
@@ -46,7 +50,46 @@ class CIFAR10Pickles(CIFAR10):
             self.train_list = [[name, None] for name, _ in CIFAR10.train_list]
             self.test_list = [[name, None] for name, _ in CIFAR10.test_list]
             self.meta = {**CIFAR10.meta, "md5": None}
-        super().__init__(str(root), train=train, download=False)
+        VisionDataset.__init__(self, str(root))
+        self.train = train
+        if not self._check_integrity():
+            raise RuntimeError("Dataset not found or corrupted (md5 or missing file)")
+        chunks, self.targets = [], []
+        for file_name, _ in self.train_list if train else self.test_list:
+            path = Path(self.root, self.base_folder, file_name)
+            entry = _read_batch(path)
+            labels = entry["labels"] if "labels" in entry else entry["fine_labels"]
+            if not isinstance(labels, list) or not all(type(v) is int for v in labels):
+                raise UserError(f"{path}: 'labels' is not a list of integers; expected {EXPECTED}")
+            chunks.append(entry["data"])
+            self.targets.extend(labels)
+        self.data = np.vstack(chunks).reshape(-1, 3, 32, 32).transpose((0, 2, 3, 1))
+        self._load_meta()
+
+    def _load_meta(self) -> None:
+        path = Path(self.root, self.base_folder, self.meta["filename"])
+        if not check_integrity(str(path), self.meta["md5"]):
+            raise RuntimeError(f"{path}: not found or md5 differs")
+        self.classes = _label_names(path)
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+
+
+def _read_batch(path: Path) -> dict:
+    """One data/test batch: a dict holding a uint8 `data` array and `labels` (or `fine_labels`)."""
+    entry = safepickle.load(path, what="CIFAR-10 batch")
+    if not isinstance(entry, dict) or "data" not in entry or ("labels" not in entry and "fine_labels" not in entry):
+        raise UserError(f"{path}: not a dict with 'data' and 'labels'; expected {EXPECTED}")
+    if not isinstance(entry["data"], np.ndarray) or entry["data"].dtype != np.uint8:
+        raise UserError(f"{path}: 'data' is not a uint8 array; expected {EXPECTED}")
+    return entry
+
+
+def _label_names(path: Path) -> list[str]:
+    meta = safepickle.load(path, what="CIFAR-10 batches.meta")
+    names = meta.get(CIFAR10.meta["key"]) if isinstance(meta, dict) else None
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise UserError(f"{path}: 'label_names' is not a list of names; expected {EXPECTED}")
+    return names
 
 
 def resolve_root(root: Path) -> Path:
@@ -72,14 +115,7 @@ def check_files(root: Path, verify_md5: bool) -> None:
                     f"{folder / name}: md5 differs from the official CIFAR-10 file; expected {EXPECTED} "
                     "(set data.verify_md5=false to accept other files in this format)"
                 )
-    try:
-        with open(folder / META_FILE, "rb") as f:
-            names = pickle.load(f, encoding="latin1")[CIFAR10.meta["key"]]
-    except Exception as exc:  # any unpickling failure means a malformed file
-        kind = exc.__class__.__name__
-        raise UserError(f"{folder / META_FILE}: unreadable ({kind}); expected {EXPECTED}") from None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise UserError(f"{folder / META_FILE}: 'label_names' is not a list of names; expected {EXPECTED}")
+    _label_names(folder / META_FILE)
 
 
 def load_split(root: Path, train: bool, verify_md5: bool) -> CIFAR10Pickles:
@@ -89,7 +125,9 @@ def load_split(root: Path, train: bool, verify_md5: bool) -> CIFAR10Pickles:
     files = ", ".join(TRAIN_FILES if train else TEST_FILES)
     try:
         ds = CIFAR10Pickles(resolve_root(root), train=train, verify_md5=verify_md5)
-    except Exception as exc:  # torchvision raises whatever pickle/numpy raise on a bad file
+    except UserError:  # a refused or malformed batch, already one line naming it
+        raise
+    except Exception as exc:  # numpy raises whatever it raises on batches of mismatched shapes
         detail = " ".join(str(exc).split())  # the CLI prints one line
         raise UserError(
             f"{folder}: cannot read {files} ({exc.__class__.__name__}: {detail}); expected {EXPECTED}"
@@ -172,11 +210,14 @@ def paper_problems(root: Path) -> list[str]:
     folder = resolve_root(root) / BASE_FOLDER
     problems = []
     for (split, expected), files in zip(PAPER_SPLITS.items(), (TRAIN_FILES, TEST_FILES), strict=True):
+        path = folder / files[0]  # one sample per split: its first pickle
         try:
-            with open(folder / files[0], "rb") as f:  # one sample per split: its first pickle
-                labels = pickle.load(f, encoding="latin1")["labels"]
-        except Exception as e:  # any unpickling failure means a malformed file
-            problems.append(f"cifar10: {folder / files[0]}: unreadable ({type(e).__name__})")
+            entry = safepickle.load(path, what="CIFAR-10 batch")
+            labels = entry["labels"] if isinstance(entry, dict) else None
+            if not isinstance(labels, list):
+                raise UserError(f"{path}: no 'labels' list; expected {EXPECTED}")
+        except (UserError, KeyError) as e:  # refused or malformed: its own line names the file
+            problems.append(f"cifar10: {e}")
             continue
         count = len(labels) * len(files)
         if count != expected:

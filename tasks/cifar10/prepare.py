@@ -5,7 +5,8 @@ CIFAR10 (and so this task) reads.
 Checksums are torchvision's: `CIFAR10.tgz_md5` for the archive and the md5s in `CIFAR10.train_list`,
 `test_list` and `meta` for the pickles, checked with torchvision's `check_integrity`. `verify_md5=False`
 accepts files in the same format that are not the official ones (the tiny preset's, a re-pickled copy).
-An archive is extracted (tarfile, filter="data"); files of an extracted folder are hard-linked.
+An archive is extracted (tarfile, filter="data"); the batch files of an extracted folder are hard-linked. The pickles
+are read by bench.safepickle (numpy arrays and plain containers only): a crafted batch is refused, never run.
 """
 
 from __future__ import annotations
@@ -65,11 +66,13 @@ def extract(archive: Path, dest: Path, verify_md5: bool, show: bool) -> Counter:
 
 
 def link(folder: Path, dest: Path, verify_md5: bool) -> Counter:
-    """Check the source pickles where they are (so errors name them), then link every file of the folder."""
+    """Check the source pickles where they are (so errors name them), then link them: the batches and the meta
+    file only, never whatever else sits in the folder (a link there to a private file would be copied into
+    --out, where the prepared set may be shared)."""
     data.check_files(folder, verify_md5)
     placed: Counter = Counter()
-    for f in sorted(p for p in folder.iterdir() if p.is_file()):
-        placed[link_or_copy(f, dest / data.BASE_FOLDER / f.name)] += 1
+    for name in NEEDED:
+        placed[link_or_copy(folder / name, dest / data.BASE_FOLDER / name)] += 1
     return placed
 
 

@@ -24,7 +24,11 @@ cache='ram'), which keeps the augmentation and makes it history-free.
 Label caching: YOLODataset writes `labels/<split>.cache` next to the label folders (inside the data
 root) and nothing elsewhere; images are not cached to disk (no *.npy files). The cache is keyed by
 absolute paths, so a moved set is rescanned once; runs starting together may each write it, and one
-that reads a half-written cache just rescans (ultralytics catches the failed load).
+that reads a half-written cache just rescans (ultralytics catches the failed load). ultralytics reads it
+with `np.load(allow_pickle=True)`, a plain unpickle that runs whatever a crafted cache names; `safe_cache`
+replaces that reader (in ultralytics.data.dataset, where it is called) with one that unpickles through
+bench.safepickle: numpy arrays and plain containers only. A refused cache gets a one-line warning naming
+the file and the global, and is rebuilt by ultralytics' rescan, as a stale one is.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +46,7 @@ import numpy as np
 import torch
 import yaml
 
+from bench import safepickle
 from bench.errors import UserError
 from tasks.base import seeded
 
@@ -166,10 +172,42 @@ def ultralytics_cfg(data_cfg: dict[str, Any], **overrides: Any):
     return get_cfg(overrides=args)
 
 
+def load_cache(path: Path) -> dict:
+    """ultralytics' label cache (an `np.save` of a dict) read without running anything in it; raises (so
+    ultralytics rescans) on a missing, damaged or refused file, with a warning for a refused one."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f"{path}: not a label cache (npy format {version})")
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _fortran, dtype = read_header(f)
+        if shape != () or dtype != np.dtype(object):
+            raise ValueError(f"{path}: not a label cache (a {dtype} array of shape {shape})")
+        body = f.read()
+    try:
+        holder = safepickle.load(body, what="label cache", objects=True, name=path)
+    except safepickle.PickleRefused as e:
+        print(f"adascale-bench: warning: {e}; ultralytics rescans the labels and rewrites it", file=sys.stderr)
+        raise
+    cache = holder.item() if isinstance(holder, np.ndarray) and holder.shape == () else None
+    if not isinstance(cache, dict):
+        raise ValueError(f"{path}: not a label cache (no dict inside)")
+    return cache
+
+
+def safe_cache() -> None:
+    """Point ultralytics' YOLODataset (and its classification twin) at `load_cache` (idempotent)."""
+    offline.ensure()
+    from ultralytics.data import dataset
+
+    dataset.load_dataset_cache_file = load_cache
+
+
 def build_dataset(spec: DataSpec, data_cfg: dict[str, Any], mode: str, batch: int, stride: int = 32):
     """ultralytics' YOLODataset for `mode` 'train' (augmented) or 'val' (letterboxed, rectangular batches,
     as ultralytics' trainer builds its validation set)."""
-    offline.ensure()
+    safe_cache()
     from ultralytics.data.augment import Mosaic
     from ultralytics.data.build import build_yolo_dataset
 

@@ -13,6 +13,7 @@ import torch
 
 from bench.cli import main
 from bench.engine.checkpoint import load_checkpoint, load_weights, plain
+from bench.errors import UserError
 from bench.files import CHECKPOINT, KEPT, kept_name
 from bench.run.runner import run_dir_of
 from tests.helpers import spec_for, train
@@ -139,3 +140,18 @@ def test_a_spec_json_that_is_a_list_is_one_line(tmp_path: Path, capsys) -> None:
     args = ["run", "--task", "logreg", "--method", "adascale", "--scale", "2", "--out", str(out), "--set", "T1=40"]
     assert main(args) == 2
     assert "not a spec" in one_line(capsys)
+
+
+def test_garbage_is_unreadable_and_a_crafted_file_names_its_global(tmp_path: Path) -> None:
+    """A kept file of bytes that are no pickle is damaged, not hostile: 'unreadable', not 'refused'; a
+    crafted one is refused naming the global it would have called (builtins/io open here)."""
+    (tmp_path / "garbage.pt").write_bytes(b"x")
+    with pytest.raises(UserError) as e:
+        load_checkpoint(tmp_path / "garbage.pt", torch.device("cpu"))
+    assert "unreadable" in str(e.value) and "refused" not in str(e.value)
+    marker = tmp_path / "marker"
+    crafted(tmp_path / CHECKPOINT, marker)
+    with pytest.raises(UserError) as e:
+        load_checkpoint(tmp_path / CHECKPOINT, torch.device("cpu"))
+    assert "refused" in str(e.value) and "open" in str(e.value) and "\n" not in str(e.value)
+    assert not marker.exists()
