@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.errors import UserError
 from bench.files import atomic_write_bytes
 
 from . import control as CT
@@ -55,6 +56,11 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         raise ValueError(f"unknown report format(s) {', '.join(unknown)}; expected some of {', '.join(FORMATS)}")
     out = Path(out)
     dest = out / REPORT_DIR
+    for folder in (dest, dest / "cache"):  # a planted link would have figures written, and stale ones deleted, there
+        if folder.is_symlink():
+            raise UserError(
+                f"{folder} is a link (to {os.readlink(folder)}): report writes and deletes files in it; remove the link"
+            )
     dest.mkdir(parents=True, exist_ok=True)
     res = load(out)
     fill_noise(res)  # each AdaScale run's training-average B_simple: Table 2's notes and the findings

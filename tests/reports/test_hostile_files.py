@@ -114,3 +114,21 @@ def test_odd_task_names_are_written_safely(results: Path, capsys, monkeypatch) -
     assert not [w for w in warned if "File name too long" in w], [w[:200] for w in warned]
     assert all(len(p.name) < 255 for p in (results / "report").iterdir())
     assert all(len(w) < 2000 for w in warned)
+
+
+@pytest.mark.parametrize("planted", ["report", "report/cache"])
+def test_a_linked_report_folder_is_refused(results: Path, tmp_path: Path, capsys, planted: str) -> None:
+    """A planted `report` (or its cache) link would have report write figures there and delete the PNGs
+    it finds; refused in one line, nothing written or deleted there. Without the link: the control."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "holiday.png").write_bytes(b"mine")
+    (results / planted).parent.mkdir(parents=True, exist_ok=True)
+    (results / planted).symlink_to(elsewhere, target_is_directory=True)
+    assert main(["report", str(results), "--format", "md"]) == 2
+    err = capsys.readouterr().err
+    assert "is a link" in err and len(err.strip().splitlines()) == 1, err
+    assert [p.name for p in elsewhere.iterdir()] == ["holiday.png"]
+    (results / planted).unlink()
+    assert main(["report", str(results), "--format", "md"]) == 0
+    assert (results / "report" / "table2.md").is_file()
