@@ -63,6 +63,7 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
             )
     dest.mkdir(parents=True, exist_ok=True)
     res = load(out)
+    res.warm_metrics(FIGURE_WORKERS)  # the first report's scan of every metrics file, in parallel
     fill_noise(res)  # each AdaScale run's training-average B_simple: Table 2's notes and the findings
     c = cells(res.runs)
     try:

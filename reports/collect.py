@@ -238,6 +238,18 @@ class Results:
             self.warnings.append(message)
             warnings.warn(message, ReportWarning, stacklevel=3)
 
+    def warm_metrics(self, workers: int) -> None:
+        """Bring every run's metrics summary in the cache up to date in `workers` processes (reports.runcache
+        .warm), so that `metrics` then only loads them; without a cache folder, nothing to do."""
+        if self.cache_dir is None or self.runs.empty or "run_dir" not in self.runs:
+            return
+        paths = [Path(d) / METRICS for d in self.runs["run_dir"] if (Path(d) / METRICS).is_file()]
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return  # a read-only results folder: read one at a time, uncached
+        runcache.warm(paths, self.cache_dir, workers, self.warn)
+
     def metrics(self, run_dir: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(training records, eval records) of one run: every eval record, and the training curves
         downsampled for a large file (reports.runcache: `train.attrs` says how many records there are

@@ -254,6 +254,39 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def refresh(path: Path, cache_dir: Path) -> str | None:
+    """Bring the cached summary of `path` up to date (nothing to do when it is current); a warning naming a
+    damaged cache file it replaced, or an unreadable metrics file, else None. `warm`'s unit of work."""
+    target = cache_file(cache_dir, path.parent)
+    note = None
+    try:
+        if _load(target, path) is not None:
+            return None
+    except Damaged as e:
+        note = f"ignored damaged report cache {target} ({str(e)[:200]}); rebuilt from {path}"
+    try:
+        _save(target, *summarize(path))
+    except Exception:  # unreadable metrics, a read-only folder: the report's own read of it says why, or goes uncached
+        pass
+    return note
+
+
+def warm(paths: list[Path], cache_dir: Path, workers: int, warn: Callable[[str], None]) -> None:
+    """Refresh the summaries of every metrics file in `paths` in `workers` processes (forked), before the
+    report reads them one at a time: the first report of a large matrix is the scan of every file, which
+    is CPU work per file and parallel across files. Warnings reach `warn` in the parent."""
+    if workers < 2 or len(paths) < 2:
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        notes = pool.map(refresh, paths, [cache_dir] * len(paths), chunksize=max(1, len(paths) // (8 * workers)))
+        for note in notes:
+            if note:
+                warn(note)
+
+
 def frames(
     path: Path, cache_dir: Path | None, warn: Callable[[str], None] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:

@@ -178,3 +178,30 @@ def test_lines_decoded_at_once_are_each_line_decoded_alone(keep: list[int]) -> N
     assert len(got) == len(alone)
     for a, b in zip(got, alone, strict=True):  # NaN != NaN: compare the JSON text
         assert json.dumps(a) == json.dumps(b)
+
+
+def test_warming_in_processes_gives_the_one_at_a_time_read_and_its_warnings(tmp_path: Path) -> None:
+    """`warm` (the first report's scan in 2 processes) leaves the cache that the one-at-a-time read writes:
+    the frames read after it equal those read without it; a damaged cache it replaces is named once, in
+    the parent; a second warm does nothing. A warm that skipped a file would leave it to be read alone."""
+    runs = [write_run(tmp_path / "out", "cifar10", "adascale", s, 0, 400, eval_every=100) for s in (2, 4, 8)]
+    paths = [r / METRICS for r in runs]
+    alone = [runcache.frames(p, None) for p in paths]
+    cache = tmp_path / "cache"
+    runcache.frames(paths[0], cache)
+    runcache.cache_file(cache, runs[0]).write_bytes(b"PK\x03\x04 not a zip")
+    warned: list[str] = []
+    runcache.warm(paths, cache, 2, warned.append)
+    assert len(warned) == 1 and str(runcache.cache_file(cache, runs[0])) in warned[0]
+    for p, (train, evals, meta) in zip(paths, alone, strict=True):
+        got = runcache.refresh(p, cache)  # current: nothing to do
+        assert got is None
+        train2, evals2, meta2 = runcache.frames(p, cache, warned.append)
+        pd.testing.assert_frame_equal(train2, train)
+        pd.testing.assert_frame_equal(evals2, evals)
+        assert {k: v for k, v in meta2.items() if k != "columns"} == meta
+    assert len(warned) == 1
+    (runs[1] / METRICS).write_bytes((runs[1] / METRICS).read_bytes() + b'{"iteration": 400, "tau": 1e9}\n')
+    assert runcache._load(runcache.cache_file(cache, runs[1]), paths[1]) is None  # stale now
+    runcache.warm(paths, cache, 2, warned.append)
+    assert runcache._load(runcache.cache_file(cache, runs[1]), paths[1]) is not None  # brought up to date
