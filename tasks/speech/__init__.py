@@ -105,8 +105,11 @@ class Speech(Task):
         )
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
-        log_probs, out_lengths = model(batch["features"], batch["feature_lengths"])
-        return ctc_loss(log_probs, out_lengths, batch["targets"], batch["target_lengths"])
+        """Mean CTC loss of a micro-batch. Every length comes from the collate's host ints (the output
+        lengths are computed from them on the host, model.py), so no device value is read back."""
+        log_probs, out_lengths = model(batch["features"], batch["feature_lengths"], batch["host_feature_lengths"])
+        target_lengths = torch.tensor(batch["host_target_lengths"], dtype=torch.long)
+        return ctc_loss(log_probs, out_lengths, batch["targets"], target_lengths)
 
     def eval_stats(
         self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
@@ -121,15 +124,14 @@ class Speech(Task):
         )
         counts, loss_sum, loss_n = ErrorCounts(), FloatSum(), 0
         for batch in batches:
-            log_probs, out_lengths = model(batch["features"].to(device), batch["feature_lengths"].to(device))
+            log_probs, out_lengths = model(
+                batch["features"].to(device), batch["feature_lengths"].to(device), batch["host_feature_lengths"]
+            )
+            target_lengths = torch.tensor(batch["host_target_lengths"], dtype=torch.long)
             per_utt = ctc_loss(
-                log_probs,
-                out_lengths,
-                batch["targets"].to(device),
-                batch["target_lengths"].to(device),
-                reduction="none",
+                log_probs, out_lengths, batch["targets"].to(device), target_lengths, reduction="none"
             ).cpu()
-            targets = batch["targets"].split(batch["target_lengths"].tolist())
+            targets = batch["targets"].split(list(batch["host_target_lengths"]))
             for i, (text, hyp) in enumerate(zip(batch["texts"], greedy_decode(log_probs, out_lengths), strict=True)):
                 counts.add(text, decode(hyp))
                 if data.ctc_feasible(targets[i].tolist(), int(out_lengths[i])):

@@ -301,18 +301,24 @@ class Batches:
 
     def collate(self, samples: Sequence[list[tuple[torch.Tensor, torch.Tensor]]]) -> dict[str, torch.Tensor]:
         """Items (lists of utterances) -> zero-padded features (N, F, T) (zero is the normalised mean),
-        their lengths, concatenated targets and target lengths."""
+        their lengths, concatenated targets and target lengths; the two lengths also as tuples of host
+        ints (`host_feature_lengths`, `host_target_lengths`), which stay on the host when the engine moves
+        the batch's tensors to the device, so the training step never reads a length back from it."""
         utts = [u for item in samples for u in item]
         feats = [f for f, _ in utts]
         num_f, t_max = feats[0].shape[0], max(f.shape[1] for f in feats)
         padded = feats[0].new_zeros(len(feats), num_f, t_max)
         for i, f in enumerate(feats):
             padded[i, :, : f.shape[1]] = f
+        frames = tuple(int(f.shape[1]) for f in feats)
+        labels = tuple(len(t) for _, t in utts)
         return {
             "features": padded,
-            "feature_lengths": torch.tensor([f.shape[1] for f in feats], dtype=torch.long),
+            "feature_lengths": torch.tensor(frames, dtype=torch.long),
             "targets": torch.cat([t for _, t in utts]),
-            "target_lengths": torch.tensor([len(t) for _, t in utts], dtype=torch.long),
+            "target_lengths": torch.tensor(labels, dtype=torch.long),
+            "host_feature_lengths": frames,
+            "host_target_lengths": labels,
         }
 
 

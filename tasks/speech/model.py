@@ -14,9 +14,15 @@ Layout, input (N, F, T) normalised log spectrogram:
   the AdaScale paper does not give its sizes).
 - sequence-wise BatchNorm then a bias-free linear layer to the 29 characters (blank, ', space, A-Z).
 
-forward returns float32 log-probabilities (T', N, C) for torch's CTC loss and the output lengths T'_n.
-Conv outputs beyond each utterance's length are zeroed after every layer, so in eval mode an
-utterance's output does not depend on what it was batched with.
+forward returns float32 log-probabilities (T', N, C) for torch's CTC loss and the output lengths T'_n
+as a CPU tensor. Conv outputs beyond each utterance's length are zeroed after every layer, so in eval
+mode an utterance's output does not depend on what it was batched with.
+
+Host synchronisations (bench.experiments.syncs): the training step reads no device value. The lengths
+exist twice: as a tensor that travels to the device with the batch (non-blocking, for the padding
+masks) and as host ints from the collate (`host_lengths`). The output lengths are the closed form
+`conv_out` of the host ints, so `pack_padded_sequence` and the CTC loss get lengths that never were on
+the device, and the packed output is unpadded without `pad_packed_sequence`'s `unsorted_indices.cpu()`.
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ class ConvFrontEnd(nn.Module):
         self.out_features = in_ch * freq
         self.act = nn.Hardtanh(0.0, 20.0)
 
-    def output_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
+    def output_lengths(self, lengths: torch.Tensor | int) -> torch.Tensor | int:
         for (_, kt), (_, st) in zip(self.kernels, self.strides, strict=True):
             lengths = conv_out(lengths, kt, st)
         return lengths
@@ -130,21 +136,32 @@ class DeepSpeech2(nn.Module):
         self.rnns = nn.ModuleList(BiRNNLayer(size, hidden, rnn, batch_norm=i > 0) for i, size in enumerate(sizes))
         self.head = nn.Sequential(nn.BatchNorm1d(hidden), nn.Linear(hidden, num_classes, bias=False))
 
-    def output_lengths(self, lengths: torch.Tensor) -> torch.Tensor:
+    def output_lengths(self, lengths: torch.Tensor | int) -> torch.Tensor | int:
         """Output frames for input frames (what CTC may align targets to)."""
         return self.conv.output_lengths(lengths)
 
-    def forward(self, features: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(N, F, T) features and (N,) lengths -> float32 log-probs (T', N, C) and (N,) output lengths."""
-        x, out_lengths = self.conv(features, lengths)
+    def forward(
+        self, features: torch.Tensor, lengths: torch.Tensor, host_lengths: Sequence[int] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N, F, T) features and their (N,) lengths on the features' device -> float32 log-probs
+        (T', N, C) and the (N,) output lengths as a CPU tensor. `host_lengths`: the same lengths as host
+        ints (the collate's `host_feature_lengths`); without them they are read from `lengths`, a host
+        synchronisation on a GPU (fine in tests and evaluation, not in the training step)."""
+        if host_lengths is None:
+            host_lengths = lengths.tolist()
+        x, _ = self.conv(features, lengths)
+        out_lengths = torch.tensor([self.conv.output_lengths(int(n)) for n in host_lengths], dtype=torch.long)
         x = x.permute(2, 0, 1)  # (T', N, D)
-        seq = pack_padded_sequence(x, out_lengths.cpu(), enforce_sorted=False)
+        seq = pack_padded_sequence(x, out_lengths, enforce_sorted=False)
         for layer in self.rnns:
             seq = layer(seq)
         seq = _map_packed(self.head, seq)
-        logits, _ = pad_packed_sequence(seq, total_length=x.shape[0])
+        # pad_packed_sequence would also reorder its returned lengths with unsorted_indices.cpu(), a device
+        # read: pad in sorted order, then restore the batch order on the device.
+        logits, _ = pad_packed_sequence(PackedSequence(seq.data, seq.batch_sizes), total_length=x.shape[0])
+        logits = logits.index_select(1, seq.unsorted_indices)
         # log_softmax in float32 even under autocast: CTC's forward-backward sums many small probabilities.
-        return torch.log_softmax(logits.float(), dim=-1), out_lengths.to(features.device)
+        return torch.log_softmax(logits.float(), dim=-1), out_lengths
 
 
 def output_frames(num_frames: int, cfg_model: dict) -> int:

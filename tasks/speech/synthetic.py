@@ -57,4 +57,6 @@ def synthetic_batch(cfg: dict[str, Any], generator: torch.Generator, items: int 
         "feature_lengths": torch.tensor(frames, dtype=torch.long),
         "targets": targets,
         "target_lengths": torch.tensor(labels, dtype=torch.long),
+        "host_feature_lengths": tuple(frames),
+        "host_target_lengths": tuple(labels),
     }

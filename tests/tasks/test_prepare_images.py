@@ -5,16 +5,12 @@ that leave nothing behind."""
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tarfile
 from pathlib import Path
 
-import numpy as np
 import pytest
-import scipy.io
 import yaml
-from PIL import Image
 from torchvision.datasets import CIFAR10
 
 from bench.errors import UserError
@@ -26,6 +22,18 @@ from tasks.cifar10.tiny import write_tiny as write_tiny_cifar
 from tasks.imagenet.prepare import prepare as prepare_imagenet
 from tasks.preparing import SOURCE
 from tasks.yolo.prepare import prepare as prepare_yolo
+from tests.sources import (
+    SYNSETS,
+    TRAIN_PER_CLASS,
+    VOC_SETS,
+    jpeg,
+    val_truth,
+    voc_xml,
+    write_devkit,
+    write_imagenet_archives,
+    write_imagenet_kaggle,
+    write_vocdevkit,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -145,83 +153,7 @@ def test_cifar10_bad_sources(tmp_path: Path) -> None:
     nothing_left(out)
 
 
-# --- imagenet ------------------------------------------------------------------------------------------
-
-# ILSVRC2012_IDs are not in wnid order in the real devkit either; the last synset is an inner node.
-SYNSETS = [(1, "n02119789"), (2, "n01440764"), (3, "n04592741"), (4, "n01443537"), (5, "n03000134")]
-TRAIN_PER_CLASS, VAL_PER_CLASS = 8, 3
-
-
-def jpeg(index: int, seed: int) -> bytes:
-    """A small JPEG whose colour says its class (so a short run has something to learn)."""
-    rng = np.random.default_rng(seed)
-    base = np.array([(50 * index) % 256, (90 * index + 60) % 256, (170 * index + 30) % 256], dtype=float)
-    pixels = np.clip(base + rng.normal(0, 20, (40, 40, 3)), 0, 255).astype(np.uint8)
-    buf = io.BytesIO()
-    Image.fromarray(pixels).save(buf, format="JPEG", quality=90)
-    return buf.getvalue()
-
-
-def tar_add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(payload)
-    tar.addfile(info, io.BytesIO(payload))
-
-
-def val_truth(n: int = len(SYNSETS) * VAL_PER_CLASS) -> list[int]:
-    """ILSVRC2012_ID of validation image 1..n: every class VAL_PER_CLASS times, shuffled."""
-    return [int(v) for v in np.random.default_rng(1).permutation([i for i, _ in SYNSETS] * VAL_PER_CLASS)[:n]]
-
-
-def write_devkit(path: Path, truth: list[int]) -> None:
-    """ILSVRC2012_devkit_t12.tar.gz: data/meta.mat (a `synsets` struct array, as the devkit's) and the
-    validation ground truth (line i: the ILSVRC2012_ID of ILSVRC2012_val_<i>.JPEG)."""
-    fields = ["ILSVRC2012_ID", "WNID", "words", "gloss", "num_children", "children", "wordnet_height"]
-    rows = [(i, w, f"class {w}", "", 0, np.zeros(0), 0) for i, w in SYNSETS]
-    rows.append((len(SYNSETS) + 1, "n00001740", "entity", "", len(SYNSETS), np.arange(1, len(SYNSETS) + 1), 9))
-    mat = io.BytesIO()
-    scipy.io.savemat(mat, {"synsets": np.array(rows, dtype=[(f, "O") for f in fields])})
-    with tarfile.open(path, "w:gz") as tar:
-        tar_add(tar, "ILSVRC2012_devkit_t12/data/meta.mat", mat.getvalue())
-        tar_add(
-            tar,
-            "ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt",
-            "".join(f"{i}\n" for i in truth).encode(),
-        )
-
-
-def write_imagenet_archives(src: Path) -> list[int]:
-    """The three files as published: train tar of per-class tars, flat val tar, devkit. Returns the truth."""
-    src.mkdir(parents=True)
-    with tarfile.open(src / "ILSVRC2012_img_train.tar", "w") as outer:
-        for k, (_, wnid) in enumerate(SYNSETS):
-            inner = io.BytesIO()
-            with tarfile.open(fileobj=inner, mode="w") as tar:
-                for j in range(TRAIN_PER_CLASS):
-                    tar_add(tar, f"{wnid}_{j + 1}.JPEG", jpeg(k, 100 * k + j))
-            tar_add(outer, f"{wnid}.tar", inner.getvalue())
-    truth = val_truth()
-    with tarfile.open(src / "ILSVRC2012_img_val.tar", "w") as tar:
-        for i, cls in enumerate(truth, start=1):
-            tar_add(tar, f"ILSVRC2012_val_{i:08d}.JPEG", jpeg(cls - 1, 10_000 + i))
-    write_devkit(src / "ILSVRC2012_devkit_t12.tar.gz", truth)
-    return truth
-
-
-def write_imagenet_kaggle(src: Path, truth: list[int], classes=SYNSETS) -> None:
-    """Kaggle's layout: ILSVRC/Data/CLS-LOC/{train/<wnid>/,val/} and LOC_val_solution.csv."""
-    wnid = dict(SYNSETS)
-    base = src / "ILSVRC" / "Data" / "CLS-LOC"
-    for k, (_, w) in enumerate(classes):
-        (base / "train" / w).mkdir(parents=True)
-        for j in range(TRAIN_PER_CLASS):
-            (base / "train" / w / f"{w}_{j + 1}.JPEG").write_bytes(jpeg(k, 100 * k + j))
-    (base / "val").mkdir(parents=True)
-    rows = ["ImageId,PredictionString"]
-    for i, cls in enumerate(truth, start=1):
-        (base / "val" / f"ILSVRC2012_val_{i:08d}.JPEG").write_bytes(jpeg(cls - 1, 10_000 + i))
-        rows.append(f"ILSVRC2012_val_{i:08d},{wnid[cls]} 1 2 30 35 {wnid[cls]} 4 4 20 20")
-    (src / "LOC_val_solution.csv").write_text("\n".join(rows) + "\n")
+# --- imagenet (sources: tests/sources.py) --------------------------------------------------------------
 
 
 def check_imagenet_out(out: Path, truth: list[int]) -> None:
@@ -338,55 +270,7 @@ def test_imagenet_bad_sources(tmp_path: Path) -> None:
     nothing_left(out)
 
 
-# --- yolo ----------------------------------------------------------------------------------------------
-
-VOC_CLASSES = {"cat": (200, 60, 40), "dog": (40, 180, 60), "person": (40, 60, 220)}
-VOC_SETS = {"2007": {"train": 4, "val": 4, "test": 6}, "2012": {"train": 4, "val": 4}}
-
-
-def voc_xml(stem: str, w: int, h: int, objects: list[tuple[str, int, int, int, int, int]]) -> str:
-    """A PASCAL VOC annotation; objects are (name, difficult, xmin, ymin, xmax, ymax), 1-based pixels."""
-    objs = "".join(
-        f"<object><name>{n}</name><pose>Unspecified</pose><truncated>0</truncated><difficult>{d}</difficult>"
-        f"<bndbox><xmin>{x0}</xmin><ymin>{y0}</ymin><xmax>{x1}</xmax><ymax>{y1}</ymax></bndbox></object>"
-        for n, d, x0, y0, x1, y1 in objects
-    )
-    return (
-        f"<annotation><folder>VOC</folder><filename>{stem}.jpg</filename>"
-        f"<size><width>{w}</width><height>{h}</height><depth>3</depth></size><segmented>0</segmented>{objs}</annotation>"
-    )
-
-
-def write_vocdevkit(root: Path, years=("2007", "2012")) -> Path:
-    """VOCdevkit/VOC<year>/{Annotations,JPEGImages,ImageSets/Main} with coloured boxes on grey JPEGs."""
-    rng = np.random.default_rng(0)
-    names = list(VOC_CLASSES)
-    for year in years:
-        voc = root / "VOCdevkit" / f"VOC{year}"
-        for sub in ("Annotations", "JPEGImages", "ImageSets/Main"):
-            (voc / sub).mkdir(parents=True)
-        k = 0
-        for image_set, n in VOC_SETS[year].items():
-            ids = []
-            for _ in range(n):
-                k += 1
-                stem = f"{k:06d}" if year == "2007" else f"2008_{k:06d}"
-                w, h = 64, 48
-                img = np.full((h, w, 3), 128, dtype=np.uint8)
-                objects = []
-                for j in range(int(rng.integers(1, 3))):
-                    name = names[int(rng.integers(len(names)))]
-                    x0, y0 = 1 + 32 * j + int(rng.integers(0, 6)), 1 + int(rng.integers(0, 20))
-                    x1, y1 = x0 + int(rng.integers(16, 26)), y0 + int(rng.integers(16, 26))
-                    img[y0 - 1 : y1, x0 - 1 : x1] = VOC_CLASSES[name]
-                    objects.append((name, int(k % 5 == 0 and j == 0), x0, y0, x1, y1))
-                Image.fromarray(img).save(voc / "JPEGImages" / f"{stem}.jpg", quality=90)
-                (voc / "Annotations" / f"{stem}.xml").write_text(voc_xml(stem, w, h, objects))
-                ids.append(stem)
-            (voc / "ImageSets" / "Main" / f"{image_set}.txt").write_text("".join(i + "\n" for i in ids))
-        main = voc / "ImageSets" / "Main"
-        (main / "trainval.txt").write_text((main / "train.txt").read_text() + (main / "val.txt").read_text())
-    return root / "VOCdevkit"
+# --- yolo (sources: tests/sources.py) ------------------------------------------------------------------
 
 
 def ultralytics_convert_label():

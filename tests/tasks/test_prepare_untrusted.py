@@ -19,17 +19,15 @@ from tasks.speech.prepare import prepare as prepare_speech
 from tasks.speech.tiny import write_tiny as write_speech
 from tasks.transformer.prepare import prepare as prepare_text
 from tasks.yolo.prepare import prepare as prepare_yolo
-from tests.tasks.test_prepare_images import (
+from tests.sources import (
     SYNSETS,
-    fails,
-    nothing_left,
-    snapshot,
     val_truth,
     write_devkit,
     write_imagenet_archives,
     write_imagenet_kaggle,
     write_vocdevkit,
 )
+from tests.tasks.test_prepare_images import fails, nothing_left, snapshot
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ESCAPES = ["../../escaped", "/tmp/adascale-escaped", "..", "n01/../../x"]
@@ -61,7 +59,7 @@ def test_imagenet_kaggle_class_id_cannot_leave_out(tmp_path: Path, wnid: str) ->
 def test_imagenet_devkit_class_id_cannot_leave_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src, out = tmp_path / "src", tmp_path / "out"
     write_imagenet_archives(src)
-    monkeypatch.setattr("tests.tasks.test_prepare_images.SYNSETS", [(1, "../../escaped"), *SYNSETS[1:]])
+    monkeypatch.setattr("tests.sources.SYNSETS", [(1, "../../escaped"), *SYNSETS[1:]])
     write_devkit(src / "ILSVRC2012_devkit_t12.tar.gz", val_truth())
     msg = fails(prepare_imagenet, src, out, progress=False)
     assert "ILSVRC2012_devkit_t12.tar.gz" in msg and "'../../escaped'" in msg
