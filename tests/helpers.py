@@ -23,3 +23,22 @@ def train(spec: dict, run_dir: Path) -> tuple[dict, Engine]:
 
 def records(run_dir: Path) -> list[dict]:
     return [r for r in read_jsonl(Path(run_dir) / METRICS) if not r.get("eval")]
+
+
+def finished_results(out: Path) -> Path:
+    """A results folder at `out` with one finished logreg run (S = 2, 40 iterations), its job.json and the
+    folder's matrix.json: what the damaged-file tests of report and status start from."""
+    import json
+
+    from bench.cli import main
+    from bench.files import SPEC
+    from slurm.records import JOB
+    from slurm.status import MANIFEST
+
+    args = ["run", "--task", "logreg", "--method", "adascale", "--scale", "2", "--out", str(out)]
+    assert main([*args, "--set", "T1=40", "--set", "eval_every=10"]) == 0
+    (run_dir,) = [p.parent for p in out.rglob(SPEC)]
+    (run_dir / JOB).write_text(json.dumps({"executor": "debug", "job_id": "7", "submitted_at": 0, "stderr": None}))
+    name = run_dir.relative_to(out).as_posix()
+    (out / MANIFEST).write_text(json.dumps({"matrices": ["m.yaml"], "runs": {name: {"preset": "tiny"}}}))
+    return out

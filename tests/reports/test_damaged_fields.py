@@ -18,6 +18,7 @@ from reports import build, figures
 from reports.collect import SPEC_FIELDS, SUMMARY_FIELDS
 from slurm.records import JOB
 from slurm.status import MANIFEST, collect, table
+from tests.helpers import finished_results
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 BAD_VALUES = {"string": "abc", "list": [1, "a"], "mapping": {"k": [1]}}
@@ -27,14 +28,7 @@ JOB_FIELDS = ("job_id", "executor", "submitted_at", "stderr", "stdout")
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results folder with one finished logreg run, its job.json and matrix.json."""
-    out = tmp_path_factory.mktemp("damaged") / "out"
-    assert main(["run", "--task", "logreg", "--method", "adascale", "--scale", "2", "--out", str(out),
-                 "--set", "T1=40", "--set", "eval_every=10"]) == 0  # fmt: skip
-    (run_dir,) = [p.parent for p in out.rglob(SPEC)]
-    name = run_dir.relative_to(out).as_posix()
-    (run_dir / JOB).write_text(json.dumps({"executor": "debug", "job_id": "7", "submitted_at": 0, "stderr": None}))
-    (out / MANIFEST).write_text(json.dumps({"matrices": ["m.yaml"], "runs": {name: {"preset": "tiny"}}}))
-    return out
+    return finished_results(tmp_path_factory.mktemp("damaged") / "out")
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from bench.files import LOCK, METRICS, SPEC, SUMMARY, read_json
 from reports import build, figures
 from slurm.records import JOB
 from slurm.status import MANIFEST, collect, table
+from tests.helpers import finished_results
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.timeout(120)]
 DEEP = "[" * 100_000 + "]" * 100_000  # past json's recursion limit
@@ -26,14 +27,7 @@ DEEP = "[" * 100_000 + "]" * 100_000  # past json's recursion limit
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("hostile") / "out"
-    assert main(["run", "--task", "logreg", "--method", "adascale", "--scale", "2", "--out", str(out),
-                 "--set", "T1=40", "--set", "eval_every=10"]) == 0  # fmt: skip
-    (run_dir,) = [p.parent for p in out.rglob(SPEC)]
-    (run_dir / JOB).write_text(json.dumps({"executor": "debug", "job_id": "7", "submitted_at": 0, "stderr": None}))
-    name = run_dir.relative_to(out).as_posix()
-    (out / MANIFEST).write_text(json.dumps({"matrices": ["m.yaml"], "runs": {name: {"preset": "tiny"}}}))
-    return out
+    return finished_results(tmp_path_factory.mktemp("hostile") / "out")
 
 
 @pytest.fixture
