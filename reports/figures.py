@@ -152,14 +152,16 @@ def _draw_job(job: tuple) -> str | None:
 
 class Renderer:
     """Where figures are drawn. Outside a report build (the default): at once. Inside `rendering` (what
-    `report` uses): deferred to `flush`, which draws the figures in parallel processes, and skipped for a
+    `report` uses): handed to parallel processes as they come (collected by `flush`), and skipped for a
     figure whose PNG on disk was drawn from the same plan by the same code, per an index of content hashes
     (report/cache/figures.json, written atomically; a damaged index is ignored with a warning and every
     figure drawn again)."""
 
     def __init__(self, index_file: Path | None = None, workers: int = 1, warn=None) -> None:
         self.index_file, self.workers, self.warn = index_file, workers, warn or (lambda m: None)
-        self.jobs: list[tuple] = []
+        self.jobs: list[tuple] = []  # to draw here at flush (one worker, or no pool could start)
+        self.running: list[tuple] = []  # (job, future) drawing in the pool while the build goes on
+        self._pool: ProcessPoolExecutor | None = None
         self.keys: dict[str, str] = {}
         self.index = self._read_index() if index_file is not None else {}
         self.drawn = self.skipped = 0
@@ -191,8 +193,24 @@ class Renderer:
         if self._current(path, "digest", key):
             self.skipped += 1
         else:
-            self.jobs.append((draw, plan, path))
+            self._start((draw, plan, path))
         return path
+
+    def _start(self, job: tuple) -> None:
+        """Hand `job` to the pool at once (forked at the first figure), so drawing overlaps the rest of the
+        build; or keep it for flush, with one worker or where no pool can start."""
+        if self.workers > 1 and self._pool is None:
+            try:
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+            except Exception:  # no fork here: draw in this process
+                self.workers = 1
+        if self._pool is None:
+            self.jobs.append(job)
+            return
+        try:
+            self.running.append((job, self._pool.submit(_draw_job, job)))
+        except Exception:  # a broken pool: the rest here
+            self.jobs.append(job)
 
     def reuse(self, path: Path, inputs: str) -> str | None:
         """The caption of the figure at `path` when it was drawn from the same inputs (its PNG unchanged
@@ -219,21 +237,17 @@ class Renderer:
     def flush(self) -> dict[Path, str]:
         """Draw what was submitted; the figures that failed, with why. Then write the index."""
         jobs, self.jobs = self.jobs, []
-        failed: dict[Path, str] = {}
-        if jobs:
-            workers = min(self.workers, len(jobs))
-            results = None
-            if workers > 1:
-                try:
-                    ctx = multiprocessing.get_context("fork")
-                    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-                        results = list(pool.map(_draw_job, jobs))
-                except Exception:  # no fork here, or a worker died: draw them in this process
-                    results = None
-            if results is None:
-                results = [_draw_job(job) for job in jobs]
-            failed = {job[2]: why for job, why in zip(jobs, results, strict=True) if why}
-            self.drawn += len(jobs) - len(failed)
+        results = []
+        for job, future in self.running:
+            try:
+                results.append((job, future.result()))
+            except Exception:  # a worker died: draw it here
+                results.append((job, _draw_job(job)))
+        self.running = []
+        self.close()
+        results += [(job, _draw_job(job)) for job in jobs]
+        failed = {job[2]: why for job, why in results if why}
+        self.drawn += len(results) - len(failed)
         if self.index_file is not None:
             figs = {}
             for path_s, entry in self.keys.items():
@@ -251,6 +265,12 @@ class Renderer:
                 pass  # a read-only results folder: figures are drawn every time
         return failed
 
+    def close(self) -> None:
+        """Stop the pool (drawing that has not finished is abandoned: a build that failed before flush)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
 
 _RENDERER = Renderer()
 
@@ -264,6 +284,7 @@ def rendering(index_file: Path, workers: int, warn=None):
     try:
         yield _RENDERER
     finally:
+        _RENDERER.close()
         _RENDERER = old
 
 
