@@ -501,7 +501,9 @@ class Engine:
                 done = self._done(state)
                 if keep_every and state.iteration % keep_every == 0:
                     self._keep(state)
-                if self.vote.anyone:  # every rank stops in the same iteration (the vote rode on its gather)
+                # W = 1: the signal as it stands now; W > 1: every rank stops in the same iteration, on the vote
+                # that rode on this iteration's gather (a signal that came during the step: at the next one)
+                if self.vote.anyone or (dist.world == 1 and stop_requested()):
                     state.wall_time = time.perf_counter() - started
                     self._checkpoint(state)
                     raise Interrupted(
