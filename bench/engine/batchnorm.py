@@ -34,6 +34,7 @@ class RunningStatsMerge:
         self.dist = dist
         self._start: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._n0 = torch.zeros(0, dtype=torch.long)
+        self._q: tuple[torch.Tensor, torch.Tensor] | None = None  # _momenta's, on the buffers' device
 
     @classmethod
     def for_model(cls, module: nn.Module, dist: Dist) -> RunningStatsMerge | None:
@@ -49,6 +50,15 @@ class RunningStatsMerge:
         self._start = [(m.running_mean.detach().clone(), m.running_var.detach().clone()) for m in self.layers]
         self._n0 = torch.stack([m.num_batches_tracked for m in self.layers]).clone()
 
+    def _momenta(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(cumulative-average flags, q = 1 − momentum) per layer on `device`, made once: building a tensor
+        from host values on a GPU is a copy the host waits for."""
+        if self._q is None or self._q[1].device != device:
+            flags = torch.tensor([m.momentum is None for m in self.layers])
+            q = torch.tensor([1.0 - float(m.momentum or 0.0) for m in self.layers], dtype=torch.float64)
+            self._q = (flags.to(device), q.to(device))
+        return self._q
+
     @torch.no_grad()
     def end(self) -> None:
         """Two all-reduces and no host sync: the update counts stay on the device, and the weights of the
@@ -61,8 +71,7 @@ class RunningStatsMerge:
         counts = dist.all_reduce_sum(counts)
         mine, total, after = counts[rank], counts.sum(0), counts[rank + 1 :].sum(0)
         # 2. per layer: base (of r_0), weight (of this rank's delta) and keep (of r_0 in that delta)
-        cumulative = torch.tensor([m.momentum is None for m in self.layers], device=n0.device)
-        q = torch.tensor([1.0 - float(m.momentum or 0.0) for m in self.layers], dtype=torch.float64, device=n0.device)
+        cumulative, q = self._momenta(n0.device)
         seen = n0 + total
         share = torch.where(seen > 0, (n0 + mine) / seen.clamp(min=1.0), torch.zeros_like(seen))
         one = torch.ones_like(q)
