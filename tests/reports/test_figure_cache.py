@@ -60,3 +60,22 @@ def test_a_curves_figure_is_titled_by_its_task_and_method(tmp_path: Path) -> Non
         warnings.simplefilter("ignore")
         (fig,) = figures.curves(load(out), tmp_path / "figs")
     assert fig.title == "cifar10: AdaScale" and fig.path.exists()
+
+
+def test_the_code_digest_covers_the_figures_package(tmp_path: Path) -> None:
+    """A figure is drawn again when its drawing code changes: the digest reads reports/figures/*.py too."""
+    from reports import figures
+    from reports.figures.render import _code, code_sources
+
+    package = set(Path(figures.__file__).parent.glob("*.py"))
+    assert len(package) > 1 and package <= set(code_sources())
+    (tmp_path / "reports" / "figures").mkdir(parents=True)
+    (tmp_path / "reports" / "build.py").write_text("x = 1\n")
+    module = tmp_path / "reports" / "figures" / "heatmap.py"
+    module.write_text("LEVELS = 15\n")
+    before = _code(tmp_path)
+    module.write_text("LEVELS = 16\n")  # a change inside the package alone
+    changed = _code(tmp_path)
+    assert changed != before
+    module.rename(module.with_name("curve.py"))  # the same bytes under another name: another module
+    assert _code(tmp_path) != changed

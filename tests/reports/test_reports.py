@@ -18,6 +18,7 @@ import pytest
 from reports import figures
 from reports.build import build_report
 from reports.collect import ReportWarning, load, task_info
+from reports.figures import heatmap
 from reports.latex import latex
 from reports.noise import fill as fill_noise
 from reports.paper import compare, header_note, load_paper
@@ -388,11 +389,11 @@ def test_heatmap_with_one_lr_has_its_one_tick_and_no_threshold_without_a_line(tm
         write_run(tmp_path, "cifar10", "adascale", 1, k, val=80 + k, lr0=0.05, decay=decay, experiment=exp)
     (fig,) = figures.heatmaps(quiet_load(tmp_path), tmp_path / "out")
     assert "Threshold 90: no line" in fig.caption and "Red line" not in fig.caption
-    ax = figures.plt.figure().add_subplot()
-    figures._log_ticks(ax, np.log10([0.05, 0.05]), "x")
+    ax = heatmap.plt.figure().add_subplot()
+    heatmap._log_ticks(ax, np.log10([0.05, 0.05]), "x")
     ax.figure.canvas.draw()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.05"]  # not invented ticks like 0.0501
-    figures.plt.close(ax.figure)
+    heatmap.plt.close(ax.figure)
 
 
 def test_sweep_figure_renders(tmp_path):
@@ -483,7 +484,7 @@ def test_a_sweep_point_counts_as_reached_only_when_every_seed_reached_it(tmp_pat
     assert table["n_seeds"].iloc[0] == 2
 
 
-def test_heatmap_panels_on_their_own_lr_axes_with_T_in_titles(tmp_path):
+def test_heatmap_panels_on_their_own_lr_axes_with_T_in_titles(tmp_path, monkeypatch):
     exp = {"kind": "heatmap", "grid": "g", "threshold": 60.0}
     k = 0
     for panel, method, lr0s in (("S=1", "identity", (0.01, 0.1, 1.0)), ("scaled SGD S=16", "scaled", (0.1, 1, 10))):
@@ -504,17 +505,14 @@ def test_heatmap_panels_on_their_own_lr_axes_with_T_in_titles(tmp_path):
                 )
                 k += 1
     captured = {}
-    real_save = figures._save
+    real_save = heatmap._save
 
     def spy(fig, path):
         captured["axes"] = [(ax.get_title(), ax.get_xlim()) for ax in fig.axes if ax.get_title()]
         return real_save(fig, path)
 
-    figures._save = spy
-    try:
-        figs = figures.heatmaps(quiet_load(tmp_path), tmp_path / "out")
-    finally:
-        figures._save = real_save
+    monkeypatch.setattr(heatmap, "_save", spy)
+    figs = figures.heatmaps(quiet_load(tmp_path), tmp_path / "out")
     assert len(figs) == 1 and "its own lr axis" in figs[0].caption
     (t1, x1), (t2, x2) = captured["axes"]
     assert "T = 40" in t1 and "T = 7" in t2  # each panel's mean iterations

@@ -1,0 +1,91 @@
+"""Many seeds as one line: the mean over seeds with a min–max band, on the τ every seed reached."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..noise import numeric
+
+
+def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
+    """Mean, min and max over seeds of one quantity against τ: each seed interpolated onto a common τ grid
+    that spans only the range every seed covers — a mean is never one seed's value where the others have
+    stopped (or not started)."""
+    parts = []
+    for df in series:
+        if df.empty or "tau" not in df or y not in df:
+            continue
+        d = numeric(df[["tau", y]]).dropna()
+        d = d if d["tau"].is_monotonic_increasing else d.sort_values("tau")  # sorted already: the same frame
+        d = d.drop_duplicates("tau", keep="last")
+        if len(d):
+            parts.append(d)
+    if not parts:
+        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+    lo, hi = max(d["tau"].min() for d in parts), min(d["tau"].max() for d in parts)
+    if lo > hi:  # the seeds share no stretch of τ
+        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+    if n <= 0:
+        grid = np.unique(np.concatenate([d["tau"].to_numpy(float) for d in parts]))
+        grid = grid[(grid >= lo) & (grid <= hi)]
+    else:
+        grid = np.linspace(lo, hi, n) if hi > lo else np.array([lo])
+    ys = np.vstack([np.interp(grid, d["tau"].to_numpy(float), d[y].to_numpy(float)) for d in parts])
+    return pd.DataFrame(
+        {"tau": grid, "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(parts)}
+    )
+
+
+def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
+    """The evaluations averaged by their index: the k-th evaluation of every seed gives one point (mean τ,
+    mean, min and max of the metric), for k up to the fewest evaluations any seed has."""
+    seqs = []
+    for e in evals:
+        if e.empty or "tau" not in e or y not in e:
+            continue
+        d = numeric(e[["tau", y]]).dropna()
+        d = d if d["tau"].is_monotonic_increasing else d.sort_values("tau", kind="stable")
+        if len(d):
+            seqs.append(d)
+    if not seqs:
+        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+    k = min(len(d) for d in seqs)
+    taus = np.vstack([d["tau"].to_numpy(float)[:k] for d in seqs])
+    ys = np.vstack([d[y].to_numpy(float)[:k] for d in seqs])
+    return pd.DataFrame(
+        {"tau": taus.mean(axis=0), "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(seqs)}
+    )
+
+
+def _smooth(train: pd.DataFrame, y: str = "loss") -> pd.DataFrame:
+    """The training loss smoothed by a centred rolling mean over ~5 % of the run's records."""
+    if train.empty or y not in train:
+        return train
+    window = max(1, len(train) // 20)
+    v = pd.to_numeric(train[y], errors="coerce")
+    return train.assign(**{y: v.rolling(window, center=True, min_periods=1).mean()})
+
+
+def _draw_band(ax, b: pd.DataFrame, color, label: str, marker: str | None = None, **kw) -> bool:
+    if b.empty:
+        return False
+    ax.plot(b["tau"], b["mean"], color=color, lw=kw.pop("lw", 1.8), label=label, marker=marker, ms=3, **kw)
+    if (b["n"] > 1).any():
+        ax.fill_between(b["tau"], b["lo"], b["hi"], color=color, alpha=0.2, lw=0)
+    return True
+
+
+def _band_plan(b: pd.DataFrame) -> dict | None:
+    """A band as plain arrays (what a figure's plan holds and its hash covers); None when empty."""
+    if b.empty:
+        return None
+    arrays = {k: b[k].to_numpy(float) for k in ("tau", "mean", "lo", "hi")}
+    return arrays | {"band": bool((b["n"] > 1).any())}
+
+
+def _draw_plan_band(ax, b: dict, color, label: str, marker: str | None = None, **kw) -> None:
+    """_draw_band of a band in a plan."""
+    ax.plot(b["tau"], b["mean"], color=color, lw=kw.pop("lw", 1.8), label=label, marker=marker, ms=3, **kw)
+    if b["band"]:
+        ax.fill_between(b["tau"], b["lo"], b["hi"], color=color, alpha=0.2, lw=0)

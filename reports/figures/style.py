@@ -1,0 +1,112 @@
+"""What every figure shares: the house style, the `Figure` record, file names built from run fields, saving
+a PNG, and small axis helpers (thinning, log axes with plain tick labels)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import FuncFormatter
+
+STYLE = {
+    "font.size": 12,
+    "axes.titlesize": 13,
+    "axes.labelsize": 12,
+    "xtick.labelsize": 11,
+    "ytick.labelsize": 11,
+    "legend.fontsize": 10,
+    "figure.titlesize": 15,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "savefig.dpi": 100,
+}
+MAX_POINTS = 3000  # training records drawn per line (evenly thinned)
+
+
+@dataclass
+class Figure:
+    kind: str
+    title: str
+    path: Path
+    caption: str = ""
+
+
+SLUG_MAX = 120  # a file name's part built from run fields: a hand-edited 10 000-character task name stays a name
+
+
+def _slug(*parts: object) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_.+-]+", "_", "_".join(str(p) for p in parts if p not in (None, ""))).strip("_")
+    if len(slug) <= SLUG_MAX:
+        return slug
+    return f"{slug[: SLUG_MAX - 13]}_{hashlib.sha256(slug.encode()).hexdigest()[:12]}"
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    """PNG at 100 dpi. Every figure is laid out by constrained_layout, which already keeps its contents
+    inside the canvas: no bbox_inches="tight", which draws the whole figure a second time to measure it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, facecolor="white")
+    plt.close(fig)
+    return path
+
+
+def _thin(df: pd.DataFrame) -> pd.DataFrame:
+    if len(df) <= MAX_POINTS:
+        return df
+    step = math.ceil(len(df) / MAX_POINTS)
+    return pd.concat([df.iloc[::step], df.iloc[[-1]]])
+
+
+def _finite(s: pd.Series) -> np.ndarray:
+    x = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+    return x[np.isfinite(x)]
+
+
+def _scale_colors(scales: list[str]) -> dict[str, tuple]:
+    cmap = plt.get_cmap("viridis")
+    n = max(len(scales) - 1, 1)
+    return {s: cmap(0.9 * i / n) for i, s in enumerate(scales)}
+
+
+def _plot_series(ax, df: pd.DataFrame, y: str, **kw) -> bool:
+    if df.empty or "tau" not in df or y not in df:
+        return False
+    d = df[["tau", y]].apply(pd.to_numeric, errors="coerce").dropna()
+    if d.empty:
+        return False
+    ax.plot(d["tau"], d[y], **kw)
+    return True
+
+
+def _log_if_positive(ax, axis: str = "y") -> None:
+    lines = ax.get_lines()
+    vals = np.concatenate([np.asarray(ln.get_ydata(), float) for ln in lines]) if lines else np.array([])
+    vals = vals[np.isfinite(vals)]
+    if len(vals) and (vals > 0).all():
+        ax.set_yscale("log")
+        _plain_log(ax, "y", vals)
+
+
+def _plain_log(ax, axis: str, vals: np.ndarray) -> None:
+    """Log-axis tick labels as plain numbers (20, not 2×10¹); minor ticks labelled too over a short range."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    target.set_major_formatter(plain)
+    vals = np.asarray(vals, float)
+    vals = vals[np.isfinite(vals) & (vals > 0)]
+    span = vals.max() / vals.min() if len(vals) else math.inf
+    keep = (2, 3, 4, 5, 6, 7) if span < 10 else (2, 3, 5) if span < 100 else (2, 5) if span < 1000 else ()
+
+    def minor(v: float, _: object) -> str:  # label minor ticks over short ranges, where majors are few
+        if v <= 0:
+            return ""
+        mantissa = round(v / 10 ** math.floor(math.log10(v) + 1e-9))
+        return f"{v:g}" if mantissa in keep else ""
+
+    target.set_minor_formatter(FuncFormatter(minor))
