@@ -230,13 +230,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from bench import __version__
     from bench.algo.rules import METHODS
+    from tasks import available
 
     parser = _Parser(prog=PROG, description="AdaScale SGD benchmark suite")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="train one run")
-    p.add_argument("--task", required=True)
+    p.add_argument("--task", required=True, choices=available())
     p.add_argument("--method", required=True, choices=METHODS)
     p.add_argument("--scale", required=True, help="a positive integer S, elastic-up or elastic-down")
     p.add_argument("--seed", type=_seed, default=0)
@@ -292,7 +295,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("flops", help="count the FLOPs of one training micro-batch per task (the table plan reads)")
     p.add_argument("--task", action="append", help="a task (repeatable; default: the five paper tasks)")
     p.add_argument("--preset", default="paper", choices=("tiny", "paper"))
-    p.add_argument("--write", default=None, metavar="CSV", help="the table to update (default: the shipped one)")
+    p.add_argument(
+        "--write",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="CSV",
+        help="update this table with the counts (--write alone: the shipped table plan reads); without it, print only",
+    )
     p.set_defaults(func=cmd_flops)
 
     p = sub.add_parser("report", help="rebuild every table and figure from the run files in DIR")

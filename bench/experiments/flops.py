@@ -133,7 +133,8 @@ def write_flops(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def flops(args: argparse.Namespace) -> int:
-    """Count every requested task's micro-batch FLOPs, print them and write the table plan reads."""
+    """Count every requested task's micro-batch FLOPs and print them; with --write, put them in the table plan
+    reads (--write alone) or in the table named."""
     names = list(args.task) if args.task else list(PAPER_TASKS)
     unknown = [n for n in names if n not in PAPER_TASKS]
     if unknown:
@@ -148,7 +149,10 @@ def flops(args: argparse.Namespace) -> int:
             flush=True,
         )
         rows.append(row)
-    path = Path(args.write) if args.write else FLOPS
+    if args.write is None:  # the shipped table changes only when asked
+        print(f"flops: not written (--write: update {FLOPS}, the table plan reads; --write CSV: another table)")
+        return 0
+    path = FLOPS if args.write is True else Path(args.write)
     write_flops(path, rows)
     print(f"flops: {path} (forward + backward of one micro-batch; matmuls, convolutions, attention)")
     return 0

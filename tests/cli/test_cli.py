@@ -19,7 +19,7 @@ BASE = ["run", "--method", "adascale", "--scale", "2", "--seed", "0"]
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["run", "--task", "mnist", "--method", "adascale", "--scale", "2"], "unknown task 'mnist'"),
+        (["run", "--task", "mnist", "--method", "adascale", "--scale", "2"], "invalid choice: 'mnist'"),
         (["run", "--task", "logreg", "--method", "adam", "--scale", "2"], "invalid choice: 'adam'"),
         (["run", "--task", "logreg", "--method", "lsw", "--scale", "0"], "scale '0' is not a positive integer"),
         (["run", "--task", "logreg", "--method", "lsw", "--scale", "elastic-sideways"], "elastic-up"),
