@@ -1,10 +1,11 @@
 """`adascale-bench report DIR`: rebuild every table and figure of a results folder from its run files.
 
-    build_report(DIR, ["md", "tex", "html", "csv"]) -> DIR/report/report.html
+    build_report(DIR, ["md", "tex", "html", "csv", "txt"]) -> DIR/report/report.html
 
-Writes under DIR/report/: report.html (always: one self-contained file), findings.txt (always: the
-findings table `report` prints), table2.md (md), table2.tex (tex), table2.csv, paper_comparison.csv,
-scalefree.csv, findings.csv, sweep.csv, time_to_target.csv and speedup.csv (csv), and the figures as PNG.
+Writes under DIR/report/ what the formats ask for (default: all), nothing else: report.html (html: one
+self-contained file, with the figures as PNG beside it), findings.txt (txt: the findings table `report`
+prints), table2.md (md), table2.tex (tex), table2.csv, paper_comparison.csv, scalefree.csv, findings.csv,
+sweep.csv, time_to_target.csv and speedup.csv (csv); and its caches under report/cache/.
 Unreadable or partial files never stop the build: they are skipped, named in a warning
 (`collect.ReportWarning`) and listed in the HTML. Also runnable as
 `python -m reports.build DIR [--format md,tex,html,csv] [--std]`.
@@ -17,6 +18,7 @@ import datetime as dt
 import os
 import sys
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -37,19 +39,44 @@ from .sweep import critical_batches, noise_by_task, sweep_table
 from .sweep import write_csv as write_sweep_csv
 from .table2 import cells, markdown, to_csv
 
-FORMATS = ("md", "tex", "html", "csv")
+FORMATS = ("md", "tex", "html", "csv", "txt")
 REPORT_DIR = "report"
 FIGURE_INDEX = "figures.json"  # content hashes of the figures drawn (reports.figures.Renderer)
 FIGURE_WORKERS = min(2, os.cpu_count() or 1)  # processes drawing figures
 
 
-def _write(path: Path, text: str) -> None:
+@dataclass
+class Built:
+    """What a build wrote: the report folder, the files (in the order written) and the findings as text
+    (what `report` prints, whether or not findings.txt was asked for)."""
+
+    folder: Path
+    written: list[Path] = field(default_factory=list)
+    findings: str = ""
+
+    @property
+    def html(self) -> Path | None:
+        path = self.folder / "report.html"
+        return path if path in self.written else None
+
+
+def _write(path: Path, text: str, built: Built | None = None) -> None:
     """A report file, whole or not at all (bench.files.atomic_write_bytes): a rebuild never leaves half a table."""
     atomic_write_bytes(path, text.encode("utf-8", errors="backslashreplace"))  # a lone surrogate from a JSON escape
+    if built is not None:
+        built.written.append(path)
 
 
 def build_report(out: Path, formats: list[str] | None = None, std: bool = False) -> Path:
-    """Write the report of the results folder `out` under `out/report/`; return the path of report.html."""
+    """Write the report of the results folder `out` under `out/report/` (every format unless `formats`
+    names some); return the path of report.html, or of the report folder when no HTML was asked for."""
+    built = build(out, formats, std)
+    return built.html or built.folder
+
+
+def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Built:
+    """The report in the formats asked for (default: all), and nothing else: md → table2.md, tex →
+    table2.tex, csv → the CSV tables, txt → findings.txt, html → report.html with its figures (PNG)."""
     formats = list(FORMATS if not formats else formats)
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
@@ -62,8 +89,10 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
                 f"{folder} is a link (to {os.readlink(folder)}): report writes and deletes files in it; remove the link"
             )
     dest.mkdir(parents=True, exist_ok=True)
+    built = Built(dest)
     res = load(out)
-    res.warm_metrics(FIGURE_WORKERS)  # the first report's scan of every metrics file, in parallel
+    if "html" in formats:
+        res.warm_metrics(FIGURE_WORKERS)  # the first report's scan of every metrics file, in parallel
     fill_noise(res)  # each AdaScale run's training-average B_simple: Table 2's notes and the findings
     c = cells(res.runs)
     try:
@@ -74,26 +103,49 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         res.warn(f"skipped paper comparison: {type(e).__name__}: {e}")
         comp, paper_tasks = pd.DataFrame(columns=COMPARISON_COLUMNS), set()
         paper = pd.DataFrame(columns=SF.PAPER_COLUMNS)
-    sweep_tab = sweep_table(res)
+    tables = bool({"csv", "html"} & set(formats))  # the sweep's and the time-to-target tables: csv and html
+    sweep_tab = sweep_table(res) if tables else pd.DataFrame()
     found = FD.findings(res)
+    built.findings = FD.text(found) + "\n"
     sf = SF.scalefree(c, res.runs, paper)
-    ttt = CT.time_to_target(res)
-    fits = critical_batches(res)
+    ttt = CT.time_to_target(res) if tables else pd.DataFrame()
+    fits = critical_batches(res) if "html" in formats else pd.DataFrame()
 
     if "md" in formats:
-        _write(dest / "table2.md", markdown(c, std))
+        _write(dest / "table2.md", markdown(c, std), built)
     if "tex" in formats:
-        _write(dest / "table2.tex", latex(c, std))
+        _write(dest / "table2.tex", latex(c, std), built)
     if "csv" in formats:
-        _write(dest / "table2.csv", to_csv(c))
-        _write(dest / "paper_comparison.csv", comp.to_csv(index=False, float_format="%.6g"))
-        _write(dest / "findings.csv", FD.to_csv(found))
-        _write(dest / "scalefree.csv", SF.to_csv(sf))
-        if not sweep_tab.empty:
-            write_sweep_csv(sweep_tab, dest / "sweep.csv")
-        CT.write_csvs(res, dest, ttt)
-    _write(dest / "findings.txt", FD.text(found) + "\n")  # what `report` prints
+        _csvs(dest, res, (c, comp, found, sf, sweep_tab, ttt), built)
+    if "txt" in formats:
+        _write(dest / "findings.txt", built.findings, built)  # what `report` prints
+    if "html" in formats:
+        sections = _figures(res, dest)
+        built.written += [f.path for _, _, figs, _ in sections for f in figs]
+        tasks = sorted(set(c["task"])) if not c.empty else []
+        parts = Parts(c, std, found, sf, comp, [t for t in tasks if t not in paper_tasks], tasks, sections)
+        _write(dest / "report.html", _html(out, res, parts, sweep_tab, ttt, fits), built)
+    return built
 
+
+def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
+    """The CSV tables: Table 2's cells, the paper comparison, the findings, the scale-free comparison, the
+    sweep (when it ran), time to target and speed-up."""
+    c, comp, found, sf, sweep_tab, ttt = tables
+    _write(dest / "table2.csv", to_csv(c), built)
+    _write(dest / "paper_comparison.csv", comp.to_csv(index=False, float_format="%.6g"), built)
+    _write(dest / "findings.csv", FD.to_csv(found), built)
+    _write(dest / "scalefree.csv", SF.to_csv(sf), built)
+    if not sweep_tab.empty:
+        write_sweep_csv(sweep_tab, dest / "sweep.csv")
+        built.written.append(dest / "sweep.csv")
+    CT.write_csvs(res, dest, ttt)
+    built.written += [dest / "time_to_target.csv", dest / "speedup.csv"]
+
+
+def _figures(res, dest: Path) -> list[tuple[str, str, list, str]]:
+    """Every figure kind drawn into `dest` (in parallel, unchanged ones kept); PNGs of an earlier build that
+    this one did not draw removed. The sections of the HTML: (anchor, heading, figures, note when none)."""
     sections = []
     with F.rendering(dest / "cache" / FIGURE_INDEX, FIGURE_WORKERS, res.warn) as renderer:
         for kind, (fn, heading, empty_note) in {**F.KINDS, **CT.KINDS}.items():
@@ -112,10 +164,24 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     for old in dest.glob("*.png"):  # figures of an earlier build that no longer apply
         if old not in kept:
             old.unlink()
+    return sections
 
-    tasks = sorted(set(c["task"])) if not c.empty else []
-    without_paper = [t for t in tasks if t not in paper_tasks]
-    note = header_note(comp)
+
+@dataclass
+class Parts:
+    """The report's tables, computed once, for the HTML page."""
+
+    cells: pd.DataFrame
+    std: bool
+    findings: pd.DataFrame
+    scalefree: pd.DataFrame
+    comparison: pd.DataFrame
+    without_paper: list[str]
+    tasks: list[str]
+    sections: list
+
+
+def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, fits: pd.DataFrame) -> str:
     generated = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     body = [
         "<h1>AdaScale SGD benchmark report</h1>",
@@ -124,17 +190,17 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         '<a href="#paper">Paper comparison</a><a href="#differs">Differs</a><a href="#figures">Figures</a>'
         '<a href="#warnings">Warnings</a></nav>',
         '<h2 id="findings">The paper\'s findings, checked</h2>',
-        H.findings_html(found, FD.LEGEND),
+        H.findings_html(p.findings, FD.LEGEND),
         '<h2 id="table2">Table 2</h2>',
-        H.table2_html(c, std),
+        H.table2_html(p.cells, p.std),
         '<h2 id="scalefree">Scale-free comparison with the paper</h2>',
-        H.scalefree_html(sf),
+        H.scalefree_html(p.scalefree),
         '<h2 id="paper">Comparison with the paper\'s Table 2 (absolute values)</h2>',
-        H.absolute_html(comp, note, without_paper),
+        H.absolute_html(p.comparison, header_note(p.comparison), p.without_paper),
         '<h2 id="differs">What differs from the paper by necessity</h2>',
-        H.differs_html(tasks),
+        H.differs_html(p.tasks),
         '<h2 id="figures">Figures</h2>',
-        H.figures_html(sections),
+        H.figures_html(p.sections),
         H.sweep_table_html(sweep_tab),
         CT.critical_html(fits, sweep_tab, noise_by_task(res)),
         '<h2 id="ttt">Time to target</h2>',
@@ -142,22 +208,20 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         f'<h2 id="warnings">Warnings ({len(res.warnings)})</h2>',
         H.warnings_html(res.warnings),
     ]
-    report = dest / "report.html"
-    _write(report, H.page(f"AdaScale report: {out}", "\n".join(body)))
-    return report
+    return H.page(f"AdaScale report: {out}", "\n".join(body))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m reports.build", description=__doc__.splitlines()[0])
     p.add_argument("dir", type=Path, help="results folder")
-    p.add_argument("--format", default=",".join(FORMATS), help="comma-separated: md,tex,html,csv")
+    p.add_argument("--format", default=",".join(FORMATS), help=f"comma-separated: {','.join(FORMATS)}")
     p.add_argument("--std", action="store_true", help="cells as mean ± std over seeds")
     args = p.parse_args(argv)
     if not args.dir.is_dir():
         print(f"error: {args.dir} is not a folder", file=sys.stderr)
         return 2
-    path = build_report(args.dir, [f.strip() for f in args.format.split(",") if f.strip()], std=args.std)
-    print(path)
+    built = build(args.dir, [f.strip() for f in args.format.split(",") if f.strip()], std=args.std)
+    print(built.html or "\n".join(str(p) for p in built.written))
     return 0
 
 

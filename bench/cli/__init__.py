@@ -81,7 +81,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     counts = smoke(out, seeds=args.seeds, jobs=args.jobs)
     for run_dir, gains in offline_gains(out):
         print(f"offline gain: {run_dir.relative_to(out)}\n{gains}")
-    html = build_report(out, ["md", "tex", "html", "csv"])
+    html = build_report(out)  # every format
     print(f"smoke: {_counts(counts)} in {time.perf_counter() - start:.0f} s")
     print(f"report: {html}")
     print(f"tables: {html.parent / 'table2.md'} (also .tex, .csv)")
@@ -131,23 +131,24 @@ def cmd_comm(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from reports.build import build_report
+    from reports.build import FORMATS, build
 
     out = Path(args.dir)
     if not out.is_dir():
         raise UserError(f"results folder {out} does not exist")
     formats = [f.strip() for f in args.format.split(",") if f.strip()]
-    unknown = sorted(set(formats) - {"md", "tex", "html", "csv"})
-    if unknown:
-        raise UserError(f"--format {','.join(unknown)}: expected a comma-separated list of md, tex, html, csv")
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown or not formats:
+        raise UserError(f"--format {args.format!r}: expected a comma-separated list of {', '.join(FORMATS)}")
     if not any(out.rglob(SUMMARY)):
         print(f"{PROG}: error: no runs found under {out}", file=sys.stderr)
         return 1
-    html = build_report(out, formats, std=args.std)
-    findings = html.parent / "findings.txt"
-    if findings.is_file():  # the paper's findings, checked: the report's first table
-        print(findings.read_text(), end="")
-    print(f"report: {html}")
+    built = build(out, formats, std=args.std)
+    print(built.findings, end="")  # the paper's findings, checked: the report's first table
+    if built.html is not None:
+        print(f"report: {built.html}")
+    else:
+        print(f"report: {', '.join(str(p) for p in built.written)}")
     return 0
 
 
@@ -307,7 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="rebuild every table and figure from the run files in DIR")
     p.add_argument("dir")
-    p.add_argument("--format", default="md,tex,html,csv", help="comma-separated: md, tex, html, csv")
+    p.add_argument(
+        "--format",
+        default="md,tex,html,csv,txt",
+        help="comma-separated, what to write: md (table2.md), tex (table2.tex), html (report.html and its figures), "
+        "csv (the CSV tables), txt (findings.txt); default all",
+    )
     p.add_argument("--std", action="store_true", help="show mean ± std over seeds")
     p.set_defaults(func=cmd_report)
 

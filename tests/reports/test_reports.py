@@ -460,7 +460,7 @@ def test_std_cells_and_command_line(na_folder, capsys):
     from reports.build import main
 
     assert main([str(na_folder), "--format", "md", "--std"]) == 0
-    assert capsys.readouterr().out.strip().endswith("report.html")
+    assert capsys.readouterr().out.strip().endswith("table2.md")
     md = (na_folder / "report" / "table2.md").read_text()
     assert "90.00 ± 0.50" in md and "60.00 ± 1.00†" in md
 
