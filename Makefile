@@ -1,4 +1,5 @@
-# The two commands of the README. Both create .venv themselves on a fresh machine.
+# The two commands of the README. Both create .venv themselves on a fresh machine, with the test tools and the
+# optional yolo extra (ultralytics, AGPL-3.0): the smoke runs every task, yolo included.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +10,7 @@ OUT ?= runs/smoke
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,yolo]'  # yolo: the smoke runs it and the tests cover it
 	touch $@
 
 smoke: $(VENV)/.installed

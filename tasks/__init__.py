@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,8 +39,23 @@ def preparable() -> list[str]:
     return [name for name in available() if (here / name / "prepare.py").is_file()]
 
 
+def require(name: str) -> None:
+    """One line saying how to install what a task needs beyond the suite's own dependencies (its card's
+    `requires`, an optional pip extra: ultralytics, AGPL-3.0, for yolo) when that is not installed."""
+    from tasks.presets import card
+
+    c = card(name)
+    missing = [pkg for pkg in c.requires if importlib.util.find_spec(pkg) is None]
+    if missing:
+        raise UserError(
+            f"the {name} task needs {', '.join(missing)}, which is not installed: it is an optional extra, "
+            f"pip install 'adascale-bench[{c.extra}]'"
+        )
+
+
 def get_task(name: str) -> Task:
     if name not in _REGISTRY or name not in available():
         raise UserError(f"unknown task {name!r}; expected one of: {', '.join(available())}")
+    require(name)
     module, cls = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), cls)()

@@ -44,11 +44,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.run.runner import run_dir_of, run_spec
     from bench.run.spec import parse_overrides, resolve
     from bench.run.summary import describe
-    from tasks import available
+    from tasks import available, require
     from tasks.presets import card
 
     if args.task not in available():
         raise UserError(f"unknown task {args.task!r}; expected one of: {', '.join(available())}")
+    require(args.task)  # before anything is written
     task = card(args.task)
     spec = resolve(
         task, args.method, args.scale, args.seed, args.preset, args.data_root, parse_overrides(args.set), args.ranks
@@ -180,12 +181,13 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     import json
 
     from bench.run.spec import parse_overrides
-    from tasks import preparable
+    from tasks import preparable, require
     from tasks.preparing import AlreadyPrepared
 
     if args.task not in preparable():
         names = ", ".join(preparable())
         raise UserError(f"prepare {args.task}: expected one of {names} (logreg's data is generated in memory)")
+    require(args.task)
     prepare = importlib.import_module(f"tasks.{args.task}.prepare").prepare
     options = {k.replace("-", "_"): v for k, v in parse_overrides(args.set).items()}
     try:

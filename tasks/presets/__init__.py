@@ -66,8 +66,10 @@ class TaskCard:
     `differs`: one line per way the paper preset differs from the paper by necessity (a chosen value where
     the supplement is missing, a model variant), `unit`: what the preset's batch_size counts (`plan`'s
     examples: images, utterances, tokens), `paper_metric`: the evaluate() key whose value compares
-    with the paper's printed number where that is not `metric` ("" = `metric`), and `tiny_data`: the data
-    keys its tiny data set is written with."""
+    with the paper's printed number where that is not `metric` ("" = `metric`), `tiny_data`: the data
+    keys its tiny data set is written with, `metric_range`: the values the metric can take (the report
+    clips an interval of a mean to it), and `requires`: packages beyond the suite's own dependencies that
+    the task imports, installed by the pip extra `extra` (`pip install 'adascale-bench[extra]'`)."""
 
     name: str
     metric: str
@@ -82,6 +84,9 @@ class TaskCard:
     # `data` keys that shape the tiny data set the task writes on first use (its write_tiny takes them):
     # a value other than the tiny preset's is another data set, so it gets its own default folder
     tiny_data: tuple[str, ...] = ()
+    metric_range: tuple[float, float] = (-math.inf, math.inf)
+    requires: tuple[str, ...] = ()
+    extra: str = ""
 
 
 def card(name: str) -> TaskCard:

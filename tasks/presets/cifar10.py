@@ -77,4 +77,5 @@ CARD = TaskCard(
     differs=DIFFERS,
     unit="images",
     tiny_data=("tiny_noise",),
+    metric_range=(0.0, 100.0),  # top-1 %
 )

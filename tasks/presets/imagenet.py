@@ -95,4 +95,5 @@ CARD = TaskCard(
     tiny_windows=TINY_WINDOWS,
     differs=DIFFERS,
     unit="images",
+    metric_range=(0.0, 100.0),  # top-1 %
 )

@@ -3,6 +3,7 @@ torch or numpy: its constants, its presets and the critical-batch sweep's target
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tasks.presets import ELASTIC_TINY, TINY_T1, TINY_WINDOWS, TaskCard
@@ -56,4 +57,5 @@ CARD = TaskCard(
     tiny_windows=TINY_WINDOWS,
     differs=DIFFERS,
     unit="examples",
+    metric_range=(0.0, math.inf),  # a cross-entropy
 )

@@ -122,4 +122,5 @@ CARD = TaskCard(
     differs=DIFFERS,
     unit="tokens",
     paper_metric="bleu_tok",  # the paper's ~27 BLEU is tokenised, compound-split BLEU (DIFFERS above)
+    metric_range=(0.0, 100.0),  # BLEU
 )

@@ -125,4 +125,7 @@ CARD = TaskCard(
     tiny_windows=TINY_WINDOWS,
     differs=DIFFERS,
     unit="images",
+    metric_range=(0.0, 100.0),  # mAP@0.5 %
+    requires=("ultralytics",),  # AGPL-3.0: an optional extra, not a dependency of the suite
+    extra="yolo",
 )

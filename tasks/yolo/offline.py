@@ -72,6 +72,9 @@ def ensure() -> None:
     global _HOME
     if _HOME is not None:
         return
+    from tasks import require
+
+    require("yolo")  # ultralytics is an optional extra: one line saying how to install it
     if "ultralytics" in sys.modules:
         warnings.warn(
             "ultralytics was imported before tasks.yolo.offline: its settings and online check were "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import numpy as np
 import yaml
 
@@ -24,6 +23,8 @@ SPLITS = {"train": 100, "val": 30}
 
 
 def _draw(img: np.ndarray, cls: int, x0: int, y0: int, size: int, colour: tuple[int, ...]) -> None:
+    import cv2  # opencv comes with ultralytics (the yolo extra): imported where drawn, not with the package
+
     x1, y1 = x0 + size - 1, y0 + size - 1
     if cls == 0:
         cv2.rectangle(img, (x0, y0), (x1, y1), colour, thickness=-1)
@@ -71,6 +72,8 @@ def make_image(rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[int, fl
 
 def write_tiny(root: Path) -> None:
     """Write images/{train,val}, labels/{train,val} and shapes.yaml under `root`."""
+    import cv2
+
     root = Path(root).resolve()
     rng = np.random.default_rng(0)
     for split, count in SPLITS.items():
