@@ -181,31 +181,48 @@ class Parts:
     sections: list
 
 
+SECTIONS = {  # the page's sections, in order: its <h2> ids, each with its link in the nav bar
+    "findings": ("Findings", "The paper's findings, checked"),
+    "table2": ("Table 2", "Table 2"),
+    "scalefree": ("Scale-free", "Scale-free comparison with the paper"),
+    "paper": ("Paper comparison", "Comparison with the paper's Table 2 (absolute values)"),
+    "differs": ("Differs", "What differs from the paper by necessity"),
+    "figures": ("Figures", "Figures"),
+    "ttt": ("Time to target", "Time to target"),
+    "warnings": ("Warnings", "Warnings"),
+}
+
+
+def _h2(key: str, suffix: str = "") -> str:
+    return f'<h2 id="{key}">{H.E(SECTIONS[key][1])}{suffix}</h2>'
+
+
 def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, fits: pd.DataFrame) -> str:
     generated = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    nav = "".join(f'<a href="#{key}">{H.E(link)}</a>' for key, (link, _) in SECTIONS.items())
+    v = res.variants
     body = [
         "<h1>AdaScale SGD benchmark report</h1>",
         H.meta_html(out, res.runs, len(res.warnings), generated),
-        '<nav><a href="#findings">Findings</a><a href="#table2">Table 2</a><a href="#scalefree">Scale-free</a>'
-        '<a href="#paper">Paper comparison</a><a href="#differs">Differs</a><a href="#figures">Figures</a>'
-        '<a href="#warnings">Warnings</a></nav>',
-        '<h2 id="findings">The paper\'s findings, checked</h2>',
-        H.findings_html(p.findings, FD.LEGEND),
-        '<h2 id="table2">Table 2</h2>',
-        H.table2_html(p.cells, p.std),
-        '<h2 id="scalefree">Scale-free comparison with the paper</h2>',
-        H.scalefree_html(p.scalefree),
-        '<h2 id="paper">Comparison with the paper\'s Table 2 (absolute values)</h2>',
-        H.absolute_html(p.comparison, header_note(p.comparison), p.without_paper),
-        '<h2 id="differs">What differs from the paper by necessity</h2>',
+        f"<nav>{nav}</nav>",
+        _h2("findings"),
+        H.findings_html(p.findings, FD.LEGEND, v),
+        _h2("table2"),
+        H.table2_html(p.cells, p.std, v),
+        H.variants_html(v),
+        _h2("scalefree"),
+        H.scalefree_html(p.scalefree, v),
+        _h2("paper"),
+        H.absolute_html(p.comparison, header_note(p.comparison), p.without_paper, v),
+        _h2("differs"),
         H.differs_html(p.tasks),
-        '<h2 id="figures">Figures</h2>',
+        _h2("figures"),
         H.figures_html(p.sections),
         H.sweep_table_html(sweep_tab),
         CT.critical_html(fits, sweep_tab, noise_by_task(res)),
-        '<h2 id="ttt">Time to target</h2>',
-        CT.ttt_html(CT.ttt_summary(ttt)),
-        f'<h2 id="warnings">Warnings ({len(res.warnings)})</h2>',
+        _h2("ttt"),
+        CT.ttt_html(CT.ttt_summary(ttt), v),
+        _h2("warnings", f" ({len(res.warnings)})"),
         H.warnings_html(res.warnings),
     ]
     return H.page(f"AdaScale report: {out}", "\n".join(body))

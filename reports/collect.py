@@ -27,6 +27,8 @@ from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
 from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, identity_of, lock_is_held, open_regular
 
 from . import runcache
+from .variants import label_of
+from .variants import names as variant_names
 
 STATUSES = ("completed", "diverged", "failed")
 CACHE_DIR = Path("report") / "cache"  # per-run metrics summaries (reports.runcache), beside the report
@@ -73,6 +75,8 @@ RUN_COLUMNS = [
     "sweep_target",
     "overrides",
     "variant",
+    "variant_label",
+    "variant_name",
     "git_commit",
     "versions",
     "error",
@@ -231,6 +235,7 @@ class Results:
     runs: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
     cache_dir: Path | None = None  # where each run's metrics summary is cached (reports.runcache)
+    variants: dict[str, str] = field(default_factory=dict)  # variant → its short name (reports.variants)
     _metrics: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict, repr=False)
 
     def warn(self, message: str) -> None:
@@ -327,6 +332,7 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         "sweep_target": _num(exp.get("target")),
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
+        "variant_label": label_of(exp),
         "has_metrics": (run_dir / METRICS).exists(),
         "has_checkpoint": (run_dir / CHECKPOINT).exists(),
         "run_dir": str(run_dir),
@@ -391,6 +397,8 @@ def load(out: Path) -> Results:
         rows.append(row)
     if rows:
         res.runs = pd.DataFrame(rows).reindex(columns=RUN_COLUMNS)
+        res.variants = variant_names(res.runs)
+        res.runs["variant_name"] = res.runs["variant"].fillna("").map(res.variants)
     return res
 
 
@@ -444,3 +452,19 @@ def _card_info(task: str, metric_key: str | None) -> tuple[str, bool]:
         key = metric_key or "metric"
         lower = any(w in key.lower() for w in ("loss", "err", "wer", "perplexity", "ppl"))
         return key, not lower
+
+
+LOSS_RANGE = (0.0, math.inf)  # every task's training loss is a sum of non-negative terms (cross-entropy, CTC, box)
+
+
+@functools.cache
+def metric_range(task: str, metric_label: str) -> tuple[float, float]:
+    """The values a task's validation metric can take (its card's `metric_range`), when `metric_label` is
+    the card's metric; else unbounded (an unknown task, or runs that recorded another metric)."""
+    try:
+        from tasks.presets import card
+
+        c = card(task)
+    except Exception:  # an unknown task: nothing known of its metric
+        return (-math.inf, math.inf)
+    return c.metric_range if c.metric_label == metric_label else (-math.inf, math.inf)

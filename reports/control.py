@@ -175,7 +175,8 @@ SPEEDUP_CAPTION = (
     "Left: speed-up T1/iterations against S (mean over seeds) for AdaScale and LSW+ (which runs AdaScale's "
     "iterations), the ideal line (speed-up = S, LSW by construction) and the paper's own speed-ups "
     "(paper/table2.csv: its S = 1 iterations over its iterations at S), dashed: AdaScale and LSW+ of the "
-    "same task in colour, AdaScale of the other paper tasks in grey. Right: "
+    "same task in colour, AdaScale of the other paper tasks in grey. LSW+ runs AdaScale's iterations, so the "
+    "two coincide: LSW+ is drawn wide and pale under AdaScale. Right: "
     "AdaScale's scaling efficiency (speed-up ÷ S) against S·b / B_simple (each run's training-average noise "
     "scale), beside McCandlish et al.'s 1/(1 + S·b/B): past the noise scale a larger batch buys fewer steps."
 )
@@ -206,29 +207,32 @@ def speedup_figures(res: Results, outdir: Path) -> list:
                 label = f"paper {title(method)}, {ptask}" if same else None
                 if not same and other:
                     label, other = "paper AdaScale, the other tasks", False
+                wide = same and method == "lsw+"  # LSW+ runs AdaScale's iterations: drawn wide, AdaScale on top
                 ax.plot(
                     p["scale"].astype(float),
                     float(base.iloc[0]) / p["iterations"],
                     color=colors[method] if same else "0.75",
-                    lw=1,
+                    lw=3.5 if wide else 1,
+                    alpha=0.5 if wide else 1,
                     ls="--",
                     marker=".",
                     label=label,
+                    zorder=1 if wide else 2,
                 )
             scales = sorted(g["scale"].unique())
             ax.plot(scales, scales, color="black", lw=1, label="ideal (= S; LSW)")
-            for method, color in (("adascale", "tab:blue"), ("lsw+", "tab:orange")):
+            # LSW+ runs as many iterations as its AdaScale run, so its speed-up is AdaScale's: LSW+ is drawn
+            # first, wide and pale, AdaScale over it, so that both show where they coincide
+            for method, style in (
+                ("lsw+", {"marker": "s", "ms": 11, "lw": 6, "alpha": 0.45, "zorder": 3}),
+                ("adascale", {"marker": "o", "ms": 6, "lw": 2, "zorder": 4}),
+            ):
                 m = g[g["method"] == method].sort_values("scale")
-                ax.plot(
-                    m["scale"],
-                    m["speedup"],
-                    marker="o",
-                    lw=2,
-                    color=color,
-                    label={"adascale": "AdaScale", "lsw+": "LSW+"}[method],
-                )
+                label = {"adascale": "AdaScale", "lsw+": "LSW+ (as many iterations as AdaScale)"}[method]
+                ax.plot(m["scale"], m["speedup"], color=colors[method], label=label, **style)
             ax.set(xscale="log", yscale="log", xlabel="scale S", ylabel="speed-up T1 / iterations")
-            ax.set_title(f"{task}{f' [{variant}]' if variant else ''}: speed-up")
+            name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}"
+            ax.set_title(f"{name}: speed-up")
             ax.legend(fontsize=9)
             ada = g[(g["method"] == "adascale") & np.isfinite(g["S_b_over_B"].astype(float))]
             if len(ada):
@@ -248,15 +252,15 @@ def speedup_figures(res: Results, outdir: Path) -> list:
                 bx.legend(fontsize=9)
             bx.set_title("AdaScale against the noise scale")
             path = _save(fig, outdir / f"speedup_{_slug(task, variant)}.png")
-        figs.append(Figure("speedup", f"{task}{f' [{variant}]' if variant else ''}", path, SPEEDUP_CAPTION))
+        figs.append(Figure("speedup", name, path, SPEEDUP_CAPTION, variant))
     return figs
 
 
 # ------------------------------------------------------------------------------------------- HTML
 
 
-def ttt_html(summary: pd.DataFrame) -> str:
-    """The time-to-target table: one row per task, variant, S and method."""
+def ttt_html(summary: pd.DataFrame, variants: dict[str, str] | None = None) -> str:
+    """The time-to-target table: one row per task, variant (by its short name), S and method."""
     import html
 
     if summary.empty:
@@ -266,7 +270,7 @@ def ttt_html(summary: pd.DataFrame) -> str:
         "<th>examples</th><th>seconds</th></tr>"
     ]
     for r in summary.itertuples():
-        name = f"{r.task}{f' [{r.variant}]' if r.variant else ''}"
+        name = f"{r.task}{f' [{(variants or {}).get(r.variant, r.variant)}]' if r.variant else ''}"
         cells = [name, str(r.scale), str(r.method), r.reached]
         for v, fmt in ((r.iterations, ",.0f"), (r.examples, ",.0f"), (r.seconds, ",.1f")):
             cells.append(v if isinstance(v, str) else format(v, fmt))

@@ -17,6 +17,7 @@ from .figures import Figure
 from .noise import fmt as noise_fmt
 from .scalefree import _delta
 from .table2 import LEGEND, MISSING, NA, decimals, fmt_iterations, fmt_value, views
+from .variants import display
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; font-size: 15px; line-height: 1.45;
@@ -36,7 +37,11 @@ small.n { color: #777; font-size: 0.8em; white-space: nowrap; }
 td.holds { background: #e3f4e1; font-weight: 600; white-space: nowrap; }
 td.fails { background: #f9dcdc; font-weight: 600; white-space: nowrap; }
 td.seeds, td.notrun { background: #f3f3f3; color: #555; white-space: nowrap; }
-td.detail { font-size: 13px; }
+td.detail { font-size: 13px; overflow-wrap: anywhere; }
+table.findings { width: 100%; table-layout: fixed; }
+table.findings tr.task th { text-align: left; background: #e4e9f0; font-weight: 600; }
+table.findings tr.task span.detail { font-weight: normal; color: #444; font-size: 13px; }
+.variant { border-bottom: 1px dotted #666; cursor: help; }
 tr.first-elastic td { border-top: 2px solid #777; }
 tr.group-start td { border-top: 2px solid #999; }
 table.meta td, table.meta th { text-align: left; border: none; padding: 2px 14px 2px 0; background: none; }
@@ -50,7 +55,7 @@ figcaption { color: #444; margin-top: 4px; }
 .legend { color: #333; font-size: 14px; }
 .grey-swatch { background: #c4c4c4; padding: 0 8px; border: 1px solid #999; }
 nav a { margin-right: 16px; }
-code { background: #f4f4f4; padding: 1px 4px; }
+code { background: #f4f4f4; padding: 1px 4px; overflow-wrap: anywhere; }
 """
 
 E = html.escape
@@ -60,13 +65,33 @@ def _td(text: str, cls: str = "num") -> str:
     return f'<td class="{cls}">{E(text)}</td>'
 
 
-def table2_html(c: pd.DataFrame, std: bool = False) -> str:
+def name_html(name: str, variants: dict[str, str] | None = None) -> str:
+    """A table's or figure's name with its variant by its short name, the overrides on hover (reports.variants)."""
+    shown, raw = display(name, variants or {})
+    if not raw:
+        return E(shown)
+    head, short = shown[:-1].rsplit("[", 1)
+    return f'{E(head)}[<span class="variant" title="{E(raw)}">{E(short)}</span>]'
+
+
+def variants_html(variants: dict[str, str]) -> str:
+    """The variants of this folder: each short name with the overrides it stands for."""
+    named = sorted((short, raw) for raw, short in variants.items() if raw and short != raw)
+    if not named:
+        return ""
+    items = "".join(f"<li><b>{E(short)}</b>: <code>{E(raw)}</code></li>" for short, raw in named)
+    head = '<p class="legend">Variants (runs with other overrides, in tables of their own):</p>'
+    return f'{head}<ul class="legend">{items}</ul>'
+
+
+def table2_html(c: pd.DataFrame, std: bool = False, variants: dict[str, str] | None = None) -> str:
     if c.empty:
         return f'<p class="note">No Table 2 runs ({" / ".join(table2_methods())}) with a summary in this folder.</p>'
     out = []
     for v in views(c, std):
         direction = "higher" if v.higher_is_better else "lower"
-        out.append(f"<h3>{E(v.name)} <small>— validation {E(v.metric_label)}, {direction} is better</small></h3>")
+        note = f"<small>— validation {E(v.metric_label)}, {direction} is better</small>"
+        out.append(f"<h3>{name_html(v.name, variants)} {note}</h3>")
         out.append("<table>")
         out.append(
             '<tr><th rowspan="2">S</th><th rowspan="2">total batch</th>'
@@ -111,7 +136,9 @@ def _diff(v: float, ref: float, iterations: bool) -> str:
     return f"{v:+.{decimals(ref if math.isfinite(ref) else v)}f}"
 
 
-def comparison_html(comp: pd.DataFrame, note: str, tasks_without_paper: Sequence[str]) -> str:
+def comparison_html(
+    comp: pd.DataFrame, note: str, tasks_without_paper: Sequence[str], variants: dict[str, str] | None = None
+) -> str:
     out = []
     if note:
         out.append(f'<p class="caveat">{E(note)}</p>')
@@ -119,7 +146,7 @@ def comparison_html(comp: pd.DataFrame, note: str, tasks_without_paper: Sequence
         out.append('<p class="note">No task of this folder is in the paper\'s Table 2.</p>')
     for name, t in comp.groupby("table", sort=False):
         key = str(t["metric_key"].iloc[0]) if "metric_key" in t and isinstance(t["metric_key"].iloc[0], str) else ""
-        out.append(f"<h3>{E(name)}</h3><table>")
+        out.append(f"<h3>{name_html(name, variants)}</h3><table>")
         out.append(
             '<tr><th rowspan="2">S</th><th rowspan="2">method</th><th colspan="2">total batch</th>'
             f'<th colspan="3">validation metric{f" ({E(key)})" if key else ""}</th><th colspan="3">training loss</th>'
@@ -167,8 +194,9 @@ def figures_html(sections: list[tuple[str, str, list[Figure], str]]) -> str:
         if not figs:
             out.append(f'<p class="note">Omitted: {E(note)}.</p>')
         for f in figs:
+            title = f'<span class="variant" title="{E(f.variant)}">{E(f.title)}</span>' if f.variant else E(f.title)
             out.append(
-                f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{E(f.title)}.</b> {E(f.caption)} "
+                f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{title}.</b> {E(f.caption)} "
                 f"<code>{E(f.path.name)}</code></figcaption></figure>"
             )
     return "\n".join(out)
@@ -247,25 +275,26 @@ _STATUS_CLASS = {
 }
 
 
-def findings_html(f: pd.DataFrame, legend: str) -> str:
-    """The paper's findings as checks: one table, a row per task × check."""
+def findings_html(f: pd.DataFrame, legend: str, variants: dict[str, str] | None = None) -> str:
+    """The paper's findings as checks: one table, a heading row per task (with its B_simple) and a row per
+    check under it; a fixed layout of the page's width, so a long name or detail wraps instead of widening it."""
     if f.empty:
         return '<p class="note">No Table 2 runs: nothing to check.</p>'
-    out = ["<table><tr><th>task (B_simple)</th><th>finding</th><th>status</th><th>what was compared</th></tr>"]
+    out = [
+        '<table class="findings"><colgroup><col style="width: 27%"><col style="width: 10.5em"><col></colgroup>',
+        "<tr><th>finding</th><th>status</th><th>what was compared</th></tr>",
+    ]
     for table, t in f.groupby("table", sort=False):
-        first = True
         head = t.iloc[0]
         b = head.get("B_simple", math.nan)
         noise = (
-            f'<br><span class="detail">B_simple {E(_bfmt(b))} (median of {head.get("B_runs", 0)} AdaScale '
+            f'<span class="detail">B_simple {E(_bfmt(b))} (median of {head.get("B_runs", 0)} AdaScale '
             f"run(s), S ≥ 2); largest S·b {E(_num(head.get('max_total_batch', math.nan), ',.0f'))}</span>"
         )
+        out.append(f'<tr class="task group-start"><th colspan="3">{name_html(table, variants)} — {noise}</th></tr>')
         for r in t.itertuples():
-            lead = f'<td class="label" rowspan="{len(t)}">{E(table)}{noise}</td>' if first else ""
-            cls = ' class="group-start"' if first else ""
-            first = False
             out.append(
-                f"<tr{cls}>{lead}<td>({E(r.check)}) {E(r.finding)}</td>"
+                f"<tr><td>({E(r.check)}) {E(r.finding)}</td>"
                 f'<td class="{_STATUS_CLASS.get(r.status, "")}">{E(r.status)}</td>'
                 f'<td class="detail">{E(r.detail)}</td></tr>'
             )
@@ -282,7 +311,7 @@ def _num(v: float, fmt: str) -> str:
     return MISSING if v is None or not isinstance(v, int | float) or not math.isfinite(v) else format(v, fmt)
 
 
-def scalefree_html(sf: pd.DataFrame) -> str:
+def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> str:
     """Δmetric, speed-up and efficiency per (table, method, S), ours beside the paper's."""
     if sf.empty:
         return '<p class="note">No Table 2 runs.</p>'
@@ -294,7 +323,7 @@ def scalefree_html(sf: pd.DataFrame) -> str:
         "planned iterations.</p>"
     ]
     for table, t in sf.groupby("table", sort=False):
-        out.append(f"<h3>{E(table)}</h3><table>")
+        out.append(f"<h3>{name_html(table, variants)}</h3><table>")
         out.append(
             '<tr><th rowspan="2">method</th><th rowspan="2">S</th><th rowspan="2">seeds</th>'
             '<th colspan="2">Δmetric</th><th colspan="2">speed-up</th><th colspan="2">efficiency</th></tr>'
@@ -321,7 +350,9 @@ def scalefree_html(sf: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def absolute_html(comp: pd.DataFrame, note: str, tasks_without_paper: Sequence[str]) -> str:
+def absolute_html(
+    comp: pd.DataFrame, note: str, tasks_without_paper: Sequence[str], variants: dict[str, str] | None = None
+) -> str:
     """The absolute comparison, for runs of the `paper` preset only; tiny runs are said to be left out."""
     paper_runs = comp[comp["preset"] == "paper"] if not comp.empty else comp
     left_out = sorted(set(comp["preset"].dropna()) - {"paper"}) if not comp.empty else []
@@ -334,11 +365,11 @@ def absolute_html(comp: pd.DataFrame, note: str, tasks_without_paper: Sequence[s
         )
     if paper_runs.empty:
         if not left_out:
-            out.append(comparison_html(paper_runs, note, tasks_without_paper))
+            out.append(comparison_html(paper_runs, note, tasks_without_paper, variants))
         elif tasks_without_paper:
             out.append(f'<p class="note">Not in the paper\'s Table 2: {E(", ".join(tasks_without_paper))}.</p>')
         return "\n".join(out)
-    out.append(comparison_html(paper_runs, "", tasks_without_paper))
+    out.append(comparison_html(paper_runs, "", tasks_without_paper, variants))
     return "\n".join(out)
 
 

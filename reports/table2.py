@@ -31,7 +31,7 @@ from scipy import stats
 
 from bench.algo.rules import SHARED_AT_S1, label, method_order, table2_methods
 
-from .collect import scale_order, task_info
+from .collect import LOSS_RANGE, metric_range, scale_order, task_info
 from .noise import fmt as noise_fmt
 from .significance import ALPHA, worse_than
 
@@ -44,7 +44,8 @@ LEGEND = (
     f"seeds, p < {ALPHA:g}; needs ≥ 2 completed seeds on both sides). N/A: a seed diverged (its iterations: "
     "the planned count, as the paper prints it; [n]: where it diverged). "
     f"{MISSING}: not run (or not finished). n: the seeds a cell averages (N/A: the seeds run); "
-    "a 95 % interval of each mean is in table2.csv and on hover in the HTML."
+    "a 95 % t interval of each mean is in table2.csv and on hover in the HTML (there clipped to the values "
+    "the quantity can take: 0–100 % for an accuracy)."
 )
 
 CELL_COLUMNS = [
@@ -272,13 +273,27 @@ def _text(row: pd.Series, q: str, std: bool, pm: str) -> str:
     return text
 
 
-def _hover(row: pd.Series, q: str) -> str:
+def _hover(row: pd.Series, q: str, bounds: tuple[float, float] = (-math.inf, math.inf)) -> str:
+    """The 95 % interval of a cell's mean, clipped to the values the quantity can take (`bounds`): a t
+    interval is symmetric, so near a bound it can pass it (97.1–101.3 % top-1 over 2 seeds); the hover
+    then shows the clipped interval and says so. table2.csv keeps the t interval as computed."""
     lo, hi = row.get(f"{q}_ci_lo", math.nan), row.get(f"{q}_ci_hi", math.nan)
     if not (isinstance(lo, float) and math.isfinite(lo)):
         return f"n={int(row['n_seeds'])}: no interval below 2 seeds"
     f = fmt_iterations if q == "iterations" else fmt_value
     digits = decimals(row[q]) if q != "iterations" else None
-    return f"n={int(row['n_seeds'])}, 95 % interval of the mean [{f(lo, digits)}, {f(hi, digits)}]"
+    text = f"n={int(row['n_seeds'])}, 95 % interval of the mean [{f(max(lo, bounds[0]), digits)}, "
+    text += f"{f(min(hi, bounds[1]), digits)}]"
+    if lo < bounds[0] or hi > bounds[1]:
+        text += f", clipped to the range it can take (t interval [{f(lo, digits)}, {f(hi, digits)}])"
+    return text
+
+
+def bounds_of(task: str, metric_label: str, q: str) -> tuple[float, float]:
+    """What a Table 2 quantity can take: the metric its task card's range, a loss ≥ 0, iterations ≥ 0."""
+    if q == "val_metric":
+        return metric_range(task, metric_label)
+    return LOSS_RANGE if q == "train_loss" else (0.0, math.inf)
 
 
 def noise_note(t: pd.DataFrame) -> str:
@@ -322,7 +337,8 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
                         grey = grey and q != "iterations"
                         text = _text(r, q, std, pm)
                         kind = "missing" if text == MISSING else "value"
-                        line.append(Cell(text, grey, kind, n=int(r["n_seeds"]), hover=_hover(r, q)))
+                        hover = _hover(r, q, bounds_of(view.task, view.metric_label, q))
+                        line.append(Cell(text, grey, kind, n=int(r["n_seeds"]), hover=hover))
             view.rows.append((scale, total, line))
         view.noise = noise_note(t)
         out.append(view)

@@ -10,7 +10,8 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
       - elastic: {tasks: [imagenet], methods: [adascale, lsw], schedules: [elastic-up, elastic-down]}
       - heatmap: {name: cifar10-grid, task: cifar10, scale: 16, lr0: [...], decay: [...], threshold: 94.0}
         # optional `scaled_lr0: [...]`: the scaled-SGD panel's own lr0 list (default: lr0)
-        # any experiment may carry `set: {key: value}`: spec overrides for its runs only
+        # any experiment may carry `set: {key: value}`: spec overrides for its runs only, and with it
+        # `variant: NAME`, the short name the report gives those runs' tables and figures (reports.variants)
       - sweep: {task: logreg, batches: [32, 64, ..., 4096], max_epochs: 80}
       - gain: {tasks: [logreg, cifar10], scale: 8, every: {logreg: 25, cifar10: 5}}
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,11 +179,27 @@ def load(name: str | Path) -> Matrix:
         extra = body.pop("set", None) or {}
         if not isinstance(extra, dict):
             raise _fail(path, f"{where}.set", "a mapping of spec keys to values")
+        named = _variant(path, where, body.pop("variant", None), extra)
         for r in expand(path, where, kind, body, exp_seeds, tuple(tasks), preset):
-            runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, r.experiment))
+            exp = {**r.experiment, "variant": named} if named else r.experiment
+            runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, exp))
         if len(runs) > MAX_RUNS:
             raise _fail(path, where, f"at most {MAX_RUNS} runs in all; the matrix reaches {len(runs)} here")
     return Matrix(path, preset, order(dedupe(runs)), dict(doc.get("data_roots") or {}), dict(doc.get("set") or {}))
+
+
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+-]{0,31}")  # what `variant:` may say
+
+
+def _variant(path: Path, where: str, name: Any, extra: dict) -> str:
+    """An experiment's `variant` name: a short plain name, and only beside the `set` it names."""
+    if name is None:
+        return ""
+    if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
+        raise _fail(path, f"{where}.variant", f"a name of 1–32 letters, digits, spaces or _.+-, got {excerpt(name)}")
+    if not extra:
+        raise _fail(path, f"{where}.variant", "a `set` beside it: a variant names the overrides of its runs")
+    return name
 
 
 def _keys(path: Path, where: str, body: dict, allowed: set[str]) -> None:

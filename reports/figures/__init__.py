@@ -2,10 +2,11 @@
 
 Kinds (each function returns the figures it wrote; no data -> an empty list, never an exception):
 - `heatmaps`: per heat-map grid, the panels of the paper's Figure 5 side by side (S=1, AdaScale S=16,
-  LSW S=16, scaled SGD S=16; whichever exist): filled contours of the validation metric over initial lr
-  × total decrease (both log scale), one shared colour scale, grid points marked, the threshold as a
-  red contour line, each panel's T (mean iterations) in its title; each panel on its own lr axis when
-  the grids differ (scaled SGD searches its own). Diverged points are marked × and take the worst colour.
+  LSW S=16, scaled SGD S=16; whichever exist): a cell per grid point, coloured by its validation metric,
+  over initial lr × total decrease (both log scale), one shared colour scale, the threshold as a red line
+  along the cell edges between the cells that reach it and those that do not, each panel's T (mean
+  iterations) in its title; each panel on its own lr axis when the grids differ (scaled SGD searches its
+  own). Diverged points are marked × and take the worst colour.
 - `curves`: per task and method, validation metric, training loss (smoothed), lr and gain against τ, per
   scale the mean over seeds with a min–max band: AdaScale's gain starts near 1 and rises — its emergent
   warm-up.

@@ -79,12 +79,12 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
     for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
         if g["shared_s1"].all():  # only the shared S = 1 run: the method has no curves of its own
             continue
-        name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
+        name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}: {title(method)}"
         path = outdir / f"curves_{_slug(task, preset, variant, method)}.png"
         inputs = _inputs("curves", g)
         caption = render.current().reuse(path, inputs)
         if caption is not None:  # drawn from these very runs and metrics files before: kept as it is
-            figs.append(Figure("curves", name, path, caption))
+            figs.append(Figure("curves", name, path, caption, variant))
             continue
         label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
         scales = sorted(g["scale"].unique(), key=scale_order)
@@ -143,7 +143,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
         else:
             caption += f" No gain panel: {title(method)} does not use the gain."
         render.current().submit(_draw_curves, plan, path, inputs, caption)
-        figs.append(Figure("curves", name, path, caption))
+        figs.append(Figure("curves", name, path, caption, variant))
     return figs
 
 

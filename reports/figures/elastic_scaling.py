@@ -58,7 +58,7 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
             _log_if_positive(axes[1])
             handles, labels = axes[0].get_legend_handles_labels()
             fig.legend(handles, labels, loc="outside right center", title="runs (seeds)")
-            name = f"{task}{f' [{variant}]' if variant else ''}: {title(method)}"
+            name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}: {title(method)}"
             fig.suptitle(f"{name} — elastic scaling ({preset} preset)")
             path = _save(fig, outdir / f"elastic_{_slug(task, preset, variant, method)}.png")
         figs.append(
@@ -69,6 +69,7 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
                 "Elastic-up (red) and elastic-down (blue) against the fixed-scale runs (dashed grey, darker = "
                 "larger S): each the mean over its seeds with the band from the lowest to the highest seed, over "
                 "the τ every seed reached; the metric averaged by evaluation index.",
+                variant,
             )
         )
     return figs

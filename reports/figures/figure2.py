@@ -104,7 +104,7 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
             ax.set_ylim(0, ax.get_ylim()[1] * 1.05)
             ax.set_xlabel("scale-invariant iterations τ")
             ax.set_ylabel("gain r")
-            variant = f" [{r['variant']}]" if r["variant"] else ""
+            variant = f" [{res.variants.get(r['variant'], r['variant'])}]" if r["variant"] else ""
             ax.set_title(
                 f"{r['task']} {title(r['method'])} S={r['scale']} seed {r['seed']}{variant}\n{gap}", fontsize=11
             )

@@ -4,13 +4,13 @@ decrease."""
 from __future__ import annotations
 
 import math
-import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib import colors as mcolors
+from matplotlib.collections import LineCollection
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
@@ -53,28 +53,79 @@ def _log_ticks(ax, values: np.ndarray, axis: str) -> None:
     target.set_major_formatter(fmt)
 
 
-def _draw_surface(ax, x, y, z, levels, cmap, norm):
-    """Filled contours on a complete regular grid, else on a triangulation; None when neither works."""
+def edges(centres: np.ndarray) -> np.ndarray:
+    """The edges of the cells around sorted grid values (log10): midway between neighbours, the outer ones
+    as far out as the nearest inner one (one value: half a decade each way)."""
+    c = np.unique(centres)
+    if len(c) == 1:
+        return np.array([c[0] - 0.5, c[0] + 0.5])
+    mid = (c[1:] + c[:-1]) / 2
+    return np.concatenate([[2 * c[0] - mid[0]], mid, [2 * c[-1] - mid[-1]]])
+
+
+def cells(p: pd.DataFrame, worst: float) -> tuple[np.ndarray, ...]:
+    """A panel's points as cells: (lr values, decay values, their cell edges, values, diverged) on the grid
+    of its own log10 lr0 × log10 decay values, a cell per point (its mean over seeds; a diverged point the
+    worst value) and NaN where the grid has no finished point. A cell's edges lie midway (in log10) between
+    its value and its neighbours': the value is in the cell, not always at its centre."""
+    x, y = np.log10(p["lr0"].to_numpy(float)), np.log10(p["decay"].to_numpy(float))
     ux, uy = np.unique(x), np.unique(y)
-    if len(ux) >= 2 and len(uy) >= 2 and len(ux) * len(uy) == len(x):
-        grid = pd.DataFrame({"x": x, "y": y, "z": z}).pivot(index="y", columns="x", values="z")
-        if grid.notna().all().all():
-            X, Y = np.meshgrid(grid.columns.to_numpy(float), grid.index.to_numpy(float))
-            return ax.contourf(X, Y, grid.to_numpy(float), levels=levels, cmap=cmap, norm=norm, extend="both"), (
-                X,
-                Y,
-                grid.to_numpy(float),
-            )
-    if len(x) >= 3:
-        try:
-            cs = ax.tricontourf(x, y, z, levels=levels, cmap=cmap, norm=norm, extend="both")
-            return cs, (x, y, z)
-        except (ValueError, RuntimeError):  # collinear or degenerate points
-            pass
-    return None, None
+    z = np.full((len(uy), len(ux)), np.nan)
+    div = np.zeros(z.shape, bool)
+    i, j = np.searchsorted(ux, x), np.searchsorted(uy, y)
+    bad = p["diverged"].to_numpy(bool)
+    z[j, i] = np.where(bad, worst, p["value"].to_numpy(float))
+    div[j, i] = bad
+    return ux, uy, edges(ux), edges(uy), z, div
+
+
+def threshold_edges(xe: np.ndarray, ye: np.ndarray, z: np.ndarray, div: np.ndarray, good) -> list:
+    """The cell edges between a cell that reaches the threshold (`good` of its value, not diverged) and a
+    neighbour that does not: the threshold's contour drawn on the grid, not interpolated between points."""
+    ok = np.isfinite(z)
+    reach = ok & ~div & good(np.where(ok, z, 0.0))
+    segs = []
+    for j in range(z.shape[0]):
+        for i in range(z.shape[1]):
+            if i + 1 < z.shape[1] and ok[j, i] and ok[j, i + 1] and reach[j, i] != reach[j, i + 1]:
+                segs.append([(xe[i + 1], ye[j]), (xe[i + 1], ye[j + 1])])
+            if j + 1 < z.shape[0] and ok[j, i] and ok[j + 1, i] and reach[j, i] != reach[j + 1, i]:
+                segs.append([(xe[i], ye[j + 1]), (xe[i + 1], ye[j + 1])])
+    return segs
+
+
+def _panel(ax, p: pd.DataFrame, worst: float, cmap, norm, threshold: float | None, higher: bool) -> bool:
+    """One panel's cells, its diverged points marked ×, and the threshold's edges; whether a line was drawn."""
+    xc, yc, xe, ye, z, div = cells(p, worst)
+    ax.set_facecolor("#e4e4e4")  # a grid point without a finished run
+    ax.pcolormesh(xe, ye, np.ma.masked_invalid(z), cmap=cmap, norm=norm, edgecolors="white", linewidth=0.6)
+    jj, ii = np.nonzero(div)
+    if len(ii):
+        ax.scatter(xc[ii], yc[jj], c="red", marker="x", s=90, linewidths=2.5, zorder=4)
+    segs = []
+    if threshold is not None:
+        segs = threshold_edges(xe, ye, z, div, (lambda v: v >= threshold) if higher else (lambda v: v <= threshold))
+        ax.add_collection(LineCollection(segs, colors="red", linewidths=2.6, zorder=3))
+    ax.set_xlim(xe[0], xe[-1])
+    ax.set_ylim(ye[0], ye[-1])
+    _log_ticks(ax, xc, "x")
+    _log_ticks(ax, yc, "y")
+    return bool(segs)
+
+
+BIG = {  # four panels get scaled down
+    "font.size": 15,
+    "axes.titlesize": 16,
+    "axes.labelsize": 15,
+    "xtick.labelsize": 14,
+    "ytick.labelsize": 14,
+    "legend.fontsize": 14,
+    "figure.titlesize": 18,
+}
 
 
 def heatmaps(res: Results, outdir: Path) -> list[Figure]:
+    """Per (task, grid): the panels of the paper's Figure 5 side by side, a cell per grid point."""
     df = res.runs
     df = df[df["experiment_kind"] == "heatmap"] if not df.empty else df
     figs: list[Figure] = []
@@ -82,99 +133,70 @@ def heatmaps(res: Results, outdir: Path) -> list[Figure]:
         return figs
     for (task, grid), g in df.groupby(["task", df["grid"].fillna("grid")]):
         pts = heatmap_points(g)
-        if pts.empty:
-            continue
-        label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
-        present = list(pts["panel"].dropna().unique())
-        panels = [p for p in PANELS if p in present] + sorted(p for p in present if p not in PANELS)
-        values = pts["value"].to_numpy(float)
-        finite = values[np.isfinite(values)]
-        vmin, vmax = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
-        if vmax <= vmin:
-            pad = abs(vmin) * 0.05 or 0.5
-            vmin, vmax = vmin - pad, vmax + pad
-        worst = vmin if higher else vmax
-        levels = np.linspace(vmin, vmax, 15)
-        cmap = plt.get_cmap("viridis" if higher else "viridis_r")
-        norm = mcolors.Normalize(vmin, vmax)
-        thr = _finite(g["threshold"])
-        threshold = float(thr[0]) if len(thr) else None
-        n = len(panels)
-        big = {
-            "font.size": 15,
-            "axes.titlesize": 16,
-            "axes.labelsize": 15,
-            "xtick.labelsize": 14,
-            "ytick.labelsize": 14,
-            "legend.fontsize": 14,
-            "figure.titlesize": 18,
-        }  # four panels get scaled down
-        with plt.rc_context({**STYLE, **big, "axes.grid": False}):
-            # panels share the lr axis only when their lr0 grids are the same (scaled SGD searches its own)
-            grids = {tuple(sorted(set(pts.loc[pts["panel"] == q, "lr0"]))) for q in panels}
-            shared = len(grids) == 1
-            fig, axes = plt.subplots(
-                1, n, figsize=(4.4 * n + 1.8, 5.2), squeeze=False, constrained_layout=True, sharex=shared, sharey=True
-            )
-            axes = axes[0]
-            drew_threshold = False
-            for ax, panel in zip(axes, panels, strict=True):
-                p = pts[pts["panel"] == panel]
-                x, y = np.log10(p["lr0"].to_numpy(float)), np.log10(p["decay"].to_numpy(float))
-                z = np.where(p["diverged"].to_numpy(bool), worst, p["value"].to_numpy(float))
-                cs, surface = _draw_surface(ax, x, y, z, levels, cmap, norm)
-                if cs is None:
-                    ax.scatter(x, y, c=z, cmap=cmap, norm=norm, s=400, marker="s")
-                elif threshold is not None and vmin < threshold < vmax:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        sx, sy, sz = surface
-                        draw = ax.contour if np.ndim(sx) == 2 else ax.tricontour
-                        line = draw(sx, sy, sz, levels=[threshold], colors="red", linewidths=2.2)
-                        drew_threshold |= bool(line.allsegs and any(len(seg) for seg in line.allsegs[0]))
-                ok = ~p["diverged"].to_numpy(bool)
-                ax.scatter(x[ok], y[ok], c="black", s=14, zorder=3, clip_on=False)
-                if (~ok).any():
-                    ax.scatter(x[~ok], y[~ok], c="red", marker="x", s=90, linewidths=2.5, zorder=4, clip_on=False)
-                _log_ticks(ax, x, "x")
-                _log_ticks(ax, y, "y")
-                its = _finite(g.loc[(g["panel"] == panel) & (g["status"] == "completed"), "iterations"])
-                t_text = f"T = {its.mean():.0f}" if len(its) else "T = –"
-                ax.set_title(f"{panel}\n{t_text}, {len(p)} points")
-                ax.set_xlabel("initial lr (log scale)")
-            fig.get_layout_engine().set(wspace=0.06)  # room between one panel's last x label and the next's first
-            for ax in axes[1:]:
-                ax.tick_params(labelleft=False)  # the decay axis is shared
-            axes[0].set_ylabel("total decrease (log scale)")
-            sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
-            fig.colorbar(
-                sm, ax=list(axes), label=f"validation {label} ({'higher' if higher else 'lower'} is better)", shrink=0.9
-            )
-            handles = [Line2D([], [], color="black", marker="o", ls="", label="grid point")]
-            if (pts["diverged"]).any():
-                handles.append(Line2D([], [], color="red", marker="x", ls="", mew=2, label="diverged (worst colour)"))
-            if drew_threshold:  # only a line that is drawn gets a legend entry
-                handles.append(Line2D([], [], color="red", lw=2.2, label=f"threshold {threshold:g}"))
-            fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
-            fig.suptitle(f"{task} heat map '{grid}': validation {label} over exponential-decay schedules")
-            path = _save(fig, outdir / f"heatmap_{_slug(task, grid)}.png")
-        figs.append(
-            Figure(
-                "heatmap",
-                f"{task}: {grid}",
-                path,
-                f"Panels: {', '.join(panels)}; mean over seeds; one colour scale for all panels; T in each title "
-                "is the panel's mean iterations"
-                + ("." if shared else "; each panel on its own lr axis (scaled SGD searches its own initial lr).")
-                + _threshold_note(threshold, drew_threshold),
-            )
-        )
+        if not pts.empty:
+            figs.append(_heatmap(g, pts, task, grid, outdir))
     return figs
+
+
+def _heatmap(g: pd.DataFrame, pts: pd.DataFrame, task: str, grid: str, outdir: Path) -> Figure:
+    label, higher = task_info(task, next(iter(g["metric"].dropna()), None), g)
+    present = list(pts["panel"].dropna().unique())
+    panels = [p for p in PANELS if p in present] + sorted(p for p in present if p not in PANELS)
+    finite = _finite(pts["value"])
+    vmin, vmax = (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+    if vmax <= vmin:
+        pad = abs(vmin) * 0.05 or 0.5
+        vmin, vmax = vmin - pad, vmax + pad
+    cmap = plt.get_cmap("viridis" if higher else "viridis_r")
+    norm = mcolors.Normalize(vmin, vmax)
+    thr = _finite(g["threshold"])
+    threshold = float(thr[0]) if len(thr) else None
+    n = len(panels)
+    with plt.rc_context({**STYLE, **BIG, "axes.grid": False}):
+        # panels share the lr axis only when their lr0 grids are the same (scaled SGD searches its own)
+        shared = len({tuple(sorted(set(pts.loc[pts["panel"] == q, "lr0"]))) for q in panels}) == 1
+        fig, axes = plt.subplots(
+            1, n, figsize=(4.4 * n + 1.8, 5.2), squeeze=False, constrained_layout=True, sharex=shared, sharey=True
+        )
+        axes = axes[0]
+        drew_threshold = False
+        for ax, panel in zip(axes, panels, strict=True):
+            p = pts[pts["panel"] == panel]
+            drew_threshold |= _panel(ax, p, vmin if higher else vmax, cmap, norm, threshold, higher)
+            its = _finite(g.loc[(g["panel"] == panel) & (g["status"] == "completed"), "iterations"])
+            t_text = f"T = {its.mean():.0f}" if len(its) else "T = –"
+            ax.set_title(f"{panel}\n{t_text}, {len(p)} points")
+            ax.set_xlabel("initial lr (log scale)")
+        fig.get_layout_engine().set(wspace=0.06)  # room between one panel's last x label and the next's first
+        for ax in axes[1:]:
+            ax.tick_params(labelleft=False)  # the decay axis is shared
+        axes[0].set_ylabel("total decrease (log scale)")
+        sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+        arrow = "higher" if higher else "lower"
+        fig.colorbar(sm, ax=list(axes), label=f"validation {label} ({arrow} is better)", shrink=0.9)
+        handles = []
+        if (pts["diverged"]).any():
+            handles.append(Line2D([], [], color="red", marker="x", ls="", mew=2, label="diverged (worst colour)"))
+        if drew_threshold:  # only a line that is drawn gets a legend entry
+            handles.append(Line2D([], [], color="red", lw=2.6, label=f"threshold {threshold:g}"))
+        if handles:
+            fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
+        fig.suptitle(f"{task} heat map '{grid}': validation {label} over exponential-decay schedules")
+        path = _save(fig, outdir / f"heatmap_{_slug(task, grid)}.png")
+    return Figure(
+        "heatmap",
+        f"{task}: {grid}",
+        path,
+        f"Panels: {', '.join(panels)}; a cell per grid point, its mean over seeds (grey: no finished run); one "
+        "colour scale for all panels; T in each title is the panel's mean iterations"
+        + ("." if shared else "; each panel on its own lr axis (scaled SGD searches its own initial lr).")
+        + _threshold_note(threshold, drew_threshold),
+    )
 
 
 def _threshold_note(threshold: float | None, drawn: bool) -> str:
     if threshold is None:
         return ""
     if drawn:
-        return f" Red line: the threshold {threshold:g}."
-    return f" Threshold {threshold:g}: no line (no panel's surface crosses it on this grid)."
+        return f" Red line: the threshold {threshold:g}, between the cells that reach it and those that do not."
+    return f" Threshold {threshold:g}: no line (in no panel do neighbouring cells fall on both sides of it)."

@@ -378,7 +378,7 @@ def test_heatmap_panels_render(tmp_path):
     figs = figures.heatmaps(res, tmp_path / "out")
     assert len(figs) == 1 and figs[0].path.read_bytes().startswith(PNG)
     assert "S=1, AdaScale S=16, LSW S=16" in figs[0].caption
-    assert "Red line: the threshold 85." in figs[0].caption
+    assert "Red line: the threshold 85, between the cells that reach it" in figs[0].caption
     assert figures.sweep(res, tmp_path / "out") == []  # no sweep runs: no sweep figure, no crash
 
 
@@ -516,7 +516,7 @@ def test_heatmap_panels_on_their_own_lr_axes_with_T_in_titles(tmp_path, monkeypa
     assert len(figs) == 1 and "its own lr axis" in figs[0].caption
     (t1, x1), (t2, x2) = captured["axes"]
     assert "T = 40" in t1 and "T = 7" in t2  # each panel's mean iterations
-    assert x1 == pytest.approx((-2, 0)) and x2 == pytest.approx((-1, 1))  # log10 lr: own axes
+    assert x1 == pytest.approx((-2.5, 0.5)) and x2 == pytest.approx((-1.5, 1.5))  # log10 lr, cell edges: own axes
 
 
 def test_curves_draw_mean_and_band_over_seeds():

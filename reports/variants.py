@@ -1,0 +1,86 @@
+"""Short names for variants: runs made with other `--set` overrides form their own tables (`collect.variant_of`
+writes those overrides as the variant, `data.conditioning=10.0,lr_schedule.lr0=1.0,...`), and a name that
+long widens every table and figure title it is in. The report shows each variant by a short name instead,
+with the overrides on hover and in a list under Table 2:
+
+- the name a matrix gave its experiment (`variant: NAME` beside `set`, kept in the run's spec.json);
+- else the overrides written short (the last part of each key: `tiny_noise=4.0`) when that is at most
+  SHORT characters;
+- else `variant 1`, `variant 2`, … in the order of their overrides.
+
+Two variants never share a name (a repeated one gets ` (2)`). Only the variants of Table 2, elastic and
+gain runs (and ad-hoc runs) are named: a heat map's or sweep's runs differ by the lr, decay or batch their
+figure plots. The CSVs keep the full overrides.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pandas as pd
+
+from bench.experiments.matrix import VARIANT_NAME
+from bench.files import identity_of
+
+SHORT = 28  # the longest automatic name written from the overrides (keep_checkpoints_every=100)
+SHOWN = ("table2", "elastic", "gain")  # the experiment kinds whose variants the report names (and ad-hoc runs)
+LABEL = VARIANT_NAME  # what a matrix may call a variant (bench.experiments.matrix)
+
+
+def label_of(experiment: dict) -> str:
+    """The name a matrix gave a run's variant ("" when none, or when it is not a plain short name)."""
+    label = experiment.get("variant")
+    return label if isinstance(label, str) and LABEL.fullmatch(label) else ""
+
+
+def short_form(overrides: dict) -> str:
+    """The overrides that name a run (bench.files.identity_of) with each key's last part: `lr0=1.0, batched=…`."""
+    keep = identity_of({"overrides": overrides})["overrides"]
+    return ", ".join(
+        f"{k.rsplit('.', 1)[-1]}={v if isinstance(v, str) else json.dumps(v, sort_keys=True)}"
+        for k, v in sorted(keep.items())
+    )
+
+
+def names(runs: pd.DataFrame) -> dict[str, str]:
+    """{variant (the overrides as collect.variant_of writes them): its short name} of every variant in
+    `runs` (columns variant, variant_label, overrides); "" stays ""."""
+    if runs.empty or "variant" not in runs:
+        return {}
+    if "experiment_kind" in runs:  # heat-map and sweep runs vary lr, decay, batch: their figures say how
+        runs = runs[runs["experiment_kind"].isna() | runs["experiment_kind"].isin(SHOWN)]
+    out: dict[str, str] = {}
+    unnamed = []
+    for variant, g in runs.groupby(runs["variant"].fillna(""), sort=True):
+        if not variant:
+            continue
+        labels = Counter(lb for lb in g.get("variant_label", pd.Series(dtype=str)).fillna("") if lb)
+        if labels:  # the most common name (ties: the first in order)
+            out[variant] = sorted(labels.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+            continue
+        try:
+            overrides = json.loads(g["overrides"].dropna().iloc[0]) if "overrides" in g else {}
+        except (IndexError, ValueError):
+            overrides = {}
+        short = short_form(overrides if isinstance(overrides, dict) else {})
+        if short and len(short) <= SHORT:
+            out[variant] = short
+        else:
+            unnamed.append(variant)
+    for k, variant in enumerate(unnamed, 1):
+        out[variant] = f"variant {k}"
+    seen: Counter = Counter()
+    for variant in sorted(out):  # a name two variants were given: the second gets " (2)"
+        seen[out[variant]] += 1
+        if seen[out[variant]] > 1:
+            out[variant] = f"{out[variant]} ({seen[out[variant]]})"
+    return {"": "", **out}
+
+
+def display(name: str, variants: dict[str, str]) -> tuple[str, str]:
+    """(the name shown, the overrides for a tooltip) of a table or figure named `task [variant]`."""
+    for variant, short in variants.items():
+        if variant and name.endswith(f" [{variant}]"):
+            return f"{name[: -len(variant) - 2]}[{short}]", variant
+    return name, ""
