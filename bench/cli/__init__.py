@@ -366,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder with kept checkpoints (keep_checkpoints_every)")
     p.add_argument(
-        "--batches", type=_positive_int, default=None, help="micro-batches per checkpoint (default: 1000; tiny: 64)"
+        "--batches", type=_positive_int, default=None, help="micro-batches per checkpoint (default: 1000; tiny: 256)"
     )
     p.set_defaults(func=cmd_gain)
 

@@ -57,3 +57,15 @@ def test_flops_write_updates_the_shipped_table_or_the_one_named(shipped: Path, t
     assert shipped.read_bytes() == before and "logreg,tiny," in other.read_text()
     assert main(["flops", "--task", "logreg", "--preset", "tiny", "--write"]) == 0
     assert "logreg,tiny," in shipped.read_text() and str(shipped) in capsys.readouterr().out
+
+
+def test_gain_help_states_the_batches_it_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from bench.run.offline_gain import BATCHES
+
+    with pytest.raises(SystemExit):
+        main(["gain", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    stated = re.search(r"default: (\d+); tiny: (\d+)", text).groups()
+    assert stated == (str(BATCHES["paper"]), str(BATCHES["tiny"]))

@@ -1,0 +1,220 @@
+"""The numbers README.md states that the code can compute, read from README.md and compared with what the
+code computes now: `plan paper`'s totals, the shipped matrices' run counts, the tiny T1, the matrix bounds,
+the FLOPs table, the offline gain's batches, the report's sample size, LSW's warm-up and the findings'
+margins. When the code changes one of them (a matrix, plan's cost basis, a margin), this fails until
+README says the new number."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plain(n: float) -> str:
+    """1,045 / 0.5 / 0.25: a number as README writes it in prose."""
+    return f"{n:,}" if float(n).is_integer() and abs(n) >= 1000 else f"{n:g}"
+
+
+def spaced(n: int) -> str:
+    """50 000 / 4 096: a count as README writes it in prose."""
+    return f"{n:,}".replace(",", " ")
+
+
+@dataclass
+class Claim:
+    """A number README states: where (a regex whose groups are the numbers) and what the code says they are."""
+
+    name: str
+    pattern: str
+    computed: Callable[[], tuple[str, ...]]
+
+
+def _plan_lines() -> list[str]:
+    import contextlib
+    import io
+
+    from bench.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", "paper"]) == 0
+    return [line.strip() for line in out.getvalue().splitlines()]
+
+
+def _plan_total() -> tuple[str, ...]:
+    total = next(line for line in _plan_lines() if line.startswith("total: runs"))
+    m = re.search(r"runs ([\d,]+), .*FLOPs (\S+), GPU-hours (\S+), basis (\S+)$", total)
+    return m.groups()
+
+
+def _plan_task(task: str) -> Callable[[], tuple[str, ...]]:
+    return lambda: (next(line for line in _plan_lines() if line.split()[:1] == [task]),)
+
+
+def _runs(name: str) -> Callable[[], tuple[str, ...]]:
+    def count() -> tuple[str, ...]:
+        from bench.experiments.matrix import load
+
+        return (f"{len(load(name).runs):,}",)
+
+    return count
+
+
+def _tiny() -> tuple[str, ...]:
+    from tasks.presets import TINY_T1, TINY_WINDOWS
+
+    return str(TINY_T1), {1: "one", 2: "two", 3: "three", 4: "four"}.get(TINY_WINDOWS, str(TINY_WINDOWS))
+
+
+def _bounds() -> tuple[str, ...]:
+    from bench.experiments.matrix import MAX_BYTES, MAX_RUNS
+
+    return plain(MAX_BYTES / 2**20), spaced(MAX_RUNS)
+
+
+def _tflop(task: str) -> Callable[[], tuple[str, ...]]:
+    def read() -> tuple[str, ...]:
+        import csv
+
+        from bench.experiments.plan import FLOPS
+
+        with open(FLOPS) as f:
+            row = next(r for r in csv.DictReader(f) if (r["task"], r["preset"]) == (task, "paper"))
+        return row["batch_size"], f"{float(row['flops_per_microbatch']) / 1e12:.3g}"
+
+    return read
+
+
+def _gain_batches() -> tuple[str, ...]:
+    from bench.run.offline_gain import BATCHES
+
+    return str(BATCHES["paper"]), str(BATCHES["tiny"])
+
+
+def _points() -> tuple[str, ...]:
+    from reports.runcache import POINTS
+
+    return (spaced(POINTS),)
+
+
+def _warmup() -> tuple[str, ...]:
+    from bench.algo.rules import WARMUP_FRACTION
+
+    return (plain(round(100 * WARMUP_FRACTION, 6)),)
+
+
+def _margins() -> tuple[str, ...]:
+    from reports import findings as F
+
+    return plain(F.MARGIN_POINTS), plain(round(100 * F.MARGIN_LOSS, 6)), str(F.MIN_SEEDS)
+
+
+def _warmup_check() -> tuple[str, ...]:
+    from reports import findings as F
+
+    return plain(F.WARMUP_WINDOW), plain(F.WARMUP_START), plain(F.WARMUP_RISE)
+
+
+def _tolerance() -> tuple[str, ...]:
+    from reports import findings as F
+
+    return ({0.25: "a quarter", 0.5: "half", 0.2: "a fifth", 0.1: "a tenth"}.get(F.POSITION_TOLERANCE, "?"),)
+
+
+def _peak() -> tuple[str, ...]:
+    from bench.cli import build_parser
+
+    mfu = next(a.default for a in build_parser()._subparsers._group_actions[0].choices["plan"]._actions
+               if a.dest == "mfu")  # fmt: skip
+    peak = next(re.search(r"\(([\d.]+) TFLOP/s\)", line).group(1) for line in _plan_lines() if "TFLOP/s)" in line)
+    return peak, plain(mfu)
+
+
+CLAIMS = [
+    Claim("plan paper total", r"total: runs ([\d,]+), \.\.\., FLOPs (\S+), GPU-hours (\S+), basis (\S+)", _plan_total),
+    *[
+        Claim(f"plan paper {t}", rf"\n\s+({t} +[^\n]*\))\n", _plan_task(t))
+        for t in ("cifar10", "imagenet", "speech", "transformer", "yolo")
+    ],  # fmt: skip
+    Claim("smoke runs", r"expand to ([\d,]+) runs \(`smoke`\)", _runs("smoke")),
+    Claim("smoke runs (timing)", r"then ([\d,]+) runs in \d+ s", _runs("smoke")),
+    Claim("paper runs", r", ([\d,]+) runs \(`paper`\)", _runs("paper")),
+    Claim("control runs", r"and ([\d,]+) runs \(`control`\)", _runs("control")),
+    Claim("tiny T1", r"experiment: T1 = (\d+), so that even the shortest AdaScale run lasts (\w+) memories", _tiny),
+    Claim("matrix bounds", r"are bounded \((\d+) MB, aliases, list lengths, ([\d ]+) runs\)", _bounds),
+    Claim("flops cifar10", r"cifar10 ResNet-18 v2, b = (\d+): ([\d.]+) TFLOP", _tflop("cifar10")),
+    Claim("flops imagenet", r"imagenet ResNet-50, b = (\d+) at 224²: ([\d.]+)\s+TFLOP", _tflop("imagenet")),
+    Claim("flops yolo", r"yolo YOLOv3 at 416², b = (\d+): ([\d.]+) TFLOP", _tflop("yolo")),
+    Claim("flops speech", r"speech DS2, (\d+) utterances of [\d.]+ s: ([\d.]+) TFLOP", _tflop("speech")),
+    Claim(
+        "flops transformer",
+        r"transformer base, ([\d ]+) tokens: ([\d.]+) TFLOP",
+        lambda: tuple(
+            v.replace(",", " ") if i == 0 else v
+            for i, v in enumerate((f"{int(_tflop('transformer')()[0]):,}", _tflop("transformer")()[1]))
+        ),
+    ),  # fmt: skip
+    Claim("offline gain batches", r"micro-batches, (\d+) by default, (\d+) on the tiny preset", _gain_batches),
+    Claim("report sample", r"training curves at ([\d ]+) points", _points),
+    Claim("LSW warm-up", r"1/S → 1 over ([\d.]+) % of the iterations", _warmup),
+    Claim(
+        "finding margins",
+        r"Δ = ([\d.]+) points \(accuracy-like\), ([\d.]+) % of the S = 1 loss \(losses\); ≥ (\d+) "
+        r"seeds a side",
+        _margins,
+    ),  # fmt: skip
+    Claim(
+        "finding (iv)",
+        r"over τ ≤ ([\d.]+)·T1, normalised gain \(r − 1\)/\(r̂ − 1\) starts ≤ ([\d.]+), rises ≥ ([\d.]+)",
+        _warmup_check,
+    ),  # fmt: skip
+    Claim("finding (iii)", r"at the run's B_simple, within (a \w+) of \[T1/S, T1\]", _tolerance),
+    Claim(
+        "plan's peak and MFU",
+        r"\(default bf16: ([\d.]+) TFLOP/s\n?on an H100 SXM.*?`--mfu` \(default ([\d.]+)\)",
+        _peak,
+    ),
+]
+
+
+def mismatches(text: str, claims: list[Claim] = CLAIMS) -> list[str]:
+    """What README (`text`) states that the code does not compute, one line each."""
+    bad = []
+    for claim in claims:
+        m = re.search(claim.pattern, text, re.S)
+        if m is None:
+            bad.append(f"{claim.name}: not found in README ({claim.pattern})")
+            continue
+        stated, computed = m.groups(), claim.computed()
+        if tuple(" ".join(s.split()) for s in stated) != tuple(" ".join(c.split()) for c in computed):
+            bad.append(f"{claim.name}: README says {stated}, the code computes {computed}")
+    return bad
+
+
+def test_readme_states_what_the_code_computes() -> None:
+    assert mismatches((ROOT / "README.md").read_text()) == []
+
+
+def _bump(s: str) -> str:
+    """`s` with its last digit changed (or a word number changed): another number in the same form."""
+    for i in range(len(s) - 1, -1, -1):
+        if s[i].isdigit():
+            return s[:i] + str((int(s[i]) + 1) % 10) + s[i + 1 :]
+    return {"two": "three", "a quarter": "a third"}.get(s, s + "x")
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.name for c in CLAIMS])
+def test_a_changed_number_is_caught(claim: Claim) -> None:
+    """Each check can fail: README with that claim's number changed (or the sentence gone) is a mismatch."""
+    text = (ROOT / "README.md").read_text()
+    m = re.search(claim.pattern, text, re.S)
+    assert m is not None
+    changed = text[: m.start(1)] + _bump(m.group(1)) + text[m.end(1) :]
+    assert [line for line in mismatches(changed, [claim])] != []
+    assert mismatches(text.replace(m.group(0), ""), [claim]) != []
