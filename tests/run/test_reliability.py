@@ -353,9 +353,9 @@ def test_a_read_only_report_folder_is_one_line(
 
     write_json(tmp_path / "logreg/adascale/s2/seed0" / SUMMARY, {"status": "completed"})
 
-    def read_only(out: Path, *args, **kwargs) -> Path:
+    def read_only(out: Path, *args, **kwargs) -> None:
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(out / "report"))
 
-    monkeypatch.setattr(reports.build, "build_report", read_only)
+    monkeypatch.setattr(reports.build, "build", read_only)
     assert main(["report", str(tmp_path)]) == 1
     assert f"cannot write {tmp_path / 'report'}: read-only file system" in one_line_error(capsys)
