@@ -237,7 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="train one run")
     p.add_argument("--task", required=True)
-    p.add_argument("--method", required=True, choices=METHODS)
+    p.add_argument(
+        "--method",
+        required=True,
+        metavar="METHOD",
+        help=f"one of {', '.join(METHODS)}, or a rule of yours as package.module:NAME (docs/design.md §3)",
+    )
     p.add_argument("--scale", required=True, help="a positive integer S, elastic-up or elastic-down")
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--preset", default="tiny", choices=("tiny", "paper"))

@@ -125,6 +125,7 @@ class Spec(Settings, Preset):
     preset: str
     overrides: dict[str, Any]
     data_root: str | None
+    rule: dict[str, Any] | None = None  # a user's rule: its name, source digest and facts (bench.algo.rules.record)
 
 
 RUN_DEFAULTS: dict[str, Any] = {name: field.default for name, field in Settings.model_fields.items()}
