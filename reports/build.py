@@ -4,7 +4,8 @@
 
 Writes under DIR/report/: report.html (always: one self-contained file), findings.txt (always: the
 findings table `report` prints), table2.md (md), table2.tex (tex), table2.csv, paper_comparison.csv,
-scalefree.csv, findings.csv, sweep.csv, time_to_target.csv and speedup.csv (csv), and the figures as PNG.
+scalefree.csv, findings.csv, rule_verdicts.csv, rules_at_a_glance.csv, sweep.csv, time_to_target.csv and
+speedup.csv (csv), rules.txt (always: the rules at a glance `report` prints), and the figures as PNG.
 Unreadable or partial files never stop the build: they are skipped, named in a warning
 (`collect.ReportWarning`) and listed in the HTML. Also runnable as
 `python -m reports.build DIR [--format md,tex,html,csv] [--std]`.
@@ -28,6 +29,7 @@ from . import control as CT
 from . import figures as F
 from . import findings as FD
 from . import html as H
+from . import rulecompare as RC
 from . import scalefree as SF
 from .collect import load
 from .latex import latex
@@ -76,6 +78,8 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         paper = pd.DataFrame(columns=SF.PAPER_COLUMNS)
     sweep_tab = sweep_table(res)
     found = FD.findings(res)
+    verdicts = RC.verdicts(res)
+    glance = RC.at_a_glance(verdicts, res)
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res)
     fits = critical_batches(res)
@@ -89,10 +93,13 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         _write(dest / "paper_comparison.csv", comp.to_csv(index=False, float_format="%.6g"))
         _write(dest / "findings.csv", FD.to_csv(found))
         _write(dest / "scalefree.csv", SF.to_csv(sf))
+        _write(dest / "rule_verdicts.csv", RC.to_csv(verdicts))
+        _write(dest / "rules_at_a_glance.csv", RC.to_csv(glance))
         if not sweep_tab.empty:
             write_sweep_csv(sweep_tab, dest / "sweep.csv")
         CT.write_csvs(res, dest, ttt)
     _write(dest / "findings.txt", FD.text(found) + "\n")  # what `report` prints
+    _write(dest / "rules.txt", RC.text(glance) + "\n")  # and this, after it
 
     sections = []
     with F.rendering(dest / "cache" / FIGURE_INDEX, FIGURE_WORKERS, res.warn) as renderer:
@@ -120,13 +127,16 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     body = [
         "<h1>AdaScale SGD benchmark report</h1>",
         H.meta_html(out, res.runs, len(res.warnings), generated),
-        '<nav><a href="#findings">Findings</a><a href="#table2">Table 2</a><a href="#scalefree">Scale-free</a>'
+        '<nav><a href="#findings">Findings</a><a href="#table2">Table 2</a><a href="#rules">Rules</a>'
+        '<a href="#scalefree">Scale-free</a>'
         '<a href="#paper">Paper comparison</a><a href="#differs">Differs</a><a href="#figures">Figures</a>'
         '<a href="#warnings">Warnings</a></nav>',
         '<h2 id="findings">The paper\'s findings, checked</h2>',
         H.findings_html(found, FD.LEGEND),
         '<h2 id="table2">Table 2</h2>',
         H.table2_html(c, std),
+        '<h2 id="rules">The rules compared with S = 1</h2>',
+        RC.glance_html(glance, verdicts),
         '<h2 id="scalefree">Scale-free comparison with the paper</h2>',
         H.scalefree_html(sf),
         '<h2 id="paper">Comparison with the paper\'s Table 2 (absolute values)</h2>',

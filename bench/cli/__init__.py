@@ -144,9 +144,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: no runs found under {out}", file=sys.stderr)
         return 1
     html = build_report(out, formats, std=args.std)
-    findings = html.parent / "findings.txt"
-    if findings.is_file():  # the paper's findings, checked: the report's first table
-        print(findings.read_text(), end="")
+    for name in ("findings.txt", "rules.txt"):  # the paper's findings, checked; then every rule against S = 1
+        if (html.parent / name).is_file():
+            print((html.parent / name).read_text(), end="")
     print(f"report: {html}")
     return 0
 
