@@ -119,15 +119,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_flops(args: argparse.Namespace) -> int:
-    from bench.experiments.flops import flops
+    from bench.experiments.flops import FlopsOptions, flops
 
-    return flops(args)
+    return flops(typed(FlopsOptions, args))
 
 
 def cmd_comm(args: argparse.Namespace) -> int:
-    from bench.experiments.comm import comm
+    from bench.experiments.comm import CommOptions, comm
 
-    return comm(args)
+    return comm(typed(CommOptions, args))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
