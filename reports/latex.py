@@ -25,6 +25,8 @@ _SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
     "↑": r"$\uparrow$",
     "↓": r"$\downarrow$",
     "±": r"$\pm$",
