@@ -23,7 +23,8 @@ def resolve_needs(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def adascale_twin(spec: dict[str, Any]) -> dict[str, Any]:
-    twin = dict(spec)
+    """The spec of the AdaScale run of the same experiment (a user's rule's record is not AdaScale's)."""
+    twin = {k: v for k, v in spec.items() if k != "rule"}
     twin["method"] = "adascale"
     return twin
 

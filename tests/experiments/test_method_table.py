@@ -221,3 +221,26 @@ def test_a_run_folder_naming_a_user_rule_is_reported_and_statused_without_import
     )
     assert res.returncode == 0 and "evil.module:X" in res.stdout, res.stderr
     assert not marker.exists()
+
+
+def test_a_user_rule_that_needs_its_adascale_twin_runs_after_it_and_takes_its_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_modules: None
+) -> None:
+    """`needs: T_AS` orders and chains a user's rule as it does LSW+: it waits for the AdaScale run of its
+    experiment and runs as many iterations (its spec's `rule` record is not part of its twin's identity)."""
+    write(
+        tmp_path / "my_rules_plus.py",
+        "from bench.algo.rules import METHODS, Method\n"
+        "PLUS = Method(name='my_rules_plus:PLUS', label='LSW+ (mine)', title='mine', build=METHODS['lsw+'].build,"
+        " pace='gain', needs='T_AS', identity_at_s1=True)\n",
+    )
+    monkeypatch.chdir(tmp_path)
+    body = "  - table2: {tasks: [logreg], methods: [my_rules_plus:PLUS, adascale], scales: [4]}\n"
+    m = matrix.load(write(tmp_path / "m.yaml", SMALL + body))
+    assert [r.method for r in m.runs] == ["adascale", "my_rules_plus:PLUS"]  # what it needs first
+    assert [d.method for d in matrix.depends_on(m.runs[1], m.runs)] == ["adascale"]
+    assert run_matrix(m, tmp_path / "out", progress=False) == {"completed": 2}
+    summaries = {
+        s.parent.parent.parent.name: json.loads(s.read_text()) for s in (tmp_path / "out").rglob("summary.json")
+    }
+    assert summaries["my_rules_plus:PLUS"]["iterations"] == summaries["adascale"]["iterations"]
