@@ -29,6 +29,7 @@ from .paper import load_paper
 from .table2 import place, table_runs
 
 NOT_REACHED = "not reached"
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 TTT_COLUMNS = ["task", "variant", "scale", "method", "seed", "target", "reached", "iterations", "examples", "seconds"]
 SPEEDUP_COLUMNS = ["task", "variant", "method", "scale", "speedup", "n", "ideal", "paper", "S_b_over_B"]
 
@@ -172,7 +173,8 @@ def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None) -> Non
 SPEEDUP_CAPTION = (
     "Left: speed-up T1/iterations against S (mean over seeds) for every Table 2 rule with runs (LSW+ runs "
     "AdaScale's iterations; a rule whose τ advances by S, LSW, √S, LEGW, lies on the ideal line by "
-    "construction), the ideal line (speed-up = S) and the paper's own speed-ups (paper/table2.csv: its S = 1 "
+    "construction; where rules coincide each later one is drawn narrower on top), the ideal line (speed-up = S) "
+    "and the paper's own speed-ups (paper/table2.csv: its S = 1 "
     "iterations over its iterations at S), dashed: the same task's rules in their colour, AdaScale of the "
     "other paper tasks in grey. Right: "
     "AdaScale's scaling efficiency (speed-up ÷ S) against S·b / B_simple (each run's training-average noise "
@@ -219,9 +221,18 @@ def speedup_figures(res: Results, outdir: Path) -> list:
                 )
             scales = sorted(g["scale"].unique())
             ax.plot(scales, scales, color="black", lw=1, label="ideal (= S)")
-            for method in mine:
-                m = g[g["method"] == method].sort_values("scale")
-                ax.plot(m["scale"], m["speedup"], marker="o", lw=2, color=colors[method], label=rows[method].title)
+            for i, method in enumerate(mine):  # rules that coincide (LSW+ on AdaScale, √S on LSW) stay visible:
+                m = g[g["method"] == method].sort_values("scale")  # each later one narrower, on top
+                width = 1.5 + 3.0 * (len(mine) - 1 - i) / max(1, len(mine) - 1)
+                ax.plot(
+                    m["scale"],
+                    m["speedup"],
+                    marker=MARKERS[i % len(MARKERS)],
+                    ms=3 + 2 * width,
+                    lw=width,
+                    color=colors[method],
+                    label=rows[method].title,
+                )
             ax.set(xscale="log", yscale="log", xlabel="scale S", ylabel="speed-up T1 / iterations")
             ax.set_title(f"{task}{f' [{variant}]' if variant else ''}: speed-up")
             ax.legend(fontsize=9)
