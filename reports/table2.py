@@ -353,7 +353,8 @@ def markdown(c: pd.DataFrame, std: bool = False) -> str:
         return f"_{NO_RUNS}_\n"
     parts = []
     for v in views(c, std):
-        header = ["S", "total batch"] + [f"{g} {label}" for g in v.short_groups for _, label in v.methods]
+        labels = [label.replace("|", "\\|").replace("\n", " ") for _, label in v.methods]  # a label from disk: one cell
+        header = ["S", "total batch"] + [f"{g} {label}" for g in v.short_groups for label in labels]
         lines = [f"### {v.name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
         for scale, total, line in v.rows:
             texts = [
