@@ -3,9 +3,10 @@
     build_report(DIR, ["md", "tex", "html", "csv", "txt"]) -> DIR/report/report.html
 
 Writes under DIR/report/ what the formats ask for (default: all), nothing else: report.html (html: one
-self-contained file, with the figures as PNG beside it), findings.txt (txt: the findings table `report`
-prints), table2.md (md), table2.tex (tex), table2.csv, paper_comparison.csv, scalefree.csv, findings.csv,
-sweep.csv, time_to_target.csv and speedup.csv (csv); and its caches under report/cache/.
+self-contained file, with the figures as PNG beside it), findings.txt and rules.txt (txt: the findings table
+and the rules at a glance that `report` prints), table2.md (md), table2.tex (tex), table2.csv,
+paper_comparison.csv, scalefree.csv, findings.csv, rule_verdicts.csv, rules_at_a_glance.csv, sweep.csv,
+time_to_target.csv and speedup.csv (csv); and its caches under report/cache/.
 Unreadable or partial files never stop the build: they are skipped, named in a warning
 (`collect.ReportWarning`) and listed in the HTML. Also runnable as
 `python -m reports.build DIR [--format md,tex,html,csv] [--std]`.
@@ -30,6 +31,7 @@ from . import control as CT
 from . import figures as F
 from . import findings as FD
 from . import html as H
+from . import rulecompare as RC
 from . import scalefree as SF
 from .collect import load
 from .latex import latex
@@ -53,6 +55,7 @@ class Built:
     folder: Path
     written: list[Path] = field(default_factory=list)
     findings: str = ""
+    rules: str = ""  # the rules at a glance, printed after the findings
 
     @property
     def html(self) -> Path | None:
@@ -107,6 +110,9 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     sweep_tab = sweep_table(res) if tables else pd.DataFrame()
     found = FD.findings(res)
     built.findings = FD.text(found) + "\n"
+    verdicts = RC.verdicts(res)
+    glance = RC.at_a_glance(verdicts, res)
+    built.rules = RC.text(glance) + "\n"
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
     fits = critical_batches(res) if "html" in formats else pd.DataFrame()
@@ -116,26 +122,30 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     if "tex" in formats:
         _write(dest / "table2.tex", latex(c, std), built)
     if "csv" in formats:
-        _csvs(dest, res, (c, comp, found, sf, sweep_tab, ttt), built)
+        _csvs(dest, res, (c, comp, found, sf, sweep_tab, ttt, verdicts, glance), built)
     if "txt" in formats:
         _write(dest / "findings.txt", built.findings, built)  # what `report` prints
+        _write(dest / "rules.txt", built.rules, built)  # and this, after it
     if "html" in formats:
         sections = _figures(res, dest)
         built.written += [f.path for _, _, figs, _ in sections for f in figs]
         tasks = sorted(set(c["task"])) if not c.empty else []
         parts = Parts(c, std, found, sf, comp, [t for t in tasks if t not in paper_tasks], tasks, sections)
+        parts.rules = (glance, verdicts)
         _write(dest / "report.html", _html(out, res, parts, sweep_tab, ttt, fits), built)
     return built
 
 
 def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
-    """The CSV tables: Table 2's cells, the paper comparison, the findings, the scale-free comparison, the
-    sweep (when it ran), time to target and speed-up."""
-    c, comp, found, sf, sweep_tab, ttt = tables
+    """The CSV tables: Table 2's cells, the paper comparison, the findings, the scale-free comparison, every
+    rule's verdicts and the rules at a glance, the sweep (when it ran), time to target and speed-up."""
+    c, comp, found, sf, sweep_tab, ttt, verdicts, glance = tables
     _write(dest / "table2.csv", to_csv(c), built)
     _write(dest / "paper_comparison.csv", comp.to_csv(index=False, float_format="%.6g"), built)
     _write(dest / "findings.csv", FD.to_csv(found), built)
     _write(dest / "scalefree.csv", SF.to_csv(sf), built)
+    _write(dest / "rule_verdicts.csv", RC.to_csv(verdicts), built)
+    _write(dest / "rules_at_a_glance.csv", RC.to_csv(glance), built)
     if not sweep_tab.empty:
         write_sweep_csv(sweep_tab, dest / "sweep.csv")
         built.written.append(dest / "sweep.csv")
@@ -179,11 +189,13 @@ class Parts:
     without_paper: list[str]
     tasks: list[str]
     sections: list
+    rules: tuple = ()  # (rules at a glance, every rule's verdicts): the rules section
 
 
 SECTIONS = {  # the page's sections, in order: its <h2> ids, each with its link in the nav bar
     "findings": ("Findings", "The paper's findings, checked"),
     "table2": ("Table 2", "Table 2"),
+    "rules": ("Rules", "The rules compared with S = 1"),
     "scalefree": ("Scale-free", "Scale-free comparison with the paper"),
     "paper": ("Paper comparison", "Comparison with the paper's Table 2 (absolute values)"),
     "differs": ("Differs", "What differs from the paper by necessity"),
@@ -210,6 +222,8 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
         _h2("table2"),
         H.table2_html(p.cells, p.std, v),
         H.variants_html(v),
+        _h2("rules"),
+        RC.glance_html(*p.rules, v),
         _h2("scalefree"),
         H.scalefree_html(p.scalefree, v),
         _h2("paper"),

@@ -77,6 +77,7 @@ RUN_COLUMNS = [
     "variant",
     "variant_label",
     "variant_name",
+    "rule",
     "git_commit",
     "versions",
     "error",
@@ -104,6 +105,7 @@ SPEC_FIELDS: dict[str, tuple[type, ...]] = {
     "overrides": (dict,),
     "experiment": (dict, str),
     "elastic": (dict,),
+    "rule": (dict,),
 }
 SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
     "status": (str,),
@@ -295,14 +297,33 @@ def max_scale(spec: dict) -> float:
 def planned_iterations(spec: dict) -> float:
     """The iterations a run was planned to take, as the paper prints for a diverged cell: the method
     table's plan (bench.algo.rules.planned_iterations: LSW's ⌈T1/S⌉ on its scale schedule, LSW+'s T_AS);
-    NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else."""
+    NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else.
+    A user's rule is read as its spec recorded it (bench.algo.rules.recorded): nothing is imported."""
     from bench.algo.rules import planned_iterations as plan
+    from bench.algo.rules import recorded
 
     try:
-        planned = plan(spec["method"], scale_schedule(spec), float(spec["T1"]), spec.get("T_AS"), spec.get("T"))
-    except Exception:  # an incomplete spec or an unknown method: no plan to show
+        row = recorded(str(spec["method"]), spec.get("rule"))
+        planned = plan(row, scale_schedule(spec), float(spec["T1"]), spec.get("T_AS"), spec.get("T"))
+    except Exception:  # an incomplete spec: no plan to show
         return math.nan
     return _num(planned)
+
+
+def rule_rows(df: pd.DataFrame) -> dict[str, Any]:
+    """method name -> its row of the method table (bench.algo.rules.Method) as the runs' specs describe it: a
+    built-in row by name, a user's rule from the facts its spec recorded (`rule`), never imported."""
+    from bench.algo.rules import recorded
+
+    if df.empty or "method" not in df:
+        return {}
+    facts: dict[str, Any] = {}
+    raws = df["rule"] if "rule" in df else pd.Series(None, index=df.index)
+    for name, raw in zip(df["method"].astype(str), raws, strict=True):
+        if facts.get(name) is None and isinstance(raw, str):
+            facts[name] = json.loads(raw)  # written by _row with json.dumps
+        facts.setdefault(name, None)
+    return {name: recorded(name, f) for name, f in facts.items()}
 
 
 def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
@@ -333,6 +354,7 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
         "variant_label": label_of(exp),
+        "rule": json.dumps(spec["rule"], sort_keys=True, default=str) if isinstance(spec.get("rule"), dict) else None,
         "has_metrics": (run_dir / METRICS).exists(),
         "has_checkpoint": (run_dir / CHECKPOINT).exists(),
         "run_dir": str(run_dir),

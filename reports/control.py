@@ -2,8 +2,9 @@
 speed-ups against S beside the paper's, AdaScale's speed-up against S·b / B_simple, and time to target.
 
 - Speed-up = T1 / iterations (a fixed-S run; mean over its completed seeds), per table (task, preset,
-  variant), method and S, beside the ideal S and the paper's own speed-up of the same task and method
-  (its S = 1 iterations over its iterations at S, paper/table2.csv).
+  variant), Table 2 rule (every rule with runs: a rule whose pace is the scale, LSW, √S, LEGW, has S by
+  construction) and S, beside the ideal S and the paper's own speed-up of the same task and method (its
+  S = 1 iterations over its iterations at S, paper/table2.csv).
 - B_simple = b·σ²/μ² (McCandlish et al. 2018), each AdaScale run's training average: b·Σσ̂²_t / Σμ̂²_t over
   its iterations, with σ̂², μ̂² the unbiased per-iteration estimates of bench.algo.gain.moments (the
   estimator's own formulas) from the sum_sq, mean_sq and scale of its metrics.jsonl.
@@ -21,16 +22,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.algo.rules import title
-
 from . import noise
-from .collect import Results
+from .collect import Results, rule_rows
 from .findings import MARGIN_LOSS, MARGIN_POINTS, margin
 from .paper import load_paper
-from .table2 import table_runs
+from .table2 import place, table_runs
 
-SPEEDUP_METHODS = ("adascale", "lsw+")  # LSW's speed-up is S by construction
 NOT_REACHED = "not reached"
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 TTT_COLUMNS = ["task", "variant", "scale", "method", "seed", "target", "reached", "iterations", "examples", "seconds"]
 SPEEDUP_COLUMNS = ["task", "variant", "method", "scale", "speedup", "n", "ideal", "paper", "S_b_over_B"]
 
@@ -67,12 +66,12 @@ def _paper_speedups() -> dict[tuple[str, str, float], float]:
 
 
 def speedups(res: Results, noise: pd.DataFrame | None = None) -> pd.DataFrame:
-    """SPEEDUP_COLUMNS per table, method (AdaScale, LSW+) and fixed S; S_b_over_B from AdaScale's runs."""
+    """SPEEDUP_COLUMNS per table, Table 2 rule and fixed S; S_b_over_B from AdaScale's runs."""
     t = table_runs(res.runs)
     if t.empty:
         return pd.DataFrame(columns=SPEEDUP_COLUMNS)
     t = _fixed(t)
-    t = t[t["method"].isin(SPEEDUP_METHODS) & (t["status"] == "completed")]
+    t = t[t["status"] == "completed"]
     noise = noise_scales(res) if noise is None else noise
     paper = _paper_speedups()
     rows = []
@@ -172,11 +171,13 @@ def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None) -> Non
 # ----------------------------------------------------------------------------------------- figures
 
 SPEEDUP_CAPTION = (
-    "Left: speed-up T1/iterations against S (mean over seeds) for AdaScale and LSW+ (which runs AdaScale's "
-    "iterations), the ideal line (speed-up = S, LSW by construction) and the paper's own speed-ups "
-    "(paper/table2.csv: its S = 1 iterations over its iterations at S), dashed: AdaScale and LSW+ of the "
-    "same task in colour, AdaScale of the other paper tasks in grey. LSW+ runs AdaScale's iterations, so the "
-    "two coincide: LSW+ is drawn wide and pale under AdaScale. Right: "
+    "Left: speed-up T1/iterations against S (mean over seeds) for every Table 2 rule with runs (LSW+ runs "
+    "AdaScale's iterations; a rule whose τ advances by S, LSW, √S, LEGW, lies on the ideal line by "
+    "construction; where rules coincide, the later ones in the method table are drawn wide and pale beneath, "
+    "so LSW+ is drawn wide and pale under AdaScale), the ideal line (speed-up = S) "
+    "and the paper's own speed-ups (paper/table2.csv: its S = 1 "
+    "iterations over its iterations at S), dashed: the same task's rules in their colour, AdaScale of the "
+    "other paper tasks in grey. Right: "
     "AdaScale's scaling efficiency (speed-up ÷ S) against S·b / B_simple (each run's training-average noise "
     "scale), beside McCandlish et al.'s 1/(1 + S·b/B): past the noise scale a larger batch buys fewer steps."
 )
@@ -192,19 +193,22 @@ def speedup_figures(res: Results, outdir: Path) -> list:
     figs: list = []
     if sp.empty:
         return figs
+    rows = rule_rows(res.runs)
     paper = load_paper()
     paper = paper[pd.to_numeric(paper["scale"], errors="coerce").notna()]
-    colors = {"adascale": "tab:blue", "lsw+": "tab:orange"}
+    order = sorted(set(sp["method"]) | {"adascale"}, key=place)
+    colors = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(order)}
     for (task, variant), g in sp.groupby(["task", "variant"]):
+        mine = sorted(set(g["method"]), key=place)
         with plt.rc_context(STYLE):
             fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.4), constrained_layout=True)
             other = True
-            for (ptask, method), p in paper[paper["method"].isin(SPEEDUP_METHODS)].groupby(["task", "method"]):
+            for (ptask, method), p in paper.groupby(["task", "method"]):
                 base = p.loc[p["scale"] == "1", "iterations"]
-                same = ptask == task
-                if not len(base) or not (same or method == "adascale"):
+                same = ptask == task and method in mine
+                if not len(base) or not (same or (ptask != task and method == "adascale")):
                     continue
-                label = f"paper {title(method)}, {ptask}" if same else None
+                label = f"paper {rows[method].title if method in rows else method}, {ptask}" if same else None
                 if not same and other:
                     label, other = "paper AdaScale, the other tasks", False
                 wide = same and method == "lsw+"  # LSW+ runs AdaScale's iterations: drawn wide, AdaScale on top
@@ -220,16 +224,23 @@ def speedup_figures(res: Results, outdir: Path) -> list:
                     zorder=1 if wide else 2,
                 )
             scales = sorted(g["scale"].unique())
-            ax.plot(scales, scales, color="black", lw=1, label="ideal (= S; LSW)")
-            # LSW+ runs as many iterations as its AdaScale run, so its speed-up is AdaScale's: LSW+ is drawn
-            # first, wide and pale, AdaScale over it, so that both show where they coincide
-            for method, style in (
-                ("lsw+", {"marker": "s", "ms": 11, "lw": 6, "alpha": 0.45, "zorder": 3}),
-                ("adascale", {"marker": "o", "ms": 6, "lw": 2, "zorder": 4}),
-            ):
+            ax.plot(scales, scales, color="black", lw=1, label="ideal (= S)")
+            drawn = mine[::-1]  # rules that coincide (LSW+ on AdaScale, √S on LSW) stay visible: the later ones
+            for j, method in enumerate(drawn):  # in the table wide and pale beneath, AdaScale narrow on top
                 m = g[g["method"] == method].sort_values("scale")
-                label = {"adascale": "AdaScale", "lsw+": "LSW+ (as many iterations as AdaScale)"}[method]
-                ax.plot(m["scale"], m["speedup"], color=colors[method], label=label, **style)
+                top = j == len(drawn) - 1
+                width = 1.5 + 4.5 * (len(drawn) - 1 - j) / max(1, len(drawn) - 1)
+                ax.plot(
+                    m["scale"],
+                    m["speedup"],
+                    marker=MARKERS[mine.index(method) % len(MARKERS)],
+                    ms=3 + 2 * width,
+                    lw=width,
+                    alpha=1.0 if top else 0.45,
+                    zorder=3 + j,
+                    color=colors[method],
+                    label=rows[method].title,
+                )
             ax.set(xscale="log", yscale="log", xlabel="scale S", ylabel="speed-up T1 / iterations")
             name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}"
             ax.set_title(f"{name}: speed-up")
@@ -302,6 +313,6 @@ KINDS = {
     "speedup": (
         speedup_figures,
         "speed-up against S and against the noise scale",
-        "no AdaScale or LSW+ runs at a fixed S with a summary",
+        "no completed Table 2 runs at a fixed S",
     ),
 }

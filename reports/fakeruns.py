@@ -8,9 +8,9 @@ A run folder holds what a finished run writes: spec.json, summary.json and metri
 records in the engine's own format (json.dumps of the same keys: iteration, tau, scale, gain, lr, loss,
 sum_sq, mean_sq, progress, warmup, var, sqr) with an evaluation record every `eval_every` iterations.
 The paper shape is ~1 200 runs and ~27.6 M records: one transformer S = 1 run of 1.55 M records and the
-rest spread as 1/S over S = 1 … 128 (cifar10, imagenet, speech, transformer, yolo; adascale, lsw, lsw+;
-seeds). Values are random walks (a seed per run), so no two files are alike. Nothing here asserts a
-timing; the numbers are printed.
+rest spread as 1/S over S = 1 … 128 (cifar10, imagenet, speech, transformer, yolo; the paper's methods,
+bench.algo.rules.paper_methods; seeds). Values are random walks (a seed per run), so no two files are alike.
+Nothing here asserts a timing; the numbers are printed.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.algo.rules import paper_methods
 from bench.files import METRICS, SPEC, SUMMARY, write_json
 
 TASKS = ("cifar10", "imagenet", "speech", "transformer", "yolo")
-METHODS = ("adascale", "lsw", "lsw+")
+METHODS = paper_methods()
 SCALES = (1, 2, 4, 8, 16, 32, 64, 128)
 PAPER_RUNS, PAPER_RECORDS, PAPER_LARGEST = 1200, 27_600_000, 1_550_000
 

@@ -1,5 +1,5 @@
 """The paper's findings as checks that can fail, per Table 2 table (task, preset, variant). Statuses
-(docs/design.md §8): `holds` (a test that could have failed did not), `does not hold` (testable, and the
+(docs/design.md §5): `holds` (a test that could have failed did not), `does not hold` (testable, and the
 data contradicts the claim), `not testable here` (the regime the claim is about was not reached),
 `inconclusive` (fewer than 3 seeds a side, the interval straddles the margin, or the runs disagree),
 `not run`. Nothing here is tuned to any run's outcome.

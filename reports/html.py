@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.algo.rules import label, table2_methods
+from bench.algo.rules import label
 
 from .figures import Figure
 from .noise import fmt as noise_fmt
 from .scalefree import _delta
-from .table2 import LEGEND, MISSING, NA, decimals, fmt_iterations, fmt_value, views
+from .table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
 from .variants import display
 
 CSS = """
@@ -86,7 +86,7 @@ def variants_html(variants: dict[str, str]) -> str:
 
 def table2_html(c: pd.DataFrame, std: bool = False, variants: dict[str, str] | None = None) -> str:
     if c.empty:
-        return f'<p class="note">No Table 2 runs ({" / ".join(table2_methods())}) with a summary in this folder.</p>'
+        return f'<p class="note">{E(NO_RUNS)}</p>'
     out = []
     for v in views(c, std):
         direction = "higher" if v.higher_is_better else "lower"
@@ -95,10 +95,10 @@ def table2_html(c: pd.DataFrame, std: bool = False, variants: dict[str, str] | N
         out.append("<table>")
         out.append(
             '<tr><th rowspan="2">S</th><th rowspan="2">total batch</th>'
-            + "".join(f'<th colspan="{len(table2_methods())}">{E(g)}</th>' for g in v.groups)
+            + "".join(f'<th colspan="{len(v.methods)}">{E(g)}</th>' for g in v.groups)
             + "</tr>"
         )
-        out.append("<tr>" + "".join(f"<th>{label(m)}</th>" for _ in v.groups for m in table2_methods()) + "</tr>")
+        out.append("<tr>" + "".join(f"<th>{E(lab)}</th>" for _ in v.groups for _, lab in v.methods) + "</tr>")
         first_elastic = True
         for scale, total, cells in v.rows:
             cls = ""

@@ -11,10 +11,7 @@ import re
 
 import pandas as pd
 
-from bench.algo.rules import label as method_label
-from bench.algo.rules import table2_methods
-
-from .table2 import MISSING, Cell, views
+from .table2 import MISSING, NO_RUNS, Cell, views
 
 PREAMBLE = "% Needs: \\usepackage{booktabs} and \\usepackage[table]{xcolor} (xcolor + colortbl for \\cellcolor)\n"
 _SPECIAL = {
@@ -28,6 +25,8 @@ _SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
     "↑": r"$\uparrow$",
     "↓": r"$\downarrow$",
     "±": r"$\pm$",
@@ -35,6 +34,7 @@ _SPECIAL = {
     "†": r"$^\dagger$",
     "≥": r"$\geq$",
     "·": r"$\cdot$",
+    "√": r"$\surd$",
     "σ": r"$\sigma$",
     "μ": r"$\mu$",
     "²": r"$^2$",
@@ -57,12 +57,11 @@ def latex(c: pd.DataFrame, std: bool = False) -> str:
     """The whole fragment (an empty-table comment when there are no Table 2 runs)."""
     out = [PREAMBLE]
     if c.empty:
-        return "".join(out) + f"% No Table 2 runs ({' / '.join(table2_methods())}) with a summary in this folder.\n"
+        return "".join(out) + f"% {NO_RUNS}\n"
     for v in views(c, std):
         label = re.sub(r"[^A-Za-z0-9]+", "-", v.name).strip("-")
         groups = [escape(g) for g in v.groups]
-        methods = table2_methods()
-        n = len(methods)
+        n = len(v.methods)
         lines = [
             "\\begin{table}[htbp]",
             "\\centering",
@@ -72,7 +71,7 @@ def latex(c: pd.DataFrame, std: bool = False) -> str:
             "\\toprule",
             " & & " + " & ".join(f"\\multicolumn{{{n}}}{{c}}{{{g}}}" for g in groups) + " \\\\",
             " ".join(f"\\cmidrule(lr){{{3 + i * n}-{2 + (i + 1) * n}}}" for i in range(len(groups))),
-            "$S$ & total batch & " + " & ".join(method_label(m) for _ in groups for m in methods) + " \\\\",
+            "$S$ & total batch & " + " & ".join(escape(lab) for _ in groups for _, lab in v.methods) + " \\\\",
             "\\midrule",
         ]
         elastic_started = False

@@ -2,22 +2,23 @@
 
 One table per task (and per preset and variant: runs made with different `--set` overrides are never
 averaged together). Rows = scales in numeric order, then elastic-up, elastic-down; columns = total batch
-(S·b; empty for elastic rows), then validation metric, training loss and total iterations, each for
-AS / LSW / LSW+.
+(S·b; empty for elastic rows), then validation metric, training loss and total iterations, each for every
+Table 2 rule with runs in that table (the method table's `table2` rows, in its order, then users' rules by
+name, as their specs recorded them).
 
 A cell is the mean over the seeds of the completed runs. It is
 - N/A (metric and loss) when any seed diverged; the iterations are the planned count, as the paper
-  prints them (LSW: ⌈T1/S⌉ on its scale schedule; LSW+: T_AS; AdaScale: – since its count is only known
-  once it has run), with the iteration each seed diverged at in a footnote — so that a comparison never
-  diffs a divergence point against a plan;
+  prints them (a rule whose pace is the scale: ⌈T1/S⌉ on its scale schedule; LSW+: T_AS; AdaScale: – since
+  its count is only known once it has run), with the iteration each seed diverged at in a footnote — so that
+  a comparison never diffs a divergence point against a plan;
 - – when there is no completed run (not run, still running, or failed);
 - grey when significantly worse than S = 1 of the same method: see `significance.worse_than`.
 
-At S = 1 the three methods are one computation, run once as adascale (bench.experiments.matrix): that run
-fills all three columns of the S = 1 row.
+At S = 1 every rule that is identity scaling there is one computation, run once as adascale
+(bench.experiments.matrix): that run fills the S = 1 cell of each such rule in its table (share_s1).
 
-Which runs: methods adascale, lsw, lsw+ from the `table2` and `elastic` experiments and ad-hoc runs
-(no experiment); heat-map and sweep runs have their own figures.
+Which runs: the Table 2 rules' runs from the `table2` and `elastic` experiments and ad-hoc runs (no
+experiment); heat-map and sweep runs have their own figures.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.rules import SHARED_AT_S1, label, method_order, table2_methods
+from bench.algo.rules import SHARED_AT_S1, method_order, shares_s1
 
-from .collect import LOSS_RANGE, metric_range, scale_order, task_info
+from .collect import LOSS_RANGE, metric_range, rule_rows, scale_order, task_info
 from .noise import fmt as noise_fmt
 from .significance import ALPHA, worse_than
 
 TABLE_KINDS = ("table2", "elastic")
+NO_RUNS = "No Table 2 runs (of a rule that is a Table 2 column) with a summary in this folder."
 NA, MISSING = "N/A", "–"
 QUANTITIES = ("val_metric", "train_loss", "iterations")
 GREY_MARK = "†"
@@ -56,6 +58,7 @@ CELL_COLUMNS = [
     "scale",
     "total_batch",
     "method",
+    "label",
     "n_seeds",
     "n_runs",
     "n_diverged",
@@ -91,7 +94,8 @@ def table_runs(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df
     kind = df["experiment_kind"] if "experiment_kind" in df else pd.Series(None, index=df.index)
-    keep = df["method"].isin(table2_methods()) & (kind.isna() | kind.isin(TABLE_KINDS))
+    rows = rule_rows(df)
+    keep = df["method"].map(lambda m: rows[str(m)].table2).astype(bool) & (kind.isna() | kind.isin(TABLE_KINDS))
     out = df[keep].copy()
     for col in ("preset", "variant"):
         out[col] = out[col].fillna("") if col in out else ""
@@ -123,20 +127,30 @@ def interval(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
 
 
 def share_s1(df: pd.DataFrame) -> pd.DataFrame:
-    """At S = 1 AdaScale, LSW and LSW+ are one computation (r ≡ 1, no warm-up, T_AS = T1), which a matrix
-    runs once as adascale: that run also fills the LSW and LSW+ cells of the S = 1 row where those have no
-    run of their own (runs from before the matrix did this keep theirs)."""
+    """At S = 1 every rule that is identity scaling there (AdaScale's r ≡ 1, LSW's warm-up from 1/S = 1,
+    T_AS = T1, √S = 1: the method table's `identity_at_s1`) is one computation, which a matrix runs once as
+    adascale: that run also fills the S = 1 cell of each such rule in the tables where the rule has runs and no
+    S = 1 run of its own (runs from before the matrix did this keep theirs). A rule that is not identity at
+    S = 1 (LEGW warms up there) is never given it."""
     key = ["task", "preset", "variant"]
     s1 = df[(df["scale"].astype(str) == "1") & (df["method"] == SHARED_AT_S1)]
     if s1.empty:
         return df.assign(shared_s1=False)
     copies = []
-    for method in (m for m in table2_methods() if m != SHARED_AT_S1):
-        own = df[(df["scale"].astype(str) == "1") & (df["method"] == method)]
-        have = set(map(tuple, own[key].to_numpy().tolist()))
-        take = s1[[tuple(k) not in have for k in s1[key].to_numpy().tolist()]]
+    for method, row in rule_rows(df).items():
+        if method == SHARED_AT_S1 or not shares_s1(row):
+            continue
+        mine = df[df["method"] == method]
+        present = set(map(tuple, mine[key].to_numpy().tolist()))
+        have = set(map(tuple, mine.loc[mine["scale"].astype(str) == "1", key].to_numpy().tolist()))
+        take = s1[[tuple(k) in present - have for k in s1[key].to_numpy().tolist()]]
         copies.append(take.assign(method=method, shared_s1=True))
     return pd.concat([df.assign(shared_s1=False), *copies], ignore_index=True)
+
+
+def place(method: str) -> tuple[int, str]:
+    """A method's place in tables: the method table's order, users' rules after it by name."""
+    return method_order(method), method
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
@@ -144,6 +158,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     df = table_runs(df)
     if df.empty:
         return pd.DataFrame(columns=CELL_COLUMNS)
+    rules = rule_rows(df)
     presets_per_task = df.groupby("task")["preset"].nunique()
     rows = []
     for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):
@@ -167,6 +182,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 "scale": scale,
                 "total_batch": total,
                 "method": method,
+                "label": rules[method].label,
                 "n_seeds": len(done),
                 "n_runs": len(g),
                 "n_diverged": n_div,
@@ -202,7 +218,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
             rows.append(row)
     out = pd.DataFrame(rows, columns=CELL_COLUMNS)
     out["_order"] = out["scale"].map(scale_order)
-    out["_m"] = out["method"].map(method_order)
+    out["_m"] = out["method"].map(place)
     return out.sort_values(["table", "_order", "_m"], kind="stable").drop(columns=["_order", "_m"])
 
 
@@ -231,7 +247,8 @@ class TableView:
     preset: str
     metric_label: str
     higher_is_better: bool
-    rows: list[tuple[str, str, list[Cell]]] = field(default_factory=list)  # scale, total batch, 9 cells
+    methods: list[tuple[str, str]] = field(default_factory=list)  # its columns: (method, label), in order
+    rows: list[tuple[str, str, list[Cell]]] = field(default_factory=list)  # scale, total batch, 3 × methods cells
     notes: list[str] = field(default_factory=list)  # footnote n is notes[n - 1]
     noise: str = ""  # the AdaScale runs' training-average B_simple per S, one line
 
@@ -314,12 +331,13 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
     for name, t in c.groupby("table", sort=False):
         first = t.iloc[0]
         view = TableView(name, first["task"], first["preset"], first["metric_label"], bool(first["higher_is_better"]))
+        view.methods = sorted(dict.fromkeys(zip(t["method"], t["label"], strict=True)), key=lambda m: place(m[0]))
         for scale in sorted(t["scale"].unique(), key=scale_order):
             rows = t[t["scale"] == scale].set_index("method")
             total = next((str(v) for v in rows["total_batch"] if str(v) not in ("", "nan")), "")
             line = []
             for q in QUANTITIES:
-                for m in table2_methods():
+                for m, label in view.methods:
                     if m not in rows.index or (rows.loc[m, "n_seeds"] == 0 and not rows.loc[m, "diverged"]):
                         line.append(Cell(MISSING, kind="missing"))
                     elif rows.loc[m, "diverged"] and q != "iterations":
@@ -327,7 +345,7 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
                     elif rows.loc[m, "diverged"]:
                         r = rows.loc[m]
                         plan = "planned" if math.isfinite(r["iterations"]) else "no planned count (AdaScale)"
-                        view.notes.append(f"S={scale} {label(m)}: diverged ({r['diverged_at']}); {plan}")
+                        view.notes.append(f"S={scale} {label}: diverged ({r['diverged_at']}); {plan}")
                         text = fmt_iterations(r["iterations"])
                         kind = "missing" if text == MISSING else "value"
                         line.append(Cell(text, kind=kind, note=str(len(view.notes)), n=int(r["n_runs"])))
@@ -348,10 +366,11 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
 def markdown(c: pd.DataFrame, std: bool = False) -> str:
     """Table 2 in Markdown, one table per task; grey cells carry a trailing †."""
     if c.empty:
-        return f"_No Table 2 runs ({' / '.join(table2_methods())}) with a summary in this folder._\n"
+        return f"_{NO_RUNS}_\n"
     parts = []
     for v in views(c, std):
-        header = ["S", "total batch"] + [f"{g} {label(m)}" for g in v.short_groups for m in table2_methods()]
+        labels = [label.replace("|", "\\|").replace("\n", " ") for _, label in v.methods]  # a label from disk: one cell
+        header = ["S", "total batch"] + [f"{g} {label}" for g in v.short_groups for label in labels]
         lines = [f"### {v.name}", "", "| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * (len(header) - 2)]
         for scale, total, line in v.rows:
             texts = [

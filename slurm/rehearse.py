@@ -1,5 +1,5 @@
 """`adascale-bench submit MATRIX --rehearse [--iterations K]`: every distinct configuration of a matrix run
-for a few iterations on the real executor, before the matrix is paid for (docs/design.md §8).
+for a few iterations on the real executor, before the matrix is paid for (docs/design.md §4, `submit --rehearse`).
 
 A configuration is (task, preset, S, W × A, method, micro-batch): seeds, and the heat map's learning rates,
 change nothing that can break or that costs, so each configuration runs once; an elastic run is rehearsed
@@ -38,6 +38,7 @@ from typing import Any
 
 import submitit
 
+from bench.algo.rules import method
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.plan import _unit
@@ -85,7 +86,7 @@ def configurations(m: matrices.Matrix, res: Resources) -> list[dict[str, Any]]:
         for s in run_scales(base):
             spec = {**base, "scale": s}
             spec.setdefault("T_AS", None)
-            if spec["method"] in ("lsw+", "scaled"):  # their length comes from other runs: any will do here
+            if method(spec["method"]).needs:  # its length comes from other runs (the method table): any will do here
                 spec["T_AS"] = spec.get("T_AS") or float(spec["T1"])
                 spec["T"] = spec.get("T") or float(spec["T1"])
             spec["ranks"] = ranks_to_start(spec, Path("/nonexistent"), res)

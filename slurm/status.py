@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import SHARED_AT_S1, method_order, table2_methods
+from bench.algo.rules import method_order, shared_note
 from bench.errors import UserError
 from bench.experiments.matrix import is_shared
 from bench.files import (
@@ -293,26 +293,22 @@ def _jobs(ids: list[str]) -> str:
     return ",".join(unique[:4]) + (f",… ({len(unique)})" if len(unique) > 4 else "") if unique else "-"
 
 
-def _shared() -> str:
-    """ "(shared: = lsw = lsw+ at S = 1)": the Table 2 methods the S = 1 run stands for (the method table)."""
-    return "(shared: = " + " = ".join(m for m in table2_methods() if m != SHARED_AT_S1) + " at S = 1)"
-
-
 def table(runs: list[RunState]) -> str:
     """One row per cell (task, method, scale, variant) with its seeds, state and job ids; then the failed
     runs, each with the last line of its log. The S = 1 adascale run is shown once, as shared: at S = 1 the
-    three Table 2 methods are one computation (bench.experiments.matrix)."""
+    Table 2 rules that are identity scaling there are one computation (bench.experiments.matrix)."""
     cells: dict[tuple, list[RunState]] = {}
     for r in runs:
         task, method, scale, _, variant = r.parts
         cells.setdefault((task, method, scale, variant, r.preset or "-"), []).append(r)
     order = sorted(cells, key=lambda k: (k[0], method_order(k[1]), k[1], _scale_key(k[2]), k[3]))
+    shared = f"({shared_note(k[1] for k in cells)})"  # the rules of this folder that its S = 1 run stands for
     rows = [("task", "method", "scale", "variant", "seeds", "state", "jobs", "preset")]
     for key in order:
         members = sorted(cells[key], key=lambda r: r.parts[3])
         seeds = ",".join(str(r.parts[3]) for r in members)
         state = _cell_state([r.state for r in members])
-        method = f"{key[1]} {_shared()}" if is_shared(key[1], key[2], None) else key[1]
+        method = f"{key[1]} {shared}" if is_shared(key[1], key[2], None) else key[1]
         rows.append(
             (key[0], method, key[2], key[3] or "-", seeds, state, _jobs([r.job_id or "" for r in members]), key[4])
         )

@@ -158,7 +158,9 @@ class UnbiasedGain:
 
 class RatioGain(UnbiasedGain):
     """The paper's §3.4 recommendation: r = (m1 + ε) / (m2 + ε), with m1 the moving average of
-    sum_sq/S (≈ σ² + μ²) and m2 that of mean_sq (≈ σ²/S + μ²)."""
+    sum_sq/S (≈ σ² + μ²) and m2 that of mean_sq (≈ σ²/S + μ²), kept in [1, S]: the ratio of the true
+    moments lies there (σ²/S + μ² ≤ σ² + μ² ≤ S·(σ²/S + μ²)), but averages of samples need not (sum_sq/S = 2,
+    mean_sq = 10⁻³ at S = 2 reads 999), and a gain past S would step past linear scaling."""
 
     name = "ratio"
     averages = ("m1", "m2")
@@ -176,7 +178,7 @@ class RatioGain(UnbiasedGain):
         if scale == 1:
             return 1.0
         m1, m2 = self.ema.values()
-        return (m1 + RATIO_EPS) / (m2 + RATIO_EPS)
+        return min(max((m1 + RATIO_EPS) / (m2 + RATIO_EPS), 1.0), float(scale))
 
     def noise_scale(self, batch_size: float) -> float:
         # m1 = σ² + μ², m2 = σ²/S + μ² do not separate without S; report none.

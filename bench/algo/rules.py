@@ -1,20 +1,40 @@
-"""The learning-rate scaling rules of docs/design.md §1 as per-iteration factors of one loop.
+"""The learning-rate scaling rules of docs/design.md §1 as per-iteration factors of one loop, and the method
+table: the one home of a method.
 
 Every method is the same loop:  η_t = m_t · w_t · lr(⌊τ_t⌋),  τ_{t+1} = τ_t + p_t,  stop when τ_t ≥ T1.
-A rule only says what m_t (lr multiplier), p_t (progress on τ) and w_t (warm-up factor) are.
+A rule only says what m_t (lr multiplier), p_t (progress on τ) and w_t (warm-up factor) are: an object with
+a `name` and `factors(t, S, gain) -> (m, p, w)` (the `Rule` protocol). A method is one `Method` row of
+`METHODS`: its rule's builder and everything the suite needs to know about it before (or without) running
+it. A user's rule is a row in the user's own module, named `package.module:NAME` (`load_rule`); a run
+folder records its name and source digest, and nothing that reads run folders ever imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+import hashlib
+import importlib
+import inspect
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from bench.algo.schedules import ScaleSchedule
 from bench.errors import UserError
 
-WARMUP_FRACTION = 0.055  # Goyal et al. 2017's warm-up, as a fraction of the run's iterations
+WARMUP_FRACTION = 0.055  # Goyal et al. 2017's warm-up, as a fraction of the run's iterations (5 of 90 epochs)
 TAU_RTOL = 1e-9  # τ is a float sum; "τ ≥ T1" tolerates this relative rounding error
+# LEGW's base warm-up (its warm-up at S = 1) as a fraction of T1: the value at which its warm-up at S = 32 spans
+# Goyal et al.'s 5.5 % of the run, at the batch (32 × 256 = 8 192) where that warm-up was calibrated.
+LEGW_BASE_WARMUP = WARMUP_FRACTION / 32
+
+Pace = Literal["scale", "gain", "one"]
+Needs = Literal["T_AS", "T"]
+PACES: tuple[str, ...] = ("scale", "gain", "one")
+NEEDS: tuple[str, ...] = ("T_AS", "T")
 
 
 def finished(tau: float, T1: float) -> bool:
@@ -26,14 +46,75 @@ def extra_warmup(iteration: int, n: int | None) -> float:
     return min(1.0, (iteration + 1) / n) if n else 1.0
 
 
+# -- τ under a known progress, in closed form ----------------------------------------------------------------
+def _segments(scales: ScaleSchedule) -> list[tuple[float, int]]:
+    """(τ where it starts, S) of each constant-S stretch of τ ≥ 0, in τ order: S(τ) is constant between two
+    consecutive step starts, so one call of the schedule per stretch gives exactly what it gives anywhere in it."""
+    cuts = sorted({0.0, *(start for start, _ in scales.steps if start > 0)})
+    return [(start, scales(start)) for start in cuts]
+
+
+def _steps_to(tau: float, p: float, end: float) -> int:
+    """The fewest n ≥ 0 with τ + n·p ≥ end (p > 0): ⌈(end − τ)/p⌉, corrected against the float expression
+    itself, so that it is exact wherever τ + n·p is (integers below 2⁵³: every τ of a pace of S_t or 1)."""
+    if tau >= end:
+        return 0
+    n = max(1, math.ceil((end - tau) / p))
+    while n > 1 and tau + (n - 1) * p >= end:
+        n -= 1
+    while tau + n * p < end:
+        n += 1
+    return n
+
+
+def advance(
+    scales: ScaleSchedule, T1: float, progress: float | None = None, limit: int | None = None
+) -> tuple[int, float, int]:
+    """(iterations, τ, Σ S_t) of the loop whose τ advances by S_t per iteration (`progress` None) or by the
+    constant `progress`, until τ reaches T1 (within TAU_RTOL) or `limit` iterations: the count and τ a walk of
+    the loop gives, computed per constant-S stretch of the schedule instead of per iteration, so its work grows
+    with the schedule's steps, not with T1. Exactly the walk's where τ stays on integers (p_t = S_t, or 1);
+    for a fractional constant progress, the real-number count, which the walk's float sum matches unless n·p
+    lands within that sum's rounding (≈ n·2⁻⁵³ relative) of the stop."""
+    stop = T1 * (1.0 - TAU_RTOL)
+    tau, t, total = 0.0, 0, 0
+    segments = _segments(scales)
+    for k, (_, s) in enumerate(segments):
+        end = segments[k + 1][0] if k + 1 < len(segments) else math.inf
+        if tau >= end:  # a step of the stretch before went past this one
+            continue
+        if tau >= stop or (limit is not None and t >= limit):
+            break
+        p = float(s) if progress is None else float(progress)
+        target = min(end, stop)
+        if limit is not None:
+            n = limit - t if math.isinf(target) else min(_steps_to(tau, p, target), limit - t)
+        else:
+            n = _steps_to(tau, p, target)
+        tau, t, total = tau + n * p, t + n, total + n * s
+    return t, tau, total
+
+
 def iterations_for(scales: ScaleSchedule, T1: float, progress: float | None = None) -> int:
     """Iterations a rule with a known progress per iteration takes to reach T1: p_t = S_t when
     `progress` is None (LSW), else the constant `progress`."""
-    tau, t = 0.0, 0
-    while not finished(tau, T1):
-        tau += scales(tau) if progress is None else progress
-        t += 1
-    return t
+    return advance(scales, T1, progress)[0]
+
+
+def tau_after(scales: ScaleSchedule, t: int) -> float:
+    """τ after t iterations of p_t = S_t from τ = 0 (τ_t of a rule whose pace is the scale)."""
+    return advance(scales, math.inf, None, limit=t)[1]
+
+
+# -- the rules --------------------------------------------------------------------------------------------------
+@runtime_checkable
+class Rule(Protocol):
+    """What the engine asks of a rule, once per iteration t at scale S with the gain r_t (1 where statistics
+    are not tracked): the lr multiplier m_t, the progress p_t on τ and the warm-up factor w_t."""
+
+    name: str
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]: ...
 
 
 @dataclass(frozen=True)
@@ -81,6 +162,38 @@ class LinearScalingWarmup:
 
 
 @dataclass(frozen=True)
+class SquareRootScaling:
+    """Square-root scaling (Krizhevsky 2014; AdaptDL's `SqrtScale`): m = √S_t, no warm-up. AdaptDL sets only the
+    lr; here p = S_t, the fixed-epoch budget LSW keeps: ⌈T1/S⌉ iterations at a constant S, the S = 1 schedule
+    over the same data, so the rule differs from LSW only in its lr multiplier."""
+
+    name = "sqrt"
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
+        return math.sqrt(scale), float(scale), 1.0
+
+
+@dataclass(frozen=True)
+class LEGW:
+    """LEGW, linear-epoch gradual warm-up (You et al. 2019, "Large-Batch Training for LSTM and Beyond",
+    arXiv:1901.08256): when the batch grows by S the lr grows by √S and the warm-up's length in epochs by S.
+    Followed here as AdaptDL's `LEGWScale` states it: lr factor √S_t · min(1, τ_t / (S_t·τ_w)), a linear ramp
+    from 0 over S_t·τ_w of τ, i.e. S_t times the base warm-up's epochs of data (τ counts S = 1 iterations, so
+    τ_w is the base warm-up in epochs × N/b). p = S_t as `SquareRootScaling`, so at a constant S the ramp lasts
+    τ_w iterations. τ_w = `base_warmup`, in τ (default LEGW_BASE_WARMUP·T1). At S = 1 it is an ordinary warm-up
+    of τ_w iterations: not identity scaling there, so LEGW runs its own S = 1."""
+
+    scales: ScaleSchedule
+    base_warmup: float  # τ_w: the warm-up at S = 1, in iterations of S = 1 (= τ)
+    name: str = "legw"
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
+        span = scale * self.base_warmup
+        w = min(1.0, tau_after(self.scales, t) / span) if span > 0 else 1.0
+        return math.sqrt(scale), float(scale), w
+
+
+@dataclass(frozen=True)
 class ScaledSGD:
     """Plain SGD at scale S with its own schedule compressed into T iterations: m = 1, p = T1 / T."""
 
@@ -91,91 +204,161 @@ class ScaledSGD:
         return 1.0, self.progress, 1.0
 
 
-def _identity(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> Identity:
+# -- the method table ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RuleContext:
+    """What a rule's builder is given: the run's scale schedule, T1, and the counts other runs supply
+    (T_AS: its AdaScale twin's iterations; T: its heat map grid's), where its method `needs` them."""
+
+    scales: ScaleSchedule
+    T1: float
+    T_AS: float | None = None
+    T: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Method:
+    """One row of the method table, the one home of a method: how a run of it is made, how long it is planned
+    to take, what it needs and how it is shown. The CLI, the matrix, `plan`, `status`, the submitter and the
+    reports read it; a new method is a row here (or in the user's module) and its test."""
+
+    name: str  # the --method value, the run folder's method, the spec's `method`
+    label: str  # Table 2's column label
+    title: str  # in figures, panels and prose
+    build: Callable[[RuleContext], Rule]
+    # τ's progress per iteration, which bounds how many iterations a run takes before it runs: "scale" p_t = S_t
+    # (exactly iterations_for), "one" p_t = 1 (T1), "gain" anywhere in between (AdaScale's r_t ∈ [1, S_t], and
+    # the runs that take its count: LSW+'s T_AS, scaled SGD's T)
+    pace: Pace
+    table2: bool = True  # a column of Table 2 (and of the rule comparison)
+    # equals identity scaling at S = 1 (m = p = w = 1, T1 iterations): then a matrix runs its S = 1 cell once for
+    # every such rule, as the shared AdaScale run (SHARED_AT_S1); False is always safe (its own S = 1 run)
+    identity_at_s1: bool = False
+    uses_gain: bool = False  # reads AdaScale's gain: needs the gradient statistics (spec track_stats)
+    needs: Needs | None = None  # the spec key another run supplies: T_AS (its AdaScale twin) or T (its grid's)
+    paper: bool = False  # one of the paper's methods (its Table 2's columns; the findings are about them)
+
+
+def _identity(ctx: RuleContext) -> Identity:
     return Identity()
 
 
-def _adascale(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> AdaScale:
+def _adascale(ctx: RuleContext) -> AdaScale:
     return AdaScale()
 
 
-def _lsw(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> LinearScalingWarmup:
-    return LinearScalingWarmup(iterations_for(scales, T1))
+def _lsw(ctx: RuleContext) -> LinearScalingWarmup:
+    return LinearScalingWarmup(iterations_for(ctx.scales, ctx.T1))
 
 
-def _lsw_plus(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> LinearScalingWarmup:
-    if not T_AS or T_AS < 1:
+def _lsw_plus(ctx: RuleContext) -> LinearScalingWarmup:
+    if not ctx.T_AS or ctx.T_AS < 1:
         raise UserError("lsw+ needs T_AS, the iteration count of its AdaScale run")
-    n = int(round(T_AS))
-    return LinearScalingWarmup(n, progress=T1 / n, name="lsw+")
+    n = int(round(ctx.T_AS))
+    return LinearScalingWarmup(n, progress=ctx.T1 / n, name="lsw+")
 
 
-def _scaled(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> ScaledSGD:
-    if not T or T < 1:
+def _sqrt(ctx: RuleContext) -> SquareRootScaling:
+    return SquareRootScaling()
+
+
+def _legw(ctx: RuleContext) -> LEGW:
+    return LEGW(ctx.scales, LEGW_BASE_WARMUP * ctx.T1)
+
+
+def _scaled(ctx: RuleContext) -> ScaledSGD:
+    if not ctx.T or ctx.T < 1:
         raise UserError("scaled needs T, its number of iterations (--set T=...)")
-    return ScaledSGD(T1 / int(round(T)))
-
-
-@dataclass(frozen=True)
-class Method:
-    """One row of the method table, the one home of a method: how a run of it is made, how long it is
-    planned to take, what it waits for and how it is shown. The CLI, the matrix, `plan`, `status`, the
-    submitter's order and the reports read it; a new method is a row here (and its test)."""
-
-    name: str
-    label: str  # Table 2's column label
-    title: str  # in figures, panels and prose
-    table2: bool  # a column of Table 2; at S = 1 every such column is one shared AdaScale run (r ≡ 1, no warm-up)
-    needs: str | None  # the spec key another run supplies: T_AS (its AdaScale twin) or T (its grid's AdaScale runs)
-    build: Callable[[ScaleSchedule, float, float | None, float | None], Any]
-    # τ's progress per iteration, which bounds how many iterations a run takes before it runs:
-    # "scale" p_t = S_t (exactly iterations_for), "one" p_t = 1 (T1), "gain" anywhere in between (AdaScale's
-    # r_t ∈ [1, S_t], and the runs that take its count: LSW+'s T_AS, scaled SGD's T)
-    pace: Literal["scale", "gain", "one"]
+    return ScaledSGD(ctx.T1 / int(round(ctx.T)))
 
 
 # The one table of methods, in the order tables, figures and status list them.
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("adascale", "AS", "AdaScale", True, None, _adascale, "gain"),
-        Method("lsw", "LSW", "LSW", True, None, _lsw, "scale"),
-        Method("lsw+", "LSW+", "LSW+", True, "T_AS", _lsw_plus, "gain"),
-        Method("identity", "identity", "identity", False, None, _identity, "one"),
-        Method("scaled", "scaled SGD", "scaled SGD", False, "T", _scaled, "gain"),
+        Method(
+            name="adascale",
+            label="AS",
+            title="AdaScale",
+            build=_adascale,
+            pace="gain",
+            identity_at_s1=True,
+            uses_gain=True,
+            paper=True,
+        ),
+        Method(name="lsw", label="LSW", title="LSW", build=_lsw, pace="scale", identity_at_s1=True, paper=True),
+        Method(
+            name="lsw+",
+            label="LSW+",
+            title="LSW+",
+            build=_lsw_plus,
+            pace="gain",
+            identity_at_s1=True,
+            needs="T_AS",
+            paper=True,
+        ),
+        Method(name="sqrt", label="√S", title="square-root scaling", build=_sqrt, pace="scale", identity_at_s1=True),
+        Method(name="legw", label="LEGW", title="LEGW", build=_legw, pace="scale"),
+        Method(name="identity", label="identity", title="identity", build=_identity, pace="one", table2=False),
+        Method(
+            name="scaled", label="scaled SGD", title="scaled SGD", build=_scaled, pace="gain", table2=False, needs="T"
+        ),
     )
 }
-SHARED_AT_S1 = "adascale"  # the one run that stands for every Table 2 method at S = 1
+SHARED_AT_S1 = "adascale"  # the one run that stands, at S = 1, for every Table 2 rule that is identity there
+
+
+def shares_s1(row: Method) -> bool:
+    """Whether a matrix runs this method's S = 1 cell as the shared AdaScale run."""
+    return row.table2 and row.identity_at_s1
 
 
 def table2_methods() -> tuple[str, ...]:
-    """Table 2's methods (its columns), in the table's order; read when called, so a row added to METHODS
-    shows without anything else changing."""
+    """The built-in Table 2 rules, in the table's order; read when called, so a row added to METHODS shows
+    without anything else changing."""
     return tuple(name for name, m in METHODS.items() if m.table2)
 
 
+def paper_methods() -> tuple[str, ...]:
+    """The paper's methods, in the table's order."""
+    return tuple(name for name, m in METHODS.items() if m.paper)
+
+
 def method_order(name: str) -> int:
-    """A method's place in tables, figures and status (unknown names last)."""
+    """A method's place in tables, figures and status (a user's rule after the built-in ones)."""
     return list(METHODS).index(name) if name in METHODS else len(METHODS)
 
 
 def title(name: str) -> str:
-    """A method's name in figures and prose (an unknown name as it is)."""
+    """A method's name in figures and prose (a user's rule by its name)."""
     return METHODS[name].title if name in METHODS else name
 
 
 def label(name: str) -> str:
-    """A method's Table 2 column label (an unknown name as it is)."""
+    """A method's Table 2 column label (a user's rule by its name)."""
     return METHODS[name].label if name in METHODS else name
 
 
+def shared_note(methods: Iterable[str] | None = None) -> str:
+    """What the shared S = 1 run stands for, the one wording `matrix`, `plan` and `status` print: "shared: AS =
+    LSW = LSW+ at S = 1", over the rules of `methods` (default: the built-in table) that share it. Names that
+    are neither built in nor loaded are left out: this never imports anything."""
+    names = list(METHODS) if methods is None else list(dict.fromkeys(methods))
+    rows = [r for r in (METHODS.get(n) or _LOADED.get(n) for n in names) if r is not None and shares_s1(r)]
+    if SHARED_AT_S1 not in [r.name for r in rows]:
+        rows.insert(0, METHODS[SHARED_AT_S1])
+    rows.sort(key=lambda r: method_order(r.name))
+    return "shared: " + " = ".join(r.label for r in rows) + " at S = 1"
+
+
 def planned_iterations(
-    method: str, scales: ScaleSchedule, T1: float, T_AS: float | None = None, T: float | None = None
+    method: str | Method, scales: ScaleSchedule, T1: float, T_AS: float | None = None, T: float | None = None
 ) -> float | None:
     """The iterations a run is planned to take, known before it runs (the paper prints it for a diverged
     cell): the count its `needs` key carries (LSW+'s T_AS, scaled SGD's T), else its pace's (LSW's
-    iterations_for, identity's T1); None where only the run can tell (AdaScale's)."""
-    m = METHODS[method]
+    iterations_for, identity's T1); None where only the run can tell (AdaScale's). A name is looked up among
+    the built-in rows only; a user's rule is passed as its row (`recorded`)."""
+    m = method if isinstance(method, Method) else METHODS[method]
     if m.needs is not None:
         given = {"T_AS": T_AS, "T": T}[m.needs]
         return float(given) if given is not None else None
@@ -184,8 +367,158 @@ def planned_iterations(
     return float(iterations_for(scales, T1, None if m.pace == "scale" else 1.0))
 
 
-def make_rule(method: str, scales: ScaleSchedule, T1: float, T_AS: float | None = None, T: float | None = None) -> Any:
-    """The rule object for a method name; LSW+ needs T_AS and scaled SGD needs T (iterations)."""
-    if method not in METHODS:
-        raise UserError(f"unknown method {method!r}; expected one of: {', '.join(METHODS)}")
-    return METHODS[method].build(scales, T1, T_AS, T)
+# -- a user's rule: package.module:NAME --------------------------------------------------------------------------
+USER_RULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
+_LOADED: dict[str, Method] = {}  # user rules loaded by this process, by their `module:NAME`
+_DIGESTS: dict[str, str] = {}  # the sha256 of each loaded rule's module source
+
+
+def is_user_rule(name: str) -> bool:
+    """Whether a method name is a user's rule (`package.module:NAME`) rather than a row of METHODS."""
+    return ":" in name
+
+
+def _source_digest(module: Any, name: str) -> str:
+    path = inspect.getsourcefile(module)
+    if not path:
+        raise UserError(f"rule {name}: module {module.__name__} has no source file to record")
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def load_rule(name: str) -> Method:
+    """The row of a user's rule `package.module:NAME`: a `Method` (as the rows of METHODS are written) that
+    the module defines as NAME, imported as Python would import it from the current folder or PYTHONPATH. Its
+    `name` becomes the given string. Called only where the user names the rule (run, matrix, plan, submit and
+    the runs they start); never by report or status."""
+    if name in _LOADED:
+        return _LOADED[name]
+    if not USER_RULE.fullmatch(name):
+        raise UserError(f"method {name!r}: a user's rule is named package.module:NAME (Python identifiers)")
+    module_name, attr = name.split(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's module beside the command
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:
+        first = " ".join(str(e).split())[:200]
+        raise UserError(f"rule {name}: cannot import {module_name} ({type(e).__name__}: {first})") from None
+    row = getattr(module, attr, None)
+    if not isinstance(row, Method):
+        got = "nothing" if row is None else type(row).__name__
+        raise UserError(
+            f"rule {name}: {module_name}.{attr} is {got}; expected a bench.algo.rules.Method row "
+            "(its rule's builder, label, title, pace, ...)"
+        )
+    row = replace(row, name=name)
+    problem = check_row(row)
+    if problem:
+        raise UserError(f"rule {name}: {problem}")
+    digest = _source_digest(module, name)
+    _LOADED[name] = row
+    _DIGESTS[name] = digest
+    return row
+
+
+def check_row(row: Method, T1: float = 1000.0) -> str | None:
+    """What is wrong with a row, or None: an unknown pace or need, a builder that does not give a Rule, or
+    `identity_at_s1` claimed by a rule whose factors at S = 1 are not (1, 1, 1) over a run of T1 iterations
+    (built with T_AS = T = T1: the S = 1 counts). A check of the claim, not a proof: a rule could differ at a
+    gain other than 1, which S = 1 never produces."""
+    if row.pace not in PACES:
+        return f"pace {row.pace!r} is not one of {', '.join(PACES)}"
+    if row.needs is not None and row.needs not in NEEDS:
+        return f"needs {row.needs!r} is not one of {', '.join(NEEDS)}"
+    rule = row.build(RuleContext(ScaleSchedule.constant(1), T1, T1, T1))
+    if not isinstance(rule, Rule):
+        return f"its builder gave a {type(rule).__name__}, not a rule (name, factors(t, S, gain))"
+    if row.identity_at_s1:
+        for t in range(int(T1)):
+            factors = tuple(float(v) for v in rule.factors(t, 1, 1.0))
+            if factors != (1.0, 1.0, 1.0):
+                return f"identity_at_s1 is claimed, but at S = 1 iteration {t} its (m, p, w) is {factors}"
+    return None
+
+
+def method(name: str) -> Method:
+    """The row of a method: a row of METHODS, or a user's rule (imported: see load_rule)."""
+    if name in METHODS:
+        return METHODS[name]
+    if is_user_rule(name):
+        return load_rule(name)
+    raise UserError(
+        f"unknown method {name!r}; expected one of: {', '.join(METHODS)}, or a rule of yours as package.module:NAME"
+    )
+
+
+def record(name: str) -> dict[str, Any] | None:
+    """What a spec records of its method: None for a built-in row; for a user's rule its name, the sha256 of its
+    module's source and the row's facts, so that its run folder says which code ran and its reports need none."""
+    if name in METHODS:
+        return None
+    row = method(name)
+    return {
+        "name": name,
+        "sha256": _DIGESTS[name],
+        "label": row.label,
+        "title": row.title,
+        "table2": row.table2,
+        "identity_at_s1": row.identity_at_s1,
+        "uses_gain": row.uses_gain,
+        "needs": row.needs,
+        "pace": row.pace,
+    }
+
+
+def _not_loaded(ctx: RuleContext) -> Rule:
+    raise UserError("a rule read from a run folder is never loaded; run it with --method package.module:NAME")
+
+
+def recorded(name: str, facts: Any = None) -> Method:
+    """The row of a method as a run folder describes it, never importing anything: a built-in row by its name,
+    else the facts its spec recorded (`record`), else the name alone (a Table 2 column of unknown pace). Reports
+    and status read methods this way."""
+    if name in METHODS:
+        return METHODS[name]
+    f = facts if isinstance(facts, dict) and facts.get("name") == name else {}
+
+    def text(key: str) -> str:
+        v = f.get(key)
+        return v if isinstance(v, str) and v else name
+
+    def flag(key: str, default: bool) -> bool:
+        v = f.get(key)
+        return v if isinstance(v, bool) else default
+
+    pace = f.get("pace") if f.get("pace") in PACES else "gain"
+    needs = f.get("needs") if f.get("needs") in NEEDS else None
+    return Method(
+        name=name,
+        label=text("label"),
+        title=text("title"),
+        build=_not_loaded,
+        pace=pace,  # type: ignore[arg-type]
+        table2=flag("table2", True),
+        identity_at_s1=flag("identity_at_s1", False),
+        uses_gain=flag("uses_gain", False),
+        needs=needs,  # type: ignore[arg-type]
+    )
+
+
+def make_rule(
+    name: str,
+    scales: ScaleSchedule,
+    T1: float,
+    T_AS: float | None = None,
+    T: float | None = None,
+    recorded_as: dict[str, Any] | None = None,
+) -> Rule:
+    """The rule of a method for one run (LSW+ needs T_AS, scaled SGD T). A user's rule is imported, and its
+    source must still be the one its spec recorded (`recorded_as`, the spec's `rule`)."""
+    row = method(name)
+    if recorded_as is not None and recorded_as.get("sha256") != _DIGESTS.get(name):
+        raise UserError(
+            f"rule {name}: its source changed since this run was resolved (sha256 {_DIGESTS.get(name, '?')[:12]} "
+            f"now, {str(recorded_as.get('sha256'))[:12]} recorded); restore it or start the run in a new folder"
+        )
+    return row.build(RuleContext(scales, float(T1), T_AS, T))

@@ -120,15 +120,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_flops(args: argparse.Namespace) -> int:
-    from bench.experiments.flops import flops
+    from bench.experiments.flops import FlopsOptions, flops
 
-    return flops(args)
+    return flops(typed(FlopsOptions, args))
 
 
 def cmd_comm(args: argparse.Namespace) -> int:
-    from bench.experiments.comm import comm
+    from bench.experiments.comm import CommOptions, comm
 
-    return comm(args)
+    return comm(typed(CommOptions, args))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -146,6 +146,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 1
     built = build(out, formats, std=args.std)
     print(built.findings, end="")  # the paper's findings, checked: the report's first table
+    print(built.rules, end="")  # then every rule against S = 1
     if built.html is not None:
         print(f"report: {built.html}")
     else:
@@ -243,7 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="train one run")
     p.add_argument("--task", required=True, choices=available())
-    p.add_argument("--method", required=True, choices=METHODS)
+    p.add_argument(
+        "--method",
+        required=True,
+        metavar="METHOD",
+        help=f"one of {', '.join(METHODS)}, or a rule of yours as package.module:NAME (docs/design.md §3)",
+    )
     p.add_argument("--scale", required=True, help="a positive integer S, elastic-up or elastic-down")
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--preset", default="tiny", choices=("tiny", "paper"))

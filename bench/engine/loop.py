@@ -231,7 +231,7 @@ class Engine:
         self.root = Path(data_root) if data_root is not None else Path()
         self.T1 = float(spec["T1"])
         self.scales = scale_schedule(spec)
-        self.rule = make_rule(spec["method"], self.scales, self.T1, spec.get("T_AS"), spec.get("T"))
+        self.rule = make_rule(spec["method"], self.scales, self.T1, spec.get("T_AS"), spec.get("T"), spec.get("rule"))
         if spec["estimator"] not in ESTIMATORS:
             names = ", ".join(ESTIMATORS)
             raise UserError(f"unknown estimator {spec['estimator']!r}; expected one of: {names}")

@@ -15,11 +15,11 @@ doubling log2(W) times all of it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import statistics
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -84,7 +84,17 @@ def measure(world: int, model: str = "resnet50", image: int = 32, rounds: int = 
     }
 
 
-def comm(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class CommOptions:
+    """`adascale-bench comm`'s options, typed."""
+
+    ranks: list[int] = field(default_factory=lambda: [2, 4])  # the W to measure
+    model: str = "resnet50"  # one of MODELS
+    image: int = 32  # input side (small: the exchange dominates)
+    rounds: int = 5  # alternating rounds per W
+
+
+def comm(args: CommOptions) -> int:
     params = None
     import torchvision
 

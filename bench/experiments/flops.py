@@ -19,10 +19,10 @@ micro-batch of S = 1; an iteration at scale S is S of them.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,16 @@ def write_flops(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_bytes(path, buf.getvalue().encode())
 
 
-def flops(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class FlopsOptions:
+    """`adascale-bench flops`'s options, typed."""
+
+    task: list[str] | None = None  # the tasks to count (default: the five paper tasks)
+    preset: str = "paper"  # whose shapes
+    write: str | bool | None = None  # None: print only; True: the shipped table plan reads; a path: that table
+
+
+def flops(args: FlopsOptions) -> int:
     """Count every requested task's micro-batch FLOPs and print them; with --write, put them in the table plan
     reads (--write alone) or in the table named."""
     names = list(args.task) if args.task else list(PAPER_TASKS)

@@ -6,7 +6,8 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
     data_roots: {cifar10: /data/cifar}   # optional, per task (tiny: written on first use)
     set: {key: value}       # optional spec overrides for every run
     experiments:
-      - table2: {tasks: [cifar10], methods: [adascale, lsw, lsw+], scales: [1, 8, 16]}
+      - table2: {tasks: [cifar10], methods: [adascale, lsw, sqrt, mine.rules:HALF], scales: [1, 8, 16]}
+        # methods: rows of the method table (bench.algo.rules.METHODS) or a rule of yours, package.module:NAME
       - elastic: {tasks: [imagenet], methods: [adascale, lsw], schedules: [elastic-up, elastic-down]}
       - heatmap: {name: cifar10-grid, task: cifar10, scale: 16, lr0: [...], decay: [...], threshold: 94.0}
         # optional `scaled_lr0: [...]`: the scaled-SGD panel's own lr0 list (default: lr0)
@@ -15,8 +16,10 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
       - sweep: {task: logreg, batches: [32, 64, ..., 4096], max_epochs: 80}
       - gain: {tasks: [logreg, cifar10], scale: 8, every: {logreg: 25, cifar10: 5}}
 
-At S = 1 AdaScale, LSW and LSW+ are one computation (r ≡ 1, no warm-up, T_AS = T1): a table2 cell at
-scale 1 is one run per task and seed, method adascale, which the reports show under all three methods.
+At S = 1 every Table 2 rule that equals identity scaling there (its row's `identity_at_s1`: AdaScale's r ≡ 1,
+LSW's warm-up from 1/S = 1, T_AS = T1, √S = 1) is one computation: a table2 cell at scale 1 is one run per task
+and seed, method adascale, which the reports show under each of those rules. A rule that is not identity at
+S = 1 (LEGW warms up there) runs its own.
 
 A heat map is the paper's Figure 5: a grid of exponential-decay schedules (initial lr × total decrease),
 four panels: S = 1, AdaScale at S, LSW at S, and scaled SGD at S whose T is the mean iteration count of
@@ -36,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import METHODS, SHARED_AT_S1, label, table2_methods, title
+from bench.algo import rules
+from bench.algo.rules import SHARED_AT_S1, shared_note, title
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.files import open_regular
@@ -72,6 +76,7 @@ class Matrix:
     runs: list[RunRequest]
     data_roots: dict[str, str]
     overrides: dict[str, Any]
+    methods: tuple[str, ...] = ()  # the methods its table2 and elastic experiments name, in the table's order
 
     def spec(self, req: RunRequest) -> dict[str, Any]:
         """The resolved spec of one of this matrix's runs."""
@@ -185,7 +190,26 @@ def load(name: str | Path) -> Matrix:
             runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, exp))
         if len(runs) > MAX_RUNS:
             raise _fail(path, where, f"at most {MAX_RUNS} runs in all; the matrix reaches {len(runs)} here")
-    return Matrix(path, preset, order(dedupe(runs)), dict(doc.get("data_roots") or {}), dict(doc.get("set") or {}))
+    named = sorted(cell_methods(doc), key=lambda name: (rules.method_order(name), name))
+    return Matrix(
+        path,
+        preset,
+        order(dedupe(runs)),
+        dict(doc.get("data_roots") or {}),
+        dict(doc.get("set") or {}),
+        tuple(named),
+    )
+
+
+def cell_methods(doc: dict) -> set[str]:
+    """The methods the table2 and elastic experiments of a (checked) matrix document name."""
+    out: set[str] = set()
+    for exp in doc.get("experiments") or []:
+        for kind in ("table2", "elastic"):
+            body = exp.get(kind) if isinstance(exp, dict) else None
+            if isinstance(body, dict) and isinstance(body.get("methods"), list):
+                out |= {m for m in body["methods"] if isinstance(m, str)}
+    return out
 
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+-]{0,31}")  # what `variant:` may say
@@ -212,7 +236,12 @@ def _cells(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
     scale_key = "scales" if kind == "table2" else "schedules"
     _keys(path, where, body, {"tasks", "methods", scale_key, "seeds", "set"})
     exp_tasks = _list(path, f"{where}.tasks", body.get("tasks"), str, tasks)
-    methods = _list(path, f"{where}.methods", body.get("methods"), str, METHODS)
+    methods = _list(path, f"{where}.methods", body.get("methods"), str)
+    for m in methods:
+        try:
+            rules.method(m)  # a row of the table, or a user's rule (imported: the matrix names it)
+        except UserError as e:
+            raise _fail(path, f"{where}.methods", f"methods of the method table or package.module:NAME ({e})") from None
     if kind == "table2":
         scales = _list(path, f"{where}.scales", body.get("scales"), int)
         if any(s < 1 for s in scales):
@@ -229,19 +258,14 @@ def _cells(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
 
 
 def shared_method(method: str, scale: int | str) -> str:
-    """The method a Table 2 cell runs: at S = 1 AdaScale, LSW and LSW+ are the same computation (r ≡ 1,
-    no warm-up, T_AS = T1), run once as adascale."""
-    return SHARED_AT_S1 if scale == 1 and method in table2_methods() else method
+    """The method a Table 2 cell runs: at S = 1 every Table 2 rule that is identity scaling there is the same
+    computation (bench.algo.rules.shares_s1), run once as adascale; any other rule runs its own."""
+    return SHARED_AT_S1 if scale == 1 and rules.shares_s1(rules.method(method)) else method
 
 
 def is_shared(method: str, scale: int | str, kind: str | None) -> bool:
-    """Whether a run stands for every Table 2 method (the S = 1 adascale run of a table2 cell)."""
+    """Whether a run stands for every Table 2 rule that shares S = 1 (the S = 1 adascale run of a table2 cell)."""
     return method == SHARED_AT_S1 and str(scale) == "1" and kind in (None, "table2")
-
-
-def shared_note() -> str:
-    """What a shared S = 1 run stands for, from the method table: "AS = LSW = LSW+ at S = 1"."""
-    return " = ".join(label(m) for m in table2_methods()) + " at S = 1"
 
 
 def _number(path: Path, where: str, value: Any) -> float:
@@ -393,8 +417,8 @@ def describe(m: Matrix) -> str:
     lines.append("  " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
     for r in m.runs:
         extra = ",".join(f"{k}={v}" for k, v in sorted(r.overrides.items()))
-        after = WAITS.get(METHODS[r.method].needs or "", "")
-        after = f" (shared: {shared_note()})" if is_shared(r.method, r.scale, r.experiment["kind"]) else after
+        after = WAITS.get(rules.method(r.method).needs or "", "")
+        after = f" ({shared_note(m.methods)})" if is_shared(r.method, r.scale, r.experiment["kind"]) else after
         lines.append(
             f"  {r.experiment['kind']:8s} {r.task:12s} {r.method:9s} {str(r.scale):13s} seed{r.seed}"
             f"{' ' + extra if extra else ''}{after}"
@@ -415,13 +439,13 @@ def dedupe(runs: list[RunRequest]) -> list[RunRequest]:
 def order(runs: list[RunRequest]) -> list[RunRequest]:
     """Runs that others depend on first: AdaScale before LSW+ (which needs its iteration count) and before
     the heat map's scaled SGD (whose T is their mean iteration count)."""
-    return sorted(runs, key=lambda r: METHODS[r.method].needs is not None)
+    return sorted(runs, key=lambda r: rules.method(r.method).needs is not None)
 
 
 def depends_on(run: RunRequest, runs: list[RunRequest]) -> list[RunRequest]:
     """The runs that must finish before `run` can start: what its method needs (the method table's
     `needs`): T = its grid's AdaScale runs (a heat map's), T_AS = its AdaScale twin."""
-    needs = METHODS[run.method].needs
+    needs = rules.method(run.method).needs
     if needs == "T" and run.experiment.get("kind") == "heatmap":
         return [r for r in runs if r.method == "adascale" and r.experiment.get("grid") == run.experiment["grid"]]
     if needs != "T_AS":

@@ -30,7 +30,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench.algo.rules import METHODS, SHARED_AT_S1, TAU_RTOL, finished, method_order, table2_methods
+from bench.algo import rules
+from bench.algo.rules import advance, method_order, shared_note
 from bench.algo.schedules import ScaleSchedule, scale_schedule
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
@@ -148,18 +149,10 @@ class Peak:
 @functools.cache
 def walk(scales: ScaleSchedule, T1: float, gain_is_scale: bool) -> tuple[int, int]:
     """(iterations, Σ S_t) of a run whose τ advances by S_t per iteration (gain_is_scale: LSW, AdaScale's
-    fastest; the iterations are `iterations_for`'s) or by 1 (AdaScale's slowest, identity: τ_t = t)."""
-    if not gain_is_scale:  # τ_t = t exactly: count the integers of each segment of the S schedule
-        n = math.ceil(T1 * (1.0 - TAU_RTOL))
-        edges = [min(n, math.ceil(start)) for start, _ in scales.steps] + [n]
-        total = sum(s * max(0, edges[i + 1] - edges[i]) for i, (_, s) in enumerate(scales.steps))
-        return n, total
-    tau, t, total = 0.0, 0, 0
-    while not finished(tau, T1):
-        s = scales(tau)
-        tau += s
-        total += s
-        t += 1
+    fastest; the iterations are `iterations_for`'s) or by 1 (AdaScale's slowest, identity: τ_t = t): what
+    walking the loop gives, computed per constant-S stretch of the schedule (bench.algo.rules.advance), so a
+    T1 of 1e9 costs what a T1 of 100 does."""
+    t, _, total = advance(scales, T1, None if gain_is_scale else 1.0)
     return t, total
 
 
@@ -176,7 +169,8 @@ def run_cost(spec: dict[str, Any], logreg_n: int) -> RunCost:
     scales = scale_schedule(spec)
     T1, b, method = float(spec["T1"]), int(spec["batch_size"]), spec["method"]
     fast, slow = walk(scales, T1, True), walk(scales, T1, False)
-    lo, hi = {"scale": (fast, fast), "gain": (fast, slow), "one": (slow, slow)}[METHODS[method].pace]
+    row = rules.method(method)
+    lo, hi = {"scale": (fast, fast), "gain": (fast, slow), "one": (slow, slow)}[row.pace]
     its, sums = [lo[0], hi[0]], [lo[1], hi[1]]
     if spec.get("max_epochs") and spec["task"] == "logreg":  # the sweep: stopped after max_epochs of data
         cap_examples = spec["max_epochs"] * logreg_n
@@ -185,7 +179,7 @@ def run_cost(spec: dict[str, Any], logreg_n: int) -> RunCost:
                 per = sums[i] / its[i]
                 its[i] = math.ceil(cap_examples / (per * b) - 1e-12)
                 sums[i] = its[i] * per
-    return RunCost((its[0], its[1]), (sums[0] * b, sums[1] * b), scales.max_scale(), METHODS[method].needs is not None)
+    return RunCost((its[0], its[1]), (sums[0] * b, sums[1] * b), scales.max_scale(), row.needs is not None)
 
 
 def _mfu(mfu: float | None) -> float:
@@ -283,10 +277,11 @@ def make_plan(
     return sorted(cells.values(), key=order)
 
 
-def frame(cells: list[Cell], gpus: int | None) -> Any:
+def frame(cells: list[Cell], gpus: int | None, methods: tuple[str, ...] | None = None) -> Any:
+    """The plan's table; `methods`: the rules the matrix names (what its shared S = 1 run stands for)."""
     import pandas as pd
 
-    shared = " (" + "".join(f"={m}" for m in table2_methods() if m != SHARED_AT_S1) + ")"  # " (=lsw=lsw+)"
+    shared = f" ({shared_note(methods)})"
 
     rows = []
     for c in cells:
@@ -342,6 +337,16 @@ def totals(cells: list[Cell], gpus: int | None) -> dict[str, str]:
     return out
 
 
+def pace_note() -> str:
+    """How each method's iterations are counted, from the method table's paces."""
+    by = {p: ", ".join(m.title for m in rules.METHODS.values() if m.pace == p) for p in rules.PACES}
+    return (
+        f"iterations: {by['gain']} (pace gain: AdaScale's r_t, or as many as its runs) between ⌈T1/S⌉ (gain S) "
+        f"and T1 (gain 1); {by['scale']} exact (τ advances by S); {by['one']} and S = 1: T1. "
+        "An iteration at S costs S micro-batches of GPU time."
+    )
+
+
 def per_task(cells: list[Cell]) -> list[str]:
     """One line per task: its FLOPs and GPU-hours with their basis (the matrix's cost by task)."""
     lines = []
@@ -384,7 +389,7 @@ def plan(args: PlanOptions) -> int:
     flops_path = Path(args.flops or FLOPS)
     peak = Peak(args.device, args.precision, _mfu(args.mfu))
     cells = make_plan(m, throughput, gpus, read_flops(flops_path), peak)
-    df = frame(cells, gpus)
+    df = frame(cells, gpus, m.methods)
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
         print(f"matrix {m.path} ({m.preset}): {len(m.runs)} runs")
         print(df.to_string(index=False))
@@ -394,10 +399,7 @@ def plan(args: PlanOptions) -> int:
     print("total: " + ", ".join(f"{k} {v}" for k, v in total.items()))
     print("per task:")
     print("\n".join(per_task(cells)))
-    print(
-        "iterations: AdaScale (and LSW+, scaled SGD, which run as many) between ⌈T1/S⌉ (gain S) and T1 (gain 1); "
-        "LSW exact; S = 1 and identity T1. An iteration at S costs S micro-batches of GPU time."
-    )
+    print(pace_note())
     print(
         f"FLOPs: examples ÷ b × the counted FLOPs of one micro-batch's forward + backward (from {flops_path}: "
         "matmuls, convolutions, attention; elementwise work and the optimizer not counted)."

@@ -1,5 +1,5 @@
 """Runs that take a number from other runs: LSW+ runs as many iterations as its AdaScale run (T_AS), the
-heat map's scaled SGD as many as its grid's AdaScale runs (T). The method table (bench.algo.rules.METHODS)
+heat map's scaled SGD as many as its grid's AdaScale runs (T). The method table (bench.algo.rules)
 says which key a method needs; this module finds its value in the results folder."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import METHODS
+from bench.algo.rules import method
 from bench.errors import UserError
 from bench.files import SPEC, SUMMARY, identity_of, read_json_object
 from bench.run.spec import run_name
@@ -15,7 +15,7 @@ from bench.run.spec import run_name
 
 def resolve_needs(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
     """`spec` with the value its method needs from other runs filled in (unless the user set it)."""
-    key = METHODS[spec["method"]].needs
+    key = method(spec["method"]).needs
     if key is None or spec.get(key):
         return spec
     find = {"T_AS": find_T_AS, "T": find_T}[key]
@@ -23,7 +23,8 @@ def resolve_needs(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def adascale_twin(spec: dict[str, Any]) -> dict[str, Any]:
-    twin = dict(spec)
+    """The spec of the AdaScale run of the same experiment (a user's rule's record is not AdaScale's)."""
+    twin = {k: v for k, v in spec.items() if k != "rule"}
     twin["method"] = "adascale"
     return twin
 

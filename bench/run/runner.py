@@ -51,6 +51,7 @@ def run_spec(spec: dict[str, Any], out: Path, progress: bool = True, dist: Dist 
     run_dir = run_dir_of(out, spec)
     done = existing_summary(run_dir)
     if done is not None:
+        check_same(run_dir, spec)  # finished, but maybe not this run: a user's rule whose source changed since
         return done
     spec = resolve_needs(Path(out), spec)
     with writing(run_dir, dist):

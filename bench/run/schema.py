@@ -49,7 +49,7 @@ class Step(_Strict):
 class Preset(_Strict):
     """What every task preset defines (tasks/presets/<task>.py): its model, data and training recipe."""
 
-    T1: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]  # the paper's longest is 1.55 M; `plan` walks T1
+    T1: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]  # the paper's longest is 1.55 M: past 1e9, a typo
     batch_size: PositiveInt
     lr_schedule: Constant | Exponential | Step = Field(discriminator="kind")
     momentum: Annotated[float, Field(ge=0, lt=1)]
@@ -125,6 +125,7 @@ class Spec(Settings, Preset):
     preset: str
     overrides: dict[str, Any]
     data_root: str | None
+    rule: dict[str, Any] | None = None  # a user's rule: its name, source digest and facts (bench.algo.rules.record)
 
 
 RUN_DEFAULTS: dict[str, Any] = {name: field.default for name, field in Settings.model_fields.items()}

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import METHODS
+from bench.algo import rules
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.files import SPEC, identity_differs, identity_of, read_json
@@ -92,8 +92,7 @@ def resolve(
     ranks: int | None = None,
 ) -> dict[str, Any]:
     """The full spec of one run."""
-    if method not in METHODS:
-        raise UserError(f"unknown method {method!r}; expected one of: {', '.join(METHODS)}")
+    row = rules.method(method)  # a user's rule (package.module:NAME) is imported here: the user named it
     if preset not in task.presets:
         raise UserError(f"unknown preset {preset!r} for task {task.name}; expected one of: {', '.join(task.presets)}")
     scale = parse_scale(scale)
@@ -120,7 +119,12 @@ def resolve(
         raise UserError(f"task {task.name} preset {preset} has no {scale} schedule")
     if not isinstance(spec["ranks"], int) or spec["ranks"] < 1:
         raise UserError(f"ranks {spec['ranks']!r} is not a positive integer")
+    recorded = rules.record(method)
+    if recorded is not None:  # its name and source digest: part of the run's identity
+        spec["rule"] = recorded
     validate(spec, task.presets[preset])
+    if row.uses_gain and not spec["track_stats"]:
+        raise UserError(f"{method} reads the gain from the gradient statistics: track_stats must stay true")
     return spec
 
 

@@ -107,6 +107,14 @@ def test_ratio_estimator_of_section_3_4() -> None:
     assert RatioGain().update(3.0, 3.0, 1) == 1.0
 
 
+def test_ratio_estimator_stays_in_one_to_S() -> None:
+    """Sampled moments can put (m1 + ε)/(m2 + ε) outside [1, S], where the true ratio never is."""
+    assert RatioGain().update(2, 1e-3, 2) == 2.0  # 999 unclamped: m1 = 1, m2 = 0.001
+    assert RatioGain().update(2, 5.0, 2) == 1.0  # below 1 unclamped: m1 = 1, m2 = 5
+    inside = RatioGain().update(10.0, 1.0, 4)  # m1 = 2.5, m2 = 1: inside, unchanged
+    assert inside == pytest.approx((2.5 + 1e-6) / (1.0 + 1e-6), rel=1e-12)
+
+
 def test_noise_scale() -> None:
     est = UnbiasedGain()
     est.update(10.0, 1.0, 4)  # var 2, sqr .5

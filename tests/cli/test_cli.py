@@ -20,7 +20,9 @@ BASE = ["run", "--method", "adascale", "--scale", "2", "--seed", "0"]
     ("args", "needle"),
     [
         (["run", "--task", "mnist", "--method", "adascale", "--scale", "2"], "invalid choice: 'mnist'"),
-        (["run", "--task", "logreg", "--method", "adam", "--scale", "2"], "invalid choice: 'adam'"),
+        (["run", "--task", "logreg", "--method", "adam", "--scale", "2"], "unknown method 'adam'; expected one of: "),
+        (["run", "--task", "logreg", "--method", "../x:R", "--scale", "2"], "package.module:NAME"),
+        (["run", "--task", "logreg", "--method", "no_such_pkg.rules:R", "--scale", "2"], "cannot import no_such_pkg"),
         (["run", "--task", "logreg", "--method", "lsw", "--scale", "0"], "scale '0' is not a positive integer"),
         (["run", "--task", "logreg", "--method", "lsw", "--scale", "elastic-sideways"], "elastic-up"),
         (["run", "--task", "logreg", "--method", "lsw", "--scale", "2", "--seed", "-1"], "non-negative integer"),
@@ -52,3 +54,27 @@ def test_missing_and_malformed_data_root_name_the_path_and_the_layout(tmp_path: 
 def test_lsw_plus_without_its_adascale_run_says_what_to_do(tmp_path: Path) -> None:
     res = run("run", "--task", "logreg", "--method", "lsw+", "--scale", "2", "--out", str(tmp_path))
     assert res.returncode == 2 and "run it first" in res.stderr and res.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "options"),
+    [
+        (["flops", "--task", "logreg", "--preset", "tiny"], "bench.experiments.flops", "FlopsOptions"),
+        (["comm", "--ranks", "2", "--model", "resnet18"], "bench.experiments.comm", "CommOptions"),
+        (["plan", "smoke"], "bench.experiments.plan", "PlanOptions"),
+    ],
+)
+def test_commands_get_typed_options_not_a_namespace(argv, module, options, monkeypatch) -> None:
+    """Below the CLI, options travel as dataclasses (docs/design.md §3): each command's function is handed its
+    options class, built from the flags of the same names."""
+    import argparse
+    import importlib
+
+    from bench.cli import main
+
+    mod = importlib.import_module(module)
+    got = []
+    monkeypatch.setattr(mod, argv[0], lambda args: got.append(args) or 0)
+    assert main(argv) == 0
+    (args,) = got
+    assert isinstance(args, getattr(mod, options)) and not isinstance(args, argparse.Namespace)

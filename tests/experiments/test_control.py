@@ -116,7 +116,7 @@ def test_the_control_matrix_reaches_several_noise_scales() -> None:
     for task, top in (("logreg", 128), ("cifar10", 64)):
         runs = [r for r in m.runs if r.task == task and r.experiment["kind"] == "table2"]
         assert max(r.scale for r in runs) == top
-        assert {r.method for r in runs if r.scale == top} == {"adascale", "lsw", "lsw+"}
+        assert {r.method for r in runs if r.scale == top} == set(rules.paper_methods())
         assert all(len({r.seed for r in runs if r.scale == top and r.method == mm}) >= 3 for mm in ("lsw", "lsw+"))
     assert any(r.experiment["kind"] == "elastic" for r in m.runs)
     cifar = m.spec(next(r for r in m.runs if r.task == "cifar10"))

@@ -97,7 +97,7 @@ def test_matrix_command_prints_the_expansion_and_count(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "bench", "matrix", str(path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().endswith("6 runs")  # S = 1: one adascale run per seed stands for lsw+ too
-    assert "shared: AS = LSW = LSW+ at S = 1" in res.stdout
+    assert "(shared: AS = LSW+ at S = 1)" in res.stdout  # the rules it names that share S = 1
     assert "after its AdaScale run" in res.stdout
     res = subprocess.run(
         [sys.executable, "-m", "bench", "matrix", str(tmp_path / "none.yaml")], capture_output=True, text=True

@@ -1,5 +1,5 @@
 """A matrix file cannot make `matrix`/`plan` hang or run out of memory: a FIFO or /dev/zero in its place,
-a list of 20 000 seeds (2.9 M runs), or a T1 of 1e26 (plan walks T1) are refused in one line naming the
+a list of 20 000 seeds (2.9 M runs), or a T1 of 1e26 (past the schema's 1e9) are refused in one line naming the
 file; the shipped matrices (the control) load as before."""
 
 from __future__ import annotations

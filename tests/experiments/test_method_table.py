@@ -1,69 +1,74 @@
-"""A method is one row of the method table (bench.algo.rules.METHODS): a rule defined there and nowhere
-else (square-root scaling, m = √S with τ advancing by S) appears in the matrix expansion, `plan`, a run,
-`status` and Table 2, and without its row the matrix refuses it."""
+"""A method is one row of the method table (bench.algo.rules.METHODS) or of a user's module
+(`package.module:NAME`): defined there and nowhere else, it reaches the matrix expansion, `plan`, a run,
+`status` and the report (Table 2's columns, the per-rule verdicts). A run folder never causes an import."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+import hashlib
+import json
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bench.algo import rules
-from bench.algo.rules import METHODS, Method, iterations_for
+from bench.algo.rules import iterations_for
 from bench.algo.schedules import ScaleSchedule
+from bench.cli import main
 from bench.errors import UserError
 from bench.experiments import matrix, plan
-from bench.files import METRICS, read_jsonl
+from bench.experiments.pool import run_matrix
+from bench.files import METRICS, SPEC, read_jsonl
 from bench.run.runner import run_spec
+from reports.build import build_report
 from reports.collect import load
+from reports.findings import STATUSES
 from reports.table2 import cells, markdown
 from slurm.status import collect, table
 from tests.helpers import spec_for
 
-MATRIX = """preset: tiny
-seeds: [0]
-set: {T1: 60, eval_every: 30}
-experiments:
-  - table2: {tasks: [logreg], methods: [adascale, sqrt], scales: [1, 4]}
-"""
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = "preset: tiny\nseeds: [0]\nset: {T1: 60, eval_every: 30}\nexperiments:\n"
 
 
-@dataclass(frozen=True)
-class SquareRootScaling:
-    """m = √S, p = S: the lr grows as the square root of the batch, the clock as the batch."""
-
-    name = "sqrt"
-
-    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
-        return math.sqrt(scale), float(scale), 1.0
-
-
-def _sqrt(scales: ScaleSchedule, T1: float, T_AS: float | None, T: float | None) -> SquareRootScaling:
-    return SquareRootScaling()
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
 
 
 @pytest.fixture
-def sqrt_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(METHODS, "sqrt", Method("sqrt", "√S", "square-root scaling", True, None, _sqrt, "scale"))
+def user_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sys.path, sys.modules and the loaded-rule cache as they were: a test's user modules do not leak."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(rules, "_LOADED", {})
+    monkeypatch.setattr(rules, "_DIGESTS", {})
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith(("my_rules", "evil")):
+            del sys.modules[name]
 
 
-def test_without_its_row_a_method_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "m.yaml"
-    path.write_text(MATRIX)
-    with pytest.raises(UserError, match="got 'sqrt'"):
+def test_an_unknown_method_is_refused(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "m.yaml", SMALL + "  - table2: {tasks: [logreg], methods: [adascale, sqrtx], scales: [4]}\n"
+    )
+    with pytest.raises(UserError, match="unknown method 'sqrtx'"):
         matrix.load(path)
 
 
-def test_a_method_only_in_the_table_reaches_matrix_plan_run_status_and_table2(tmp_path: Path, sqrt_row) -> None:
-    path = tmp_path / "m.yaml"
-    path.write_text(MATRIX)
+def test_a_built_in_rule_reaches_matrix_plan_run_status_and_table2(tmp_path: Path) -> None:
+    """Square-root scaling, built in: a row of the table and its test (tests/algo), nothing else."""
+    path = write(
+        tmp_path / "m.yaml", SMALL + "  - table2: {tasks: [logreg], methods: [adascale, sqrt], scales: [1, 4]}\n"
+    )
     m = matrix.load(path)
-    runs = {(r.method, r.scale) for r in m.runs}
-    assert runs == {("adascale", 1), ("adascale", 4), ("sqrt", 4)}  # S = 1 is shared: a Table 2 column
-    assert "(shared: AS = LSW = LSW+ = √S at S = 1)" in matrix.describe(m)
-    assert rules.table2_methods() == ("adascale", "lsw", "lsw+", "sqrt")
+    assert {(r.method, r.scale) for r in m.runs} == {("adascale", 1), ("adascale", 4), ("sqrt", 4)}  # S = 1 shared
+    assert "(shared: AS = √S at S = 1)" in matrix.describe(m)
 
     cost = {(c.method, c.scale): c for c in plan.make_plan(m, {}, None)}
     assert cost[("sqrt", 4)].iterations == [iterations_for(ScaleSchedule.constant(4), 60)] * 2  # pace: p = S
@@ -71,18 +76,171 @@ def test_a_method_only_in_the_table_reaches_matrix_plan_run_status_and_table2(tm
 
     out = tmp_path / "out"
     for r in m.runs:
-        summary = run_spec(m.spec(r), out, progress=False)
-        assert summary["status"] == "completed"
-    assert summary["iterations"] == 15
+        assert run_spec(m.spec(r), out, progress=False)["status"] == "completed"
     records = read_jsonl(out / "logreg/sqrt/s4/seed0,T1=60,eval_every=30" / METRICS)
     lr0 = spec_for("logreg")["lr_schedule"]["lr0"]  # a constant schedule
     assert [r["lr"] for r in records if not r.get("eval")] == [pytest.approx(2.0 * lr0)] * 15  # √4 · lr0
 
     text = table(collect(out))
-    assert "logreg  sqrt " in text and "(shared: = lsw = lsw+ = sqrt at S = 1)" in text
+    assert "logreg  sqrt " in text and "adascale (shared: AS = √S at S = 1)" in text
 
     c = cells(load(out).runs)
-    row = c[(c["method"] == "sqrt") & (c["scale"] == "4")].iloc[0]
-    assert row["n_seeds"] == 1 and row["iterations"] == 15
+    row = c[(c["method"] == "sqrt") & (c["scale"] == "1")].iloc[0]  # the shared run, in √S's column
+    assert row["n_seeds"] == 1 and row["iterations"] == 60
     header = markdown(c).splitlines()[2]
-    assert header.endswith("| iterations AS | iterations LSW | iterations LSW+ | iterations √S |"), header
+    assert header.endswith("| iterations AS | iterations √S |"), header
+
+
+def test_a_matrix_of_four_rules_gives_a_column_and_a_verdict_per_rule(tmp_path: Path) -> None:
+    """The acceptance of #31: adascale, lsw, sqrt and legw in one matrix; LEGW, which warms up at S = 1,
+    runs its own S = 1; every rule gets its Table 2 column and a verdict against S = 1 by finding (i)'s rule."""
+    body = "  - table2: {tasks: [logreg], methods: [adascale, lsw, sqrt, legw], scales: [1, 4]}\n"
+    m = matrix.load(write(tmp_path / "m.yaml", SMALL.replace("seeds: [0]", "seeds: [0, 1, 2]") + body))
+    assert {(r.method, r.scale) for r in m.runs if r.scale == 1} == {("adascale", 1), ("legw", 1)}
+    assert "(shared: AS = LSW = √S at S = 1)" in matrix.describe(m)
+    out = tmp_path / "out"
+    assert run_matrix(m, out, progress=False) == {"completed": 18}
+    report = build_report(out, ["md", "csv"])
+    header = next(ln for ln in (report.parent / "table2.md").read_text().splitlines() if ln.startswith("| S |"))
+    assert header.endswith("| iterations AS | iterations LSW | iterations √S | iterations LEGW |"), header
+    verdicts = pd.read_csv(report.parent / "rule_verdicts.csv", dtype={"scale": str})
+    assert sorted(verdicts["method"]) == ["adascale", "legw", "lsw", "sqrt"] and set(verdicts["scale"]) == {"4"}
+    assert set(verdicts["status"]) <= set(STATUSES) and (verdicts["n"] == 3).all() and (verdicts["n_base"] == 3).all()
+    glance = pd.read_csv(report.parent / "rules_at_a_glance.csv")
+    assert list(glance["label"]) == ["AS", "LSW", "√S", "LEGW"]
+    assert glance.set_index("method").loc["lsw", "speedup"] == pytest.approx(4.0)  # τ advances by S: T1/(T1/4)
+    printed = (report.parent / "rules.txt").read_text()
+    assert all(re.search(rf"^  {label} +({'|'.join(STATUSES)})  ", printed, re.M) for label in glance["label"])
+    html = report.read_text()
+    assert 'id="rules"' in html and "LEGW" in html
+
+
+# -- a user's rule, as docs/design.md shows it ---------------------------------------------------------------------
+def docs_blocks() -> tuple[str, list[str]]:
+    """The python block and the console block of docs/design.md's "Adding a method", exactly."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    section = text[text.index("### Adding a method") :]
+    section = section[: section.index("\n## ")]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    console = re.search(r"```console\n(.*?)```", section, re.S)
+    assert code and console, "the section shows a rule and the commands that run it"
+    return code[1], console[1].strip().splitlines()
+
+
+def test_the_documented_user_rule_runs_through_a_matrix_and_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], user_modules: None
+) -> None:
+    code, commands = docs_blocks()
+    run_cmd = shlex.split(next(c for c in commands if c.split()[1] == "run"))
+    name = run_cmd[run_cmd.index("--method") + 1]
+    module = name.split(":")[0]
+    source = write(tmp_path / f"{module}.py", code)
+    monkeypatch.chdir(tmp_path)  # the module is found beside the command, as Python's -m would find it
+
+    # the documented command, with a short T1 and its own results folder
+    assert main([*run_cmd[1:], "--out", "single", "--set", "T1=60", "--set", "eval_every=30"]) == 0
+    (spec_path,) = Path("single").rglob(SPEC)
+    spec = json.loads(spec_path.read_text())
+    assert spec["method"] == name and spec["rule"]["name"] == name
+    assert spec["rule"]["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()  # the run's identity has it
+
+    # a tiny matrix beside the paper's AdaScale; the rule is identity at S = 1, so S = 1 is the shared run
+    m = matrix.load(
+        write(
+            tmp_path / "m.yaml",
+            SMALL + f"  - table2: {{tasks: [logreg], methods: [adascale, {name}], scales: [1, 4]}}\n",
+        )
+    )
+    assert {(r.method, r.scale) for r in m.runs} == {("adascale", 1), ("adascale", 4), (name, 4)}
+    assert run_matrix(m, tmp_path / "out", progress=False) == {"completed": 3}
+    assert main(["report", "out", "--format", "md,csv"]) == 0
+    label = rules.method(name).label
+    header = next(ln for ln in Path("out/report/table2.md").read_text().splitlines() if ln.startswith("| S |"))
+    assert header.endswith(f"| iterations AS | iterations {label} |"), header
+    verdicts = pd.read_csv("out/report/rule_verdicts.csv", dtype={"scale": str})
+    mine = verdicts[verdicts["method"] == name]
+    assert list(mine["scale"]) == ["4"] and mine["status"].iloc[0] in STATUSES and mine["n_base"].iloc[0] == 1
+
+    # the source changed: another identity, and the folder that holds the old one refuses to mix them
+    write(source, code + "\n# edited\n")
+    rules._LOADED.clear()
+    sys.modules.pop(module, None)
+    assert main([*run_cmd[1:], "--out", "single", "--set", "T1=60", "--set", "eval_every=30"]) == 2
+    assert "holds a run with a different spec (differs in: rule)" in capsys.readouterr().err
+
+
+EVIL = '''"""A rule whose import leaves a mark: reading its run folders must never import it."""
+import pathlib
+
+pathlib.Path(__file__).with_name("IMPORTED").write_text("imported")
+
+from bench.algo.rules import METHODS, Method
+
+X = Method(name="evil.module:X", label="<b>e|vil</b>", title="evil", build=METHODS["sqrt"].build, pace="scale")
+'''
+
+
+def test_a_run_folder_naming_a_user_rule_is_reported_and_statused_without_importing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_modules: None
+) -> None:
+    (tmp_path / "evil").mkdir()
+    write(tmp_path / "evil" / "__init__.py", "")
+    write(tmp_path / "evil" / "module.py", EVIL)
+    marker = tmp_path / "evil" / "IMPORTED"
+    out = tmp_path / "out"
+    # someone else's results: a run of the rule (made in another process) and the S = 1 run beside it
+    script = (
+        "import sys; from bench.cli import main\n"
+        "for method, scale in (('evil.module:X', '2'), ('adascale', '1')):\n"
+        "    argv = ['run', '--task', 'logreg', '--method', method, '--scale', scale, '--out', sys.argv[1]]\n"
+        "    assert main([*argv, '--set', 'T1=40', '--set', 'eval_every=20']) == 0\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script, str(out)], cwd=tmp_path, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert marker.exists()  # the run did import it: the user named it
+    marker.unlink()
+
+    # here the module is importable twice over (on sys.path, and in the current folder): nothing may import it
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    report = build_report(out, ["md", "tex", "html", "csv"])
+    text = table(collect(out))
+    assert "evil.module:X" in text
+    assert not marker.exists() and "evil" not in sys.modules and "evil.module:X" not in rules._LOADED
+    md = (report.parent / "table2.md").read_text()
+    assert "| iterations AS | iterations <b>e\\|vil</b> |" in md  # the label its spec recorded, one cell
+    html = report.read_text()
+    assert "&lt;b&gt;e|vil&lt;/b&gt;" in html and "<b>e|vil</b>" not in html  # escaped where it is markup
+    assert (
+        "& \\textless{}b\\textgreater{}e|vil\\textless{}/b\\textgreater{} \\\\"
+        in (report.parent / "table2.tex").read_text()
+    )
+    # and the command line, run where `python -m` puts the module's folder first on sys.path
+    res = subprocess.run(
+        [sys.executable, "-m", "bench", "status", str(out)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert res.returncode == 0 and "evil.module:X" in res.stdout, res.stderr
+    assert not marker.exists()
+
+
+def test_a_user_rule_that_needs_its_adascale_twin_runs_after_it_and_takes_its_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_modules: None
+) -> None:
+    """`needs: T_AS` orders and chains a user's rule as it does LSW+: it waits for the AdaScale run of its
+    experiment and runs as many iterations (its spec's `rule` record is not part of its twin's identity)."""
+    write(
+        tmp_path / "my_rules_plus.py",
+        "from bench.algo.rules import METHODS, Method\n"
+        "PLUS = Method(name='my_rules_plus:PLUS', label='LSW+ (mine)', title='mine', build=METHODS['lsw+'].build,"
+        " pace='gain', needs='T_AS', identity_at_s1=True)\n",
+    )
+    monkeypatch.chdir(tmp_path)
+    body = "  - table2: {tasks: [logreg], methods: [my_rules_plus:PLUS, adascale], scales: [4]}\n"
+    m = matrix.load(write(tmp_path / "m.yaml", SMALL + body))
+    assert [r.method for r in m.runs] == ["adascale", "my_rules_plus:PLUS"]  # what it needs first
+    assert [d.method for d in matrix.depends_on(m.runs[1], m.runs)] == ["adascale"]
+    assert run_matrix(m, tmp_path / "out", progress=False) == {"completed": 2}
+    summaries = {
+        s.parent.parent.parent.name: json.loads(s.read_text()) for s in (tmp_path / "out").rglob("summary.json")
+    }
+    assert summaries["my_rules_plus:PLUS"]["iterations"] == summaries["adascale"]["iterations"]

@@ -127,7 +127,7 @@ def test_figures_match_a_hand_computation(tmp_path: Path, capsys: pytest.Capture
     # / 100 examples/s / 3600 = 0.0356..0.0889 GPU-hours, / 2 GPUs = 0.0178..0.0444 h
     assert "examples 12.8k–32k images" in out and "unknown" not in out
     assert "GPU-hours 0.0356–0.0889" in out and "wall h @2 GPUs 0.0178–0.0444" in out
-    assert "adascale (=lsw=lsw+)" in out
+    assert "adascale (shared: AS = LSW = LSW+ at S = 1)" in out  # bench.algo.rules.shared_note, as matrix and status
 
 
 def test_elastic_iterations_walk_the_schedule() -> None:
@@ -135,6 +135,24 @@ def test_elastic_iterations_walk_the_schedule() -> None:
     assert plan.walk(sc, 100.0, True)[0] == iterations_for(sc, 100)
     # gain 1: τ_t = t; S = 2 for t < 25, 4 for t < 50, 8 after
     assert plan.walk(sc, 100.0, False) == (100, 25 * 2 + 25 * 4 + 50 * 8)
+
+
+def test_a_T1_of_1e9_is_counted_not_walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#33: `plan` walked τ to T1 (165 s at the bound, 1e9). Now the work is per step of the scale schedule:
+    the schedule is asked once per step whatever T1 is (counted, not timed), and the counts are exact."""
+    calls = []
+    real = ScaleSchedule.__call__
+    monkeypatch.setattr(ScaleSchedule, "__call__", lambda self, tau: calls.append(tau) or real(self, tau))
+    body = "seeds: [0]\nexperiments: [{table2: {tasks: [logreg], methods: [lsw, adascale], scales: [3]}}]\n"
+    m = matrix.load(write(tmp_path / "m.yaml", "set: {T1: 1.0e9}\n" + body))
+    cost = {c.method: c for c in plan.make_plan(m, {}, None)}
+    assert cost["lsw"].iterations == [333_333_333, 333_333_333]  # ⌈(1e9 − 1)/3⌉: τ ≥ T1·(1 − 1e-9) ends it
+    assert cost["adascale"].iterations == [333_333_333, 999_999_999]
+    assert len(calls) <= 4  # two walks (p = S, p = 1) of a one-step schedule, whatever T1
+    sc = ScaleSchedule.from_fractions([[0, 32], [0.25, 64], [0.5, 128]], 1e9)
+    calls.clear()
+    assert plan.walk(sc, 1e9, True) == (2.5e8 / 32 + 2.5e8 / 64 + 5e8 / 128, 1e9)
+    assert len(calls) <= 3
 
 
 def test_bad_throughput_table_is_one_line(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ from .test_reports import write_run
 ALL = {
     "md": {"table2.md"},
     "tex": {"table2.tex"},
-    "txt": {"findings.txt"},
-    "csv": {"table2.csv", "paper_comparison.csv", "findings.csv", "scalefree.csv", "time_to_target.csv", "speedup.csv"},
+    "txt": {"findings.txt", "rules.txt"},
+    "csv": {"table2.csv", "paper_comparison.csv", "findings.csv", "scalefree.csv", "time_to_target.csv", "speedup.csv"}
+    | {"rule_verdicts.csv", "rules_at_a_glance.csv"},
 }
 
 

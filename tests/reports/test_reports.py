@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.algo.rules import METHODS
 from reports import figures
 from reports.build import build_report
 from reports.collect import ReportWarning, load, task_info
@@ -220,15 +221,23 @@ def test_na_and_missing_cells_in_markdown(na_folder):
     assert row["diverged"] and math.isnan(row["val_metric"]) and math.isnan(row["iterations"])
     assert row["diverged_at"] == "seed 1 at iteration 77"
     md = markdown(c)
-    line = next(x for x in md.splitlines() if x.startswith("| 8 |"))
-    parts = [p.strip() for p in line.strip("|").split("|")]
-    # S, total, metric AS/LSW/LSW+, loss AS/LSW/LSW+, iterations AS/LSW/LSW+
-    assert parts[:2] == ["8", "128"]
+    lines = md.splitlines()
+    header = [h.strip() for h in next(x for x in lines if x.startswith("| S |")).strip("|").split("|")]
+    # a column per rule with runs in the table (AS, LSW: this folder has no other), for each quantity
+    assert header == ["S", "total batch"] + [
+        f"{q} {m}" for q in ("top-1 %", "train loss", "iterations") for m in ("AS", "LSW")
+    ]
+    parts = [p.strip() for p in next(x for x in lines if x.startswith("| 8 |")).strip("|").split("|")]
+    row = dict(zip(header, parts, strict=True))
+    assert (row["S"], row["total batch"]) == ("8", "128")
     # every cell with runs shows its seeds (N/A: the seeds run)
-    assert parts[2] == "N/A (n=2)" and parts[3] == "60.00† (n=3)" and parts[4] == "–"
-    assert parts[5] == "N/A (n=2)" and parts[7] == "–"
-    assert parts[8] == "–[1] (n=2)" and parts[10] == "–"  # no planned count for AdaScale; footnote 1
+    assert row["top-1 % AS"] == "N/A (n=2)" and row["top-1 % LSW"] == "60.00† (n=3)"
+    assert row["train loss AS"] == "N/A (n=2)"
+    assert row["iterations AS"] == "–[1] (n=2)"  # no planned count for AdaScale; footnote 1
     assert "[1] S=8 AS: diverged (seed 1 at iteration 77); no planned count (AdaScale)" in md
+    one = next(x for x in lines if x.startswith("| 1 |"))
+    s1 = dict(zip(header, [p.strip() for p in one.strip("|").split("|")], strict=True))
+    assert s1["top-1 % LSW"] == "90.00 (n=3)"  # LSW's own S = 1 runs
 
 
 def test_diverged_lsw_and_lsw_plus_show_the_planned_iterations(tmp_path):
@@ -250,8 +259,9 @@ def test_na_and_missing_cells_in_latex(na_folder):
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
     assert "\\cellcolor{gray!25}60.00" in tex
     row = next(x for x in tex.splitlines() if x.startswith("8 &"))
-    assert "N/A\\,{\\scriptsize(n=2)}" in row and "--" in row
-    assert row.count("&") == 10 and row.endswith("\\\\")
+    assert "N/A\\,{\\scriptsize(n=2)}" in row
+    assert row.count("&") == 1 + 3 * 2 and row.endswith("\\\\")  # S, total, 3 quantities × 2 rules (AS, LSW)
+    assert "$S$ & total batch & AS & LSW & AS & LSW & AS & LSW" in tex
     assert "top-1 \\%" in tex  # % escaped
     body = re.sub(r"\\[{}%]", "", tex)
     assert body.count("{") == body.count("}")
@@ -271,7 +281,8 @@ def test_na_missing_and_grey_cells_in_html(na_folder):
     assert {"task", "scale", "method", "n_seeds", "grey_metric", "grey_loss", "val_metric"} <= set(csv.columns)
     lsw8 = csv[(csv["scale"].astype(str) == "8") & (csv["method"] == "lsw")].iloc[0]
     assert (lsw8["val_metric_ci_lo"], lsw8["val_metric_ci_hi"]) == pytest.approx((57.516, 62.484), abs=1e-3)
-    assert len(csv) == 5  # one row per task × scale × method that has runs, + LSW+ at S = 1 from the shared run
+    assert len(csv) == 4  # one row per task × scale × rule that has runs (LSW has its own S = 1 runs)
+    assert list(csv["label"]) == ["AS", "LSW", "AS", "LSW"]
     assert (report.parent / "table2.md").exists() and (report.parent / "table2.tex").exists()
 
 
@@ -563,15 +574,27 @@ def test_gain_figure_renders_online_against_offline(tmp_path):
     assert any("offline_gain.csv" in w for w in res.warnings)
 
 
-def test_the_shared_scale_one_run_fills_all_three_columns(tmp_path):
-    """At S = 1 a matrix runs adascale once for AS, LSW and LSW+: its value shows in all three columns."""
+def test_the_shared_scale_one_run_fills_the_columns_of_the_rules_identity_there(tmp_path):
+    """At S = 1 a matrix runs adascale once for every Table 2 rule that is identity scaling there (the method
+    table's identity_at_s1): its value shows in each such rule's column, and not in LEGW's (a warm-up at S = 1)."""
     write_run(tmp_path, "cifar10", "adascale", 1, 0, val=93.5, loss=0.25, iterations=100)
+    rules = [m for m, row in METHODS.items() if row.table2]
+    for method in rules:
+        write_run(tmp_path, "cifar10", method, 4, 0, val=90.0, loss=0.3, iterations=25)
     c = cells(quiet_load(tmp_path).runs)
-    for method in ("adascale", "lsw", "lsw+"):
+    shared = [m for m in rules if METHODS[m].identity_at_s1]
+    assert "legw" in rules and "legw" not in shared and "sqrt" in shared
+    for method in shared:
         row = cell(c, "cifar10", "1", method)
         assert (row["val_metric"], row["train_loss"], row["iterations"]) == (93.5, 0.25, 100)
-    row = next(ln for ln in markdown(c).splitlines() if ln.startswith("| 1 |"))
-    assert row.count("93.50") == 3 and row.count("0.2500") == 3 and row.count(" 100 ") == 3
+    assert c[(c["scale"] == "1") & (c["method"] == "legw")].empty
+    md = markdown(c).splitlines()
+    header = next(ln for ln in md if ln.startswith("| S |"))
+    assert header.count(" iterations ") == len(rules)  # a column per rule with runs
+    row = next(ln for ln in md if ln.startswith("| 1 |"))
+    assert (
+        row.count("93.50") == len(shared) and row.count("0.2500") == len(shared) and row.count(" 100 ") == len(shared)
+    )
 
 
 def test_table2_notes_give_adascales_noise_scale(tmp_path):

@@ -80,6 +80,7 @@ def test_smoke_runs_follow_the_rule_at_their_largest_scale() -> None:
 
     largest = _smoke_scales()
     assert set(largest) == set(PAPER_TASKS) | {"logreg"}
+    assert largest["logreg"] == 64  # the positive control's cell: the largest S docs/design.md §2 says is checked
     for name, s in largest.items():
         c = card(name)
         assert windows_at(c.presets["tiny"]["T1"], s) >= c.tiny_windows - 1e-9, (name, s)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.algo.rules import paper_methods
 from bench.errors import UserError
 from tasks import get_task
 from tasks.cifar10.data import BASE_FOLDER, PAPER_SPLITS, TEST_FILES, TRAIN_FILES
@@ -114,7 +115,7 @@ def test_a_task_is_its_package_its_card_and_one_registry_line(tmp_path: Path, mo
     card_module.CARD = PROBE_CARD
     monkeypatch.setitem(sys.modules, "tasks.presets.probe", card_module)  # its card
     path = tmp_path / "m.yaml"
-    cell = "{tasks: [probe], methods: [adascale, lsw, lsw+], scales: [2]}"
+    cell = f"{{tasks: [probe], methods: [{', '.join(paper_methods())}], scales: [2]}}"  # the paper's rules
     path.write_text(f"seeds: [0]\nset: {{T1: 40, eval_every: 20}}\nexperiments:\n  - table2: {cell}\n")
     with pytest.raises(
         UserError, match=r"tasks: expected values among .*, got 'probe'"
@@ -122,7 +123,7 @@ def test_a_task_is_its_package_its_card_and_one_registry_line(tmp_path: Path, mo
         matrix.load(path)
     monkeypatch.setitem(tasks._REGISTRY, "probe", f"{__name__}:Probe")  # its one registry line
     m = matrix.load(path)
-    assert {(r.task, r.method) for r in m.runs} == {("probe", "adascale"), ("probe", "lsw"), ("probe", "lsw+")}
+    assert {(r.task, r.method) for r in m.runs} == {("probe", name) for name in paper_methods()}
     assert set(plan.frame(plan.make_plan(m, {}, None), None)["unit"]) == {"probes"}
     out = tmp_path / "out"
     for r in m.runs:

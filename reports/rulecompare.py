@@ -1,0 +1,187 @@
+"""The scaling rules compared: every Table 2 rule against S = 1 at each S, and the rules at a glance.
+
+A rule's verdict at S is its non-inferiority to its own S = 1 (the shared run for a rule that is identity
+scaling there) by the same rule as the paper's finding (i), through the same code (reports.findings:
+`compare` and `_non_inferior`): the Welch interval of the difference of the means (positive = better)
+against −Δ, ≥ 3 seeds a side; `holds` when `within`, `does not hold` when `worse` or a seed diverged, else
+`inconclusive`; `not run` without an S = 1 run. The paper's findings (i)–(v) stay about AdaScale and LSW.
+
+At a glance, per table (task, preset, variant): each rule at the table's largest fixed S, with Δ to S = 1
+and its interval, the speed-up T1/iterations (mean over its completed seeds) and the verdict. Written as
+rule_verdicts.csv (every rule × S), rules_at_a_glance.csv, rules.txt (what `report` prints) and in the HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pandas as pd
+
+from . import findings as FD
+from .collect import Results, rule_rows, scale_order, task_info
+from .table2 import fmt_value, place, table_name, table_runs
+
+COLUMNS = [
+    "table",
+    "task",
+    "preset",
+    "variant",
+    "method",
+    "label",
+    "scale",
+    "n",
+    "n_base",
+    "diff",
+    "lo",
+    "hi",
+    "margin",
+    "speedup",
+    "status",
+    "detail",
+]
+
+
+def _speedup(g: pd.DataFrame) -> float:
+    done = g[g["status"] == "completed"]
+    sp = pd.to_numeric(done["T1"], errors="coerce") / pd.to_numeric(done["iterations"], errors="coerce")
+    sp = sp[np.isfinite(sp)]
+    return float(sp.mean()) if len(sp) else math.nan
+
+
+def verdicts(res: Results) -> pd.DataFrame:
+    """COLUMNS: one row per table, Table 2 rule and fixed S ≠ 1 at which the rule has runs."""
+    df = table_runs(res.runs)
+    if df.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    rows_of = rule_rows(df)
+    presets = df.groupby("task")["preset"].nunique()
+    rows = []
+    for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):
+        _, higher = task_info(task, next(iter(t["metric"].dropna()), None), t)
+        name = table_name(task, preset, variant, presets[task] > 1)
+        for method in sorted(set(t["method"]), key=place):
+            fixed = FD._fixed(t, method)
+            base = fixed.get("1")
+            for scale, g in fixed.items():
+                if scale == "1":
+                    continue
+                row = {"table": name, "task": task, "preset": preset, "variant": variant, "method": method}
+                row |= {"label": rows_of[method].label, "scale": scale, "speedup": _speedup(g)}
+                if base is None:
+                    c = FD.compare(FD._vals(g), np.array([]), higher)
+                    status, detail = FD.NOT_RUN, "no S = 1 run to compare with"
+                else:
+                    c = FD.compare(FD._vals(g), FD._vals(base), higher)
+                    status, detail = FD._non_inferior([(f"S={scale}", g, base)], higher)
+                row |= {"n": c.n, "n_base": c.n_base, "diff": c.diff, "lo": c.lo, "hi": c.hi, "margin": c.margin}
+                rows.append(row | {"status": status, "detail": detail})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def at_a_glance(v: pd.DataFrame, res: Results) -> pd.DataFrame:
+    """Per table, every rule at the table's largest fixed S (a rule without runs there: `not run`)."""
+    if v.empty:
+        return v
+    out = []
+    present = table_runs(res.runs)
+    for _, t in v.groupby("table", sort=False):
+        top = max(t["scale"], key=scale_order)
+        first = t.iloc[0]
+        mine = present[(present["task"] == first["task"]) & (present["preset"] == first["preset"])]
+        mine = mine[mine["variant"] == first["variant"]]
+        labels = rule_rows(mine)
+        for method in sorted(set(mine["method"]), key=place):
+            hit = t[(t["method"] == method) & (t["scale"] == top)]
+            if len(hit):
+                out.append(hit.iloc[0].to_dict())
+                continue
+            blank = dict.fromkeys(("n", "n_base", "diff", "lo", "hi", "margin", "speedup"), math.nan)
+            out.append(
+                {**first.to_dict(), **blank, "method": method, "label": labels[method].label, "scale": top}
+                | {"status": FD.NOT_RUN, "detail": f"no run at S={top}"}
+            )
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def _delta(r: pd.Series) -> str:
+    """'+0.10 [−0.52, +0.72]' (the Welch interval of the difference, one-sided 95 % bounds), '–' without one."""
+    if not isinstance(r["diff"], float) or not math.isfinite(r["diff"]):
+        return "–"
+    m = r["margin"]
+    d = max(2, math.ceil(-math.log10(m)) + 1) if isinstance(m, float) and math.isfinite(m) and m > 0 else 2
+    text = f"{r['diff']:+.{d}f}"
+    if math.isfinite(r["lo"]):
+        text += f" [{r['lo']:+.{d}f}, {r['hi']:+.{d}f}]"
+    return text
+
+
+def _speed(v: float) -> str:
+    return "–" if not math.isfinite(v) else f"{fmt_value(v)}×"
+
+
+def text(glance: pd.DataFrame) -> str:
+    """The glance as `report` prints it: one block per table, one line per rule."""
+    if glance.empty:
+        return "rules at a glance: no Table 2 rule with runs at an S > 1 and at S = 1"
+    out = []
+    for table, t in glance.groupby("table", sort=False):
+        out.append(f"{table}: rules at S={t['scale'].iloc[0]} against S = 1 (Δ, positive = better; −Δ margin)")
+        width = max(len(str(x)) for x in t["label"])
+        for _, r in t.iterrows():
+            seeds = "" if not math.isfinite(r["n"]) else f"  n={int(r['n'])}/{int(r['n_base'])}"
+            line = f"  {r['label']:<{width}}  {r['status']:<17}  Δ {_delta(r):<24} speed-up {_speed(r['speedup'])}"
+            out.append(line + seeds)
+    return "\n".join(out) + "\n" + LEGEND
+
+
+LEGEND = (
+    "Each rule against its own S = 1 (the shared run where the rule is identity scaling at S = 1) by finding "
+    "(i)'s rule: the Welch interval of the difference (one-sided 95 % bounds) against the margin −Δ, "
+    f"≥ {FD.MIN_SEEDS} seeds a side; a diverged seed does not hold. Speed-up: T1 / iterations."
+)
+
+
+def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] | None = None) -> str:
+    """Per table: the glance at the largest S, then the verdict of every rule at every S (a variant by its
+    short name, the overrides on hover: reports.variants)."""
+    from .html import name_html
+
+    E = html.escape
+    if glance.empty:
+        return '<p class="note">No Table 2 rule with runs at S = 1 and at a larger S.</p>'
+    out = []
+    for table, t in glance.groupby("table", sort=False):
+        out.append(f"<h3>{name_html(str(table), variants)} <small>— at S = {E(str(t['scale'].iloc[0]))}</small></h3><table>")
+        out.append(
+            "<tr><th>rule</th><th>Δ to S = 1 [interval]</th><th>speed-up</th><th>verdict</th><th>seeds</th></tr>"
+        )
+        for _, r in t.iterrows():
+            seeds = "–" if not math.isfinite(r["n"]) else f"{int(r['n'])} vs {int(r['n_base'])}"
+            cells = [r["label"], _delta(r), _speed(r["speedup"])]
+            tds = "".join(f'<td class="num">{E(str(c))}</td>' for c in cells[1:])
+            verdict = f'<td class="label" title="{E(str(r["detail"]))}">{E(str(r["status"]))}</td>'
+            out.append(f'<tr><td class="label">{E(str(cells[0]))}</td>{tds}{verdict}<td>{E(seeds)}</td></tr>')
+        out.append("</table>")
+        every = v[v["table"] == table]
+        scales = sorted(set(every["scale"]), key=scale_order)
+        out.append("<table><tr><th>rule \\ S</th>" + "".join(f"<th>{E(str(s))}</th>" for s in scales) + "</tr>")
+        for method in sorted(set(every["method"]), key=place):
+            mine = every[every["method"] == method].set_index("scale")
+            tds = []
+            for s in scales:
+                if s not in mine.index:
+                    tds.append('<td class="missing">–</td>')
+                    continue
+                r = mine.loc[s]
+                tds.append(f'<td title="{E(str(r["detail"]))}">{E(str(r["status"]))}</td>')
+            out.append(f'<tr><td class="label">{E(str(mine["label"].iloc[0]))}</td>{"".join(tds)}</tr>')
+        out.append("</table>")
+    note = f"{LEGEND} Hover a verdict for its numbers; every rule × S in rule_verdicts.csv."
+    out.append(f'<p class="legend">{E(note)}</p>')
+    return "\n".join(out)
+
+
+def to_csv(f: pd.DataFrame) -> str:
+    return f.to_csv(index=False, float_format="%.6g")
