@@ -153,7 +153,8 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
         return '<p class="note">No Table 2 rule with runs at S = 1 and at a larger S.</p>'
     out = []
     for table, t in glance.groupby("table", sort=False):
-        out.append(f"<h3>{name_html(str(table), variants)} <small>— at S = {E(str(t['scale'].iloc[0]))}</small></h3><table>")
+        at = E(str(t["scale"].iloc[0]))
+        out.append(f"<h3>{name_html(str(table), variants)} <small>— at S = {at}</small></h3><table>")
         out.append(
             "<tr><th>rule</th><th>Δ to S = 1 [interval]</th><th>speed-up</th><th>verdict</th><th>seeds</th></tr>"
         )
