@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import hmac
 import os
 import secrets
 import shutil
@@ -229,14 +231,17 @@ def read_text(path: Path | str, limit: int) -> str:
     return read_bytes(path, limit).decode("utf-8")
 
 
-def write_bytes(path: Path | str, data: bytes | memoryview) -> None:
+def write_bytes(path: Path | str, data: bytes | memoryview, mode: int | None = None) -> None:
     """Write `data` to `path` whole or not at all: a temporary file in the same folder (reached without
-    following a link, created if missing), fsynced, then renamed over the target."""
+    following a link, created if missing), fsynced, then renamed over the target. Its mode is what
+    open() gives (0666 less the umask), or `mode` exactly."""
     root, parts, name = _leaf(path)
     dfd = _dir_fd(root, parts, create=True)
     try:
-        tmp, fd = _temporary(dfd, name, str(path))
+        tmp, fd = _temporary(dfd, name, str(path), 0o600 if mode is not None else 0o666)
         try:
+            if mode is not None:
+                os.fchmod(fd, mode)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
@@ -252,12 +257,12 @@ def write_bytes(path: Path | str, data: bytes | memoryview) -> None:
         os.close(dfd)
 
 
-def _temporary(dfd: int, name: str, where: str) -> tuple[str, int]:
+def _temporary(dfd: int, name: str, where: str, mode: int = 0o666) -> tuple[str, int]:
     """Create `.<name>.<random>.tmp` in `dfd` (O_EXCL: never an existing file or link): its name and fd."""
     for _ in range(100):
         tmp = f".{name}.{secrets.token_hex(4)}.tmp"
         try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666, dir_fd=dfd)
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode, dir_fd=dfd)
         except FileExistsError:
             continue
         except OSError as e:
@@ -276,7 +281,11 @@ def mkdirs(path: Path | str) -> None:
 
 
 def lstat(path: Path | str) -> os.stat_result:
-    """The stat of `path` itself (a link is not followed; nor is any below the root on the way)."""
+    """The stat of `path` itself (a link is not followed; nor is any below the root on the way). A root is
+    taken as named (its link followed)."""
+    named = os.path.abspath(os.fspath(path))
+    if named in _ROOTS:
+        return os.stat(named)
     root, parts, name = _leaf(path)
     dfd = _dir_fd(root, parts, create=False)
     try:
@@ -372,3 +381,45 @@ def walk_files(path: Path | str, refuse_links: bool = False) -> Iterator[Path]:
             yield p
         elif refuse_links:
             raise Refused(p, "is a symbolic link or not a regular file; not followed (remove it)", errno.ELOOP)
+
+
+class Seal:
+    """A keyed digest (BLAKE2b, 32 bytes) in front of a file this user's suite wrote into a shared folder
+    (the report's caches), so that what it holds is taken only if this user wrote it and nobody changed
+    it since: a colleague who can write the folder, and so replace the file, cannot make one that passes
+    without the key. The key, 32 random bytes, is `folder/.seal-<uid>`: mode 0600, owned by this user,
+    read without following a link, made anew (atomically) when it is missing or fails any of these.
+    `made_ns`: when the key was made; a file last changed before that was sealed by no key of this one's
+    and is stale, not damaged."""
+
+    SIZE = 32
+
+    def __init__(self, folder: Path | str) -> None:
+        path = Path(folder) / f".seal-{os.geteuid()}"
+        key = None
+        try:
+            with open_file(path, "rb", self.SIZE) as f:
+                st = os.fstat(f.fileno())
+                data = f.read()
+            if len(data) == self.SIZE and st.st_uid == os.geteuid() and not st.st_mode & 0o077:
+                key, self.made_ns = data, st.st_mtime_ns
+        except (OSError, ValueError):
+            pass
+        if key is None:
+            key = secrets.token_bytes(self.SIZE)
+            write_bytes(path, key, mode=0o600)
+            self.made_ns = os.stat(path).st_mtime_ns
+        self._key = key
+
+    def seal(self, data: bytes) -> bytes:
+        return hashlib.blake2b(data, key=self._key, digest_size=self.SIZE).digest() + data
+
+    def older(self, st: os.stat_result) -> bool:
+        """Whether a file of stat `st` was last changed before this key existed (so cannot pass it)."""
+        return st.st_ctime_ns < self.made_ns
+
+    def open(self, blob: bytes) -> memoryview | None:
+        """The data of a sealed blob, or None when its digest is not this key's of it."""
+        view = memoryview(blob)
+        mac = hashlib.blake2b(view[self.SIZE :], key=self._key, digest_size=self.SIZE).digest()
+        return view[self.SIZE :] if hmac.compare_digest(mac, bytes(view[: self.SIZE])) else None
