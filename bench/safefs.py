@@ -27,21 +27,23 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import hmac
 import os
 import secrets
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from bench.errors import UserError
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_ROOTS: list[str] = []  # absolute, lexically normalised (links in them are the user's, followed)
+_ROOTS: list[str] = []
+F = TypeVar("F", bound=Callable[..., Any])  # absolute, lexically normalised (links in them are the user's, followed)
 
 
 class Refused(UserError, OSError):
@@ -71,12 +73,26 @@ def confined(*roots: Path | str | None) -> Iterator[None]:
             _ROOTS.remove(r)
 
 
+def rooted(fn: F) -> F:
+    """`fn(folder, ...)` with its first argument declared a root while it runs (an entry point, such as
+    build_report, that tests and other code call without the CLI)."""
+
+    @functools.wraps(fn)
+    def wrapped(folder: Any, *args: Any, **kwargs: Any) -> Any:
+        with confined(folder):
+            return fn(folder, *args, **kwargs)
+
+    return wrapped  # type: ignore[return-value]
+
+
 def split(path: Path | str) -> tuple[str, list[str]]:
-    """(root, the components below it) of `path`: the outermost declared root holding it, else its parent."""
+    """(root, the components below it) of `path`: the innermost declared root holding it (each was named
+    by the user, links in it included: `prepare --source` may be a link inside --out's folder), else its
+    parent."""
     p = os.path.abspath(os.fspath(path))
     best = None
     for r in _ROOTS:
-        if (p == r or p.startswith(r.rstrip(os.sep) + os.sep)) and (best is None or len(r) < len(best)):
+        if (p == r or p.startswith(r.rstrip(os.sep) + os.sep)) and (best is None or len(r) > len(best)):
             best = r
     if best is None or p == best:
         head, tail = os.path.split(p)
@@ -84,7 +100,15 @@ def split(path: Path | str) -> tuple[str, list[str]]:
     return best, [c for c in p[len(best) :].split(os.sep) if c]
 
 
-def _kind(mode: int) -> str:
+def inside(path: Path | str) -> bool:
+    """Whether `path` is below a declared root (lexically): a path read from a file (a log named in
+    job.json) is only opened when it is, so no file of the user's outside the results folder is shown."""
+    p = os.path.abspath(os.fspath(path))
+    return any(p.startswith(r.rstrip(os.sep) + os.sep) for r in _ROOTS)
+
+
+def kind(mode: int) -> str:
+    """What a file of this mode is, in words (a symbolic link, a FIFO, a device, ...)."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISFIFO(mode):
@@ -106,7 +130,7 @@ def _refusal(dir_fd: int, name: str, where: str, want: str) -> OSError:
         return OSError(e.errno, e.strerror, where)
     if stat.S_ISLNK(mode):
         return Refused(where, "is a symbolic link; not followed (remove it)", errno.ELOOP)
-    return Refused(where, f"is {_kind(mode)}, not a {want}; not opened (remove it)")
+    return Refused(where, f"is {kind(mode)}, not a {want}; not opened (remove it)")
 
 
 def _open_root(root: str, create: bool) -> int:
@@ -158,9 +182,8 @@ def _leaf(path: Path | str) -> tuple[str, list[str], str]:
 @contextlib.contextmanager
 def folder(path: Path | str, create: bool = False) -> Iterator[int]:
     """An fd of the folder `path`, reached without following a link below its root (made when `create`)."""
-    root, parts = split(path)
-    if os.path.abspath(os.fspath(path)) == root:
-        parts = []
+    named = os.path.abspath(os.fspath(path))
+    root, parts = (named, []) if named in _ROOTS else split(path)
     fd = _dir_fd(root, parts, create)
     try:
         yield fd
@@ -195,7 +218,7 @@ def _open_at(dfd: int | None, name: str, flags: int, mode: int, where: str, foll
     try:
         mode_now = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode_now):
-            raise Refused(where, f"is {_kind(mode_now)}, not a regular file; not opened (remove it)")
+            raise Refused(where, f"is {kind(mode_now)}, not a regular file; not opened (remove it)")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

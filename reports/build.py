@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench import safefs
 from bench.errors import UserError
 from bench.files import atomic_write_bytes
 
@@ -48,6 +49,7 @@ def _write(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8", errors="backslashreplace"))  # a lone surrogate from a JSON escape
 
 
+@safefs.rooted  # nothing below `out` is reached through a link (bench.safefs)
 def build_report(out: Path, formats: list[str] | None = None, std: bool = False) -> Path:
     """Write the report of the results folder `out` under `out/report/`; return the path of report.html."""
     formats = list(FORMATS if not formats else formats)
@@ -165,6 +167,7 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
+@safefs.rooted
 def build_sweep(out: Path) -> tuple[pd.DataFrame, list[Path]]:
     """The sweep's table and figure for `adascale-bench sweep`: OUT/sweep.csv and OUT/sweep_<task>.png,
     from the same table the report uses."""

@@ -165,13 +165,13 @@ def confining(prepare: F) -> F:
 
 
 def _refused(path: Path, mode: int) -> safefs.Refused:
-    what = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file or folder"
-    return safefs.Refused(
-        path,
-        f"is {what} inside --source; prepare follows no link below the source folder "
-        "(replace it by the file, or name the folder it points to as --source)",
-        errno.ELOOP,
-    )
+    what = safefs.kind(mode)
+    if stat.S_ISLNK(mode):
+        why = "prepare follows no link below the source folder (replace it by the file, or name the folder it "
+        why += "points to as --source)"
+    else:
+        why = "prepare reads only regular files and folders below the source folder (remove it)"
+    return safefs.Refused(path, f"is {what} inside --source; {why}", errno.ELOOP)
 
 
 def regular(path: Path) -> Path:

@@ -40,7 +40,7 @@ def find_source(source: Path) -> Path:
     folder = data.resolve_root(source) / data.BASE_FOLDER
     if folder.is_dir():
         return folder
-    if (source / ARCHIVE).is_file():
+    if preparing.exists(source / ARCHIVE):  # a link or a FIFO there is refused when it is read
         return source / ARCHIVE
     raise UserError(f"{source}: no {ARCHIVE} and no {data.BASE_FOLDER}/ folder; expected {SOURCES}")
 
@@ -92,7 +92,7 @@ def prepare(source: Path, out: Path, *, progress: bool = True, verify_md5: bool 
         return record
     found = find_source(source)
     with staged(out, TASK, source) as stage:
-        if found.is_file():
+        if not safefs.is_dir(found):  # an archive (a link or FIFO in its place is refused when read)
             placed = extract(found, stage, verify_md5, progress)
         else:
             placed = link(found, stage, verify_md5)
