@@ -382,12 +382,17 @@ class MetricsLog:
         shorter than that, missing, or not ending a record there (cheap checks, no full read)."""
         if not self.enabled or offset == 0:
             return None
-        size = self.path.stat().st_size if self.path.exists() else 0
         expects = f"the checkpoint expects {offset} ({records} records)"
-        if size < offset:
-            missing = "" if self.path.exists() else " (missing)"
-            return f"{METRICS} has {size} bytes{missing}, {expects}"
-        with open_regular(self.path, "rb") as f:
+        try:
+            f = open_regular(self.path, "rb")
+        except FileNotFoundError:
+            return f"{METRICS} has 0 bytes (missing), {expects}"
+        except OSError as e:  # a link or a FIFO in its place (bench.safefs)
+            return f"{self.path}: {e.strerror}"
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size < offset:
+                return f"{METRICS} has {size} bytes, {expects}"
             f.seek(offset - 1)
             if f.read(1) != b"\n":
                 return f"{METRICS} does not end a record at byte {offset} where {expects}"

@@ -14,7 +14,7 @@ from typing import Any
 from bench.algo.rules import METHODS
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
-from bench.files import SPEC, identity_differs, identity_of, read_json, read_json_object
+from bench.files import SPEC, identity_differs, identity_of, read_json
 from bench.run.schema import RUN_DEFAULTS, problems, validate
 from bench.run.yamlread import excerpt, load_yaml
 
@@ -164,9 +164,16 @@ def read_spec(run_dir: Path) -> dict[str, Any]:
     from tasks.presets import card
 
     path = Path(run_dir) / SPEC
-    spec = read_json_object(path)
-    if spec is None:
-        raise UserError(f"{run_dir} is not a run folder (no readable {SPEC})")
+    try:
+        spec = read_json(path)
+    except FileNotFoundError:
+        raise UserError(f"{run_dir} is not a run folder (no {SPEC})") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot be read: {e.strerror}") from None
+    except ValueError as e:
+        raise UserError(f"{path}: not JSON ({excerpt(str(e))})") from None
+    if not isinstance(spec, dict):
+        raise UserError(f"{path}: a JSON {type(spec).__name__}, not a spec")
     if spec.get("task") not in available():
         raise UserError(f"{path}: task {excerpt(spec.get('task'))} is not one of: {', '.join(available())}")
     presets = card(spec["task"]).presets
