@@ -45,6 +45,17 @@ with figures.rendering(Path(sys.argv[1]) / "figures.json", 2) as renderer:
 """
 
 
+def children(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -57,9 +68,11 @@ def alive(pid: int) -> bool:
 def test_workers_die_when_their_parent_is_sigkilled(tmp_path: Path, script: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+    pids: set[int] = set()
     try:
         pids = {int(proc.stdout.readline()) for _ in range(2)}
         time.sleep(0.5)
+        pids |= children(proc.pid)  # every worker the pool forked, busy or not
         assert all(alive(p) for p in pids)  # the control: alive while the parent is
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
@@ -70,6 +83,6 @@ def test_workers_die_when_their_parent_is_sigkilled(tmp_path: Path, script: str)
         assert not left, f"workers {left} outlived their SIGKILLed parent"
     finally:
         proc.kill()
-        for p in locals().get("pids", ()):
+        for p in pids:  # what the test started, so a failure leaves nothing behind
             if alive(p):
                 os.kill(p, signal.SIGKILL)
