@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
 import hmac
 import os
 import secrets
@@ -407,7 +406,7 @@ def walk_files(path: Path | str, refuse_links: bool = False) -> Iterator[Path]:
 
 
 class Seal:
-    """A keyed digest (BLAKE2b, 32 bytes) in front of a file this user's suite wrote into a shared folder
+    """A keyed digest (HMAC-SHA256, 32 bytes) in front of a file this user's suite wrote into a shared folder
     (the report's caches), so that what it holds is taken only if this user wrote it and nobody changed
     it since: a colleague who can write the folder, and so replace the file, cannot make one that passes
     without the key. The key, 32 random bytes, is `folder/.seal-<uid>`: mode 0600, owned by this user,
@@ -435,7 +434,7 @@ class Seal:
         self._key = key
 
     def seal(self, data: bytes) -> bytes:
-        return hashlib.blake2b(data, key=self._key, digest_size=self.SIZE).digest() + data
+        return hmac.digest(self._key, data, "sha256") + data  # OpenSSL's SHA-256: ~2× BLAKE2b here
 
     def older(self, st: os.stat_result) -> bool:
         """Whether a file of stat `st` was last changed before this key existed (so cannot pass it)."""
@@ -444,5 +443,5 @@ class Seal:
     def open(self, blob: bytes) -> memoryview | None:
         """The data of a sealed blob, or None when its digest is not this key's of it."""
         view = memoryview(blob)
-        mac = hashlib.blake2b(view[self.SIZE :], key=self._key, digest_size=self.SIZE).digest()
+        mac = hmac.digest(self._key, view[self.SIZE :], "sha256")
         return view[self.SIZE :] if hmac.compare_digest(mac, bytes(view[: self.SIZE])) else None
