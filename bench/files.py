@@ -10,15 +10,14 @@ import math
 import os
 import re
 import socket
-import stat
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench import safefs
 from bench.errors import UserError
 
 SPEC = "spec.json"
@@ -69,11 +68,26 @@ def identity_of(spec: dict[str, Any]) -> dict[str, Any]:
     overrides saying so) is left out, and a setting added later counts only off its default. The folder
     name, the same-run check, the engine's resume check, LSW+'s lookup and the reports all use it."""
     overrides = spec.get("overrides") if isinstance(spec.get("overrides"), dict) else {}
-    return {
-        k: v
-        for k, v in spec.items()
-        if in_identity(k) and k != "overrides" and not (k in LATE_SETTINGS and v == LATE_SETTINGS[k])
-    } | {"overrides": {k: v for k, v in overrides.items() if in_identity(k)}}
+    return canonical(
+        {
+            k: v
+            for k, v in spec.items()
+            if in_identity(k) and k != "overrides" and not (k in LATE_SETTINGS and v == LATE_SETTINGS[k])
+        }
+        | {"overrides": {k: v for k, v in overrides.items() if in_identity(k)}}
+    )
+
+
+def canonical(value: Any) -> Any:
+    """One form per number: a float that is a whole number is that int (T1=2000.0 is T1=2000: one run,
+    one folder name, one report variant), inside mappings and lists too; booleans stay booleans."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    return value
 
 
 def identity_differs(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -93,75 +107,33 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def _umask() -> int:
-    """The process's umask, read without changing it (os.umask would, for a moment, in every thread)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _named(e: OSError, path: Path) -> OSError:
     """The same error, naming `path` when it names no file (a write that ran out of space names none)."""
     return e if e.filename else OSError(e.errno, e.strerror, str(path))
 
 
-def open_regular(path: Path, mode: str = "r") -> Any:
-    """open(path, mode) for reading, refusing what is not a regular file (a FIFO planted in a results
-    folder would block the reader forever; a device would never end) with an OSError naming it."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: a FIFO opens at once
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(22, "not a regular file", str(path))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
-    except BaseException:
-        os.close(fd)
-        raise
+MAX_JSON_BYTES = 64 << 20  # a spec, summary or job record is a few kB; a manifest of 50 000 runs a few MB
+
+
+def open_regular(path: Path, mode: str = "r", limit: int | None = None) -> Any:
+    """open(path, mode) for reading a file others may have planted (bench.safefs): no link followed below
+    the root, nothing but a regular file (a FIFO would block the reader forever, a device never end),
+    with `limit`, nothing larger; a refusal is an OSError naming it."""
+    return safefs.open_file(path, mode, limit)
 
 
 def open_own(path: Path, flags: int) -> int:
     """os.open for writing a run or prepare file in place (append, truncate, lock), refusing a symbolic
     link (a planted one would have the write land in whatever file it names) or anything but a regular
-    file, with a one-line UserError naming it."""
-    try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
-    except OSError as e:
-        if e.errno == 40:  # ELOOP: the last component is a symbolic link
-            raise UserError(f"{path}: is a symbolic link; refusing to write through it (remove it)") from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UserError(f"{path}: not a regular file; refusing to write to it (remove it)")
-    os.set_blocking(fd, True)
-    return fd
+    file, with a one-line UserError naming it (bench.safefs.open_fd)."""
+    return safefs.open_fd(path, flags)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target. The file gets the
-    mode an ordinary open() would give it (0666 less the umask; mkstemp makes it 0600)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise _named(e, path) from None
-        raise
+    """Write to a temporary file in the same folder, fsync, then rename over the target (bench.safefs
+    .write_bytes: no link followed on the way; a link at the target is replaced). The file gets the
+    mode an ordinary open() would give it (0666 less the umask)."""
+    safefs.write_bytes(path, data)
 
 
 def write_csv_rows(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
@@ -178,10 +150,10 @@ def write_csv_rows(path: Path, columns: list[str], rows: list[dict[str, Any]]) -
 def remove_temporaries(run_dir: Path) -> list[Path]:
     """Delete what interrupted atomic writes left in a run folder (call it holding the folder's lock)."""
     removed = []
-    for p in Path(run_dir).glob(".*.tmp"):
-        if _TEMPORARY.fullmatch(p.name):
-            p.unlink(missing_ok=True)
-            removed.append(p)
+    for name, _ in safefs.entries(run_dir):
+        if _TEMPORARY.fullmatch(name):
+            safefs.unlink(Path(run_dir) / name)
+            removed.append(Path(run_dir) / name)
     return removed
 
 
@@ -204,7 +176,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     id into the lock file. Re-entrant within a process. On a file system without locks (some Lustre
     mounts), a warning and no lock."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    safefs.mkdirs(run_dir)
     with file_lock(run_dir / LOCK, f"run folder {run_dir}"):
         yield
 
@@ -257,13 +229,10 @@ def lock_is_held(run_dir: Path) -> bool | None:
     """Whether some process holds the run folder's lock (None: cannot tell, no locks on this file system)."""
     path = Path(run_dir) / LOCK
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a planted FIFO must not block
+        fd = safefs.open_fd(path)  # a planted FIFO or link: cannot tell
     except FileNotFoundError:
         return False
     except OSError:
-        return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -280,9 +249,10 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(_clean(obj), indent=2, sort_keys=True) + "\n").encode())
 
 
-def read_json(path: Path) -> Any:
-    """The JSON value of a regular file; a value nested too deep for the parser is a ValueError."""
-    with open_regular(path) as f:
+def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> Any:
+    """The JSON value of a regular file of at most `limit` bytes; a value nested too deep for the parser
+    is a ValueError."""
+    with open_regular(path, "r", limit) as f:
         try:
             return json.load(f)
         except RecursionError:
@@ -412,12 +382,17 @@ class MetricsLog:
         shorter than that, missing, or not ending a record there (cheap checks, no full read)."""
         if not self.enabled or offset == 0:
             return None
-        size = self.path.stat().st_size if self.path.exists() else 0
         expects = f"the checkpoint expects {offset} ({records} records)"
-        if size < offset:
-            missing = "" if self.path.exists() else " (missing)"
-            return f"{METRICS} has {size} bytes{missing}, {expects}"
-        with open(self.path, "rb") as f:
+        try:
+            f = open_regular(self.path, "rb")
+        except FileNotFoundError:
+            return f"{METRICS} has 0 bytes (missing), {expects}"
+        except OSError as e:  # a link or a FIFO in its place (bench.safefs)
+            return f"{self.path}: {e.strerror}"
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size < offset:
+                return f"{METRICS} has {size} bytes, {expects}"
             f.seek(offset - 1)
             if f.read(1) != b"\n":
                 return f"{METRICS} does not end a record at byte {offset} where {expects}"

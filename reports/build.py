@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench import safefs
 from bench.errors import UserError
 from bench.files import atomic_write_bytes
 
@@ -70,6 +71,7 @@ def _write(path: Path, text: str, built: Built | None = None) -> None:
         built.written.append(path)
 
 
+@safefs.rooted  # nothing below `out` is reached through a link (bench.safefs)
 def build_report(out: Path, formats: list[str] | None = None, std: bool = False) -> Path:
     """Write the report of the results folder `out` under `out/report/` (every format unless `formats`
     names some); return the path of report.html, or of the report folder when no HTML was asked for."""
@@ -260,6 +262,7 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
+@safefs.rooted
 def build_sweep(out: Path) -> tuple[pd.DataFrame, list[Path]]:
     """The sweep's table and figure for `adascale-bench sweep`: OUT/sweep.csv and OUT/sweep_<task>.png,
     from the same table the report uses."""

@@ -24,7 +24,16 @@ from typing import Any
 import pandas as pd
 
 from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
-from bench.files import CHECKPOINT, METRICS, SPEC, SUMMARY, identity_of, lock_is_held, open_regular
+from bench.files import (
+    CHECKPOINT,
+    MAX_JSON_BYTES,
+    METRICS,
+    SPEC,
+    SUMMARY,
+    identity_of,
+    lock_is_held,
+    open_regular,
+)
 
 from . import runcache
 from .variants import label_of
@@ -140,7 +149,7 @@ class ReportWarning(UserWarning):
 def _read_json(path: Path) -> tuple[dict | None, str | None]:
     """(object, None) or (None, why it could not be used)."""
     try:
-        with open_regular(path, "rb") as f:
+        with open_regular(path, "rb", MAX_JSON_BYTES) as f:  # no link, no FIFO, bounded (bench.safefs)
             text = f.read().decode("utf-8")
     except OSError as e:
         return None, f"cannot read ({e.strerror or e})"

@@ -79,7 +79,8 @@ def speedups(res: Results, noise: pd.DataFrame | None = None) -> pd.DataFrame:
         sp = (g["T1"].astype(float) / g["iterations"].astype(float)).to_numpy()
         nb = noise[(noise["task"] == task) & (noise["variant"] == variant) & (noise["S"] == S)]["B_simple"]
         b = float(g["batch_size"].iloc[0])
-        ratio = S * b / float(np.median(nb)) if len(nb.dropna()) else math.nan
+        median = float(np.median(nb.dropna())) if len(nb.dropna()) else math.nan
+        ratio = S * b / median if median > 0 else math.nan  # a noise scale of 0 (μ² never above its noise): none
         rows.append(
             {
                 "task": task,

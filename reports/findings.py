@@ -266,7 +266,8 @@ def check_iii(ctx: Context) -> tuple[str, str]:
         pred = float(r.T1) / steady_gain(B, b, S)
         parts.append(
             f"S={r.scale} seed {r.seed}: {r.iterations:.0f} its (u {u:.2f}) vs {pred:.0f} predicted at "
-            f"B_simple {noise.fmt(B)}, S·b/B = {S * b / B:.2g} (û {u_hat:.2f})" + ("" if ok else " ✗")
+            f"B_simple {noise.fmt(B)}, S·b/B = {S * b / B if B else math.inf:.2g} (û {u_hat:.2f})"  # B = 0: no noise
+            + ("" if ok else " ✗")
         )
     return _aggregate(flags), "; ".join(parts) + f"; |u − û| ≤ {POSITION_TOLERANCE:g}"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench import safefs
 from bench.algo.rules import label
 
 from .figures import Figure
@@ -181,8 +182,11 @@ def comparison_html(
     return "\n".join(out)
 
 
+MAX_PNG = 64 << 20  # a figure at 100 dpi is ~100 kB
+
+
 def img_tag(path: Path, alt: str) -> str:
-    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    data = base64.b64encode(safefs.read_bytes(path, MAX_PNG)).decode("ascii")  # no link followed, bounded
     return f'<img alt="{E(alt)}" src="data:image/png;base64,{data}">'
 
 

@@ -12,10 +12,14 @@ averages) at a few thousand points. So, per run:
   systematic sample of the records, in order, as the figures' own thinning draws) from a 350 MB file
   for the cost of a scan;
 - the result is written atomically as <report>/cache/<hash of the run folder>.npz (JSON text and the
-  training columns as one float64 2-D array) with the metrics file's size and mtime, and reused while
-  both are unchanged. The cache is not trusted: np.load(allow_pickle=False), its inflated size bounded,
-  dtypes, shapes and counts checked; a damaged or hostile one is ignored with a one-line warning naming
-  it (`frames`' warn) and rebuilt.
+  training columns as one float64 2-D array), keyed as git's index keys a file by the metrics file's
+  size, mtime_ns, ctime_ns and inode (a write sets ctime, which no user can set back: an edit with its
+  size and mtime put back by `touch -r`, `cp -p` or `rsync -a` changes it) and a digest of its first
+  and last 64 kB, all checked on every read; reused while they hold. The cache is not trusted: it is
+  sealed (bench.safefs.Seal: a keyed digest of the whole file, whose key only this user can read), so
+  one with other numbers and matching stamps is refused; then np.load(allow_pickle=False), its inflated
+  size bounded, dtypes, shapes and counts checked. A damaged, hostile or disagreeing one is ignored
+  with a one-line warning naming it (`frames`' warn) and rebuilt.
 
 Training records are counted exactly (lines that are not evaluations; an undecodable line among those
 not sampled counts as one); `attrs["records"]` of the frame says
@@ -39,16 +43,52 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench import safefs
 from bench.files import atomic_write_bytes, open_regular
 
-VERSION = 2  # 2: the training columns as one 2-D array (one member to read, not one per column)
+VERSION = 3  # 3: keyed by size, mtime, ctime, inode and a digest of the ends; sealed (2: one 2-D array)
 SMALL_BYTES = 4 << 20  # files up to this size are read whole (~15 000 records)
 POINTS = 4096  # training records sampled from a larger file
 _EVAL = b'"eval"'
 
 
+PROBE = 64 << 10  # bytes at each end of a metrics file whose digest is part of its stamp
+
+
 def cache_file(cache_dir: Path, run_dir: Path) -> Path:
-    return Path(cache_dir) / (hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:24] + ".npz")
+    """The cache file of a run folder: a hash of its path as bytes (any bytes: a name holding 0xFF too)."""
+    key = b"v3\0" + os.fsencode(os.path.abspath(run_dir))
+    return Path(cache_dir) / (hashlib.sha256(key).hexdigest()[:24] + ".npz")
+
+
+def stamp(fd: int) -> dict[str, Any]:
+    """What a summary of the open metrics file `fd` is keyed by: size, mtime_ns, ctime_ns, inode (as git's
+    index) and a digest of its first and last PROBE bytes (the whole file when it is that small)."""
+    st = os.fstat(fd)
+    h = hashlib.sha256()
+    if st.st_size <= 2 * PROBE:
+        h.update(os.pread(fd, st.st_size, 0))
+    else:
+        h.update(os.pread(fd, PROBE, 0))
+        h.update(os.pread(fd, PROBE, st.st_size - PROBE))
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
+            "ends": h.hexdigest()[:32]}  # fmt: skip
+
+
+_SEALS: dict[str, safefs.Seal | None] = {}
+
+
+def seal_of(cache_dir: Path) -> safefs.Seal | None:
+    """The cache folder's Seal (made once per process, before `warm` forks), or None where the folder
+    cannot be written (a read-only results folder: the report reads every file, uncached)."""
+    key = os.path.abspath(cache_dir)
+    if key not in _SEALS:
+        try:
+            safefs.mkdirs(cache_dir)
+            _SEALS[key] = safefs.Seal(cache_dir)
+        except OSError:
+            _SEALS[key] = None
+    return _SEALS[key]
 
 
 def _decode(line: bytes) -> dict[str, Any] | None:
@@ -172,9 +212,9 @@ def _float(value: Any) -> float:
 
 def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, Any]]:
     """(training columns, evaluation records, meta) of one metrics.jsonl, read as the module says."""
-    with open_regular(path, "rb") as f:  # a FIFO or device in a run folder is refused, not read forever
+    with open_regular(path, "rb", MAX_METRICS_BYTES) as f:  # no FIFO, device or link: refused, not read
+        meta: dict[str, Any] = {"version": VERSION, "stamp": stamp(f.fileno())}
         st = os.fstat(f.fileno())
-        meta: dict[str, Any] = {"version": VERSION, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
         if st.st_size == 0:
             train, evals, count, bad = [], [], 0, 0
         elif st.st_size <= SMALL_BYTES:
@@ -191,42 +231,84 @@ def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, 
 
 
 def _save(target: Path, columns: dict[str, np.ndarray], evals: list[dict], meta: dict[str, Any]) -> None:
+    seal = seal_of(target.parent)
+    if seal is None:
+        return
     buf = io.BytesIO()
     n = len(next(iter(columns.values()))) if columns else 0
     train = np.vstack(list(columns.values())) if columns else np.zeros((0, n))
     meta = meta | {"columns": list(columns)}
     np.savez(buf, meta=np.array(json.dumps(meta)), evals=np.array(json.dumps(evals)), train=train)
-    atomic_write_bytes(target, buf.getvalue())
+    atomic_write_bytes(target, seal.seal(buf.getvalue()))
 
 
 class Damaged(ValueError):
     """A cache file that is not what _save writes (truncated, foreign, hostile): ignored and rebuilt."""
 
+    def warning(self, target: Path, path: Path) -> str:
+        return f"ignored damaged report cache {target} ({str(self)[:200]}); rebuilt from {path}"
+
+
+class Changed(Damaged):
+    """A metrics file changed with its size and mtime put back (touch -r, cp -p, rsync -a): re-read."""
+
+    def warning(self, target: Path, path: Path) -> str:
+        return f"{path} changed since it was cached ({self}), though its size and mtime are the same; re-read"
+
 
 def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, Any]] | None:
-    """The cached summary when it is there, readable and made from the file as it is now; None when it is
-    absent or stale; Damaged (with why) when it is not what _save writes. Nothing in it is trusted: no
-    pickle (allow_pickle=False), members and sizes bounded before anything is read, every array checked
-    for its dtype and shape."""
+    """The cached summary when it is there, sealed by this user, readable and made from the file as it is
+    now (its stamp); None when it is absent or stale; Damaged (with why) when it is not what _save writes
+    or disagrees with the file in a way an ordinary change does not. Nothing in it is trusted: the seal
+    first, then no pickle (allow_pickle=False), members and sizes bounded before anything is inflated,
+    every array checked for its dtype and shape."""
+    seal = seal_of(target.parent)
+    if seal is None:
+        return None
     try:
-        st = path.stat()
-        with zipfile.ZipFile(target) as zf:  # a zip bomb is refused before numpy inflates anything
+        with open_regular(path, "rb", MAX_METRICS_BYTES) as f:
+            now = stamp(f.fileno())
+        with safefs.open_file(target, "rb", MAX_CACHE_BYTES) as f:
+            blob, made = f.read(MAX_CACHE_BYTES + 1), os.fstat(f.fileno())
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise Damaged(f"{type(e).__name__}: {e}") from None
+    body = seal.open(blob)
+    if body is None:
+        if seal.older(made):  # from before this key (a new one): stale, not hostile
+            return None
+        raise Damaged("not sealed by this user's report: written or changed by someone else")
+    try:
+        data = io.BytesIO(body)
+        with zipfile.ZipFile(data) as zf:  # a zip bomb is refused before numpy inflates anything
             if sum(i.file_size for i in zf.infolist()) > MAX_CACHE_BYTES:
                 raise Damaged(f"members larger than {MAX_CACHE_BYTES} bytes")
-        with np.load(target, allow_pickle=False) as z:
+        with np.load(data, allow_pickle=False) as z:
             meta = json.loads(_text(z, "meta"))
             if not isinstance(meta, dict):
                 raise Damaged("meta is not an object")
-            if (meta.get("version"), meta.get("size"), meta.get("mtime_ns")) != (VERSION, st.st_size, st.st_mtime_ns):
-                return None  # stale (or another version's): rebuilt without a word
+            if meta.get("version") != VERSION or meta.get("stamp") != now:
+                return _stale(meta.get("stamp"), now)
             evals = json.loads(_text(z, "evals"))
             train = z["train"]
-    except FileNotFoundError:
-        return None
     except Damaged:
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, AttributeError, TypeError) as e:
         raise Damaged(f"{type(e).__name__}: {e}") from None
+    return _checked(train, evals, meta)
+
+
+def _stale(was: Any, now: dict[str, Any]) -> None:
+    """None (rebuild without a word) for an ordinary change; Changed when only what a user cannot set back
+    (ctime, inode, the digest of the ends) differs: someone put the size and mtime back."""
+    if isinstance(was, dict) and all(was.get(k) == now[k] for k in ("size", "mtime_ns")) and was != now:
+        differ = ", ".join(k for k in ("ctime_ns", "ino", "ends") if was.get(k) != now[k])
+        raise Changed(f"{differ} differ")
+    return None
+
+
+def _checked(train: Any, evals: Any, meta: dict[str, Any]) -> tuple[dict[str, np.ndarray], list[dict], dict]:
     if not isinstance(evals, list) or not all(isinstance(e, dict) for e in evals):
         raise Damaged("evals is not a list of objects")
     names = meta.get("columns")
@@ -241,6 +323,7 @@ def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], 
 
 
 MAX_CACHE_BYTES = 256 << 20  # a summary is ~0.5 MB; anything near this is not one
+MAX_METRICS_BYTES = 16 << 30  # 45 × the paper's largest run (1.5 M records, 350 MB): past it, not a run's log
 
 
 def _text(z: Any, key: str) -> str:
@@ -263,7 +346,7 @@ def refresh(path: Path, cache_dir: Path) -> str | None:
         if _load(target, path) is not None:
             return None
     except Damaged as e:
-        note = f"ignored damaged report cache {target} ({str(e)[:200]}); rebuilt from {path}"
+        note = e.warning(target, path)
     try:
         _save(target, *summarize(path))
     except Exception:  # unreadable metrics, a read-only folder: the report's own read of it says why, or goes uncached
@@ -275,12 +358,11 @@ def warm(paths: list[Path], cache_dir: Path, workers: int, warn: Callable[[str],
     """Refresh the summaries of every metrics file in `paths` in `workers` processes (forked), before the
     report reads them one at a time: the first report of a large matrix is the scan of every file, which
     is CPU work per file and parallel across files. Warnings reach `warn` in the parent."""
-    if workers < 2 or len(paths) < 2:
+    if workers < 2 or len(paths) < 2 or seal_of(cache_dir) is None:  # the key made here, before the fork
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from .workers import pool as worker_pool
 
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    with worker_pool(workers) as pool:
         notes = pool.map(refresh, paths, [cache_dir] * len(paths), chunksize=max(1, len(paths) // (8 * workers)))
         for note in notes:
             if note:
@@ -300,7 +382,7 @@ def frames(
             got = _load(target, path)
         except Damaged as e:
             if warn is not None:
-                warn(f"ignored damaged report cache {target} ({str(e)[:200]}); rebuilt from {path}")
+                warn(e.warning(target, path))
     if got is None:
         got = summarize(path)
         if cache_dir is not None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import safefs
 from bench.algo.rules import method_order, shared_note
 from bench.errors import UserError
 from bench.experiments.matrix import is_shared
@@ -131,6 +132,8 @@ def last_line(path: Path | str | None) -> str | None:
     """The last non-empty line of a log (progress bars' carriage returns count as line ends)."""
     if not path or not isinstance(path, str | Path):  # job.json's stderr may be anything
         return None
+    if not safefs.inside(path):  # a path from a file, outside the results folder: never shown
+        return None
     try:
         with open_regular(path, "rb") as f:  # job.json names it: a FIFO there must not block `status`
             f.seek(0, 2)
@@ -214,6 +217,7 @@ def read_job(out: Path, name: str) -> dict[str, Any] | None:
     return job
 
 
+@safefs.rooted
 def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str | None) -> RunState:
     run_dir = Path(out) / name
     summary = read_json_object(run_dir / SUMMARY)
@@ -258,6 +262,7 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
     return RunState(name, "missing")
 
 
+@safefs.rooted  # below `out` no link is followed (bench.safefs)
 def collect(out: Path) -> list[RunState]:
     """The state of every run of a results folder."""
     out = Path(out)

@@ -7,6 +7,13 @@ everything is written into a hidden sibling `.<name>.partial/` that is renamed i
 an interrupted run leaves only that sibling, which the next run of the same command reuses (steps that
 check what is already there skip it) or clears.
 
+Nothing below the source folder is reached through a link (bench.safefs): `--source` itself is taken as
+named, a link included (a data set kept in a shared store is often reached through one), and `prepare`
+and the CLI declare it a root; every file and folder read below it is reached with O_NOFOLLOW on each
+component. A link (or a FIFO, a device) where prepare would read a file or folder of the data set is
+refused in one line naming it (`children`, `regular`, `link_or_copy`); one it would not read is left
+alone. So a colleague's link to a private file never lands in `--out`, hard-linked, copied or encoded.
+
 Nothing from the source decides where a file goes outside `--out`: every name taken from input data (a
 class id in a ground-truth file, an image id in a list) passes `safe_id` (one path component of plain
 characters, else a one-line error naming the file and the id). Two `prepare` into one `--out` exclude
@@ -17,17 +24,21 @@ left by a run with another source is started over, never mixed (its source is re
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import json
 import os
 import re
 import shutil
+import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tqdm import tqdm
 
+from bench import safefs
 from bench.errors import UserError
 from bench.files import file_lock
 
@@ -50,7 +61,7 @@ def prepared(out: Path, task: str | None = None) -> dict[str, Any] | None:
     """The record of a prepared folder, or None when `out` is not (completely) prepared; with `task`, a
     folder prepared for another task is a one-line error."""
     try:
-        record = json.loads((Path(out) / MARKER).read_text())
+        record = json.loads(safefs.read_text(Path(out) / MARKER, 1 << 20))
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict):
@@ -109,7 +120,7 @@ def _same_source(stage: Path, task: str, source: Path | None) -> None:
         raise UserError(f"{stage}: not a staging folder (a link or a file); remove it and run prepare again")
     if stage.is_dir():
         try:
-            before = (stage / SOURCE).read_text(encoding="utf-8")
+            before = safefs.read_text(stage / SOURCE, 1 << 16)
         except (OSError, UnicodeDecodeError):
             before = None
         if before != origin:
@@ -119,18 +130,13 @@ def _same_source(stage: Path, task: str, source: Path | None) -> None:
                 file=sys.stderr,
             )
             discard(stage)
-    stage.mkdir(exist_ok=True)
-    tmp = stage / f"{SOURCE}.tmp"
-    tmp.write_text(origin, encoding="utf-8")
-    os.replace(tmp, stage / SOURCE)
+    safefs.write_text(stage / SOURCE, origin)
 
 
 def finish(stage: Path, task: str, source: Path, summary: dict[str, Any]) -> None:
     """Write the record that makes `stage` a prepared folder (the last file written)."""
     record = {"task": task, "source": str(Path(source).resolve()), **summary}
-    tmp = stage / f".{MARKER}.tmp"
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, stage / MARKER)
+    safefs.write_text(stage / MARKER, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def discard(stage: Path) -> None:
@@ -143,22 +149,93 @@ def progress(items: Iterable[T], desc: str, total: int | None = None, unit: str 
     return tqdm(items, desc=desc, total=total, unit=unit, dynamic_ncols=True, leave=False, disable=None)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def confining(prepare: F) -> F:
+    """A task's `prepare(source, out, ...)` with its source and the folder of its output declared roots
+    (bench.safefs): nothing below them is reached through a link, whoever calls it."""
+
+    @functools.wraps(prepare)
+    def confined(source: Path, out: Path, *args: Any, **kwargs: Any) -> Any:
+        with safefs.confined(source, Path(out).parent):
+            return prepare(source, out, *args, **kwargs)
+
+    return confined  # type: ignore[return-value]
+
+
+def _refused(path: Path, mode: int) -> safefs.Refused:
+    what = safefs.kind(mode)
+    if stat.S_ISLNK(mode):
+        why = "prepare follows no link below the source folder (replace it by the file, or name the folder it "
+        why += "points to as --source)"
+    else:
+        why = "prepare reads only regular files and folders below the source folder (remove it)"
+    return safefs.Refused(path, f"is {what} inside --source; {why}", errno.ELOOP)
+
+
+def regular(path: Path) -> Path:
+    """`path` when it is a regular file reached without a link below the source; else a one-line refusal
+    (a link, a FIFO) or FileNotFoundError."""
+    mode = safefs.lstat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise _refused(Path(path), mode)
+    return Path(path)
+
+
+def exists(path: Path) -> bool:
+    """Whether something is at `path` (a link counts, and is refused when it is read)."""
+    try:
+        safefs.lstat(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def children(folder: Path, take: Callable[[str, str], bool]) -> list[tuple[Path, str]]:
+    """(path, kind) of the entries of a source folder that `take(name, kind)` keeps, kind `file` or `dir`,
+    sorted; an entry it would keep as either that is a link or a special file is refused in one line
+    (never followed); the others are left alone."""
+    found = []
+    for name, kind in safefs.entries(folder):
+        path = Path(folder) / name
+        if kind in ("file", "dir"):
+            if take(name, kind):
+                found.append((path, kind))
+        elif take(name, "file") or take(name, "dir"):
+            raise _refused(path, safefs.lstat(path).st_mode)
+    return found
+
+
 def link_or_copy(src: Path, dst: Path) -> str:
     """Hard-link `src` to `dst` where the file system allows, else symlink, else copy; returns which.
-    ImageNet's 1.28 M files are then not copied."""
+    ImageNet's 1.28 M files are then not copied. `src` must be a regular file reached without a link
+    below the source (`regular`): a link is refused, not placed."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    if dst.exists():
+    if dst.exists() or dst.is_symlink():
         return "exists"
+    src = Path(src)
+    with safefs.folder(src.parent) as fd:
+        st = os.stat(src.name, dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            raise _refused(src, st.st_mode)
+        try:
+            os.link(src.name, dst, src_dir_fd=fd, follow_symlinks=False)  # the entry itself, never a target
+        except OSError:
+            pass
+        else:
+            placed = os.lstat(dst)
+            if placed.st_ino != st.st_ino:  # swapped for something else in between
+                dst.unlink()
+                raise _refused(src, placed.st_mode)
+            return "hardlink"
     try:
-        os.link(src, dst)
-        return "hardlink"
-    except OSError:
-        pass
-    try:
-        dst.symlink_to(Path(src).resolve())
+        dst.symlink_to(os.path.realpath(src))  # links only in the root (checked above: none below it)
         return "symlink"
     except OSError:
-        shutil.copy2(src, dst)
+        with safefs.open_file(src) as f, open(dst, "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
         return "copy"
 
 

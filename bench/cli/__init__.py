@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TypeVar
 
+from bench import safefs
 from bench.cli.argtypes import non_negative_int, positive_int
 from bench.errors import UserError
 from bench.experiments.slots import default_slots
@@ -389,13 +390,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _named_paths(args: argparse.Namespace) -> list[Path]:
+    """The folders and files named on the command line: taken as given, links in them included; below
+    them no link is followed (bench.safefs). `prepare` writes beside its --out, so its parent is one."""
+    keys = ("out", "dir", "run_dir", "source", "matrix", "throughput", "flops", "write", "write_throughput")
+    named = [Path(v) for k in keys if isinstance(v := getattr(args, k, None), str | Path) and v]
+    if args.command == "prepare":
+        named.append(Path(args.out).parent)
+    return named
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from bench.engine.signals import Interrupted
 
     try:
-        return int(args.func(args) or 0)
+        with safefs.confined(*_named_paths(args)):
+            return int(args.func(args) or 0)
     except UserError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2

@@ -11,15 +11,17 @@ randomness is a function of position, bench.engine.seeding), and the spec and st
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from bench.errors import UserError
-from bench.files import atomic_write_bytes
+from bench.files import atomic_write_bytes, open_regular
 
 _PLAIN = (str, int, float, bool, type(None), torch.Tensor)
 
@@ -47,22 +49,53 @@ class CheckpointRefused(UserError):
 
 
 def safe_load(path: Path, device: torch.device | str, what: str, mmap: bool = False) -> Any:
-    """torch.load(weights_only=True) with one-line errors: a file holding anything but tensors and plain
+    """torch.load(weights_only=True) with one-line errors, of a file opened as bench.safefs opens one (no
+    link below the root, a regular file: a FIFO is refused at once, never waited on) and checked before
+    torch sees it (`check_members`: nothing in it inflates). A file holding anything but tensors and plain
     containers is refused (and nothing in it runs), a damaged one is unreadable."""
     try:
-        return torch.load(path, map_location=device, weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as e:  # weights_only's refusal of a global, a __reduce__, a class
-        text = str(e)
-        if "Unsupported operand" in text:  # not a pickle at all (bytes that are no opcode): damaged, not hostile
-            raise UserError(f"{what} {path} is unreadable (not a torch checkpoint); delete it") from None
-        named = re.search(r"GLOBAL ([\w.]{1,80})", text)
-        raise CheckpointRefused(
-            f"{what} {path} refused: it holds objects other than tensors and plain containers"
-            f"{f' (it names {named.group(1)})' if named else ''} (loaded with weights_only=True, nothing in it "
-            "was run); delete it"
-        ) from None
-    except Exception as e:  # torch raises many types for a damaged file
-        raise UserError(f"{what} {path} is unreadable ({type(e).__name__}); delete it") from None
+        f = open_regular(path, "rb")
+    except OSError as e:
+        raise UserError(f"{what} {path} cannot be read: {e.strerror}") from None
+    with f:
+        check_members(f, path, what)
+        f.seek(0)
+        source: Any = f"/proc/self/fd/{f.fileno()}" if mmap else f  # mmap needs a path: the file opened here
+        try:
+            return torch.load(source, map_location=device, weights_only=True, mmap=mmap)
+        except pickle.UnpicklingError as e:  # weights_only's refusal of a global, a __reduce__, a class
+            text = str(e)
+            if "Unsupported operand" in text:  # not a pickle at all (bytes that are no opcode): damaged, not hostile
+                raise UserError(f"{what} {path} is unreadable (not a torch checkpoint); delete it") from None
+            named = re.search(r"GLOBAL ([\w.]{1,80})", text)
+            raise CheckpointRefused(
+                f"{what} {path} refused: it holds objects other than tensors and plain containers"
+                f"{f' (it names {named.group(1)})' if named else ''} (loaded with weights_only=True, nothing in it "
+                "was run); delete it"
+            ) from None
+        except Exception as e:  # torch raises many types for a damaged file
+            raise UserError(f"{what} {path} is unreadable ({type(e).__name__}); delete it") from None
+
+
+def check_members(f: Any, path: Path, what: str) -> None:
+    """Refuse, before torch.load reads it, a checkpoint that could take more memory than its size: torch.save
+    writes a zip whose members are stored, not compressed, so every member's uncompressed size equals its
+    stored size and they add up to less than the file. A deflated member (a 1.5 MB file can inflate to
+    1.5 GB of zeros), a size that lies, or a file in the legacy (non-zip) format, whose pickle states the
+    sizes torch allocates, is refused in one line."""
+    size = os.fstat(f.fileno()).st_size
+    try:
+        members = zipfile.ZipFile(f).infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        raise UserError(f"{what} {path} is unreadable (not a zip-format torch checkpoint); delete it") from None
+    for m in members:
+        if m.compress_type != zipfile.ZIP_STORED or m.file_size != m.compress_size:
+            raise CheckpointRefused(
+                f"{what} {path} refused: member {m.filename[:80]!r} is compressed ({m.compress_size} bytes that "
+                f"inflate to {m.file_size}); torch.save stores its members; delete it"
+            )
+    if sum(m.file_size for m in members) > size:
+        raise CheckpointRefused(f"{what} {path} refused: its members add up to more than its {size} bytes; delete it")
 
 
 def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:

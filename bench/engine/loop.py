@@ -78,18 +78,61 @@ class State:
 
 
 def _odd_state_field(state: State) -> str | None:
-    """The first State field a checkpoint filled with something other than what the field holds (a number,
-    None where the field allows it, a mapping of numbers for last_eval), or None."""
+    """The first State field a checkpoint filled with something other than what the field holds (a count
+    for an int field, a finite number for a float one, None where the field allows it, a mapping of numbers
+    for last_eval), or None. A NaN τ or a negative offset would otherwise fail later, as a traceback."""
     for f in fields(state):
         value = getattr(state, f.name)
         if f.name == "last_eval":
             ok = isinstance(value, dict) and all(v is None or isinstance(v, int | float) for v in value.values())
+        elif value is None:
+            ok = "None" in str(f.type)
+        elif str(f.type).startswith("int"):
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         else:
-            ok = (value is None and "None" in str(f.type)) or (
-                isinstance(value, int | float) and not isinstance(value, bool)
-            )
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            ok = ok and (value >= 0 or f.name.endswith("_sum"))
         if not ok:
             return f.name
+    return None
+
+
+def _misfit(module: nn.Module, optimizer: torch.optim.Optimizer, ckpt: dict[str, Any]) -> str | None:
+    """Why the checkpoint's model, optimizer or estimator state does not fit this run, or None: a tensor of
+    another shape (which load_state_dict refuses, or, for a momentum buffer, the first step would), a
+    missing key, a value of another type, a non-finite estimator number."""
+    try:
+        module.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+    except (RuntimeError, KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
+        return " ".join(str(e).split())[:160] or type(e).__name__
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            for key, v in optimizer.state.get(p, {}).items():
+                if not isinstance(v, torch.Tensor) or (v.dim() and v.shape != p.shape):
+                    return f"optimizer state {key!r} of shape {getattr(v, 'shape', type(v).__name__)}, not {p.shape}"
+    numbers = _numbers(ckpt["estimator"])
+    if numbers is None or not all(math.isfinite(x) for x in numbers):
+        return "the gain estimator's state is not finite numbers"
+    return None
+
+
+def _numbers(obj: Any) -> list[float] | None:
+    """Every number in a plain container (strings skipped), or None when it holds something else."""
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, list | tuple):
+        out: list[float] = []
+        for v in obj:
+            got = _numbers(v)
+            if got is None:
+                return None
+            out += got
+        return out
+    if isinstance(obj, str):
+        return []
+    if isinstance(obj, int | float) and not isinstance(obj, bool):
+        return [float(obj)]
     return None
 
 
@@ -295,9 +338,14 @@ class Engine:
         if damage:
             raise UserError(f"run folder damaged: {damage} {path} to start the run over")
         self.dist.barrier()
-        self.module.load_state_dict(ckpt["model"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.estimator.load_state_dict(ckpt["estimator"])
+        misfit = _misfit(self.module, self.optimizer, ckpt)
+        if misfit is None:
+            try:
+                self.estimator.load_state_dict(ckpt["estimator"])
+            except (KeyError, TypeError, ValueError, IndexError) as e:
+                misfit = f"the gain estimator's state: {type(e).__name__} {str(e)[:80]}"
+        if misfit:
+            raise UserError(f"checkpoint {path} does not fit this run ({misfit}); delete it to start the run over")
         self.metrics.truncate(state.metrics_offset, state.metrics_records)
         return state
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from bench import safefs
 from bench.errors import UserError
 from bench.experiments.plan import FLOPS, FLOPS_COLUMNS
 from bench.experiments.synthetic import SyntheticData
@@ -124,7 +125,11 @@ def write_flops(path: Path, rows: list[dict[str, Any]]) -> None:
     kept: list[dict[str, str]] = []
     if path.exists():
         new = {(r["task"], r["preset"]) for r in rows}
-        kept = [r for r in csv.DictReader(io.StringIO(path.read_text())) if (r.get("task"), r.get("preset")) not in new]
+        kept = [
+            r
+            for r in csv.DictReader(io.StringIO(safefs.read_text(path, 16 << 20)))
+            if (r.get("task"), r.get("preset")) not in new
+        ]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=FLOPS_COLUMNS, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()

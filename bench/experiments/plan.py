@@ -30,6 +30,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bench import safefs
 from bench.algo import rules
 from bench.algo.rules import advance, method_order, shared_note
 from bench.algo.schedules import ScaleSchedule, scale_schedule
@@ -55,11 +56,14 @@ DEFAULT_MFU = 0.4  # assumed model-FLOPs utilisation: ~40 % is what well-tuned C
 FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --write-throughput {path}"
 
 
+TABLE_BYTES = 16 << 20  # a throughput or FLOPs table: a few kB
+
+
 # -- the throughput table ---------------------------------------------------------------------------------------
 def read_throughput(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """(task, preset) -> {examples_per_s: float | None, device, measured}; an empty examples_per_s is unknown."""
     try:
-        text = Path(path).read_text()
+        text = safefs.read_text(path, TABLE_BYTES)  # a FIFO or a huge file: one line, not a hang
     except OSError as e:
         raise UserError(f"throughput table {path}: {e.strerror or e}") from None
     reader = csv.DictReader(io.StringIO(text))
@@ -88,7 +92,10 @@ def write_throughput(path: Path, measured: dict[tuple[str, str], tuple[float, st
     path = Path(path)
     rows: list[dict[str, str]] = []
     if path.exists():
-        rows = [{k: r.get(k) or "" for k in THROUGHPUT_COLUMNS} for r in csv.DictReader(io.StringIO(path.read_text()))]
+        rows = [
+            {k: r.get(k) or "" for k in THROUGHPUT_COLUMNS}
+            for r in csv.DictReader(io.StringIO(safefs.read_text(path, TABLE_BYTES)))
+        ]
     today = time.strftime("%Y-%m-%d")
     for (task, preset), (eps, device) in measured.items():
         new = {"task": task, "preset": preset, "examples_per_s": f"{eps:.6g}", "device": device, "measured": today}
@@ -108,7 +115,7 @@ def write_throughput(path: Path, measured: dict[tuple[str, str], tuple[float, st
 def read_flops(path: Path) -> dict[tuple[str, str], float]:
     """(task, preset) -> counted FLOPs of forward + backward of one micro-batch (bench.experiments.flops)."""
     try:
-        text = Path(path).read_text()
+        text = safefs.read_text(path, TABLE_BYTES)  # a FIFO or a huge file: one line, not a hang
     except OSError as e:
         raise UserError(f"FLOPs table {path}: {e.strerror or e}") from None
     reader = csv.DictReader(io.StringIO(text))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import fnmatch
 import io
 import itertools
 import math
@@ -36,6 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from bench import safefs
 from bench.algo.gain import clamp, gain_from, moments
 from bench.engine.checkpoint import load_weights
 from bench.engine.data import ItemStream, RankSampler, loader, to_device
@@ -47,13 +49,12 @@ from bench.files import (
     KEPT,
     METRICS,
     OFFLINE_GAIN,
-    SPEC,
     atomic_write_bytes,
     identity_differs,
-    read_json_object,
     read_jsonl,
 )
 from bench.run.data import prepare_data
+from bench.run.spec import read_spec
 
 OFFLINE_STREAM = 0x0FF1  # the offline micro-batches' stream: mix(run seed, iteration, OFFLINE_STREAM)
 BATCHES = {"paper": 1000, "tiny": 256}  # n by preset (`--batches` overrides): tiny's μ² stands above its noise
@@ -152,7 +153,15 @@ def measure(
 
 
 def kept_checkpoints(run_dir: Path) -> list[Path]:
-    return sorted((Path(run_dir) / KEPT).glob("iter*.pt"))
+    """checkpoints/iter*.pt, listed without following a link (a linked folder or file is refused on read)."""
+    folder = Path(run_dir) / KEPT
+    try:
+        names = safefs.entries(folder)
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise UserError(f"{folder}: cannot list it ({e.strerror})") from None
+    return [folder / n for n, _ in names if fnmatch.fnmatch(n, "iter*.pt")]
 
 
 def check_kept(path: Path, kept: dict[str, Any], spec: dict[str, Any]) -> None:
@@ -174,14 +183,18 @@ def offline_gains(
 ) -> list[dict[str, Any]]:
     """The offline gain at every kept checkpoint of the run in `run_dir`, also written (atomically) as
     its offline_gain.csv. One-line UserError when the run has no kept checkpoints."""
+
+    run_dir = Path(run_dir)
+    with safefs.confined(run_dir):  # below the run folder no link is followed (bench.safefs)
+        return _offline_gains(run_dir, batches, progress, device)
+
+
+def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: str | None) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
     from tasks import get_task
 
-    run_dir = Path(run_dir)
-    spec = read_json_object(run_dir / SPEC)
-    if spec is None:
-        raise UserError(f"{run_dir} is not a run folder (no readable {SPEC})")
+    spec = read_spec(run_dir)  # checked: a seed or thread count that is a string is one line
     paths = kept_checkpoints(run_dir)
     if not paths:
         raise UserError(

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench import safefs
 from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import Engine
 from bench.engine.signals import Interrupted
@@ -47,7 +48,11 @@ def run_spec(spec: dict[str, Any], out: Path, progress: bool = True, dist: Dist 
     """Train `spec` under `out` (or return the summary it already has). A crash is recorded as a
     `failed` summary, with the traceback in error.log, and re-raised. One rank (no `dist`) runs on the
     spec's device."""
-    dist = dist or Dist(device=pick_device(spec["device"]))
+    with safefs.confined(out):  # below --out no link is followed (bench.safefs)
+        return _run_spec(spec, Path(out), progress, dist or Dist(device=pick_device(spec["device"])))
+
+
+def _run_spec(spec: dict[str, Any], out: Path, progress: bool, dist: Dist) -> dict[str, Any]:
     run_dir = run_dir_of(out, spec)
     done = existing_summary(run_dir)
     if done is not None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bench.errors import UserError
 from bench.files import LATE_SETTINGS
+from bench.run.yamlread import excerpt
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -165,10 +166,25 @@ def _task_keys(name: str, given: Any, preset: Any) -> list[str]:
         elif isinstance(preset[key], dict):
             problems += _task_keys(where, value, preset[key])
         elif preset[key] is not None and value is not None and _kind(value) != _kind(preset[key]):
-            problems.append(f"{where}={value!r}: expected a {_kind(preset[key])} like {preset[key]!r}")
+            problems.append(f"{where}={excerpt(value)}: expected a {_kind(preset[key])} like {excerpt(preset[key])}")
         elif isinstance(value, float) and not math.isfinite(value):
             problems.append(f"{where}={value!r}: expected a finite number")
+        elif _kind(value) == "number" and (why := _number_problem(value, preset[key])):
+            problems.append(f"{where}={excerpt(value)}: {why}")
     return problems
+
+
+def _number_problem(value: float, preset: Any) -> str | None:
+    """A task's own number against its preset's (sizes, counts, rates, noise levels: the presets hold no
+    signed quantity): an integer where the preset has one, positive where it is positive, not negative
+    where it is 0. tiny_noise = -1 crashed the data writer; a width of 2.5 the model."""
+    if isinstance(preset, int) and not isinstance(preset, bool) and not isinstance(value, int):
+        return f"expected an integer like {preset}"
+    if isinstance(preset, int | float) and preset > 0 and not value > 0:
+        return f"expected a positive number like {preset}"
+    if isinstance(preset, int | float) and preset == 0 and value < 0:
+        return "expected a non-negative number"
+    return None
 
 
 def problems(spec: dict[str, Any], preset: dict[str, Any]) -> list[str]:
@@ -185,7 +201,7 @@ def problems(spec: dict[str, Any], preset: dict[str, Any]) -> list[str]:
             elif err["type"] == "missing":
                 found.append(f"{where}: missing")
             else:
-                found.append(f"{where}={err['input']!r}: {msg[0].lower()}{msg[1:]}")
+                found.append(f"{where}={excerpt(err['input'])}: {msg[0].lower()}{msg[1:]}")
     for name in ("model", "data"):
         found += _task_keys(name, spec.get(name), preset.get(name) or {})
     return list(dict.fromkeys(found))

@@ -15,8 +15,8 @@ from bench.algo import rules
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.files import SPEC, identity_differs, identity_of, read_json
-from bench.run.schema import RUN_DEFAULTS, validate
-from bench.run.yamlread import load_yaml
+from bench.run.schema import RUN_DEFAULTS, problems, validate
+from bench.run.yamlread import excerpt, load_yaml
 
 PRESETS = ("tiny", "paper")
 
@@ -158,3 +158,32 @@ def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
             f"{run_dir} holds a run with a different spec (differs in: {', '.join(diff)}); "
             "use another --out or delete it"
         )
+
+
+def read_spec(run_dir: Path) -> dict[str, Any]:
+    """A run folder's spec.json, checked as `resolve` checks a spec it makes (its task and preset known, the
+    schema's types and ranges): a seed or thread count written as a string is one line naming the file,
+    not a traceback where it is used."""
+    from tasks import available
+    from tasks.presets import card
+
+    path = Path(run_dir) / SPEC
+    try:
+        spec = read_json(path)
+    except FileNotFoundError:
+        raise UserError(f"{run_dir} is not a run folder (no {SPEC})") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot be read: {e.strerror}") from None
+    except ValueError as e:
+        raise UserError(f"{path}: not JSON ({excerpt(str(e))})") from None
+    if not isinstance(spec, dict):
+        raise UserError(f"{path}: a JSON {type(spec).__name__}, not a spec")
+    if spec.get("task") not in available():
+        raise UserError(f"{path}: task {excerpt(spec.get('task'))} is not one of: {', '.join(available())}")
+    presets = card(spec["task"]).presets
+    if spec.get("preset") not in presets:
+        raise UserError(f"{path}: preset {excerpt(spec.get('preset'))} is not one of: {', '.join(presets)}")
+    found = problems(spec, presets[spec["preset"]])
+    if found:
+        raise UserError(f"{path}: not a valid spec ({'; '.join(' '.join(p.split()) for p in found[:3])})")
+    return spec

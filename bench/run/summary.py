@@ -7,8 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench import safefs
 from bench.algo.gain import b_simple, b_simple_average
-from bench.files import CHECKPOINT, METRICS, SUMMARY, read_jsonl, tail_records, write_json
+from bench.files import CHECKPOINT, METRICS, SUMMARY, atomic_write_bytes, read_jsonl, tail_records, write_json
 from bench.run.provenance import git_commit, versions
 
 IDENTIFYING = ("task", "method", "scale", "seed", "preset")
@@ -75,7 +76,7 @@ def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> d
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """The summary, then the checkpoint of the finished run goes."""
     write_json(run_dir / SUMMARY, summary)
-    (run_dir / CHECKPOINT).unlink(missing_ok=True)
+    safefs.unlink(run_dir / CHECKPOINT)
 
 
 def record_failure(
@@ -84,8 +85,7 @@ def record_failure(
     """Write a `failed` summary (with `extra` keys) and error.log (`details`, e.g. a traceback, then the
     message): the one record of a failure, whether the engine crashed or the run never started (an unmet
     dependency, a dead rank, a user error found when the job starts). `status` shows its message."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "error.log").write_text((details or "") + message + "\n")
+    atomic_write_bytes(run_dir / "error.log", ((details or "") + message + "\n").encode(errors="backslashreplace"))
     summary = {
         **{k: spec[k] for k in IDENTIFYING},
         "status": "failed",

@@ -1,10 +1,11 @@
 """YAML from users (matrix files, `--set key=value`), read without trusting it.
 
 - Aliases are bounded: a document is composed first, its size with every alias expanded is counted
-  (memoised per node, so the count itself is cheap) and a document past MAX_NODES is refused in one line
-  before anything is built. PyYAML shares an aliased object instead of copying it, so a "billion laughs"
-  file of a few hundred bytes loads in microseconds; it is what is done with it next (an error message
-  that prints it, a deepcopy, a JSON dump) that takes gigabytes.
+  in nodes and in characters (memoised per node, so the count itself is cheap) and a document past
+  MAX_NODES nodes or MAX_CHARS characters is refused in one line before anything is built: ten
+  thousand aliases of one 300 kB string are 3 GB once expanded, though each is one node. PyYAML
+  shares an aliased object instead of copying it, so such a file loads in microseconds; it is what is
+  done with it next (an error message that prints it, a deepcopy, a JSON dump) that takes gigabytes.
 - Numbers in exponent form (1e-3, 2e3) are numbers, as in YAML 1.2 and JSON: PyYAML follows YAML 1.1,
   whose float needs a dot (1.0e-3), and reads them as strings. An integral one written without a dot
   (2e3) is an int, so it serves a count (T1, eval_every) as well as a rate.
@@ -22,6 +23,7 @@ import yaml
 from bench.errors import UserError
 
 MAX_NODES = 100_000  # the paper matrix is a few hundred nodes
+MAX_CHARS = 16 << 20  # characters of every scalar with aliases expanded (a matrix file is at most 4 MB)
 _EXPONENT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 _SHORT = reprlib.Repr()  # (keyword arguments only from Python 3.12)
 _SHORT.maxstring = _SHORT.maxother = 60
@@ -54,36 +56,48 @@ def excerpt(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
-    """Nodes in the document with every alias expanded (each distinct node counted once, then reused)."""
+def _expanded_size(node: yaml.Node, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(nodes, characters of scalars) in the document with every alias expanded (each distinct node counted
+    once, then reused), saturating past the bounds."""
     key = id(node)
     if key not in memo:
-        memo[key] = 0  # a recursive alias counts as itself while it is being counted
+        memo[key] = (0, 0)  # a recursive alias counts as itself while it is being counted
         if isinstance(node, yaml.SequenceNode):
-            total = 1 + sum(_expanded_size(child, memo) for child in node.value)
+            children = list(node.value)
         elif isinstance(node, yaml.MappingNode):
-            total = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+            children = [n for pair in node.value for n in pair]
         else:
-            total = 1
-        memo[key] = min(total, MAX_NODES + 1)  # saturate: the bound is all that matters
+            children = []
+        nodes, chars = 1, len(node.value) if isinstance(node, yaml.ScalarNode) else 0
+        for child in children:
+            n, c = _expanded_size(child, memo)
+            nodes, chars = min(nodes + n, MAX_NODES + 1), min(chars + c, MAX_CHARS + 1)
+        memo[key] = (nodes, chars)
     return memo[key]
 
 
 def load_yaml(text: str, where: str) -> Any:
     """The document in `text` (None when empty), refused in one line naming `where` when it is not valid
-    YAML, nests too deep or expands past MAX_NODES nodes."""
-    loader = _Loader(text)
+    YAML (a NUL, a control character or undecodable bytes included), nests too deep, expands past
+    MAX_NODES nodes or MAX_CHARS characters, or holds an integer past Python's digit limit."""
+    loader = None
     try:
+        loader = _Loader(text)  # the reader checks the characters here: inside the try
         node = loader.get_single_node()
         if node is None:
             return None
-        size = _expanded_size(node, {})
-        if size > MAX_NODES:
+        nodes, chars = _expanded_size(node, {})
+        if nodes > MAX_NODES:
             raise UserError(f"{where}: expands to more than {MAX_NODES} values (aliases of aliases?); refused unread")
+        if chars > MAX_CHARS:
+            raise UserError(f"{where}: expands to more than {MAX_CHARS} characters (aliases of a long value?); refused")
         return loader.construct_document(node)
     except yaml.YAMLError as e:
         raise UserError(f"{where}: not valid YAML ({excerpt(str(e).splitlines()[0])})") from None
     except RecursionError:
         raise UserError(f"{where}: nests too deep to read") from None
+    except ValueError as e:  # int() of more digits than sys.get_int_max_str_digits()
+        raise UserError(f"{where}: {excerpt(str(e).splitlines()[0] if str(e) else type(e).__name__)}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

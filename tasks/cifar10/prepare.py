@@ -19,6 +19,7 @@ from typing import Any
 from torchvision.datasets import CIFAR10
 from torchvision.datasets.utils import check_integrity
 
+from bench import safefs
 from bench.errors import UserError
 from tasks import preparing
 from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, staged
@@ -39,20 +40,21 @@ def find_source(source: Path) -> Path:
     folder = data.resolve_root(source) / data.BASE_FOLDER
     if folder.is_dir():
         return folder
-    if (source / ARCHIVE).is_file():
+    if preparing.exists(source / ARCHIVE):  # a link or a FIFO there is refused when it is read
         return source / ARCHIVE
     raise UserError(f"{source}: no {ARCHIVE} and no {data.BASE_FOLDER}/ folder; expected {SOURCES}")
 
 
 def extract(archive: Path, dest: Path, verify_md5: bool, show: bool) -> Counter:
     """Check the archive (md5, members) and extract its `cifar-10-batches-py/` files into `dest`."""
+    preparing.regular(archive)  # a link below --source is refused, not read
     if verify_md5 and not check_integrity(str(archive), CIFAR10.tgz_md5):
         raise UserError(
             f"{archive}: md5 differs from the official {ARCHIVE} ({CIFAR10.tgz_md5}); "
             "re-download it, or pass verify_md5=False to accept other files in this format"
         )
     try:
-        with tarfile.open(archive) as tar:
+        with safefs.open_file(archive) as f, tarfile.open(fileobj=f) as tar:
             members = [m for m in tar.getmembers() if m.name.split("/")[0] == data.BASE_FOLDER and m.isfile()]
             names = {m.name.split("/", 1)[-1] for m in members}
             missing = [n for n in NEEDED if n not in names]
@@ -60,6 +62,8 @@ def extract(archive: Path, dest: Path, verify_md5: bool, show: bool) -> Counter:
                 raise UserError(f"{archive}: no {data.BASE_FOLDER}/{', '.join(missing)} inside; expected {SOURCES}")
             for m in preparing.progress(members, f"extract {archive.name}") if show else members:
                 tar.extract(m, dest, filter="data")
+    except safefs.Refused:
+        raise
     except (tarfile.TarError, EOFError, OSError) as e:
         raise UserError(f"{archive}: not a readable tar archive ({e.__class__.__name__}); expected {SOURCES}") from None
     return Counter(extracted=len(members))
@@ -68,7 +72,10 @@ def extract(archive: Path, dest: Path, verify_md5: bool, show: bool) -> Counter:
 def link(folder: Path, dest: Path, verify_md5: bool) -> Counter:
     """Check the source pickles where they are (so errors name them), then link them: the batches and the meta
     file only, never whatever else sits in the folder (a link there to a private file would be copied into
-    --out, where the prepared set may be shared)."""
+    --out, where the prepared set may be shared). A needed file that is a link is refused, not placed."""
+    for name in NEEDED:
+        if preparing.exists(folder / name):
+            preparing.regular(folder / name)
     data.check_files(folder, verify_md5)
     placed: Counter = Counter()
     for name in NEEDED:
@@ -76,6 +83,7 @@ def link(folder: Path, dest: Path, verify_md5: bool) -> Counter:
     return placed
 
 
+@preparing.confining
 def prepare(source: Path, out: Path, *, progress: bool = True, verify_md5: bool = True) -> dict[str, Any]:
     """Write `<out>/cifar-10-batches-py/` from `source`, verify it with the task's reader, return the summary
     (the PREPARED.json record when `out` is already prepared)."""
@@ -84,7 +92,7 @@ def prepare(source: Path, out: Path, *, progress: bool = True, verify_md5: bool 
         return record
     found = find_source(source)
     with staged(out, TASK, source) as stage:
-        if found.is_file():
+        if not safefs.is_dir(found):  # an archive (a link or FIFO in its place is refused when read)
             placed = extract(found, stage, verify_md5, progress)
         else:
             placed = link(found, stage, verify_md5)

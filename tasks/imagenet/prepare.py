@@ -41,6 +41,7 @@ import scipy.io
 from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension, make_dataset
 from torchvision.datasets.imagenet import ARCHIVE_META
 
+from bench import safefs
 from bench.errors import UserError
 from tasks import preparing
 from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
@@ -60,17 +61,18 @@ CANDIDATES = {
     "validation images": [VAL_TAR, "ILSVRC2012_img_val", "val", f"{KAGGLE}/val"],
     "validation labels": [DEVKIT, DEVKIT_DIR, KAGGLE_CSV],
 }
+MAX_DEVKIT = 256 << 20  # the devkit's meta.mat and ground truth, Kaggle's CSV: a few MB
 VAL_IMAGE = re.compile(r"ILSVRC2012_val_(\d{8})\.JPEG")
 
 
 def find_sources(source: Path) -> dict[str, Path]:
     """The training images, validation images and validation labels under `source`, by published name."""
     source = Path(source)
-    if not source.is_dir():
+    if not safefs.is_dir(source):
         raise UserError(f"{source}: not a folder; expected a folder holding {TRAIN_TAR}, {VAL_TAR} and {DEVKIT}")
     found, missing = {}, []
     for what, names in CANDIDATES.items():
-        hit = next((source / n for n in names if (source / n).exists()), None)
+        hit = next((source / n for n in names if preparing.exists(source / n)), None)
         if hit is None:
             missing.append(f"{what} ({' or '.join(names)})")
         found[what] = hit
@@ -88,18 +90,24 @@ def _bar(items: Iterable, desc: str, show: bool, total: int | None = None) -> It
 
 def _devkit_files(path: Path) -> tuple[io.BytesIO, str]:
     """meta.mat (bytes) and the ground-truth text from the devkit archive or its extracted folder."""
-    if path.is_dir():
+    if safefs.is_dir(path):
         try:
-            return io.BytesIO((path / META_MAT).read_bytes()), (path / GROUND_TRUTH).read_text()
-        except OSError:
+            return io.BytesIO(safefs.read_bytes(path / META_MAT, MAX_DEVKIT)), safefs.read_text(
+                path / GROUND_TRUTH, MAX_DEVKIT
+            )
+        except safefs.Refused:
+            raise
+        except (OSError, UnicodeDecodeError):
             raise UserError(f"{path}: missing {META_MAT} or {GROUND_TRUTH}; expected the ILSVRC2012 devkit") from None
     try:
-        with tarfile.open(path) as tar:
+        with safefs.open_file(path) as f, tarfile.open(fileobj=f) as tar:
             members = {m.name.split("/", 1)[-1]: m for m in tar.getmembers() if m.isfile()}
             if META_MAT not in members or GROUND_TRUTH not in members:
                 raise UserError(f"{path}: no {DEVKIT_DIR}/{META_MAT} or {GROUND_TRUTH} inside; expected {DEVKIT}")
             meta = io.BytesIO(tar.extractfile(members[META_MAT]).read())
             return meta, tar.extractfile(members[GROUND_TRUTH]).read().decode()
+    except safefs.Refused:
+        raise
     except (tarfile.TarError, EOFError, OSError) as e:
         raise UserError(f"{path}: not a readable tar.gz ({e.__class__.__name__}); expected {DEVKIT}") from None
 
@@ -125,9 +133,10 @@ def devkit_labels(path: Path) -> dict[str, str]:
 def kaggle_labels(path: Path) -> dict[str, str]:
     """Validation file name -> wnid from Kaggle's LOC_val_solution.csv (first token of PredictionString)."""
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
+        rows = list(csv.DictReader(io.StringIO(safefs.read_text(path, MAX_DEVKIT), newline="")))
         labels = {row["ImageId"] + ".JPEG": row["PredictionString"].split()[0] for row in rows}
+    except safefs.Refused:
+        raise
     except (OSError, KeyError, IndexError, AttributeError, csv.Error, UnicodeDecodeError):
         raise UserError(
             f"{path}: unreadable; expected a CSV with columns ImageId,PredictionString (wnid first)"
@@ -161,19 +170,21 @@ def _extract_class_tar(fileobj: Any, name: str, dest: Path) -> int:
 
 
 def _link_class(folder: Path, dest: Path, placed: Counter) -> None:
-    with os.scandir(folder) as entries:
-        for e in entries:
-            if e.is_file() and has_file_allowed_extension(e.name, IMG_EXTENSIONS):
-                placed[link_or_copy(Path(e.path), dest / e.name)] += 1
+    for path, _ in preparing.children(folder, lambda name, kind: kind == "file" and _image(name)):
+        placed[link_or_copy(path, dest / path.name)] += 1
+
+
+def _image(name: str) -> bool:
+    return has_file_allowed_extension(name, IMG_EXTENSIONS)
 
 
 def write_train(src: Path, dest: Path, show: bool) -> Counter:
     """`dest/<wnid>/*` from the train tar of per-class tars, or a folder of class folders / class tars."""
     placed: Counter = Counter()
     dest.mkdir(exist_ok=True)
-    if src.is_file():
+    if safefs.is_file(src):
         try:
-            with tarfile.open(src) as outer:
+            with safefs.open_file(src) as f, tarfile.open(fileobj=f) as outer:
                 members = [m for m in outer.getmembers() if m.isfile() and m.name.endswith(".tar")]
                 for m in _bar(members, "train classes", show):
                     target = dest / safe_id(Path(m.name).stem, f"{src}:{m.name}", "class id")
@@ -186,15 +197,17 @@ def write_train(src: Path, dest: Path, show: bool) -> Counter:
         if not members:
             raise UserError(f"{src}: no per-class tars (n01440764.tar ...) inside; expected {TRAIN_TAR}")
         return placed
-    entries = sorted(p for p in src.iterdir() if not p.name.startswith(".") and (p.is_dir() or p.suffix == ".tar"))
+    entries = preparing.children(
+        src, lambda name, kind: not name.startswith(".") and (kind == "dir" or name.endswith(".tar"))
+    )
     if not entries:
         raise UserError(f"{src}: no class folders <wnid>/ or class tars <wnid>.tar; expected training images")
-    for entry in _bar(entries, "train classes", show):
-        safe_id(entry.stem if entry.suffix == ".tar" else entry.name, entry, "class id")
-        if entry.is_dir():
+    for entry, kind in _bar(entries, "train classes", show):
+        safe_id(entry.stem if kind == "file" else entry.name, entry, "class id")
+        if kind == "dir":
             _link_class(entry, dest / entry.name, placed)
         elif not (dest / entry.stem).is_dir():
-            with open(entry, "rb") as f:
+            with safefs.open_file(entry) as f:
                 placed["extracted"] += _extract_class_tar(f, str(entry), dest / entry.stem)
     return placed
 
@@ -210,9 +223,9 @@ def write_val(src: Path, dest: Path, labels: dict[str, str], labels_file: Path, 
         seen.add(name)
         return dest / labels[name] / name
 
-    if src.is_file():
+    if safefs.is_file(src):
         try:
-            with tarfile.open(src) as tar:
+            with safefs.open_file(src) as f, tarfile.open(fileobj=f) as tar:
                 for m in _bar(tar, "val images", show, total=len(labels)):
                     name = Path(m.name).name
                     if not (m.isfile() and VAL_IMAGE.fullmatch(name)):
@@ -230,9 +243,9 @@ def write_val(src: Path, dest: Path, labels: dict[str, str], labels_file: Path, 
         except (tarfile.TarError, EOFError) as e:
             raise UserError(f"{src}: not a readable tar archive ({e.__class__.__name__}); expected {VAL_TAR}") from None
     else:
-        files = sorted(e.name for e in os.scandir(src) if e.is_file() and VAL_IMAGE.fullmatch(e.name))
-        for name in _bar(files, "val images", show):
-            placed[link_or_copy(src / name, target(name, str(src / name)))] += 1
+        files = preparing.children(src, lambda name, kind: kind == "file" and bool(VAL_IMAGE.fullmatch(name)))
+        for path, _ in _bar(files, "val images", show):
+            placed[link_or_copy(path, target(path.name, str(path)))] += 1
     absent = sorted(set(labels) - seen)
     if absent:
         raise UserError(f"{src}: no {absent[0]} (+{len(absent) - 1} more) of the images {labels_file} labels")
@@ -285,6 +298,7 @@ def _expect(what: str, got: int, want: int | None, where: Path) -> None:
         raise UserError(f"{where}: {got} {what}, expected {want}")
 
 
+@preparing.confining
 def prepare(
     source: Path,
     out: Path,

@@ -40,8 +40,20 @@ from typing import Any
 
 import soundfile as sf
 
+from bench import safefs
 from bench.errors import UserError
-from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
+from tasks.preparing import (
+    children,
+    confining,
+    exists,
+    finish,
+    folder_bytes,
+    human_bytes,
+    link_or_copy,
+    prepared,
+    safe_id,
+    staged,
+)
 from tasks.preparing import progress as bar
 
 from . import data
@@ -56,6 +68,7 @@ _KEEP = (".flac", ".trans.txt")
 LIBRISPEECH = (*data.TRAIN_960, "dev-clean", "dev-other", "test-clean", "test-other")
 
 
+@confining
 def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -> dict[str, Any]:
     """Prepare LibriSpeech from `source` into `out` (see the module docstring); returns the PREPARED.json
     record: per-split utterances, speakers, chapters, hours and bytes, and the totals."""
@@ -80,8 +93,8 @@ def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -
                 labels.setdefault(split, str(tarball))
         for split, folder in split_dirs.items():
             labels[split] = str(folder)
-            for path in show(sorted(folder.glob("*/*/*")), f"link {split}"):
-                if path.is_file() and path.name.endswith(_KEEP):
+            for path in show(_source_files(folder), f"link {split}"):
+                if path.name.endswith(_KEEP):
                     rel = path.relative_to(folder.parent).as_posix()
                     origin[rel] = str(path)
                     how = link_or_copy(path, stage / rel)
@@ -114,6 +127,21 @@ def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -
     return prepared(out) or summary
 
 
+def _source_files(folder: Path) -> list[Path]:
+    """The files <speaker>/<chapter>/* of an extracted split folder (as glob("*/*/*") lists them), reached
+    without a link: a linked speaker or chapter folder, or a linked file, is refused (tasks.preparing)."""
+    visible = lambda name, kind: not name.startswith(".")  # noqa: E731
+    return [
+        path
+        for speaker, kind in children(folder, visible)
+        if kind == "dir"
+        for chapter, kind2 in children(speaker, visible)
+        if kind2 == "dir"
+        for path, kind3 in children(chapter, visible)
+        if kind3 == "file"
+    ]
+
+
 def _splits_option(value: Any) -> list[str] | None:
     if value is None:
         return None
@@ -130,15 +158,15 @@ def _find_source(source: Path, wanted: list[str] | None) -> tuple[list[Path], di
         return [source], {}
     if not source.is_dir():
         raise UserError(f"{source}: source not found; expected {EXPECTED}")
-    tarballs = sorted(p for p in source.glob("*.tar.gz") if p.is_file())
-    if tarballs and (source / "LibriSpeech").is_dir():
+    tarballs = [p for p, _ in children(source, lambda name, kind: kind == "file" and name.endswith(".tar.gz"))]
+    if tarballs and exists(source / "LibriSpeech"):
         raise UserError(
             f"{source}: holds both *.tar.gz and an extracted LibriSpeech/ folder; pass one of them as the source"
         )
     if tarballs:
         return tarballs, {}
-    root = source / "LibriSpeech" if (source / "LibriSpeech").is_dir() else source
-    dirs = {d.name: d for d in sorted(root.iterdir()) if d.is_dir() and not d.name.startswith(".")}
+    root = source / "LibriSpeech" if exists(source / "LibriSpeech") else source
+    dirs = {d.name: d for d, _ in children(root, lambda name, kind: kind == "dir" and not name.startswith("."))}
     if wanted is not None:
         dirs = {name: d for name, d in dirs.items() if name in wanted}
     if not dirs:
@@ -160,7 +188,7 @@ def _extract(
     splits: list[str] = []
     usable = False
     try:
-        with tarfile.open(tarball, "r:gz") as tar:
+        with safefs.open_file(tarball) as f, tarfile.open(fileobj=f, mode="r:gz") as tar:
             for member in show(tar, f"extract {tarball.name}"):
                 parts = PurePosixPath(member.name).parts
                 if not parts or parts[0] != "LibriSpeech":

@@ -47,8 +47,20 @@ from typing import Any
 
 import numpy as np
 
+from bench import safefs
 from bench.errors import UserError
-from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
+from tasks.preparing import (
+    confining,
+    exists,
+    finish,
+    folder_bytes,
+    human_bytes,
+    link_or_copy,
+    prepared,
+    regular,
+    safe_id,
+    staged,
+)
 from tasks.preparing import progress as bar
 
 from . import data as D
@@ -57,6 +69,7 @@ from .indexed import MMapIndexedDataset, best_fitting_int_dtype, write_indexed
 
 TASK = "transformer"
 SPLITS = {"train": ("train",), "valid": ("valid", "newstest2013"), "test": ("test", "newstest2014")}
+MAX_DICT = 256 << 20  # a fairseq dictionary: a few MB
 EXPECTED = (
     "raw text train.{s}/train.{t}, valid.{s}/valid.{t} (or newstest2013.*), test.{s}/test.{t} (or newstest2014.*), "
     "or fairseq-preprocess output (dict.{s}.txt, dict.{t}.txt, {{split}}.{s}-{t}.{{lang}}.bin/.idx)"
@@ -112,6 +125,7 @@ def _checked(opts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@confining
 def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -> dict[str, Any]:
     """Prepare WMT14 En-De from `source` into `out` (see the module docstring); returns the PREPARED.json
     record: vocabulary size and, per split, sentences, tokens per side and <unk> count."""
@@ -125,10 +139,10 @@ def prepare(source: Path, out: Path, *, progress: bool = True, **options: Any) -
         return done
     src, tgt = str(opts["src"]), str(opts["tgt"])
     expected = EXPECTED.format(s=src, t=tgt)
-    if not source.is_dir():
+    if not safefs.is_dir(source):
         raise UserError(f"{source}: source folder not found; expected {expected}")
     show: Callable[..., Iterable[Any]] = bar if progress else (lambda items, *a, **k: items)
-    fairseq = (source / f"dict.{src}.txt").is_file()
+    fairseq = exists(source / f"dict.{src}.txt")
     files = {} if fairseq else _raw_files(source, src, tgt, expected)
     with staged(out, TASK, source) as stage:
         if fairseq:
@@ -148,7 +162,7 @@ def _raw_files(source: Path, src: str, tgt: str, expected: str) -> dict[str, tup
     """{split: (source file, target file, lines)} with the pairs checked to line up."""
     files = {}
     for split, names in SPLITS.items():
-        found = [n for n in names if (source / f"{n}.{src}").is_file() or (source / f"{n}.{tgt}").is_file()]
+        found = [n for n in names if exists(source / f"{n}.{src}") or exists(source / f"{n}.{tgt}")]
         if len(found) > 1:
             raise UserError(
                 f"{source}: {split} given twice, as {found[0]}.* and {found[1]}.*; keep one of them ({expected})"
@@ -156,7 +170,7 @@ def _raw_files(source: Path, src: str, tgt: str, expected: str) -> dict[str, tup
         stem = found[0] if found else names[0]
         pair = (source / f"{stem}.{src}", source / f"{stem}.{tgt}")
         for path in pair:
-            if not path.is_file():
+            if not exists(path):
                 other = " or ".join(f"{n}.{path.suffix[1:]}" for n in names)
                 raise UserError(f"{path}: missing {split} file ({other}); expected {expected}")
         counts = [_count_lines(p) for p in pair]
@@ -172,14 +186,14 @@ def _raw_files(source: Path, src: str, tgt: str, expected: str) -> dict[str, tup
 
 def _count_lines(path: Path) -> int:
     try:
-        with open(path, encoding="utf-8") as f:  # the lines the task's text reader sees
+        with safefs.open_file(regular(path), "r") as f:  # the lines the task's text reader sees
             return sum(1 for _ in f)
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def _lines(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8") as f:
+    with safefs.open_file(regular(path), "r") as f:  # no link below --source is read
         for line in f:
             yield line.strip()
 
@@ -327,7 +341,7 @@ def _with_end(items: Iterable[str]) -> Iterator[str | None]:
 
 def _link_fairseq(source: Path, stage: Path, src: str, tgt: str) -> dict[str, Any]:
     """Check fairseq-preprocess output, then hard-link it (and any spm model / references) into `stage`."""
-    dicts = {lang: Dictionary.load(source / f"dict.{lang}.txt") for lang in (src, tgt)}
+    dicts = {lang: Dictionary.load(regular(source / f"dict.{lang}.txt")) for lang in (src, tgt)}
     splits: dict[str, Any] = {}
     names = [f"dict.{src}.txt", f"dict.{tgt}.txt"]
     for split in SPLITS:
@@ -335,8 +349,9 @@ def _link_fairseq(source: Path, stage: Path, src: str, tgt: str) -> dict[str, An
         for lang in (src, tgt):
             prefix = source / f"{split}.{src}-{tgt}.{lang}"
             for ext in (".idx", ".bin"):
-                if not Path(f"{prefix}{ext}").is_file():
+                if not exists(Path(f"{prefix}{ext}")):
                     raise UserError(f"{prefix}{ext}: missing {split} file; expected {EXPECTED.format(s=src, t=tgt)}")
+                regular(Path(f"{prefix}{ext}"))  # read by path below: a link is refused first
             ds = sets[lang] = MMapIndexedDataset(prefix)
             top = _max_id(Path(f"{prefix}.bin"), ds.dtype)
             if top >= len(dicts[lang]):
@@ -354,7 +369,7 @@ def _link_fairseq(source: Path, stage: Path, src: str, tgt: str) -> dict[str, An
             f"{tgt}_tokens": int(b.sizes.sum()),
         }
     extras = ["spm.model", "spm.vocab", *(D.REFS.format(split=s, lang=tgt) for s in SPLITS)]
-    names += [n for n in extras if (source / n).is_file()]
+    names += [n for n in extras if exists(source / n)]
     how: dict[str, int] = {}
     for name in names:
         kind = link_or_copy(source / name, stage / name)
@@ -365,7 +380,8 @@ def _link_fairseq(source: Path, stage: Path, src: str, tgt: str) -> dict[str, An
         "source_kind": "fairseq",
         "segmentation": "sentencepiece (spm.model)" if spm_model else "as the preset's data.bpe says",
         "vocab_size": {src: len(dicts[src]), tgt: len(dicts[tgt])},
-        "joint": (source / f"dict.{src}.txt").read_bytes() == (source / f"dict.{tgt}.txt").read_bytes(),
+        "joint": safefs.read_bytes(source / f"dict.{src}.txt", MAX_DICT)
+        == safefs.read_bytes(source / f"dict.{tgt}.txt", MAX_DICT),
         "splits": splits,
         "references": [n for n in extras[2:] if (stage / n).is_file()],
         "files": how,

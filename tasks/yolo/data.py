@@ -46,7 +46,7 @@ import numpy as np
 import torch
 import yaml
 
-from bench import safepickle
+from bench import safefs, safepickle
 from bench.errors import UserError
 from tasks.base import seeded
 
@@ -172,11 +172,19 @@ def ultralytics_cfg(data_cfg: dict[str, Any], **overrides: Any):
     return get_cfg(overrides=args)
 
 
+MAX_LABEL_CACHE = 2 << 30  # VOC's caches are a few MB; COCO's ~100 MB
+
+
 def load_cache(path: Path) -> dict:
     """ultralytics' label cache (an `np.save` of a dict) read without running anything in it; raises (so
     ultralytics rescans) on a missing, damaged or refused file, with a warning for a refused one."""
     path = Path(path)
-    with open(path, "rb") as f:
+    try:
+        f = safefs.open_file(path, "rb", MAX_LABEL_CACHE)  # a link, a FIFO or a huge file: refused at once
+    except safefs.Refused as e:
+        print(f"adascale-bench: warning: {e}; ultralytics rescans the labels and rewrites it", file=sys.stderr)
+        raise
+    with f:
         version = np.lib.format.read_magic(f)
         if version not in ((1, 0), (2, 0)):
             raise ValueError(f"{path}: not a label cache (npy format {version})")

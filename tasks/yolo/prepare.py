@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 from PIL import Image
 
+from bench import safefs
 from bench.errors import UserError
 from tasks import preparing
 from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
@@ -55,6 +56,9 @@ def packaged_spec() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "cfg" / "datasets" / YAML_NAME).read_text())
 
 
+MAX_LIST = 64 << 20  # an image set list or an annotation: kB to a few MB
+
+
 def voc_names() -> list[str]:
     names = packaged_spec()["names"]
     return [names[i] for i in range(len(names))]
@@ -62,8 +66,10 @@ def voc_names() -> list[str]:
 
 def find_devkit(source: Path, years: tuple[str, ...]) -> Path:
     source = Path(source)
-    devkit = source if source.name == "VOCdevkit" or not (source / "VOCdevkit").is_dir() else source / "VOCdevkit"
-    missing = [f"VOC{y}" for y in years if not (devkit / f"VOC{y}").is_dir()]
+    devkit = (
+        source if source.name == "VOCdevkit" or not preparing.exists(source / "VOCdevkit") else source / "VOCdevkit"
+    )
+    missing = [f"VOC{y}" for y in years if not preparing.exists(devkit / f"VOC{y}")]
     if missing:
         raise UserError(
             f"{devkit}: missing {' and '.join(missing)}/; expected VOCdevkit/ with VOC2007 (trainval and test) "
@@ -104,7 +110,10 @@ def convert(xml: Path, image: Path, names: list[str]) -> tuple[list[str], int]:
     """The YOLO label lines of one VOC annotation (ultralytics' VOC.yaml conversion), and how many
     difficult objects were skipped."""
     try:
-        root = ET.parse(xml).getroot()
+        with safefs.open_file(xml, "rb", MAX_LIST) as f:
+            root = ET.parse(f).getroot()
+    except safefs.Refused:
+        raise
     except (OSError, ET.ParseError) as e:
         raise UserError(f"{xml}: unreadable XML ({e.__class__.__name__}); expected a PASCAL VOC annotation") from None
     objects = list(root.iter("object"))
@@ -113,7 +122,7 @@ def convert(xml: Path, image: Path, names: list[str]) -> tuple[list[str], int]:
     size = root.find("size")
     w, h = _pixels(size, "width", xml), _pixels(size, "height", xml)
     if w <= 0 or h <= 0:
-        with Image.open(image) as im:
+        with safefs.open_file(image) as f, Image.open(f) as im:
             w, h = im.size
     lines, difficult = [], 0
     for obj in objects:
@@ -136,10 +145,12 @@ def convert(xml: Path, image: Path, names: list[str]) -> tuple[list[str], int]:
 def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[str], show: bool) -> dict:
     voc = devkit / f"VOC{year}"
     listing = voc / "ImageSets" / "Main" / f"{image_set}.txt"
-    if not listing.is_file():
+    if not preparing.exists(listing):
         raise UserError(f"{listing}: not found; expected the VOC{year} image set list {image_set}.txt")
     try:
-        ids = listing.read_text(encoding="utf-8").split()
+        ids = safefs.read_text(listing, MAX_LIST).split()
+    except safefs.Refused:
+        raise
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{listing}: unreadable ({e.__class__.__name__})") from None
     if not ids:
@@ -154,8 +165,9 @@ def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[
     for i in preparing.progress(ids, folder) if show else ids:
         jpg, xml = voc / "JPEGImages" / f"{i}.jpg", voc / "Annotations" / f"{i}.xml"
         for f in (jpg, xml):
-            if not f.is_file():
+            if not preparing.exists(f):
                 raise UserError(f"{f}: not found; {listing} lists {i}")
+            preparing.regular(f)  # a link is refused, never read or placed
         lines, skipped = convert(xml, jpg, names)
         (labels / f"{i}.txt").write_text("".join(line + "\n" for line in lines))
         placed[link_or_copy(jpg, images / jpg.name)] += 1
@@ -173,6 +185,7 @@ def _years(value: Any) -> tuple[str, ...]:
     return years
 
 
+@preparing.confining
 def prepare(
     source: Path, out: Path, *, progress: bool = True, years: tuple[str, ...] = ("2007", "2012")
 ) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def test_a_large_file_is_a_sample_of_its_records_and_every_eval(tmp_path: Path, 
 def test_the_cache_is_reused_until_the_file_changes(tmp_path: Path, monkeypatch) -> None:
     run_dir, cache = run_with(tmp_path, 500), tmp_path / "cache"
     runcache.frames(run_dir / METRICS, cache)
-    (target,) = cache.iterdir()
+    (target,) = cache.glob("*.npz")
     calls = []
     real = runcache.summarize
     monkeypatch.setattr(runcache, "summarize", lambda p: calls.append(p) or real(p))
@@ -89,7 +89,7 @@ def test_damaged_lines_are_counted_not_fatal(tmp_path: Path, monkeypatch, small:
 
 
 def _hostile(target: Path, meta: dict, how: str) -> None:
-    """A cache file made current for the metrics file (its size and mtime) but damaged as `how` says."""
+    """A cache file made current for the metrics file (its stamp) but damaged as `how` says."""
     meta = meta | {"columns": ["tau", "loss"]}
     good = {"meta": np.array(json.dumps(meta)), "evals": np.array("[]"), "train": np.ones((2, 3))}
     if how == "truncated":
@@ -140,9 +140,11 @@ class Marker:
 def test_a_hostile_cache_is_ignored_with_a_warning_and_rebuilt(tmp_path: Path, how: str) -> None:
     run_dir, cache = run_with(tmp_path, 300), tmp_path / "cache"
     want_train, want_evals, want_meta = runcache.frames(run_dir / METRICS, cache)
-    (target,) = cache.iterdir()
+    (target,) = cache.glob("*.npz")
     Marker.path = tmp_path / "marker"
-    _hostile(target, {k: want_meta[k] for k in ("version", "size", "mtime_ns", "records", "sampled", "bad")}, how)
+    _hostile(target, {k: want_meta[k] for k in ("version", "stamp", "records", "sampled", "bad")}, how)
+    # sealed with this user's own key: the checks behind the seal hold even for a file that passes it
+    target.write_bytes(runcache.seal_of(cache).seal(target.read_bytes()))
     warned: list[str] = []
     train, evals, _ = runcache.frames(run_dir / METRICS, cache, warned.append)
     assert not Marker.path.exists()  # nothing in the cache ran

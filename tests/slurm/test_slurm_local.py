@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import safefs
 from bench.cli import main
 from bench.files import CHECKPOINT, SUMMARY, read_json, write_json
 from slurm.executors import Resources, accumulation, choose_ranks, shape_for
@@ -201,7 +202,9 @@ def test_status_states_from_files_and_scheduler(tmp_path: Path) -> None:
     log = tmp_path / "job.err"
     log.write_text("starting\nprogress 10%\rprogress 50%\r\nslurmstepd: error: *** JOB 7 CANCELLED ***\n\n")
     job = {"executor": "slurm", "job_id": "7_1", "stderr": str(log), "submitted_at": time.time() - 3600}
-    assert last_line(log) == "slurmstepd: error: *** JOB 7 CANCELLED ***"
+    with safefs.confined(tmp_path):  # a log named in job.json is read only inside the results folder
+        assert last_line(log) == "slurmstepd: error: *** JOB 7 CANCELLED ***"
+    assert last_line(log) is None and last_line("/etc/passwd") is None
 
     st = run_state(tmp_path, name, job, "CANCELLED")
     assert st.state == "failed" and "CANCELLED" in st.detail and "JOB 7 CANCELLED" in st.detail

@@ -1,0 +1,447 @@
+"""Touching a file in a folder others can write: the one home (docs/design.md §4).
+
+A results folder, a data set's source or a matrix file may be shared with a careless or hostile
+colleague, who can plant a symbolic link (so a write lands in, or a read copies out, a file they name),
+a FIFO (a reader blocks forever), a device or a huge file. Every read and write the suite makes below a
+folder the user named goes through here:
+
+- **Roots.** The folders the user names (`--out`, a results DIR, a run folder, `--source`) are taken
+  as given, links in them included: a data set kept in a shared store and reached through a link is
+  the user's own choice. `confined(*roots)` declares them (the CLI and each entry point do). Below a
+  root no link is followed on any component: the walk opens each folder with O_NOFOLLOW|O_DIRECTORY
+  relative to the one above it (openat), so a link planted anywhere below is refused in one line naming
+  it, and the file it names is never opened. A path under no root is treated the same below its parent.
+- **Regular files only, never a wait.** Files are opened O_NONBLOCK|O_NOFOLLOW and checked with fstat:
+  a FIFO, a socket or a device is refused at once (an open of a FIFO for reading would block until a
+  writer came; for writing it fails with ENXIO).
+- **Sizes bounded.** A whole-file read names its limit; a file past it is refused before it is read.
+- **Writes atomic.** A temporary `.<name>.<random>.tmp` is created (O_EXCL) in the folder reached by
+  the walk, fsynced and renamed over the target: a link at the target is replaced, not followed, and a
+  reader sees the old file or the new one, never half of one. Its mode is what open() gives (the umask).
+
+`Refused` is both a UserError (a command stops with one line) and an OSError (a report, which skips
+unreadable run files with a warning, skips it like any file it cannot read).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import hmac
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from bench.errors import UserError
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_ROOTS: list[str] = []
+F = TypeVar("F", bound=Callable[..., Any])  # absolute, lexically normalised (links in them are the user's, followed)
+
+
+class Refused(UserError, OSError):
+    """A path the suite will not touch: a link below a root, a file that is not regular, one too large."""
+
+    def __init__(self, path: object, why: str, code: int = errno.EINVAL) -> None:
+        OSError.__init__(self, code, why, str(path))
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+class TooLarge(Refused):
+    def __init__(self, path: object, size: int, limit: int) -> None:
+        super().__init__(path, f"{size} bytes, more than the {limit} this file may have; refused unread", errno.EFBIG)
+
+
+@contextlib.contextmanager
+def confined(*roots: Path | str | None) -> Iterator[None]:
+    """Inside, paths below any of `roots` are walked without following a link below the root."""
+    added = [os.path.abspath(os.fspath(r)) for r in roots if r is not None and os.fspath(r) != ""]
+    _ROOTS.extend(added)
+    try:
+        yield
+    finally:
+        for r in added:
+            _ROOTS.remove(r)
+
+
+def rooted(fn: F) -> F:
+    """`fn(folder, ...)` with its first argument declared a root while it runs (an entry point, such as
+    build_report, that tests and other code call without the CLI)."""
+
+    @functools.wraps(fn)
+    def wrapped(folder: Any, *args: Any, **kwargs: Any) -> Any:
+        with confined(folder):
+            return fn(folder, *args, **kwargs)
+
+    return wrapped  # type: ignore[return-value]
+
+
+def split(path: Path | str) -> tuple[str, list[str]]:
+    """(root, the components below it) of `path`: the innermost declared root holding it (each was named
+    by the user, links in it included: `prepare --source` may be a link inside --out's folder), else its
+    parent."""
+    p = os.path.abspath(os.fspath(path))
+    best = None
+    for r in _ROOTS:
+        if (p == r or p.startswith(r.rstrip(os.sep) + os.sep)) and (best is None or len(r) > len(best)):
+            best = r
+    if best is None or p == best:
+        head, tail = os.path.split(p)
+        return head, [tail] if tail else []
+    return best, [c for c in p[len(best) :].split(os.sep) if c]
+
+
+def inside(path: Path | str) -> bool:
+    """Whether `path` is below a declared root (lexically): a path read from a file (a log named in
+    job.json) is only opened when it is, so no file of the user's outside the results folder is shown."""
+    p = os.path.abspath(os.fspath(path))
+    return any(p.startswith(r.rstrip(os.sep) + os.sep) for r in _ROOTS)
+
+
+def kind(mode: int) -> str:
+    """What a file of this mode is, in words (a symbolic link, a FIFO, a device, ...)."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def _refusal(dir_fd: int, name: str, where: str, want: str) -> OSError:
+    """Why `name` in `dir_fd` could not be opened as a `want` (folder | file) without following a link."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError as e:
+        return OSError(e.errno, e.strerror, where)
+    if stat.S_ISLNK(mode):
+        return Refused(where, "is a symbolic link; not followed (remove it)", errno.ELOOP)
+    return Refused(where, f"is {kind(mode)}, not a {want}; not opened (remove it)")
+
+
+def _open_root(root: str, create: bool) -> int:
+    try:
+        return os.open(root, _DIR)
+    except FileNotFoundError:
+        if not create:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", root) from None
+    os.makedirs(root, exist_ok=True)  # the user's own path: links in it are followed
+    return os.open(root, _DIR)
+
+
+def _dir_fd(root: str, parts: list[str], create: bool) -> int:
+    """An fd of the folder root/parts…, each part opened without following a link (created when `create`)."""
+    fd = _open_root(root, create)
+    where = root
+    for part in parts:
+        where = os.path.join(where, part)
+        try:
+            nxt = _subdir(fd, part, where, create)
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+def _subdir(fd: int, name: str, where: str, create: bool) -> int:
+    try:
+        return os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+    except FileNotFoundError:
+        if not create:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", where) from None
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _refusal(fd, name, where, "folder") from None
+        raise OSError(e.errno, e.strerror, where) from None
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o777, dir_fd=fd)
+    return _subdir(fd, name, where, False)
+
+
+def _leaf(path: Path | str) -> tuple[str, list[str], str]:
+    root, parts = split(path)
+    if not parts:
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+    return root, parts[:-1], parts[-1]
+
+
+@contextlib.contextmanager
+def folder(path: Path | str, create: bool = False) -> Iterator[int]:
+    """An fd of the folder `path`, reached without following a link below its root (made when `create`)."""
+    named = os.path.abspath(os.fspath(path))
+    root, parts = (named, []) if named in _ROOTS else split(path)
+    fd = _dir_fd(root, parts, create)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_fd(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o666, create_dirs: bool = False) -> int:
+    """os.open of a regular file at `path`: no link followed below its root, nothing but a regular file
+    (a FIFO or device is refused at once), the fd blocking again once opened. A file declared a root
+    itself (one the user named, such as a matrix file) is opened as named, a link there followed."""
+    named = os.path.abspath(os.fspath(path))
+    if named in _ROOTS:
+        return _open_at(None, named, flags, mode, str(path), follow=True)
+    root, parts, name = _leaf(path)
+    dfd = _dir_fd(root, parts, create_dirs)
+    try:
+        return _open_at(dfd, name, flags, mode, str(path))
+    finally:
+        os.close(dfd)
+
+
+def _open_at(dfd: int | None, name: str, flags: int, mode: int, where: str, follow: bool = False) -> int:
+    try:
+        fd = os.open(name, flags | (_NOFOLLOW & ~os.O_NOFOLLOW if follow else _NOFOLLOW), mode, dir_fd=dfd)
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise Refused(where, "is a FIFO, not a regular file; not opened (remove it)") from None
+        if e.errno in (errno.ELOOP, errno.ENOTDIR) and dfd is not None:  # a link below the root
+            raise _refusal(dfd, name, where, "regular file") from None
+        raise OSError(e.errno, e.strerror, where) from None
+    try:
+        mode_now = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode_now):
+            raise Refused(where, f"is {kind(mode_now)}, not a regular file; not opened (remove it)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_file(path: Path | str, mode: str = "rb", limit: int | None = None) -> IO[Any]:
+    """open(path, mode) for reading through open_fd; with `limit`, a file larger than it is refused."""
+    fd = open_fd(path)
+    try:
+        if limit is not None:
+            size = os.fstat(fd).st_size
+            if size > limit:
+                raise TooLarge(path, size, limit)
+        return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: Path | str, limit: int) -> bytes:
+    """The whole of a regular file of at most `limit` bytes (refused past it, before reading)."""
+    with open_file(path, "rb", limit) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:  # it grew while read
+        raise TooLarge(path, len(data), limit)
+    return data
+
+
+def read_text(path: Path | str, limit: int) -> str:
+    """read_bytes as UTF-8 (a UnicodeDecodeError, a ValueError, when it is not)."""
+    return read_bytes(path, limit).decode("utf-8")
+
+
+def write_bytes(path: Path | str, data: bytes | memoryview, mode: int | None = None) -> None:
+    """Write `data` to `path` whole or not at all: a temporary file in the same folder (reached without
+    following a link, created if missing), fsynced, then renamed over the target. Its mode is what
+    open() gives (0666 less the umask), or `mode` exactly."""
+    root, parts, name = _leaf(path)
+    dfd = _dir_fd(root, parts, create=True)
+    try:
+        tmp, fd = _temporary(dfd, name, str(path), 0o600 if mode is not None else 0o666)
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            if isinstance(e, OSError) and not isinstance(e, Refused):
+                raise OSError(e.errno, e.strerror, str(path)) from None
+            raise
+    finally:
+        os.close(dfd)
+
+
+def _temporary(dfd: int, name: str, where: str, mode: int = 0o666) -> tuple[str, int]:
+    """Create `.<name>.<random>.tmp` in `dfd` (O_EXCL: never an existing file or link): its name and fd."""
+    for _ in range(100):
+        tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode, dir_fd=dfd)
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, where) from None
+    raise FileExistsError(errno.EEXIST, "no free temporary name", where)
+
+
+def write_text(path: Path | str, text: str) -> None:
+    write_bytes(path, text.encode("utf-8", errors="backslashreplace"))
+
+
+def mkdirs(path: Path | str) -> None:
+    """Make the folder `path` and its parents below the root, refusing a link or a file on the way."""
+    with folder(path, create=True):
+        pass
+
+
+def lstat(path: Path | str) -> os.stat_result:
+    """The stat of `path` itself (a link is not followed; nor is any below the root on the way). A root is
+    taken as named (its link followed)."""
+    named = os.path.abspath(os.fspath(path))
+    if named in _ROOTS:
+        return os.stat(named)
+    root, parts, name = _leaf(path)
+    dfd = _dir_fd(root, parts, create=False)
+    try:
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    finally:
+        os.close(dfd)
+
+
+def is_file(path: Path | str) -> bool:
+    """Whether `path` is a regular file reached without a link (a link, a FIFO or nothing: False)."""
+    try:
+        return stat.S_ISREG(lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def is_dir(path: Path | str) -> bool:
+    """Whether `path` is a folder reached without a link."""
+    try:
+        with folder(path):
+            return True
+    except OSError:
+        return False
+
+
+def unlink(path: Path | str, missing_ok: bool = True) -> None:
+    """Remove the file (or link: itself, not what it names) at `path`."""
+    root, parts, name = _leaf(path)
+    try:
+        dfd = _dir_fd(root, parts, create=False)
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path)) from None
+    finally:
+        os.close(dfd)
+
+
+def rmtree(path: Path | str) -> None:
+    """Remove the folder `path` and everything in it, following no link (a link at `path` is removed
+    itself; shutil.rmtree with dir_fd never leaves the tree); a missing one is no error."""
+    root, parts, name = _leaf(path)
+    try:
+        dfd = _dir_fd(root, parts, create=False)
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(name, dir_fd=dfd)
+        else:
+            os.unlink(name, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
+def entries(path: Path | str) -> list[tuple[str, str]]:
+    """(name, kind) of each entry of the folder `path`, kind one of file, dir, link, other; nothing followed."""
+    out = []
+    with folder(path) as fd, os.scandir(fd) as it:
+        for e in it:
+            if e.is_symlink():
+                kind = "link"
+            elif e.is_dir(follow_symlinks=False):
+                kind = "dir"
+            elif e.is_file(follow_symlinks=False):
+                kind = "file"
+            else:
+                kind = "other"
+            out.append((e.name, kind))
+    return sorted(out)
+
+
+def walk_files(path: Path | str, refuse_links: bool = False) -> Iterator[Path]:
+    """Every regular file below the folder `path` (sorted, depth first), reached without following a link;
+    a link or other non-regular entry is skipped, or with `refuse_links` refused in one line."""
+    base = Path(path)
+    for name, kind in entries(base):
+        p = base / name
+        if kind == "dir":
+            yield from walk_files(p, refuse_links)
+        elif kind == "file":
+            yield p
+        elif refuse_links:
+            raise Refused(p, "is a symbolic link or not a regular file; not followed (remove it)", errno.ELOOP)
+
+
+class Seal:
+    """A keyed digest (HMAC-SHA256, 32 bytes) in front of a file this user's suite wrote into a shared folder
+    (the report's caches), so that what it holds is taken only if this user wrote it and nobody changed
+    it since: a colleague who can write the folder, and so replace the file, cannot make one that passes
+    without the key. The key, 32 random bytes, is `folder/.seal-<uid>`: mode 0600, owned by this user,
+    read without following a link, made anew (atomically) when it is missing or fails any of these.
+    `made_ns`: when the key was made; a file last changed before that was sealed by no key of this one's
+    and is stale, not damaged."""
+
+    SIZE = 32
+
+    def __init__(self, folder: Path | str) -> None:
+        path = Path(folder) / f".seal-{os.geteuid()}"
+        key = None
+        try:
+            with open_file(path, "rb", self.SIZE) as f:
+                st = os.fstat(f.fileno())
+                data = f.read()
+            if len(data) == self.SIZE and st.st_uid == os.geteuid() and not st.st_mode & 0o077:
+                key, self.made_ns = data, st.st_mtime_ns
+        except (OSError, ValueError):
+            pass
+        if key is None:
+            key = secrets.token_bytes(self.SIZE)
+            write_bytes(path, key, mode=0o600)
+            self.made_ns = os.stat(path).st_mtime_ns
+        self._key = key
+
+    def seal(self, data: bytes) -> bytes:
+        return hmac.digest(self._key, data, "sha256") + data  # OpenSSL's SHA-256: ~2× BLAKE2b here
+
+    def older(self, st: os.stat_result) -> bool:
+        """Whether a file of stat `st` was last changed before this key existed (so cannot pass it)."""
+        return st.st_ctime_ns < self.made_ns
+
+    def open(self, blob: bytes) -> memoryview | None:
+        """The data of a sealed blob, or None when its digest is not this key's of it."""
+        view = memoryview(blob)
+        mac = hmac.digest(self._key, view[self.SIZE :], "sha256")
+        return view[self.SIZE :] if hmac.compare_digest(mac, bytes(view[: self.SIZE])) else None

@@ -1,0 +1,88 @@
+"""The report's worker processes die with it: a `report` SIGKILLed while its 2 cache workers
+(reports.runcache.warm) are busy, or while its figure-drawing processes (reports.figures.Renderer) wait
+idle on their call queue, leaves no process behind. A forked ProcessPoolExecutor worker holds both ends of
+its call-queue pipe, so without PR_SET_PDEATHSIG it waited forever. The control: the same workers are alive
+while their parent is."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+WARM = """
+import os, sys, time
+from pathlib import Path
+from reports import runcache
+
+def slow(path, cache_dir):
+    print(os.getpid(), flush=True)
+    time.sleep(600)
+
+runcache.refresh = slow
+runcache.warm([Path(f"/nonexistent/{i}/metrics.jsonl") for i in range(2)], Path(sys.argv[1]), 2, print)
+"""
+
+DRAW = """
+import os, sys, time
+from pathlib import Path
+from reports import figures
+
+def draw(plan, path):
+    print(os.getpid(), flush=True)
+
+with figures.rendering(Path(sys.argv[1]) / "figures.json", 2) as renderer:
+    for i in range(2):
+        renderer.submit(draw, i, Path(sys.argv[1]) / f"f{i}.png")
+    time.sleep(600)  # killed here: the workers wait for more work
+"""
+
+
+def children(pid: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie has died (nobody may reap it in a container)
+
+
+@pytest.mark.parametrize("script", [WARM, DRAW], ids=["cache workers, busy", "figure workers, idle"])
+def test_workers_die_when_their_parent_is_sigkilled(tmp_path: Path, script: str) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
+    pids: set[int] = set()
+    try:
+        pids = {int(proc.stdout.readline()) for _ in range(2)}
+        time.sleep(0.5)
+        pids |= children(proc.pid)  # every worker the pool forked, busy or not
+        assert all(alive(p) for p in pids)  # the control: alive while the parent is
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.1)
+        left = [p for p in pids if alive(p)]
+        assert not left, f"workers {left} outlived their SIGKILLed parent"
+    finally:
+        proc.kill()
+        for p in pids:  # what the test started, so a failure leaves nothing behind
+            if alive(p):
+                os.kill(p, signal.SIGKILL)
