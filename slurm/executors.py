@@ -7,6 +7,7 @@ so each rank accumulates A = S / W micro-batches. Runs of the same resource shap
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,8 @@ from bench.errors import UserError
 from bench.experiments.slots import default_slots
 from bench.files import SPEC, read_json_object
 from bench.run.spec import run_name
+
+from .procgroup import DEFAULT_JOIN_TIMEOUT_MIN, user_port
 
 SLURM_DEFAULT_TIME_MIN = 240
 # Local jobs have no scheduler limit; submitit's local controller still needs one (it signals at the end).
@@ -41,6 +44,7 @@ class SubmitOptions:
     mem_per_task_gb: float | None = None
     time: int | None = None
     max_requeues: int = 20
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT_MIN  # minutes the ranks of a job wait for each other to start
     array_parallelism: int | None = None
     partition: str | None = None
     account: str | None = None
@@ -68,6 +72,8 @@ class Resources:
     mem_per_task_gb: float | None = None
     time_min: int | None = None
     max_requeues: int = 20
+    join_timeout_min: float = DEFAULT_JOIN_TIMEOUT_MIN
+    master_port: int | None = None  # the MASTER_PORT exported when submitting: every job's group uses it
     array_parallelism: int | None = None
     partition: str | None = None
     account: str | None = None
@@ -92,6 +98,8 @@ class Resources:
             mem_per_task_gb=args.mem_per_task_gb,
             time_min=args.time,
             max_requeues=args.max_requeues,
+            join_timeout_min=float(args.join_timeout),
+            master_port=user_port(os.environ.get("MASTER_PORT")),
             array_parallelism=args.array_parallelism,
             partition=args.partition,
             account=args.account,
@@ -216,6 +224,9 @@ def make_executor(
         slurm_qos=res.qos,
         slurm_constraint=res.constraint,
         slurm_signal_delay_s=signal_delay_s(res.time_min or SLURM_DEFAULT_TIME_MIN),
+        # a task that ends badly (a crash, a kill, a group that did not start) ends the step at once:
+        # the other ranks would otherwise wait for it until the collective timeout
+        slurm_srun_args=["--kill-on-bad-exit=1"],
         slurm_additional_parameters=extra,
         slurm_setup=list(res.setup) or None,
     )

@@ -27,6 +27,7 @@ from bench.files import SUMMARY, read_json_object
 from bench.run.runner import existing_summary
 from bench.run.spec import run_name
 
+from . import procgroup
 from .datacheck import data_problems
 from .executors import (
     MAX_ARRAY,
@@ -245,7 +246,7 @@ def submit_slurm(plan: Plan, out: Path, res: Resources) -> list[str]:
         after = dependency_ids({job_of[n] for p in runs for n in p.needs if n in job_of}, arrays)
         ex = make_executor(res, shape, folder, name=job_name(runs, shape.ranks), after=after)
         try:
-            with quiet_submitit():
+            with procgroup.clean_environment(), quiet_submitit():
                 with ex.batch():
                     jobs = [ex.submit(RunJob(p.spec, out, p.needs, resources=res)) for p in runs]
         except (submitit.core.utils.FailedJobError, OSError) as e:

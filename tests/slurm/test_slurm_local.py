@@ -15,7 +15,7 @@ import pytest
 from bench.cli import main
 from bench.files import CHECKPOINT, SUMMARY, read_json, write_json
 from slurm.executors import Resources, accumulation, choose_ranks, shape_for
-from slurm.job import ATTEMPTS, JOB, RunJob, dist_environment, master_port
+from slurm.job import ATTEMPTS, JOB, RunJob, dist_environment, start_group
 from slurm.status import add_to_manifest, collect, last_line, run_state, table
 
 
@@ -81,25 +81,73 @@ def test_job_names_say_which_methods_an_array_runs() -> None:
     assert job_name(runs[-1:], 1) == "adascale-bench-lsw-W1"
 
 
-def test_multi_task_jobs_get_torch_distributed_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_multi_task_jobs_get_torch_distributed_variables() -> None:
     class Env:
         num_tasks, num_nodes, global_rank, local_rank, hostnames, raw_job_id = 8, 2, 5, 1, ["node3", "node4"], "12345"
 
-    monkeypatch.delenv("MASTER_PORT", raising=False)
     env = dist_environment(Env())
     assert env == {
         "RANK": "5",
         "WORLD_SIZE": "8",
         "LOCAL_RANK": "1",
         "LOCAL_WORLD_SIZE": "4",  # 8 ranks on 2 nodes
-        "MASTER_ADDR": "node3",
-        "MASTER_PORT": str(master_port("12345")),
+        "MASTER_ADDR": "node3",  # MASTER_PORT: the port the ranks' store got (slurm/procgroup.py)
     }
-    assert 20000 <= master_port("12345") < 40000
-    monkeypatch.setenv("MASTER_PORT", "29400")  # the user's port is kept
-    assert dist_environment(Env())["MASTER_PORT"] == "29400"
     Env.num_tasks = 1
     assert dist_environment(Env()) == {}
+
+
+class OneTask:
+    num_tasks, num_nodes, global_rank, local_rank, node, hostnames, raw_job_id = 1, 1, 0, 0, 0, ["localhost"], "9"
+
+
+def test_a_one_task_job_ignores_the_group_variables_it_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A W = 1 continuation of a W = 2 job once inherited WORLD_SIZE=2 and waited for a second rank."""
+    import socket
+
+    from bench.engine.distributed import shutdown
+
+    with socket.socket() as s:  # a port nobody listens on: a rank that tried to join would time out
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for k, v in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "old")
+    monkeypatch.setenv("ADASCALE_BENCH_DIST_TIMEOUT", "5")
+    dist = start_group(OneTask(), {"device": "cpu"}, Path("."), None)
+    shutdown()
+    assert (dist.rank, dist.world) == (0, 1)
+    assert not [k for k in ("RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_RUN_ID") if k in os.environ]
+
+
+def test_a_continuation_is_submitted_without_this_jobs_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """submit_continuation runs inside a job (rank 0 of W = 2): what sbatch exports to the next job
+    carries neither this job's allocation nor its place in this job's group, and the port is not kept."""
+    import slurm.job as job_module
+    from tests.helpers import spec_for
+
+    seen: list[dict[str, str]] = []
+
+    class Executor:
+        def submit(self, job: RunJob) -> object:
+            seen.append(dict(os.environ))
+            return type("Job", (), {"job_id": "101"})()
+
+    monkeypatch.setattr(job_module, "make_executor", lambda *a, **k: Executor())
+    monkeypatch.setattr(job_module, "record_job", lambda *a, **k: None)
+    here = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "n1"}
+    here |= {"MASTER_PORT": "21234", "SLURM_JOB_ID": "100", "SLURM_NTASKS": "2", "SUBMITIT_EXECUTOR": "slurm"}
+    for k, v in here.items():
+        monkeypatch.setenv(k, v)
+    spec = spec_for("logreg", "adascale", "elastic-down", T1=40, accumulation=2)
+    res = Resources(executor="slurm", gpus_per_node=2, max_nodes=1)
+    assert job_module.submit_continuation(RunJob(spec, tmp_path, resources=res), 1) == "101"
+    (env,) = seen
+    assert not [k for k in here if k in env], [k for k in here if k in env]
+    assert all(os.environ[k] == v for k, v in here.items())  # this process keeps its own
 
 
 def test_dry_run_prints_the_arrays_without_slurm_or_submitting(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
