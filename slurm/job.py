@@ -166,11 +166,11 @@ class RunJob(submitit.helpers.Checkpointable):
         out, run_dir = Path(self.out), self.run_dir
         main = env.global_rank == 0
         if main:
-            self._record_attempt(env)
+            record_attempt(run_dir, env.job_id, env.cluster, env.num_tasks)
         done = existing_summary(run_dir)
         if done is not None:
             return done
-        unmet = self._unmet_need()
+        unmet = unmet_need(self.spec, out, self.needs)
         if unmet:
             if main:
                 record_failure(self.spec, run_dir, unmet)
@@ -259,19 +259,6 @@ class RunJob(submitit.helpers.Checkpointable):
         while time.monotonic() < deadline:
             time.sleep(0.5)
 
-    def _unmet_need(self) -> str | None:
-        for need in self.needs:
-            path = Path(self.out) / need / SUMMARY
-            try:
-                status = read_json(path).get("status") if path.exists() else None
-            except (OSError, ValueError):
-                status = "unreadable"
-            if status is None:  # its job ended (afterany) without a summary: cancelled, killed, out of time
-                return f"{self.spec['method']} needs the run {need}, which did not finish (no summary.json)"
-            if status == "unreadable":
-                return f"{self.spec['method']} needs the run {need}, whose summary.json is unreadable"
-        return None
-
     def _record_start_failure(self, env: Any, error: procgroup.GroupFailed) -> None:
         """The cause of a group that did not start, in the run folder (summary.json and error.log): the
         first rank to fail in this attempt of the job writes it; the others' failures follow from it."""
@@ -309,22 +296,40 @@ class RunJob(submitit.helpers.Checkpointable):
         path = self.run_dir / SUMMARY
         return read_json(path) if path.exists() else {"status": "failed", "error": message}
 
-    def _record_attempt(self, env: Any) -> None:
-        path = self.run_dir / ATTEMPTS
+
+def unmet_need(spec: dict[str, Any], out: Path, needs: list[str]) -> str | None:
+    """Why the run cannot start yet (a run it needs ended without a readable summary), or None."""
+    for need in needs:
+        path = Path(out) / need / SUMMARY
         try:
-            attempts = read_json(path) if path.exists() else []
+            status = read_json(path).get("status") if path.exists() else None
         except (OSError, ValueError):
-            attempts = []
-        attempts.append(
-            {
-                "job_id": env.job_id,
-                "cluster": env.cluster,
-                "host": socket.gethostname(),
-                "tasks": env.num_tasks,
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            }
-        )
-        write_json(path, attempts)
+            status = "unreadable"
+        if status is None:  # its job ended (afterany) without a summary: cancelled, killed, out of time
+            return f"{spec['method']} needs the run {need}, which did not finish (no summary.json)"
+        if status == "unreadable":
+            return f"{spec['method']} needs the run {need}, whose summary.json is unreadable"
+    return None
+
+
+def record_attempt(run_dir: Path, job_id: str, cluster: str, tasks: int) -> None:
+    """attempts.json: one entry per start of a job on the run (a requeued job starts again)."""
+    path = run_dir / ATTEMPTS
+    try:
+        attempts = read_json(path) if path.exists() else []
+    except (OSError, ValueError):
+        attempts = []
+    attempts = attempts if isinstance(attempts, list) else []
+    attempts.append(
+        {
+            "job_id": job_id,
+            "cluster": cluster,
+            "host": socket.gethostname(),
+            "tasks": tasks,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+    )
+    write_json(path, attempts)
 
 
 def lost_a_peer(error: BaseException) -> bool:

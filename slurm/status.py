@@ -33,11 +33,11 @@ from bench.files import (
     write_json,
 )
 
-from .records import JOB, SUBMITIT_DIR
+from .records import JOB, SUBMITIT_DIR, process_start
 
 MANIFEST = "matrix.json"  # the runs that `submit` was asked for, so that status can name missing ones
 
-STATES = ("done", "running", "pending", "stopped", "failed", "unreadable", "diverged", "missing")
+STATES = ("done", "running", "queued", "stopped", "failed", "unreadable", "diverged", "missing")
 # Scheduler states of a job that has not ended (submitit treats PREEMPTED as not ended too: it is requeued).
 ACTIVE = {
     "PENDING",
@@ -56,7 +56,7 @@ ACTIVE = {
 }
 # Scheduler states of a job ended from outside (scancel, its time limit, a deadline): with a checkpoint
 # the run is `stopped`, not `failed` (a crash, a dead node or an OOM kill is failed, checkpoint or not).
-STOPPED = {"CANCELLED", "TIMEOUT", "DEADLINE"}
+STOPPED = {"CANCELLED", "TIMEOUT", "DEADLINE", "ENDED"}  # ENDED: a local run whose submit stopped (Ctrl-C)
 STALE_S = 600  # a run folder without a job whose metrics have not moved for this long has stopped
 
 
@@ -187,7 +187,10 @@ def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
         unknown = [jid for jid in slurm_ids if jid not in states]
         states.update({k: v for k, v in _squeue(unknown).items() if k in unknown})
     for j in jobs:
-        if j.get("executor") == "local" and j.get("job_id"):
+        if j.get("executor") == "local" and j.get("job_id") and "pid" in j:  # a run of submit's local pool
+            alive = _seconds(j.get("pid_start")) > 0 and process_start(j["pid"]) == j.get("pid_start")
+            states[j["job_id"]] = ("RUNNING" if j.get("started") else "PENDING") if alive else "ENDED"
+        elif j.get("executor") == "local" and j.get("job_id"):  # a submitit local job (before the pool)
             states[j["job_id"]] = "RUNNING" if _pid_is_submitit(j["job_id"]) else "ENDED"
         elif j.get("executor") == "debug" and j.get("job_id"):
             states[j["job_id"]] = "ENDED"  # ran inside the submitting process, which has returned
@@ -224,9 +227,9 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
     if status == "diverged":
         return RunState(name, "diverged", job_id, scheduler)
     if job is not None and scheduler in ACTIVE:  # a new attempt is under way, whatever the last one left
-        return RunState(name, "running" if scheduler in ("RUNNING", "COMPLETING") else "pending", job_id, scheduler)
+        return RunState(name, "running" if scheduler in ("RUNNING", "COMPLETING") else "queued", job_id, scheduler)
     if job is not None and scheduler == "UNKNOWN" and time.time() - _seconds(job.get("submitted_at")) < 60:
-        return RunState(name, "pending", job_id, scheduler)  # sacct and squeue lag a fresh submission
+        return RunState(name, "queued", job_id, scheduler)  # sacct and squeue lag a fresh submission
     if status is None and (run_dir / SUMMARY).exists():
         return RunState(name, "unreadable", job_id, scheduler, f"{run_dir / SUMMARY} is not a readable summary")
     if status == "failed":

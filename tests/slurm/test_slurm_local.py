@@ -261,14 +261,14 @@ def test_status_states_from_files_and_scheduler(tmp_path: Path) -> None:
         st = run_state(tmp_path, name, job, scheduler)
         assert st.state == "failed" and "JOB 7 CANCELLED" in st.detail  # the log's last line, to investigate
     (run_dir / CHECKPOINT).unlink()
-    assert run_state(tmp_path, name, job, "PENDING").state == "pending"
+    assert run_state(tmp_path, name, job, "PENDING").state == "queued"
     assert run_state(tmp_path, name, job, "RUNNING").state == "running"
     assert run_state(tmp_path, name, None, None).state == "missing"
 
     write_json(run_dir / SUMMARY, {"status": "failed", "error": "RuntimeError: boom"})
     (run_dir / "error.log").write_text("Traceback (most recent call last):\n  ...\nRuntimeError: boom\n")
     assert run_state(tmp_path, name, job, "FAILED").detail == "RuntimeError: boom"
-    assert run_state(tmp_path, name, job, "REQUEUED").state == "pending"  # a new attempt is under way
+    assert run_state(tmp_path, name, job, "REQUEUED").state == "queued"  # a new attempt is under way
     write_json(run_dir / SUMMARY, {"status": "diverged"})
     assert run_state(tmp_path, name, job, "COMPLETED").state == "diverged"
     write_json(run_dir / SUMMARY, {"status": "completed"})
@@ -304,7 +304,8 @@ def test_local_executor_starts_lsw_plus_after_its_adascale_run(tmp_path: Path, c
     assert rc == 0, capsys.readouterr().out
     ada, plus = out / "logreg/adascale/s2/seed0,T1=40", out / "logreg/lsw+/s2/seed0,T1=40"
     job = read_json(plus / JOB)
-    assert job["executor"] == "local" and job["job_id"].isdigit() and Path(job["stderr"]).exists()
+    assert job["executor"] == "local" and re.fullmatch(r"\d+\.2", job["job_id"]) and job["started"] is True
+    assert job["pid"] == os.getpid() and job["stderr"] is None  # this process's pool ran it
     # two slots, but LSW+ waited for its AdaScale run to end before its job started
     assert (plus / ATTEMPTS).stat().st_mtime >= (ada / SUMMARY).stat().st_mtime
     assert read_json(plus / SUMMARY)["iterations"] == read_json(ada / SUMMARY)["iterations"]
