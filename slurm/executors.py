@@ -160,9 +160,21 @@ def feasible(ranks: int, scales: list[int], res: Resources) -> bool:
     return fits(ranks, res) and not any(s % ranks for s in scales)
 
 
-def choose_ranks(scales: list[int], res: Resources) -> int:
-    """The most ranks the run can use (fewer micro-batches accumulated per rank means a faster run)."""
-    return next(w for w in range(res.max_ranks, 0, -1) if feasible(w, scales, res))
+def choose_ranks(scales: list[int], res: Resources, cap: int | None = None) -> int:
+    """The most ranks the run can use (fewer micro-batches accumulated per rank means a faster run), at
+    most `cap` (the task card's max_ranks for the run's preset)."""
+    most = min(res.max_ranks, cap) if cap else res.max_ranks
+    return next(w for w in range(most, 0, -1) if feasible(w, scales, res))
+
+
+def rank_cap(spec: dict[str, Any]) -> int | None:
+    """The task card's cap on the ranks of one run of this preset (tasks/presets: `max_ranks`)."""
+    from tasks.presets import card
+
+    try:
+        return card(str(spec["task"])).max_ranks.get(str(spec.get("preset")))
+    except (ImportError, KeyError):
+        return None
 
 
 def shape_for(spec: dict[str, Any], ranks: int, res: Resources) -> Shape:
@@ -268,8 +280,9 @@ def local_parallelism(res: Resources) -> int:
 
 
 def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
-    """W for the run's next job. Usually the most ranks the resources allow (an incomplete run keeps the W
-    it started with); a spec that fixes the accumulation A needs W = S / A at its checkpoint's τ."""
+    """W for the run's next job. Usually the most ranks the resources and the task card's cap allow (an
+    incomplete run keeps the W it started with); a spec that fixes the accumulation A needs W = S / A at
+    its checkpoint's τ."""
     if spec.get("accumulation"):
         from bench.run.launch import initial_ranks
 
@@ -284,7 +297,7 @@ def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
     before = read_json_object(run_dir / SPEC)
     if before and isinstance(before.get("ranks"), int) and feasible(before["ranks"], scales, res):
         return before["ranks"]
-    return choose_ranks(scales, res)
+    return choose_ranks(scales, res, rank_cap(spec))
 
 
 def sbatch_reason(error: BaseException | str) -> str:

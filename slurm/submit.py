@@ -120,9 +120,9 @@ def submit(args: SubmitOptions) -> int:
     if res.executor == "slurm" and not args.dry_run:
         require_slurm()
     problems = data_problems(m, sizes=not args.rehearse)
-    if problems:
-        for line in problems:
-            print(f"adascale-bench: error: {line}", file=sys.stderr)
+    for line in problems:  # a dry run previews a matrix whose data is not prepared yet: warnings only
+        print(f"adascale-bench: {'warning' if args.dry_run else 'error'}: {line}", file=sys.stderr)
+    if problems and not args.dry_run:
         return 1
     out = Path(args.out).expanduser().resolve()
     if args.rehearse:  # a few iterations of each configuration, in scratch folders

@@ -151,15 +151,42 @@ def test_a_continuation_is_submitted_without_this_jobs_variables(
 
 
 def test_dry_run_prints_the_arrays_without_slurm_or_submitting(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    path = matrix(tmp_path, LOGREG.replace("scales: [1, 2]", "scales: [1, 16]"))
+    """A paper-preset matrix before its data is prepared: the data root's problem is a warning, and the
+    arrays are printed with their W and A."""
+    body = LOGREG.replace("tiny", "paper").replace("[logreg]", "[cifar10]").replace("scales: [1, 2]", "scales: [1, 16]")
+    path = matrix(tmp_path, f"data_roots: {{cifar10: {tmp_path / 'not-prepared'}}}\n{body}")
     out = tmp_path / "out"
     rc = main(["submit", str(path), "--executor", "slurm", "--gpus-per-node", "4", "--max-nodes", "2"]
               + ["--out", str(out), "--dry-run"])  # fmt: skip
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert rc == 0 and not out.exists()
+    assert captured.err.startswith("adascale-bench: warning: cifar10 data root") and "not-prepared" in captured.err
     assert "4 to submit" in text  # S = 1: one adascale run stands for lsw and lsw+
     assert "W=8 (2 nodes × 4 tasks, 4 GPUs/node" in text and "S→A: 16→2" in text
     assert "array 3 after the runs they need" in text and "lsw+" in text.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("preset", "task", "ranks"), [("tiny", "logreg", 1), ("paper", "logreg", 1), ("tiny", "cifar10", 1)]
+)
+def test_cheap_runs_are_not_spread_over_nodes(preset: str, task: str, ranks: int) -> None:
+    """The task card's max_ranks: a tiny run (seconds) and a logreg run train on one rank whatever the
+    resources; a paper cifar10 run gets them all (the control), and a fixed accumulation is not capped."""
+    from slurm.executors import ranks_to_start
+
+    res = Resources(executor="slurm", gpus_per_node=8, max_nodes=2)
+    spec = {"task": task, "preset": preset, "scale": 16, "accumulation": None}
+    assert ranks_to_start(spec, Path("/nonexistent"), res) == ranks
+    assert ranks_to_start({**spec, "task": "cifar10", "preset": "paper"}, Path("/nonexistent"), res) == 16
+
+
+def test_submit_smoke_dry_run_gives_every_run_one_rank(capsys: pytest.CaptureFixture) -> None:
+    assert (
+        main(["submit", "smoke", "--executor", "slurm", "--gpus-per-node", "8", "--max-nodes", "2", "--dry-run"]) == 0
+    )
+    arrays = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  array")]
+    assert arrays and all("W=1 (1 node × 1 task" in line for line in arrays), arrays
 
 
 def test_slurm_executor_without_slurm_is_one_line(tmp_path: Path) -> None:
