@@ -1,9 +1,10 @@
-"""`adascale-bench status DIR`: the state of every cell of a results folder.
+"""`adascale-bench status DIR [--json] [--watch N]`: the state of every cell of a results folder.
 
 A run's state comes from its own files first (summary.json says done, diverged or failed), then from
 the scheduler for the job that `submit` recorded in job.json (sacct through submitit's SlurmInfoWatcher,
-squeue for what sacct does not know yet; a local job is its process). A run that a matrix submitted but
-that has no folder yet is `missing`.
+squeue for what sacct does not know yet; a run of the local executor is active while its `submit` lives).
+A run waiting for its job to start is `queued`; one that a matrix named but that has no folder and no job
+is `missing`. Each run's τ/T1 and ETA come from its files (slurm/progress.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,14 @@ from bench.files import (
     SUMMARY,
     lock_is_held,
     open_regular,
+    read_json,
     read_json_object,
     write_json,
 )
 
-from .records import JOB, SUBMITIT_DIR, process_start
+from .procgroup import describe_bad_task
+from .progress import Progress, duration, progress
+from .records import ATTEMPTS, JOB, SUBMITIT_DIR, process_start
 
 MANIFEST = "matrix.json"  # the runs that `submit` was asked for, so that status can name missing ones
 
@@ -68,6 +72,31 @@ class RunState:
     scheduler: str | None = None
     detail: str | None = None
     preset: str | None = None
+    progress: Progress = field(default_factory=Progress)
+    job_ids: list[str] = field(default_factory=list)  # every job that started the run (attempts.json), then job.json's
+
+    def as_json(self) -> dict[str, Any]:
+        task, method, scale, seed, variant = self.parts
+        p = self.progress
+        return {
+            "name": self.name,
+            "task": task,
+            "method": method,
+            "scale": scale,
+            "seed": seed,
+            "variant": variant,
+            "preset": self.preset,
+            "state": self.state,
+            "scheduler": self.scheduler,
+            "job_id": self.job_id,
+            "job_ids": self.job_ids,
+            "tau": p.tau,
+            "T1": p.T1,
+            "progress": p.fraction,
+            "rate_tau_per_s": p.rate,
+            "eta_s": p.eta_s,
+            "detail": self.detail,
+        }
 
     @property
     def parts(self) -> tuple[str, str, str, int, str]:
@@ -235,6 +264,9 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
     if status == "failed":
         error = summary.get("error") if isinstance(summary.get("error"), str) else None
         line = last_line(run_dir / "error.log") or error or last_line(job and job.get("stderr"))
+        said = _srun_says(job)
+        if said and not said.startswith("rank 0 ") and line and "ended first" not in line:
+            line = f"{line}; {said}"  # the rank whose end the others saw (srun names it, and its node)
         return RunState(name, "failed", job_id, scheduler, line)
     if job is not None:
         why = f"job {job_id} ended ({scheduler or 'UNKNOWN'}) without a summary"
@@ -242,7 +274,8 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
             why += "; checkpoint saved, submit again to resume"
             if scheduler in STOPPED:  # stopped from outside, not broken: nothing to investigate
                 return RunState(name, "stopped", job_id, scheduler, why)
-        line = last_line(job.get("stderr"))
+        said = _srun_says(job)
+        line = said or last_line(job.get("stderr"))
         return RunState(name, "failed", job_id, scheduler, f"{why}; log: {line}" if line else why)
     if job is None and lock_is_held(run_dir) is True:  # training, before its first metrics or checkpoint
         return RunState(name, "running")
@@ -261,20 +294,54 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
     return RunState(name, "missing")
 
 
+def _srun_says(job: dict[str, Any] | None) -> str | None:
+    """srun's word on the rank that ended first, from a SLURM job's log (slurm/procgroup.py)."""
+    if not job or job.get("executor") != "slurm" or not isinstance(job.get("stderr"), str):
+        return None
+    try:
+        with open_regular(Path(job["stderr"]), "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 65536))
+            return describe_bad_task(f.read().decode(errors="replace"))
+    except OSError:
+        return None
+
+
+def _job_ids(out: Path, name: str, job: dict[str, Any] | None) -> list[str]:
+    attempts = read_json_list(Path(out) / name / ATTEMPTS)
+    ids = [str(a["job_id"]) for a in attempts if isinstance(a, dict) and isinstance(a.get("job_id"), str | int)]
+    if job is not None:
+        ids.append(job["job_id"])
+    return list(dict.fromkeys(ids))
+
+
+def read_json_list(path: Path) -> list[Any]:
+    try:
+        value = read_json(path)
+    except (OSError, ValueError):
+        return []
+    return value if isinstance(value, list) else []
+
+
 def collect(out: Path) -> list[RunState]:
-    """The state of every run of a results folder."""
+    """The state of every run of a results folder, with its progress and the jobs that ran it."""
     out = Path(out)
     names = run_names(out)
     jobs = {name: read_job(out, name) for name in names}
     states = scheduler_states([j for j in jobs.values() if j])
     manifest = read_manifest(out)
     result = []
+    now = time.time()
     for name in names:
         job = jobs[name]
         state = run_state(out, name, job, states.get(job["job_id"], "UNKNOWN") if job else None)
         spec = read_json_object(out / name / SPEC) or {}
         preset = spec.get("preset") or manifest.get(name, {}).get("preset")
         state.preset = preset if isinstance(preset, str) else None
+        if state.state != "missing":
+            summary = read_json_object(out / name / SUMMARY) if state.state in ("done", "diverged") else None
+            state.progress = progress(out / name, summary, state.state == "running", now)
+        state.job_ids = _job_ids(out, name, job)
         result.append(state)
     return result
 
@@ -296,6 +363,19 @@ def _jobs(ids: list[str]) -> str:
     return ",".join(unique[:4]) + (f",… ({len(unique)})" if len(unique) > 4 else "") if unique else "-"
 
 
+def _cell_progress(members: list[RunState]) -> tuple[str, str]:
+    """τ/T1 of a cell's runs (one percentage, or the least and the most) and the ETA of its last one."""
+    done = [f for r in members if (f := r.progress.fraction) is not None]
+    if not done:
+        share = "-"
+    else:
+        lo, hi = min(done), max(done)
+        share = f"{lo:.0%}" if round(lo * 100) == round(hi * 100) else f"{lo:.0%}–{hi:.0%}"
+    etas = [r.progress.eta_s for r in members if r.state == "running"]
+    eta = duration(max(e for e in etas if e is not None)) if any(e is not None for e in etas) else "-"
+    return share, eta
+
+
 def _shared() -> str:
     """ "(shared: = lsw = lsw+ at S = 1)": the Table 2 methods the S = 1 run stands for (the method table)."""
     return "(shared: = " + " = ".join(m for m in table2_methods() if m != SHARED_AT_S1) + " at S = 1)"
@@ -310,15 +390,14 @@ def table(runs: list[RunState]) -> str:
         task, method, scale, _, variant = r.parts
         cells.setdefault((task, method, scale, variant, r.preset or "-"), []).append(r)
     order = sorted(cells, key=lambda k: (k[0], method_order(k[1]), k[1], _scale_key(k[2]), k[3]))
-    rows = [("task", "method", "scale", "variant", "seeds", "state", "jobs", "preset")]
+    rows = [("task", "method", "scale", "variant", "seeds", "state", "τ/T1", "ETA", "jobs", "preset")]
     for key in order:
         members = sorted(cells[key], key=lambda r: r.parts[3])
         seeds = ",".join(str(r.parts[3]) for r in members)
         state = _cell_state([r.state for r in members])
         method = f"{key[1]} {_shared()}" if is_shared(key[1], key[2], None) else key[1]
-        rows.append(
-            (key[0], method, key[2], key[3] or "-", seeds, state, _jobs([r.job_id or "" for r in members]), key[4])
-        )
+        jobs = _jobs([r.job_id or "" for r in members])
+        rows.append((key[0], method, key[2], key[3] or "-", seeds, state, *_cell_progress(members), jobs, key[4]))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -334,13 +413,44 @@ def table(runs: list[RunState]) -> str:
     return "\n".join(lines)
 
 
-def status(out: Path) -> int:
-    """Print the state of every cell of the results folder `out`; 1 when a run failed or is unreadable."""
+def as_json(out: Path, runs: list[RunState]) -> dict[str, Any]:
+    """`status --json`: every run's state, τ, T1, progress, ETA and job ids, and the counts per state."""
+    counts = Counter(r.state for r in runs)
+    return {
+        "out": str(out),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "counts": {s: counts[s] for s in STATES if counts[s]},
+        "runs": [r.as_json() for r in runs],
+    }
+
+
+ACTIVE_STATES = ("queued", "running")
+
+
+def status(out: Path, as_json_: bool = False, watch: float | None = None) -> int:
+    """Print the state of every cell of the results folder `out` (or, `as_json_`, every run as JSON);
+    with `watch`, again every `watch` seconds until no run is queued or running. 1 when a run failed or
+    is unreadable."""
+    import json
+
     out = Path(out)
     if not out.is_dir():
         raise UserError(f"results folder {out} does not exist")
-    runs = collect(out)
-    if not runs:
-        raise UserError(f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})")
-    print(table(runs))
+    while True:
+        runs = collect(out)
+        if not runs:
+            raise UserError(
+                f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})"
+            )
+        if as_json_:
+            print(json.dumps(as_json(out, runs), indent=None if watch else 2), flush=True)
+        else:
+            if watch and sys.stdout.isatty():
+                print("\033[H\033[J", end="")  # a terminal: redraw in place
+            elif watch:
+                print(f"-- {time.strftime('%Y-%m-%d %H:%M:%S')}")
+            print(table(runs), flush=True)
+        if not watch or not any(r.state in ACTIVE_STATES for r in runs):
+            break
+        time.sleep(watch)
     return 1 if any(r.state in ("failed", "unreadable") for r in runs) else 0
