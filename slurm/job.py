@@ -43,6 +43,7 @@ from .records import ATTEMPTS, JOB, SUBMITIT_DIR, Planned, job_name, quiet_submi
 
 # What a one-task job removes: the variables that would make torch.distributed wait for peers.
 ONE_PROCESS_CLEARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+TORCHRUN_PREFIXES = ("TORCHELASTIC_", "GROUP_", "ROLE_")
 CHECKPOINT_WAIT_S = 100.0  # < executors.SIGNAL_DELAY_S: submitit's USR2 comes that long before the limit
 STOPPED_WAIT_S = 120.0  # after a SIGTERM stop: how long to wait for SLURM's SIGKILL or submitit's USR2
 LOST_RANK_WAIT_S = 5.0  # how long rank 0 looks for srun's line naming the rank that ended first
@@ -94,14 +95,15 @@ def start_group(
 
     device = spec.get("device") or "auto"
     if env.num_tasks <= 1:
-        for key in [k for k in os.environ if k in ONE_PROCESS_CLEARS or k.startswith(("TORCHELASTIC_", "GROUP_"))]:
+        for key in [k for k in os.environ if k in ONE_PROCESS_CLEARS or k.startswith(TORCHRUN_PREFIXES)]:
             del os.environ[key]
         return from_env(device, spec.get("collective_timeout_s"))
     os.environ.update(dist_environment(env))
     member = member_of(env)
-    join_min = res.join_timeout_min if res is not None else procgroup.DEFAULT_JOIN_TIMEOUT_MIN
+    # (getattr: a job pickled before these resources existed, still queued after an upgrade)
+    join_min = getattr(res, "join_timeout_min", None) or procgroup.DEFAULT_JOIN_TIMEOUT_MIN
     collective = timeout_s(spec.get("collective_timeout_s"))
-    port = res.master_port if res is not None else None
+    port = getattr(res, "master_port", None)
     store = procgroup.join(member, folder, join_min * 60, collective, port, list(env.hostnames), on_failure)
     os.environ["MASTER_PORT"] = str(store.port)
     try:

@@ -337,3 +337,33 @@ def test_local_executor_starts_lsw_plus_after_its_adascale_run(tmp_path: Path, c
     assert (plus / ATTEMPTS).stat().st_mtime >= (ada / SUMMARY).stat().st_mtime
     assert read_json(plus / SUMMARY)["iterations"] == read_json(ada / SUMMARY)["iterations"]
     assert "2 runs: 2 done" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_local_executor_moves_a_run_to_fewer_ranks_and_equals_one_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """accumulation 2, S = 4 -> 2: two local ranks (torch's elastic launcher, from a worker of the pool), then
+    the driver starts the run again on one; the records equal one rank's (A = S), bit for bit."""
+    from bench.files import METRICS, read_jsonl
+
+    body = """\
+preset: tiny
+seeds: [0]
+set: {T1: 100, elastic.down: [[0.0, 4], [0.5, 2]]}
+experiments:
+  - elastic: {tasks: [logreg], methods: [adascale], schedules: [elastic-down]}
+"""
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert main(["submit", str(matrix(tmp_path, body)), "--executor", "debug", "--out", str(ref)]) == 0
+    fixed = matrix(tmp_path, body.replace("{T1: 100,", "{T1: 100, accumulation: 2,"), "fixed.yaml")
+    assert main(["submit", str(fixed), "--executor", "local", "--gpus-per-node", "2", "--out", str(out)]) == 0
+    assert "1 runs: 1 done" in capsys.readouterr().out
+    (run_dir,) = [p.parent for p in out.rglob(JOB)]
+    assert [a["tasks"] for a in read_json(run_dir / ATTEMPTS)] == [2, 1]
+    (want,) = [p.parent for p in ref.rglob(JOB)]
+
+    def strip(records: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in records]
+
+    assert strip(read_jsonl(run_dir / METRICS)) == strip(read_jsonl(want / METRICS))
