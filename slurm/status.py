@@ -268,6 +268,8 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
         if said and not said.startswith("rank 0 ") and line and "ended first" not in line:
             line = f"{line}; {said}"  # the rank whose end the others saw (srun names it, and its node)
         return RunState(name, "failed", job_id, scheduler, line)
+    if job is not None and job.get("executor") == "local" and job.get("started") is False and scheduler == "ENDED":
+        return RunState(name, "stopped", job_id, scheduler, "never started: its submit ended first; submit again")
     if job is not None:
         why = f"job {job_id} ended ({scheduler or 'UNKNOWN'}) without a summary"
         if (run_dir / CHECKPOINT).exists():

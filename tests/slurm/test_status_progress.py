@@ -99,7 +99,10 @@ def test_a_run_the_local_executor_has_queued_is_queued_not_missing(tmp_path: Pat
     assert collect(tmp_path)[0].state == "queued"
     (run_dir / METRICS).unlink()
     write_json(run_dir / JOB, {**json.loads((run_dir / JOB).read_text()), "pid_start": 1})  # its submit is gone
-    assert collect(tmp_path)[0].state == "failed"  # ended without a summary or a checkpoint
+    (run,) = collect(tmp_path)
+    assert run.state == "stopped" and "never started" in run.detail  # Ctrl-C before a worker took it
+    write_json(run_dir / JOB, {**json.loads((run_dir / JOB).read_text()), "started": True})
+    assert collect(tmp_path)[0].state == "failed"  # started, then ended without a summary or a checkpoint
 
 
 def test_watch_refreshes_until_no_run_is_active(
