@@ -8,8 +8,9 @@ behind by at most one batch, and the file's modification time is when that recor
 The rate is τ per second of the run's own clock, from the records that carry `wall_time_s` (the training
 time so far, which a resumed run continues): the first and last such records in the tail, or the last one
 alone (its τ over its time). The ETA counts from the last record: (T1 − τ) / rate, less the time since that
-record was written. Only the file's last `TAIL_BYTES` are read, so status costs the same for a run of a
-million records; a run whose tail holds no timed record has no rate yet (no ETA, never a guess).
+record was written. Only the file's last `TAIL_BYTES` are read (a run that is not running: `LAST_BYTES`),
+so status costs the same for a run of a million records; a running run whose tail holds no timed record
+has no rate yet (no ETA, never a guess).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 
 from bench.files import METRICS, SPEC, open_regular, read_json_object
 
-TAIL_BYTES = 1 << 20
+TAIL_BYTES = 1 << 18  # a running run's window: its last ~1 000 records, where the rate is read
+LAST_BYTES = 1 << 13  # any other run's: its last record (τ) is all status needs
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,9 @@ def _number(value: Any) -> float | None:
     return float(value) if value == value and abs(value) != float("inf") else None
 
 
-def tail(path: Path, size: int = TAIL_BYTES) -> tuple[list[dict[str, Any]], float | None]:
-    """The complete records in the last `size` bytes of a JSON-lines file (a damaged line is skipped), and
-    the file's modification time; ([], None) when it cannot be read."""
+def tail(path: Path, size: int = TAIL_BYTES) -> tuple[list[bytes], float | None]:
+    """The complete lines in the last `size` bytes of a JSON-lines file, and the file's modification time;
+    ([], None) when it cannot be read."""
     try:
         with open_regular(path, "rb") as f:
             mtime = os.fstat(f.fileno()).st_mtime
@@ -58,16 +60,37 @@ def tail(path: Path, size: int = TAIL_BYTES) -> tuple[list[dict[str, Any]], floa
     except OSError:
         return [], None
     lines = data.split(b"\n")
-    lines = lines[1:-1] if end > size else lines[:-1]  # a line cut by the window's start; a torn last line
-    records = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records, mtime
+    return (lines[1:-1] if end > size else lines[:-1]), mtime  # a line cut by the window's start; a torn last line
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def last_training(lines: list[bytes]) -> dict[str, Any] | None:
+    """The last training (not evaluation) record among the lines, parsing from the end."""
+    for line in reversed(lines):
+        record = _record(line) if line.strip() else None
+        if record is not None and not record.get("eval"):
+            return record
+    return None
+
+
+def timed(lines: list[bytes]) -> list[dict[str, Any]]:
+    """The records that carry wall_time_s, in order (only those lines are parsed: status reads the tails
+    of a thousand runs)."""
+    data, found, at = b"\n".join(lines), [], 0
+    while (hit := data.find(b'"wall_time_s"', at)) >= 0:
+        start, end = data.rfind(b"\n", 0, hit) + 1, data.find(b"\n", hit)
+        end = len(data) if end < 0 else end
+        if (record := _record(data[start:end])) is not None:
+            found.append(record)
+        at = end
+    return found
 
 
 def rate_of(records: list[dict[str, Any]]) -> float | None:
@@ -90,10 +113,10 @@ def progress(run_dir: Path, summary: dict[str, Any] | None, running: bool, now: 
         return Progress(_number(summary.get("tau")), T1)
     if not (run_dir / METRICS).exists():
         return Progress(None, T1)
-    records, mtime = tail(run_dir / METRICS)
-    training = [r for r in records if not r.get("eval")]
-    tau = _number(training[-1].get("tau")) if training else None
-    rate = rate_of(records)
+    lines, mtime = tail(run_dir / METRICS, TAIL_BYTES if running else LAST_BYTES)
+    last = last_training(lines)
+    tau = _number(last.get("tau")) if last else None
+    rate = rate_of(timed(lines)) if running else None
     eta = None
     if running and tau is not None and T1 and rate and mtime is not None:
         since = max(0.0, (now if now is not None else time.time()) - mtime)

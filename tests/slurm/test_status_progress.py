@@ -12,7 +12,7 @@ import pytest
 
 from bench.cli import main
 from bench.files import METRICS, SPEC, SUMMARY, write_json
-from slurm.progress import duration, progress, rate_of, tail
+from slurm.progress import duration, last_training, progress, rate_of, tail, timed
 from slurm.records import JOB, process_start
 from slurm.status import collect
 
@@ -74,9 +74,14 @@ def test_rate_from_one_timed_record_and_a_window_that_cuts_a_line(tmp_path: Path
     assert rate_of([{"tau": 50.0}, {"eval": True, "tau": 0.0, "wall_time_s": 0.0}]) is None
     path = tmp_path / METRICS
     path.write_text("".join(json.dumps(training(float(i), i)) + "\n" for i in range(50)))
-    records, mtime = tail(path, size=200)  # the window starts inside a record: that record is dropped
+    lines, mtime = tail(path, size=200)  # the window starts inside a record: that record is dropped
+    records = [json.loads(line) for line in lines]
     assert records and records[-1]["tau"] == 49.0 and all(r["iteration"] > 45 for r in records)
     assert mtime == path.stat().st_mtime
+    assert last_training([*lines, b'{"eval": true, "tau": 50.0}', b"not json"])["tau"] == 49.0
+    assert timed([b'{"tau": 1.0, "wall_time_s": 2.0}', b'{"tau": 2.0}', b'{"wall_time_s": ']) == [
+        {"tau": 1.0, "wall_time_s": 2.0}
+    ]
     assert progress(tmp_path / "nothing", None, True).tau is None
     assert [duration(s) for s in (None, 40, 725, 11100)] == ["-", "40s", "12m", "3h05m"]
 
