@@ -9,6 +9,7 @@ run makes its LSW+ run fail with that reason instead of waiting forever); locall
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass
@@ -98,6 +99,19 @@ def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
     return Plan(todo, complete, queued, names)
 
 
+def stand_in_roots(m: matrices.Matrix) -> matrices.Matrix:
+    """For a dry run: the matrix with a stand-in folder for each data root that cannot be resolved yet (an
+    unset variable, a paper preset without one). A run's data root is not part of its identity, so its
+    name, W and A, and the plan, are the same once the data is there."""
+    roots = dict(m.data_roots)
+    for req in {r.task: r for r in m.runs}.values():
+        try:
+            m.spec(req)
+        except UserError:
+            roots[req.task] = f"/nonexistent/{req.task}-data-root"
+    return dataclasses.replace(m, data_roots=roots)
+
+
 def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
     print(
         f"matrix {m.path} ({m.preset}): {len(m.runs)} runs: {len(plan.complete)} complete, "
@@ -124,6 +138,8 @@ def submit(args: SubmitOptions) -> int:
         print(f"adascale-bench: {'warning' if args.dry_run else 'error'}: {line}", file=sys.stderr)
     if problems and not args.dry_run:
         return 1
+    if problems:
+        m = stand_in_roots(m)
     out = Path(args.out).expanduser().resolve()
     if args.rehearse:  # a few iterations of each configuration, in scratch folders
         from .rehearse import rehearse

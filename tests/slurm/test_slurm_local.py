@@ -367,3 +367,19 @@ experiments:
         return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in records]
 
     assert strip(read_jsonl(run_dir / METRICS)) == strip(read_jsonl(want / METRICS))
+
+
+def test_submit_paper_dry_run_before_any_data_root_is_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`submit paper --dry-run` on a fresh machine (ADASCALE_BENCH_DATASETS unset): one warning per task's
+    root, and the plan of every run is still printed (a data root is not part of a run's identity)."""
+    monkeypatch.delenv("ADASCALE_BENCH_DATASETS", raising=False)
+    assert main(["submit", "paper", "--dry-run", "--executor", "slurm", "--gpus-per-node", "8"]) == 0
+    captured = capsys.readouterr()
+    warnings = captured.err.splitlines()
+    assert len(warnings) == 5 and all(w.startswith("adascale-bench: warning: ") for w in warnings)
+    assert "1045 to submit" in captured.out and "array 7" in captured.out
+    # the same command without --dry-run refuses, naming the variable
+    assert main(["submit", "paper", "--executor", "slurm", "--gpus-per-node", "8"]) == 1
+    assert "ADASCALE_BENCH_DATASETS" in capsys.readouterr().err
