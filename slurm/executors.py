@@ -7,6 +7,7 @@ so each rank accumulates A = S / W micro-batches. Runs of the same resource shap
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,8 @@ from bench.errors import UserError
 from bench.experiments.slots import default_slots
 from bench.files import SPEC, read_json_object
 from bench.run.spec import run_name
+
+from .procgroup import DEFAULT_JOIN_TIMEOUT_MIN, user_port
 
 SLURM_DEFAULT_TIME_MIN = 240
 # Local jobs have no scheduler limit; submitit's local controller still needs one (it signals at the end).
@@ -41,6 +44,7 @@ class SubmitOptions:
     mem_per_task_gb: float | None = None
     time: int | None = None
     max_requeues: int = 20
+    join_timeout: float = DEFAULT_JOIN_TIMEOUT_MIN  # minutes the ranks of a job wait for each other to start
     array_parallelism: int | None = None
     partition: str | None = None
     account: str | None = None
@@ -68,6 +72,8 @@ class Resources:
     mem_per_task_gb: float | None = None
     time_min: int | None = None
     max_requeues: int = 20
+    join_timeout_min: float = DEFAULT_JOIN_TIMEOUT_MIN
+    master_port: int | None = None  # the MASTER_PORT exported when submitting: every job's group uses it
     array_parallelism: int | None = None
     partition: str | None = None
     account: str | None = None
@@ -92,6 +98,8 @@ class Resources:
             mem_per_task_gb=args.mem_per_task_gb,
             time_min=args.time,
             max_requeues=args.max_requeues,
+            join_timeout_min=float(args.join_timeout),
+            master_port=user_port(os.environ.get("MASTER_PORT")),
             array_parallelism=args.array_parallelism,
             partition=args.partition,
             account=args.account,
@@ -152,9 +160,21 @@ def feasible(ranks: int, scales: list[int], res: Resources) -> bool:
     return fits(ranks, res) and not any(s % ranks for s in scales)
 
 
-def choose_ranks(scales: list[int], res: Resources) -> int:
-    """The most ranks the run can use (fewer micro-batches accumulated per rank means a faster run)."""
-    return next(w for w in range(res.max_ranks, 0, -1) if feasible(w, scales, res))
+def choose_ranks(scales: list[int], res: Resources, cap: int | None = None) -> int:
+    """The most ranks the run can use (fewer micro-batches accumulated per rank means a faster run), at
+    most `cap` (the task card's max_ranks for the run's preset)."""
+    most = min(res.max_ranks, cap) if cap else res.max_ranks
+    return next(w for w in range(most, 0, -1) if feasible(w, scales, res))
+
+
+def rank_cap(spec: dict[str, Any]) -> int | None:
+    """The task card's cap on the ranks of one run of this preset (tasks/presets: `max_ranks`)."""
+    from tasks.presets import card
+
+    try:
+        return card(str(spec["task"])).max_ranks.get(str(spec.get("preset")))
+    except (ImportError, KeyError):
+        return None
 
 
 def shape_for(spec: dict[str, Any], ranks: int, res: Resources) -> Shape:
@@ -216,6 +236,9 @@ def make_executor(
         slurm_qos=res.qos,
         slurm_constraint=res.constraint,
         slurm_signal_delay_s=signal_delay_s(res.time_min or SLURM_DEFAULT_TIME_MIN),
+        # a task that ends badly (a crash, a kill, a group that did not start) ends the step at once:
+        # the other ranks would otherwise wait for it until the collective timeout
+        slurm_srun_args=["--kill-on-bad-exit=1"],
         slurm_additional_parameters=extra,
         slurm_setup=list(res.setup) or None,
     )
@@ -257,8 +280,9 @@ def local_parallelism(res: Resources) -> int:
 
 
 def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
-    """W for the run's next job. Usually the most ranks the resources allow (an incomplete run keeps the W
-    it started with); a spec that fixes the accumulation A needs W = S / A at its checkpoint's τ."""
+    """W for the run's next job. Usually the most ranks the resources and the task card's cap allow (an
+    incomplete run keeps the W it started with); a spec that fixes the accumulation A needs W = S / A at
+    its checkpoint's τ."""
     if spec.get("accumulation"):
         from bench.run.launch import initial_ranks
 
@@ -273,7 +297,7 @@ def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
     before = read_json_object(run_dir / SPEC)
     if before and isinstance(before.get("ranks"), int) and feasible(before["ranks"], scales, res):
         return before["ranks"]
-    return choose_ranks(scales, res)
+    return choose_ranks(scales, res, rank_cap(spec))
 
 
 def sbatch_reason(error: BaseException | str) -> str:

@@ -15,12 +15,15 @@ run trains on a worker thread and the main thread only waits. Then:
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import signal
 import socket
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,29 +32,27 @@ import submitit
 from bench.engine.signals import Interrupted, RanksChange, clear_stop, request_stop
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
-from bench.files import SUMMARY, RunFolderBusy, read_json, write_json
+from bench.files import SUMMARY, RunFolderBusy, open_regular, read_json, read_json_object, write_json
 from bench.run.runner import existing_summary, run_dir_of, run_spec
 from bench.run.spec import run_name
 from bench.run.summary import record_failure
 
+from . import procgroup
 from .executors import Resources, fits, make_executor, shape_for
 from .records import ATTEMPTS, JOB, SUBMITIT_DIR, Planned, job_name, quiet_submitit, record_job  # noqa: F401 (JOB: re-exported)
 
+# What a one-task job removes: the variables that would make torch.distributed wait for peers.
+ONE_PROCESS_CLEARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+TORCHRUN_PREFIXES = ("TORCHELASTIC_", "GROUP_", "ROLE_")
 CHECKPOINT_WAIT_S = 100.0  # < executors.SIGNAL_DELAY_S: submitit's USR2 comes that long before the limit
 STOPPED_WAIT_S = 120.0  # after a SIGTERM stop: how long to wait for SLURM's SIGKILL or submitit's USR2
-
-
-def master_port(job_id: str) -> int:
-    """A port for torch.distributed's rendezvous, fixed per job so that every rank agrees on it."""
-    digits = "".join(c for c in job_id if c.isdigit()) or "0"
-    return 20000 + int(digits) % 20000
+LOST_RANK_WAIT_S = 5.0  # how long rank 0 looks for srun's line naming the rank that ended first
 
 
 def dist_environment(env: Any) -> dict[str, str]:
     """torch.distributed's variables for this task of a multi-task job (empty for a single task), as torchrun
     sets them: LOCAL_WORLD_SIZE too (ranks on this node: what per-node code such as NCCL's topology or a
-    data loader's share of the CPUs reads). A MASTER_PORT the user exported (a cluster that allows only
-    some ports) is kept; otherwise the port is derived from the job id, the same on every rank."""
+    data loader's share of the CPUs reads). MASTER_PORT is the one the group starts on (start_group)."""
     if env.num_tasks <= 1:
         return {}
     nodes = max(1, int(getattr(env, "num_nodes", 1) or 1))
@@ -61,8 +62,54 @@ def dist_environment(env: Any) -> dict[str, str]:
         "LOCAL_RANK": str(env.local_rank),
         "LOCAL_WORLD_SIZE": str(env.num_tasks // nodes),
         "MASTER_ADDR": env.hostnames[0],
-        "MASTER_PORT": os.environ.get("MASTER_PORT") or str(master_port(env.raw_job_id)),
     }
+
+
+def member_of(env: Any) -> procgroup.Member:
+    nodes = max(1, int(getattr(env, "num_nodes", 1) or 1))
+    names = list(env.hostnames)
+    node = os.environ.get("SLURMD_NODENAME") or (names[env.node] if env.node < len(names) else socket.gethostname())
+    return procgroup.Member(
+        rank=env.global_rank,
+        world=env.num_tasks,
+        node=node,
+        master=names[0],
+        job_id=str(env.raw_job_id),
+        attempt=int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+        tasks_per_node=env.num_tasks // nodes,
+    )
+
+
+def start_group(
+    env: Any,
+    spec: dict[str, Any],
+    folder: Path,
+    res: Resources | None,
+    on_failure: Callable[[procgroup.GroupFailed], None] = lambda e: None,
+) -> Any:
+    """This task's bench.engine.distributed.Dist. One task: no group, and no variable inherited from
+    the process that submitted the job may make it wait for peers. Several: the ranks meet first
+    (slurm/procgroup.py: a free port, the join timeout, a named cause when it fails), then the group
+    starts on the store they share. Raises procgroup.GroupFailed."""
+    from bench.engine.distributed import from_env, timeout_s
+
+    device = spec.get("device") or "auto"
+    if env.num_tasks <= 1:
+        for key in [k for k in os.environ if k in ONE_PROCESS_CLEARS or k.startswith(TORCHRUN_PREFIXES)]:
+            del os.environ[key]
+        return from_env(device, spec.get("collective_timeout_s"))
+    os.environ.update(dist_environment(env))
+    member = member_of(env)
+    # (getattr: a job pickled before these resources existed, still queued after an upgrade)
+    join_min = getattr(res, "join_timeout_min", None) or procgroup.DEFAULT_JOIN_TIMEOUT_MIN
+    collective = timeout_s(spec.get("collective_timeout_s"))
+    port = getattr(res, "master_port", None)
+    store = procgroup.join(member, folder, join_min * 60, collective, port, list(env.hostnames), on_failure)
+    os.environ["MASTER_PORT"] = str(store.port)
+    try:
+        return from_env(device, spec.get("collective_timeout_s"), store=store)
+    except Exception as e:
+        raise procgroup.GroupFailed(member.rank, member.node, f"torch.distributed did not start: {e}") from None
 
 
 class RunFailed(RuntimeError):
@@ -121,19 +168,25 @@ class RunJob(submitit.helpers.Checkpointable):
         out, run_dir = Path(self.out), self.run_dir
         main = env.global_rank == 0
         if main:
-            self._record_attempt(env)
+            record_attempt(run_dir, env.job_id, env.cluster, env.num_tasks)
         done = existing_summary(run_dir)
         if done is not None:
             return done
-        unmet = self._unmet_need()
+        unmet = unmet_need(self.spec, out, self.needs)
         if unmet:
             if main:
                 record_failure(self.spec, run_dir, unmet)
             return self._failed(unmet)
-        os.environ.update(dist_environment(env))
-        from bench.engine.distributed import from_env, shutdown
+        from bench.engine.distributed import shutdown
 
-        dist = from_env(self.spec.get("device") or "auto", self.spec.get("collective_timeout_s"))
+        folder = Path(os.environ.get("SUBMITIT_FOLDER") or out)
+        record = functools.partial(self._record_start_failure, env)
+        try:
+            dist = start_group(env, self.spec, folder, self.resources, on_failure=record)
+        except procgroup.GroupFailed as e:
+            if not e.relayed:  # (rank 0 records its own failure before the others learn of it)
+                record(e)
+            return self._failed(f"the process group did not start: {e}")
         threaded = env.cluster != "debug" and threading.current_thread() is threading.main_thread()
         try:
             if threaded:
@@ -162,6 +215,8 @@ class RunJob(submitit.helpers.Checkpointable):
                 record_failure(self.spec, run_dir, str(value))
             return self._failed(str(value))
         # a crash in training: bench.run.runner has written the failed summary and error.log
+        if main and dist.world > 1 and env.cluster == "slurm" and lost_a_peer(value):
+            self._name_lost_rank(env, value, self._outcome[2])
         return self._failed(f"{type(value).__name__}: {value}", value)
 
     def _continue(self, env: Any, change: RanksChange) -> dict[str, Any]:
@@ -206,18 +261,36 @@ class RunJob(submitit.helpers.Checkpointable):
         while time.monotonic() < deadline:
             time.sleep(0.5)
 
-    def _unmet_need(self) -> str | None:
-        for need in self.needs:
-            path = Path(self.out) / need / SUMMARY
-            try:
-                status = read_json(path).get("status") if path.exists() else None
-            except (OSError, ValueError):
-                status = "unreadable"
-            if status is None:  # its job ended (afterany) without a summary: cancelled, killed, out of time
-                return f"{self.spec['method']} needs the run {need}, which did not finish (no summary.json)"
-            if status == "unreadable":
-                return f"{self.spec['method']} needs the run {need}, whose summary.json is unreadable"
-        return None
+    def _record_start_failure(self, env: Any, error: procgroup.GroupFailed) -> None:
+        """The cause of a group that did not start, in the run folder (summary.json and error.log): the
+        first rank to fail in this attempt of the job writes it; the others' failures follow from it."""
+        attempt = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+        before = read_json_object(self.run_dir / SUMMARY) or {}
+        if before.get("status") == "failed" and (before.get("job_id"), before.get("attempt")) == (env.job_id, attempt):
+            return
+        with contextlib.suppress(OSError):
+            record_failure(
+                self.spec,
+                self.run_dir,
+                f"the process group did not start: {error}",
+                job_id=env.job_id,
+                attempt=attempt,
+                rank=error.rank,
+                node=error.node,
+            )
+
+    def _name_lost_rank(self, env: Any, error: BaseException, details: str) -> None:
+        """Rank 0 lost a peer in a collective: srun says in the job's log which rank ended first and on
+        which node (`--kill-on-bad-exit` then ends the others); record that with this rank's error."""
+        deadline = time.monotonic() + LOST_RANK_WAIT_S
+        while time.monotonic() < deadline:
+            said = procgroup.describe_bad_task(_tail(env.paths.stderr))
+            if said and not said.startswith("rank 0 "):
+                with contextlib.suppress(OSError):
+                    message = f"{said}; rank 0 lost it: {type(error).__name__}: {error}"
+                    record_failure(self.spec, self.run_dir, message, details, job_id=env.job_id)
+                return
+            time.sleep(0.2)
 
     def _failed(self, message: str, cause: BaseException | None = None) -> dict[str, Any]:
         if self.raise_on_failure:
@@ -225,22 +298,59 @@ class RunJob(submitit.helpers.Checkpointable):
         path = self.run_dir / SUMMARY
         return read_json(path) if path.exists() else {"status": "failed", "error": message}
 
-    def _record_attempt(self, env: Any) -> None:
-        path = self.run_dir / ATTEMPTS
+
+def unmet_need(spec: dict[str, Any], out: Path, needs: list[str]) -> str | None:
+    """Why the run cannot start yet (a run it needs ended without a readable summary), or None."""
+    for need in needs:
+        path = Path(out) / need / SUMMARY
         try:
-            attempts = read_json(path) if path.exists() else []
+            status = read_json(path).get("status") if path.exists() else None
         except (OSError, ValueError):
-            attempts = []
-        attempts.append(
-            {
-                "job_id": env.job_id,
-                "cluster": env.cluster,
-                "host": socket.gethostname(),
-                "tasks": env.num_tasks,
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            }
-        )
-        write_json(path, attempts)
+            status = "unreadable"
+        if status is None:  # its job ended (afterany) without a summary: cancelled, killed, out of time
+            return f"{spec['method']} needs the run {need}, which did not finish (no summary.json)"
+        if status == "unreadable":
+            return f"{spec['method']} needs the run {need}, whose summary.json is unreadable"
+    return None
+
+
+def record_attempt(run_dir: Path, job_id: str, cluster: str, tasks: int) -> None:
+    """attempts.json: one entry per start of a job on the run (a requeued job starts again)."""
+    path = run_dir / ATTEMPTS
+    try:
+        attempts = read_json(path) if path.exists() else []
+    except (OSError, ValueError):
+        attempts = []
+    attempts = attempts if isinstance(attempts, list) else []
+    attempts.append(
+        {
+            "job_id": job_id,
+            "cluster": cluster,
+            "host": socket.gethostname(),
+            "tasks": tasks,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+    )
+    write_json(path, attempts)
+
+
+def lost_a_peer(error: BaseException) -> bool:
+    """Whether a collective failed because another rank went away (gloo, NCCL or the store)."""
+    import torch
+
+    if isinstance(error, torch.distributed.DistError):
+        return True
+    return any(k in str(error) for k in ("by peer", "Broken pipe", "gloo", "NCCL", "Connection refused"))
+
+
+def _tail(path: Any, size: int = 65536) -> str:
+    try:
+        with open_regular(Path(path), "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def submit_continuation(job: RunJob, ranks: int) -> str:
@@ -252,10 +362,10 @@ def submit_continuation(job: RunJob, ranks: int) -> str:
     spec = {**job.spec, "ranks": ranks}
     request = matrices.RunRequest(spec["task"], spec["method"], spec["scale"], spec["seed"])
     p = Planned(request, spec, run_name(spec), shape_for(spec, ranks, res), job.needs)
-    for key in [k for k in os.environ if k.startswith(("SLURM_", "SBATCH_", "SUBMITIT_"))]:
-        del os.environ[key]  # this job's allocation must not leak into the next job's options
     ex = make_executor(res, p.shape, Path(job.out) / SUBMITIT_DIR, name=job_name([p], ranks))
-    with quiet_submitit():
+    # sbatch exports this process's environment: the next job must not inherit this job's allocation
+    # (SLURM_*) nor its place in this job's group (RANK, WORLD_SIZE, MASTER_PORT, ...)
+    with procgroup.clean_environment(), quiet_submitit():
         new = ex.submit(job.fresh(ranks=ranks))
     record_job(Path(job.out), p, new, res)
     return str(new.job_id)

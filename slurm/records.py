@@ -41,11 +41,25 @@ def job_name(runs: list[Planned], ranks: int) -> str:
     return f"adascale-bench-{methods}-W{ranks}"
 
 
-def job_record(p: Planned, job: Any, res: Resources, after: list[str] | None = None) -> dict[str, Any]:
-    paths = job.paths
+def describe_group(runs: list[Planned], shape: Shape) -> str:
+    """One line: how many runs of which tasks and methods, their allocation, and A for each S."""
+    methods = ", ".join(dict.fromkeys(p.spec["method"] for p in runs))
+    tasks = ", ".join(dict.fromkeys(p.spec["task"] for p in runs))
+    acc: dict[int, int] = {}
+    for p in runs:
+        acc.update(accumulation(p.spec, shape.ranks))
+    s_to_a = ", ".join(f"{s}→{a}" for s, a in sorted(acc.items()))
+    return f"{len(runs)} run{'s' if len(runs) != 1 else ''} ({tasks}; {methods}), {shape.describe()}, S→A: {s_to_a}"
+
+
+def job_record(
+    p: Planned, job: Any, res: Resources, after: list[str] | None = None, job_id: str | None = None
+) -> dict[str, Any]:
+    """job.json's content; `job` is a submitit Job (None for a run of the local pool, named by `job_id`)."""
+    paths = job.paths if job is not None else None
     return {
         "executor": res.executor,
-        "job_id": str(job.job_id),
+        "job_id": str(job.job_id) if job is not None else job_id,
         "submitted_at": time.time(),
         "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "task": p.spec["task"],
@@ -60,11 +74,11 @@ def job_record(p: Planned, job: Any, res: Resources, after: list[str] | None = N
         "accumulation": {str(s): a for s, a in accumulation(p.spec, p.shape.ranks).items()},
         "needs": p.needs,
         "after": after or [],
-        "stdout": str(paths.stdout),
-        "stderr": str(paths.stderr),
+        "stdout": str(paths.stdout) if paths else None,
+        "stderr": str(paths.stderr) if paths else None,
         # the sbatch script (one per array: named after the array's id)
         "script": str(paths.folder / f"{str(job.job_id).split('_')[0]}_submission.sh")
-        if res.executor == "slurm"
+        if paths and res.executor == "slurm"
         else None,
     }
 
@@ -72,6 +86,16 @@ def job_record(p: Planned, job: Any, res: Resources, after: list[str] | None = N
 def record_job(out: Path, p: Planned, job: Any, res: Resources, after: list[str] | None = None) -> None:
     """Write the run's job.json: the one place a submitted job is recorded, whatever the executor."""
     write_json(Path(out) / p.name / JOB, job_record(p, job, res, after))
+
+
+def process_start(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot, /proc/PID/stat's 22nd field), None when there is
+    no such process: a pid with its start time names one process, never a later one that got the same pid."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError, TypeError):
+        return None
 
 
 @contextlib.contextmanager

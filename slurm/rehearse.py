@@ -45,7 +45,7 @@ from bench.experiments.plan import _unit
 from bench.files import write_csv_rows
 
 from .executors import Resources, make_executor, ranks_to_start, run_scales, sbatch_reason, shape_for
-from .job import dist_environment
+from .job import start_group
 from .records import quiet_submitit
 
 REHEARSAL = "rehearsal"
@@ -103,10 +103,9 @@ class RehearseJob:
 
     def __call__(self) -> dict[str, Any] | None:
         env = submitit.JobEnvironment()
-        os.environ.update(dist_environment(env))
-        from bench.engine.distributed import from_env, shutdown
+        from bench.engine.distributed import shutdown
 
-        dist = from_env(self.spec.get("device") or "auto", self.spec.get("collective_timeout_s"))
+        dist = start_group(env, self.spec, Path(os.environ.get("SUBMITIT_FOLDER") or self.scratch), None)
         try:
             with safefs.confined(Path(self.scratch).parent.parent.parent):  # OUT, as the submitter's
                 return rehearse_one(self.spec, Path(self.scratch), self.iterations, self.eval_batches, dist)

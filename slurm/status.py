@@ -1,9 +1,10 @@
-"""`adascale-bench status DIR`: the state of every cell of a results folder.
+"""`adascale-bench status DIR [--json] [--watch N]`: the state of every cell of a results folder.
 
 A run's state comes from its own files first (summary.json says done, diverged or failed), then from
 the scheduler for the job that `submit` recorded in job.json (sacct through submitit's SlurmInfoWatcher,
-squeue for what sacct does not know yet; a local job is its process). A run that a matrix submitted but
-that has no folder yet is `missing`.
+squeue for what sacct does not know yet; a run of the local executor is active while its `submit` lives).
+A run waiting for its job to start is `queued`; one that a matrix named but that has no folder and no job
+is `missing`. Each run's τ/T1 and ETA come from its files (slurm/progress.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +31,18 @@ from bench.files import (
     SUMMARY,
     lock_is_held,
     open_regular,
+    read_json,
     read_json_object,
     write_json,
 )
 
-from .records import JOB, SUBMITIT_DIR
+from .procgroup import describe_bad_task
+from .progress import Progress, duration, progress
+from .records import ATTEMPTS, JOB, SUBMITIT_DIR, process_start
 
 MANIFEST = "matrix.json"  # the runs that `submit` was asked for, so that status can name missing ones
 
-STATES = ("done", "running", "pending", "stopped", "failed", "unreadable", "diverged", "missing")
+STATES = ("done", "running", "queued", "stopped", "failed", "unreadable", "diverged", "missing")
 # Scheduler states of a job that has not ended (submitit treats PREEMPTED as not ended too: it is requeued).
 ACTIVE = {
     "PENDING",
@@ -57,7 +61,7 @@ ACTIVE = {
 }
 # Scheduler states of a job ended from outside (scancel, its time limit, a deadline): with a checkpoint
 # the run is `stopped`, not `failed` (a crash, a dead node or an OOM kill is failed, checkpoint or not).
-STOPPED = {"CANCELLED", "TIMEOUT", "DEADLINE"}
+STOPPED = {"CANCELLED", "TIMEOUT", "DEADLINE", "ENDED"}  # ENDED: a local run whose submit stopped (Ctrl-C)
 STALE_S = 600  # a run folder without a job whose metrics have not moved for this long has stopped
 
 
@@ -69,6 +73,31 @@ class RunState:
     scheduler: str | None = None
     detail: str | None = None
     preset: str | None = None
+    progress: Progress = field(default_factory=Progress)
+    job_ids: list[str] = field(default_factory=list)  # every job that started the run (attempts.json), then job.json's
+
+    def as_json(self) -> dict[str, Any]:
+        task, method, scale, seed, variant = self.parts
+        p = self.progress
+        return {
+            "name": self.name,
+            "task": task,
+            "method": method,
+            "scale": scale,
+            "seed": seed,
+            "variant": variant,
+            "preset": self.preset,
+            "state": self.state,
+            "scheduler": self.scheduler,
+            "job_id": self.job_id,
+            "job_ids": self.job_ids,
+            "tau": p.tau,
+            "T1": p.T1,
+            "progress": p.fraction,
+            "rate_tau_per_s": p.rate,
+            "eta_s": p.eta_s,
+            "detail": self.detail,
+        }
 
     @property
     def parts(self) -> tuple[str, str, str, int, str]:
@@ -190,7 +219,10 @@ def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
         unknown = [jid for jid in slurm_ids if jid not in states]
         states.update({k: v for k, v in _squeue(unknown).items() if k in unknown})
     for j in jobs:
-        if j.get("executor") == "local" and j.get("job_id"):
+        if j.get("executor") == "local" and j.get("job_id") and "pid" in j:  # a run of submit's local pool
+            alive = _seconds(j.get("pid_start")) > 0 and process_start(j["pid"]) == j.get("pid_start")
+            states[j["job_id"]] = ("RUNNING" if j.get("started") else "PENDING") if alive else "ENDED"
+        elif j.get("executor") == "local" and j.get("job_id"):  # a submitit local job (before the pool)
             states[j["job_id"]] = "RUNNING" if _pid_is_submitit(j["job_id"]) else "ENDED"
         elif j.get("executor") == "debug" and j.get("job_id"):
             states[j["job_id"]] = "ENDED"  # ran inside the submitting process, which has returned
@@ -228,22 +260,28 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
     if status == "diverged":
         return RunState(name, "diverged", job_id, scheduler)
     if job is not None and scheduler in ACTIVE:  # a new attempt is under way, whatever the last one left
-        return RunState(name, "running" if scheduler in ("RUNNING", "COMPLETING") else "pending", job_id, scheduler)
+        return RunState(name, "running" if scheduler in ("RUNNING", "COMPLETING") else "queued", job_id, scheduler)
     if job is not None and scheduler == "UNKNOWN" and time.time() - _seconds(job.get("submitted_at")) < 60:
-        return RunState(name, "pending", job_id, scheduler)  # sacct and squeue lag a fresh submission
+        return RunState(name, "queued", job_id, scheduler)  # sacct and squeue lag a fresh submission
     if status is None and (run_dir / SUMMARY).exists():
         return RunState(name, "unreadable", job_id, scheduler, f"{run_dir / SUMMARY} is not a readable summary")
     if status == "failed":
         error = summary.get("error") if isinstance(summary.get("error"), str) else None
         line = last_line(run_dir / "error.log") or error or last_line(job and job.get("stderr"))
+        said = _srun_says(job)
+        if said and not said.startswith("rank 0 ") and line and "ended first" not in line:
+            line = f"{line}; {said}"  # the rank whose end the others saw (srun names it, and its node)
         return RunState(name, "failed", job_id, scheduler, line)
+    if job is not None and job.get("executor") == "local" and job.get("started") is False and scheduler == "ENDED":
+        return RunState(name, "stopped", job_id, scheduler, "never started: its submit ended first; submit again")
     if job is not None:
         why = f"job {job_id} ended ({scheduler or 'UNKNOWN'}) without a summary"
         if (run_dir / CHECKPOINT).exists():
             why += "; checkpoint saved, submit again to resume"
             if scheduler in STOPPED:  # stopped from outside, not broken: nothing to investigate
                 return RunState(name, "stopped", job_id, scheduler, why)
-        line = last_line(job.get("stderr"))
+        said = _srun_says(job)
+        line = said or last_line(job.get("stderr"))
         return RunState(name, "failed", job_id, scheduler, f"{why}; log: {line}" if line else why)
     if job is None and lock_is_held(run_dir) is True:  # training, before its first metrics or checkpoint
         return RunState(name, "running")
@@ -262,21 +300,57 @@ def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str |
     return RunState(name, "missing")
 
 
+def _srun_says(job: dict[str, Any] | None) -> str | None:
+    """srun's word on the rank that ended first, from a SLURM job's log (slurm/procgroup.py)."""
+    if not job or job.get("executor") != "slurm" or not isinstance(job.get("stderr"), str):
+        return None
+    if not safefs.inside(job["stderr"]):  # a path from a file, outside the results folder: never read
+        return None
+    try:
+        with open_regular(Path(job["stderr"]), "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 65536))
+            return describe_bad_task(f.read().decode(errors="replace"))
+    except OSError:
+        return None
+
+
+def _job_ids(out: Path, name: str, job: dict[str, Any] | None) -> list[str]:
+    attempts = read_json_list(Path(out) / name / ATTEMPTS)
+    ids = [str(a["job_id"]) for a in attempts if isinstance(a, dict) and isinstance(a.get("job_id"), str | int)]
+    if job is not None:
+        ids.append(job["job_id"])
+    return list(dict.fromkeys(ids))
+
+
+def read_json_list(path: Path) -> list[Any]:
+    try:
+        value = read_json(path)
+    except (OSError, ValueError):
+        return []
+    return value if isinstance(value, list) else []
+
+
 @safefs.rooted  # below `out` no link is followed (bench.safefs)
 def collect(out: Path) -> list[RunState]:
-    """The state of every run of a results folder."""
+    """The state of every run of a results folder, with its progress and the jobs that ran it."""
     out = Path(out)
     names = run_names(out)
     jobs = {name: read_job(out, name) for name in names}
     states = scheduler_states([j for j in jobs.values() if j])
     manifest = read_manifest(out)
     result = []
+    now = time.time()
     for name in names:
         job = jobs[name]
         state = run_state(out, name, job, states.get(job["job_id"], "UNKNOWN") if job else None)
         spec = read_json_object(out / name / SPEC) or {}
         preset = spec.get("preset") or manifest.get(name, {}).get("preset")
         state.preset = preset if isinstance(preset, str) else None
+        if state.state != "missing":
+            summary = read_json_object(out / name / SUMMARY) if state.state in ("done", "diverged") else None
+            state.progress = progress(out / name, summary, state.state == "running", now)
+        state.job_ids = _job_ids(out, name, job)
         result.append(state)
     return result
 
@@ -298,6 +372,19 @@ def _jobs(ids: list[str]) -> str:
     return ",".join(unique[:4]) + (f",… ({len(unique)})" if len(unique) > 4 else "") if unique else "-"
 
 
+def _cell_progress(members: list[RunState]) -> tuple[str, str]:
+    """τ/T1 of a cell's runs (one percentage, or the least and the most) and the ETA of its last one."""
+    done = [f for r in members if (f := r.progress.fraction) is not None]
+    if not done:
+        share = "-"
+    else:
+        lo, hi = min(done), max(done)
+        share = f"{lo:.0%}" if round(lo * 100) == round(hi * 100) else f"{lo:.0%}–{hi:.0%}"
+    etas = [r.progress.eta_s for r in members if r.state == "running"]
+    eta = duration(max(e for e in etas if e is not None)) if any(e is not None for e in etas) else "-"
+    return share, eta
+
+
 def table(runs: list[RunState]) -> str:
     """One row per cell (task, method, scale, variant) with its seeds, state and job ids; then the failed
     runs, each with the last line of its log. The S = 1 adascale run is shown once, as shared: at S = 1 the
@@ -308,15 +395,14 @@ def table(runs: list[RunState]) -> str:
         cells.setdefault((task, method, scale, variant, r.preset or "-"), []).append(r)
     order = sorted(cells, key=lambda k: (k[0], method_order(k[1]), k[1], _scale_key(k[2]), k[3]))
     shared = f"({shared_note(k[1] for k in cells)})"  # the rules of this folder that its S = 1 run stands for
-    rows = [("task", "method", "scale", "variant", "seeds", "state", "jobs", "preset")]
+    rows = [("task", "method", "scale", "variant", "seeds", "state", "τ/T1", "ETA", "jobs", "preset")]
     for key in order:
         members = sorted(cells[key], key=lambda r: r.parts[3])
         seeds = ",".join(str(r.parts[3]) for r in members)
         state = _cell_state([r.state for r in members])
         method = f"{key[1]} {shared}" if is_shared(key[1], key[2], None) else key[1]
-        rows.append(
-            (key[0], method, key[2], key[3] or "-", seeds, state, _jobs([r.job_id or "" for r in members]), key[4])
-        )
+        jobs = _jobs([r.job_id or "" for r in members])
+        rows.append((key[0], method, key[2], key[3] or "-", seeds, state, *_cell_progress(members), jobs, key[4]))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -332,13 +418,44 @@ def table(runs: list[RunState]) -> str:
     return "\n".join(lines)
 
 
-def status(out: Path) -> int:
-    """Print the state of every cell of the results folder `out`; 1 when a run failed or is unreadable."""
+def as_json(out: Path, runs: list[RunState]) -> dict[str, Any]:
+    """`status --json`: every run's state, τ, T1, progress, ETA and job ids, and the counts per state."""
+    counts = Counter(r.state for r in runs)
+    return {
+        "out": str(out),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "counts": {s: counts[s] for s in STATES if counts[s]},
+        "runs": [r.as_json() for r in runs],
+    }
+
+
+ACTIVE_STATES = ("queued", "running")
+
+
+def status(out: Path, as_json_: bool = False, watch: float | None = None) -> int:
+    """Print the state of every cell of the results folder `out` (or, `as_json_`, every run as JSON);
+    with `watch`, again every `watch` seconds until no run is queued or running. 1 when a run failed or
+    is unreadable."""
+    import json
+
     out = Path(out)
     if not out.is_dir():
         raise UserError(f"results folder {out} does not exist")
-    runs = collect(out)
-    if not runs:
-        raise UserError(f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})")
-    print(table(runs))
+    while True:
+        runs = collect(out)
+        if not runs:
+            raise UserError(
+                f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})"
+            )
+        if as_json_:
+            print(json.dumps(as_json(out, runs), indent=None if watch else 2), flush=True)
+        else:
+            if watch and sys.stdout.isatty():
+                print("\033[H\033[J", end="")  # a terminal: redraw in place
+            elif watch:
+                print(f"-- {time.strftime('%Y-%m-%d %H:%M:%S')}")
+            print(table(runs), flush=True)
+        if not watch or not any(r.state in ACTIVE_STATES for r in runs):
+            break
+        time.sleep(watch)
     return 1 if any(r.state in ("failed", "unreadable") for r in runs) else 0

@@ -9,13 +9,9 @@ run makes its LSW+ run fail with that reason instead of waiting forever); locall
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
+import dataclasses
 import sys
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,25 +23,21 @@ from bench.files import SUMMARY, read_json_object
 from bench.run.runner import existing_summary
 from bench.run.spec import run_name
 
+from .backends import BACKENDS
 from .datacheck import data_problems
 from .executors import (
     MAX_ARRAY,
     Resources,
     Shape,
     SubmitOptions,
-    accumulation,
     fits,
-    local_parallelism,
-    make_executor,
     ranks_to_start,
     require_slurm,
     sbatch_options,
-    sbatch_reason,
     shape_for,
 )
-from .job import RunJob
-from .records import JOB, Planned, job_name, quiet_submitit, record_job
-from .status import ACTIVE, SUBMITIT_DIR, add_to_manifest, collect, scheduler_states, table
+from .records import JOB, Planned, describe_group, job_name
+from .status import ACTIVE, add_to_manifest, collect, scheduler_states, table
 
 
 @dataclass
@@ -107,14 +99,17 @@ def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
     return Plan(todo, complete, queued, names)
 
 
-def describe_group(runs: list[Planned], shape: Shape) -> str:
-    methods = ", ".join(dict.fromkeys(p.spec["method"] for p in runs))
-    tasks = ", ".join(dict.fromkeys(p.spec["task"] for p in runs))
-    acc: dict[int, int] = {}
-    for p in runs:
-        acc.update(accumulation(p.spec, shape.ranks))
-    s_to_a = ", ".join(f"{s}→{a}" for s, a in sorted(acc.items()))
-    return f"{len(runs)} run{'s' if len(runs) != 1 else ''} ({tasks}; {methods}), {shape.describe()}, S→A: {s_to_a}"
+def stand_in_roots(m: matrices.Matrix) -> matrices.Matrix:
+    """For a dry run: the matrix with a stand-in folder for each data root that cannot be resolved yet (an
+    unset variable, a paper preset without one). A run's data root is not part of its identity, so its
+    name, W and A, and the plan, are the same once the data is there."""
+    roots = dict(m.data_roots)
+    for req in {r.task: r for r in m.runs}.values():
+        try:
+            m.spec(req)
+        except UserError:
+            roots[req.task] = f"/nonexistent/{req.task}-data-root"
+    return dataclasses.replace(m, data_roots=roots)
 
 
 def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
@@ -139,10 +134,12 @@ def submit(args: SubmitOptions) -> int:
     if res.executor == "slurm" and not args.dry_run:
         require_slurm()
     problems = data_problems(m, sizes=not args.rehearse)
-    if problems:
-        for line in problems:
-            print(f"adascale-bench: error: {line}", file=sys.stderr)
+    for line in problems:  # a dry run previews a matrix whose data is not prepared yet: warnings only
+        print(f"adascale-bench: {'warning' if args.dry_run else 'error'}: {line}", file=sys.stderr)
+    if problems and not args.dry_run:
         return 1
+    if problems:
+        m = stand_in_roots(m)
     out = Path(args.out).expanduser().resolve()
     if args.rehearse:  # a few iterations of each configuration, in scratch folders
         from .rehearse import rehearse
@@ -161,7 +158,7 @@ def submit(args: SubmitOptions) -> int:
     if not plan.todo:
         print("nothing to submit")
         return 0
-    if not DRIVERS[res.executor](plan, out, res, args.wait):
+    if not drive(plan, out, res, args.wait):
         print(f"follow with: adascale-bench status {out}")
         return 0
     runs = collect(out)
@@ -169,55 +166,70 @@ def submit(args: SubmitOptions) -> int:
     return 1 if any(r.state == "failed" for r in runs) else 0
 
 
-# -- the executors: every one submits RunJob through submitit (make_executor) and records it (record_job) ---------
-def drive_slurm(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
-    """Every array at once, its dependencies left to the scheduler; True once they have ended (--wait)."""
-    submit_slurm(plan, out, res)
-    if wait:
-        wait_slurm(out, [p.name for p in plan.todo])
-    return wait
+# -- the one driver: every executor is a backend (slurm/backends.py) --------------------------------------------
+def drive(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
+    """Hand the planned runs to the executor's backend as their needs allow, within its budget of busy
+    ranks, each (wave, shape) group as one hand-over; start again on other ranks a run whose S schedule
+    asks for it (where the executor returns that; a SLURM job submits its own continuation); print each
+    run's end. Returns True once every run has ended, False when the runs were left to a scheduler
+    (SLURM without --wait)."""
+    backend = BACKENDS[res.executor](out, res)
+    queue = ReadyQueue(
+        sorted(plan.todo, key=lambda p: p.wave), lambda p: p.name, lambda p: p.needs, lambda p: p.shape.ranks
+    )
+    job_of: dict[str, str] = dict(plan.queued)
+    arrays: dict[str, set[str]] = {}
+    running: dict[str, Planned] = {}
+    total, ended, started = len(plan.todo), 0, time.time()
+    try:
+        backend.prepare(plan.todo)
+        while queue or (running and (wait or not backend.scheduler_orders)):
+            for name, result in backend.ended(running).items():
+                p = running.pop(name)
+                again = _ranks_change(out, p, result, res)
+                if again is not None:
+                    queue.again(again)
+                    continue
+                if not backend.scheduler_orders:
+                    queue.done(p)
+                ended += 1
+                print(f"  [{ended}/{total}] {_outcome(out, p):9s} {name}  ({time.time() - started:.0f} s)", flush=True)
+            while True:  # everything ready now (with a scheduler, the next wave is ready once handed over)
+                busy = sum(p.shape.ranks for p in running.values())
+                ready = queue.take(backend.capacity - busy, busy=bool(running))
+                if not ready:
+                    break
+                for shape, group in _groups(ready):
+                    after = dependency_ids({job_of[n] for p in group for n in p.needs if n in job_of}, arrays)
+                    ids = backend.hand_over(group, shape, after)
+                    if len(ids) > 1:
+                        arrays[ids[0].split("_")[0]] = set(ids)
+                    for p, job_id in zip(group, ids, strict=True):
+                        job_of[p.name] = job_id
+                        running[p.name] = p
+                        if backend.scheduler_orders:
+                            queue.done(p)
+            if queue and not running:  # (matrix dependencies are acyclic and within the matrix)
+                raise RuntimeError(f"{len(queue.waiting)} runs wait for runs that never end")
+            if running and (wait or not backend.scheduler_orders):
+                time.sleep(backend.poll_s)
+    except BaseException:
+        backend.stop(running)  # Ctrl-C: the runs of this call checkpoint where the executor lets them
+        raise
+    finally:
+        backend.close()
+    return wait or not backend.scheduler_orders
 
 
-def drive_local(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
-    """Here, each run started once the runs it needs have ended; returns when all have (True)."""
-    run_local(plan, out, res)
-    return True
-
-
-def drive_debug(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
-    """In this process, one run after the other; returns when all have ended (True)."""
-    run_debug(plan, out, res)
-    return True
-
-
-# The executor is a parameter (--executor): one submit path, one driver per submitit executor.
-DRIVERS: dict[str, Callable[[Plan, Path, Resources, bool], bool]] = {
-    "slurm": drive_slurm,
-    "local": drive_local,
-    "debug": drive_debug,
-}
-
-
-# -- SLURM ------------------------------------------------------------------------------------------------------
-def preflight(plan: Plan, out: Path, res: Resources) -> None:
-    """`sbatch --test-only` with the script of each shape before submitting anything: SLURM accepts some
-    requests that it can never satisfy (more tasks than a node has CPUs, beyond a partition's limits) and
-    leaves them pending forever, but its scheduler says so at once when asked."""
-    import subprocess
-
-    for _, shape, runs in plan.groups():
-        try:
-            answer = subprocess.run(
-                ["sbatch", "--test-only", *sbatch_options(res, shape, job_name(runs, shape.ranks)), "--wrap=true"],
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        except (OSError, subprocess.SubprocessError) as e:
-            raise UserError(f"sbatch --test-only failed: {e}") from None
-        if answer.returncode != 0:
-            reason = sbatch_reason(answer.stderr or answer.stdout)
-            raise UserError(f"sbatch refused {describe_group(runs, shape)}: {reason} (nothing was submitted)")
+def _groups(ready: list[Planned]) -> list[tuple[Shape, list[Planned]]]:
+    """Runs of one shape together, in order of first appearance, each at most one job array long."""
+    by: dict[Shape, list[Planned]] = {}
+    for p in ready:
+        by.setdefault(p.shape, []).append(p)
+    out: list[tuple[Shape, list[Planned]]] = []
+    for shape, runs in sorted(by.items()):
+        out += [(shape, runs[i : i + MAX_ARRAY]) for i in range(0, len(runs), MAX_ARRAY)]
+    return out
 
 
 def dependency_ids(needed: set[str], arrays: dict[str, set[str]]) -> list[str]:
@@ -230,83 +242,9 @@ def dependency_ids(needed: set[str], arrays: dict[str, set[str]]) -> list[str]:
     return sorted(out)
 
 
-def submit_slurm(plan: Plan, out: Path, res: Resources) -> list[str]:
-    """One job array per (wave, shape); job.json in each run folder. All or nothing: when sbatch refuses
-    an array, the arrays already submitted by this call are cancelled and the reason is raised."""
-    import submitit
-
-    preflight(plan, out, res)
-    folder = out / SUBMITIT_DIR
-    job_of = dict(plan.queued)
-    arrays: dict[str, set[str]] = {}
-    done: list[tuple[Planned, Any]] = []
-    ids: list[str] = []
-    for i, (_, shape, runs) in enumerate(plan.groups(), 1):
-        after = dependency_ids({job_of[n] for p in runs for n in p.needs if n in job_of}, arrays)
-        ex = make_executor(res, shape, folder, name=job_name(runs, shape.ranks), after=after)
-        try:
-            with quiet_submitit():
-                with ex.batch():
-                    jobs = [ex.submit(RunJob(p.spec, out, p.needs, resources=res)) for p in runs]
-        except (submitit.core.utils.FailedJobError, OSError) as e:
-            _undo(out, done)
-            undone = f" (cancelled the {len(done)} jobs this call had submitted)" if done else ""
-            raise UserError(f"sbatch refused {describe_group(runs, shape)}: {sbatch_reason(e)}{undone}") from None
-        array = str(jobs[0].job_id).split("_")[0]
-        arrays[array] = {str(j.job_id) for j in jobs}
-        for p, job in zip(runs, jobs, strict=True):
-            job_of[p.name] = str(job.job_id)
-            record_job(out, p, job, res, after)
-            done.append((p, job))
-        ids += [str(j.job_id) for j in jobs]
-        deps = f", after {' '.join(after)}" if after else ""
-        print(f"  submitted array {i} as job {array} ({len(runs)} run{'s' if len(runs) != 1 else ''}{deps})")
-    return ids
-
-
-def _undo(out: Path, done: list[tuple[Planned, Any]]) -> None:
-    for p, job in done:
-        with contextlib.suppress(Exception), quiet_submitit():
-            job.cancel(check=False)
-        (out / p.name / JOB).unlink(missing_ok=True)
-
-
-def wait_slurm(out: Path, names: list[str], poll_s: float = 3.0) -> None:
-    """Until the job of every run has ended (sacct), printing the counts when they change. Reads job.json
-    each time: a run's job may hand over to a continuation job."""
-    start, last = time.time(), None
-    while True:
-        records = {n: read_json_object(out / n / JOB) for n in names}
-        states = scheduler_states([r for r in records.values() if r])
-        counts: dict[str, int] = {}
-        active = 0
-        for record in records.values():
-            state = states.get(record["job_id"], "UNKNOWN") if record else "UNKNOWN"
-            fresh = record is not None and time.time() - float(record.get("submitted_at", 0)) < 60
-            active += state in ACTIVE or (state == "UNKNOWN" and fresh)  # sacct lags a fresh submission
-            counts[state] = counts.get(state, 0) + 1
-        line = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items()))
-        if line != last:
-            print(f"  [{time.time() - start:5.0f} s] jobs: {line}", flush=True)
-            last = line
-        if not active:
-            return
-        time.sleep(poll_s)
-
-
-# -- this machine -----------------------------------------------------------------------------------------------
 def _outcome(out: Path, p: Planned) -> str:
     summary = read_json_object(out / p.name / SUMMARY)
     return (summary or {}).get("status") or "ended without a summary"
-
-
-def _result(job: Any) -> dict[str, Any] | None:
-    """Rank 0's return value, or None when the job failed (its summary.json says why)."""
-    try:
-        results = job.results()
-    except Exception:
-        return None
-    return results[0] if results and isinstance(results[0], dict) else None
 
 
 def _ranks_change(out: Path, p: Planned, result: dict[str, Any] | None, res: Resources) -> Planned | None:
@@ -317,85 +255,9 @@ def _ranks_change(out: Path, p: Planned, result: dict[str, Any] | None, res: Res
     if not fits(ranks, res):
         from bench.run.summary import record_failure
 
-        message = f"{result.get('message')}; but {ranks} ranks do not fit on this machine"
+        where = "the debug executor runs one rank only" if res.executor == "debug" else "do not fit on this machine"
+        message = f"{result.get('message')}; but {ranks} ranks {where}"
         record_failure(p.spec, out / p.name, message)
         return None
     spec = {**p.spec, "ranks": ranks}
     return Planned(p.request, spec, p.name, shape_for(spec, ranks, res), p.needs, p.wave)
-
-
-@contextlib.contextmanager
-def _controllers_ignore_sigint():
-    """submitit's local controller process shares the terminal's process group: started with SIGINT
-    ignored, Ctrl-C does not make it print a KeyboardInterrupt traceback. Its tasks still stop cleanly:
-    RunJob installs its own SIGINT handler, and run_local stops them with SIGTERM."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _stop(job: Any) -> None:
-    """SIGTERM to a local job's controller, which passes it on to the job: it checkpoints and stops."""
-    try:
-        os.kill(int(job.job_id), signal.SIGTERM)
-    except (ProcessLookupError, ValueError):
-        pass
-
-
-def run_local(plan: Plan, out: Path, res: Resources) -> None:
-    """submitit's local executor, with at most `local_parallelism` ranks busy at once, each run started
-    once the runs it needs have ended (and started again on other ranks when its S schedule asks)."""
-    folder = out / SUBMITIT_DIR
-    slots = local_parallelism(res)
-    queue = ReadyQueue(
-        sorted(plan.todo, key=lambda p: p.wave), lambda p: p.name, lambda p: p.needs, lambda p: p.shape.ranks
-    )
-    running: dict[str, tuple[Planned, Any]] = {}
-    total, started, ended = len(plan.todo), time.time(), 0
-    try:
-        while queue or running:
-            for name, (p, job) in list(running.items()):
-                if not job.done():
-                    continue
-                del running[name]
-                again = _ranks_change(out, p, _result(job), res)
-                if again is not None:
-                    queue.again(again)
-                    continue
-                queue.done(p)
-                ended += 1
-                print(f"  [{ended}/{total}] {_outcome(out, p):9s} {name}  ({time.time() - started:.0f} s)")
-            busy = sum(p.shape.ranks for p, _ in running.values())
-            for p in queue.take(slots - busy, busy=bool(running)):
-                ex = make_executor(res, p.shape, folder, name=f"adascale-{p.spec['task']}")
-                with _controllers_ignore_sigint():
-                    job = ex.submit(RunJob(p.spec, out, p.needs))
-                record_job(out, p, job, res)
-                running[p.name] = (p, job)
-            time.sleep(0.2)
-    except BaseException:
-        for _, job in running.values():  # Ctrl-C: stop the jobs of this call (they resume on the next submit)
-            _stop(job)
-        raise
-
-
-def run_debug(plan: Plan, out: Path, res: Resources) -> None:
-    """In this process, one run after the other (submitit's debug executor: breakpoints work)."""
-    folder = out / SUBMITIT_DIR
-    runs = sorted(plan.todo, key=lambda p: p.wave)
-    started = time.time()
-    for i, p in enumerate(runs, 1):
-        ex = make_executor(res, p.shape, folder, name="adascale-debug")
-        job = ex.submit(RunJob(p.spec, out, p.needs, raise_on_failure=False))
-        record_job(out, p, job, res)
-        result = job.result()
-        if result.get("status") == "ranks-change":
-            from bench.run.summary import record_failure
-
-            record_failure(p.spec, out / p.name, f"{result['message']}; the debug executor runs one rank only")
-        print(f"  [{i}/{len(runs)}] {_outcome(out, p):9s} {p.name}  ({time.time() - started:.0f} s)")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench import safefs
-from bench.cli.argtypes import non_negative_int, positive_int
+from bench.cli.argtypes import non_negative_int, positive_float, positive_int
 from bench.errors import UserError
 from bench.experiments.slots import default_slots
 from bench.files import SUMMARY
@@ -231,7 +231,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from slurm.status import status
 
-    return status(Path(args.dir))
+    return status(Path(args.dir), as_json_=args.json, watch=args.watch)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -386,6 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="the state of every cell of a results folder")
     p.add_argument("dir")
+    p.add_argument("--json", action="store_true", help="every run as JSON: state, τ, T1, progress, ETA, job ids")
+    p.add_argument(
+        "--watch", type=positive_float, default=None, metavar="N", help="refresh every N s until no run is active"
+    )
     p.set_defaults(func=cmd_status)
     return parser
 

@@ -45,6 +45,14 @@ def add_submit_arguments(p: argparse.ArgumentParser) -> None:
         help="times a job may hit its time limit and be requeued from its checkpoint (default 20)",
     )
     g.add_argument(
+        "--join-timeout",
+        type=_positive_float,
+        default=10.0,
+        metavar="MIN",
+        help="minutes the ranks of a multi-rank job wait for each other to start before it fails, naming the "
+        "missing ones (default 10, as torchrun; the collective timeout is separate)",
+    )
+    g.add_argument(
         "--array-parallelism", type=_positive_int, default=None, help="runs of one array at a time (local: at once)"
     )
     s = p.add_argument_group("slurm")

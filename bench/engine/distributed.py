@@ -94,11 +94,12 @@ def timeout_s(value: float | str | None = None) -> float:
     return seconds
 
 
-def from_env(device: str = "auto", timeout: float | None = None) -> Dist:
+def from_env(device: str = "auto", timeout: float | None = None, store: Any = None) -> Dist:
     """This process's place in the job, from torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, set by
     torch's elastic launcher, torchrun, or a SLURM wrapper); a single process when they are absent.
     Initialises the default process group when W > 1 (gloo on CPU, NCCL on CUDA), with a bounded
-    timeout so that a rank that stops answering fails the job instead of hanging it."""
+    timeout so that a rank that stops answering fails the job instead of hanging it. `store`: a
+    torch.distributed Store the ranks have already joined (slurm/procgroup.py), instead of `env://`."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -111,6 +112,7 @@ def from_env(device: str = "auto", timeout: float | None = None) -> Dist:
             rank=rank,
             world_size=world,
             timeout=timedelta(seconds=timeout_s(timeout)),
+            store=store,
         )
     return Dist(rank=rank, world=world, local_rank=local, device=dev)
 

@@ -106,14 +106,14 @@ def _run_one(spec: dict, out: Path, progress: bool = False) -> tuple[str, str | 
         return "failed", str(e)
 
 
-def _worker_init() -> None:
+def worker_init() -> None:
     """Workers stop on SIGTERM (checkpoint, Interrupted) as a run in the main process does; Ctrl-C goes
     to the parent, which passes it on as SIGTERM, so no run dies between two checkpoints."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     install_signal_handlers()
 
 
-def _stop_workers() -> None:
+def stop_workers() -> None:
     """SIGTERM to every worker process: its run checkpoints at the end of its iteration and stops."""
     for child in multiprocessing.active_children():
         try:
@@ -126,7 +126,7 @@ def _run_parallel(m: matrices.Matrix, out: Path, jobs: int, ended: Callable[...,
     queue = ReadyQueue(m.runs, key=lambda r: r.key, needs=lambda r: [d.key for d in matrices.depends_on(r, m.runs)])
     running: dict[Future, matrices.RunRequest] = {}
     stop: BaseException | None = None
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_init)
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=worker_init)
     try:
         while (queue and stop is None) or running:
             if stop is None:
@@ -141,7 +141,7 @@ def _run_parallel(m: matrices.Matrix, out: Path, jobs: int, ended: Callable[...,
                     raise Interrupted("stopped by signal")
             except (KeyboardInterrupt, Interrupted) as e:
                 stop = stop or e
-                _stop_workers()
+                stop_workers()
                 continue
             for f in finished:
                 req = running.pop(f)
@@ -151,7 +151,7 @@ def _run_parallel(m: matrices.Matrix, out: Path, jobs: int, ended: Callable[...,
                 except Interrupted as e:  # a worker was stopped on its own: stop the others too
                     if stop is None:
                         stop = e
-                        _stop_workers()
+                        stop_workers()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     if stop is not None:

@@ -165,6 +165,13 @@ def _launch(spec: dict[str, Any], out: Path, world: int, progress: bool) -> dict
             raise JobFailed(*describe_failure(e)) from None
 
 
+def launch_ranks(spec: dict[str, Any], out: Path, world: int, progress: bool = False) -> dict[str, Any]:
+    """One start of `spec` on `world` local ranks, without restarting: rank 0's result, {"summary": ...}
+    or {"ranks": W, "message": ...} when its S schedule asks for another W (the caller starts it again;
+    `submit`'s local executor does, within its budget of busy ranks). Raises JobFailed."""
+    return _launch(spec, Path(out), world, progress)[0]
+
+
 class JobFailed(Exception):
     """A rank failed; `message` names it and says how, `user_error` when it was a UserError, and
     `interrupted` when it stopped on a signal after checkpointing."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop the cluster that slurm/local/start.sh started: cancel its jobs, then stop each daemon by its PID file
+# Stop the cluster that slurm/local/start.sh (or two_nodes.sh) started: cancel its jobs, then stop each daemon by its PID file
 # (TERM, then KILL after 20 s). Idempotent. --purge also deletes $SLURM_LOCAL_DIR (state, database, logs).
 set -uo pipefail
 
@@ -32,7 +32,9 @@ stop() { # stop NAME PIDFILE
   fi
   rm -f "$2"
 }
-stop slurmd "$DIR/run/slurmd.pid"
+for pidfile in "$DIR"/run/slurmd.pid "$DIR"/run/slurmd-*.pid; do # two_nodes.sh's slurmd-n1, slurmd-n2 too
+  [ -e "$pidfile" ] && stop slurmd "$pidfile"
+done
 stop slurmctld "$DIR/run/slurmctld.pid"
 stop slurmdbd "$DIR/run/slurmdbd.pid"
 stop mariadbd "$DIR/run/mariadbd.pid"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.algo.gain import theta
@@ -87,6 +87,11 @@ class TaskCard:
     metric_range: tuple[float, float] = (-math.inf, math.inf)
     requires: tuple[str, ...] = ()
     extra: str = ""
+    # The most data-parallel ranks `submit` spreads one run of a preset over (a preset not named: as many as
+    # the resources allow). A run whose whole training takes seconds gains nothing from more ranks and pays
+    # their start and exchange: every tiny preset trains on one. A matrix that fixes `accumulation` asks for
+    # W = S/A ranks itself and is not capped.
+    max_ranks: dict[str, int] = field(default_factory=lambda: {"tiny": 1})
 
 
 def card(name: str) -> TaskCard:

@@ -226,7 +226,13 @@ def test_submit_checks_the_data_roots_first(tmp_path: Path, capsys: pytest.Captu
         f"preset: tiny\ndata_roots: {{cifar10: {empty}}}\n"
         "experiments: [{table2: {tasks: [cifar10, logreg], methods: [adascale], scales: [2]}}]\n",
     )
-    assert main(["submit", str(m), "--dry-run", "--out", str(tmp_path / "o")]) == 1
+    assert main(["submit", str(m), "--executor", "debug", "--out", str(tmp_path / "o")]) == 1
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and str(empty) in captured.err and "cifar10" in captured.err
-    assert "array" not in captured.out  # nothing planned, nothing submitted
+    assert captured.err.startswith("adascale-bench: error: ")
+    assert "array" not in captured.out and not (tmp_path / "o").exists()  # nothing planned, nothing submitted
+    # a dry run previews the matrix before its data is prepared: the same line as a warning, and the plan
+    assert main(["submit", str(m), "--dry-run", "--out", str(tmp_path / "o")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.startswith("adascale-bench: warning: ")
+    assert str(empty) in captured.err and "array 1" in captured.out

@@ -7,6 +7,8 @@ Never skipped: when no cluster answers, every test fails and says how to start o
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,10 +162,12 @@ def test_preempted_job_resumes_from_its_checkpoint_exactly(tmp_path: Path, refer
 
 def test_two_ranks_on_two_gpus_stop_together_and_resume(tmp_path: Path, reference: Path) -> None:
     """W = 2 tasks on the cluster's two (fake) GPUs, gloo on the CPU: preempted, both ranks checkpoint in the
-    same iteration, the requeued job resumes and ends where one rank would have (up to float rounding)."""
+    same iteration, the requeued job resumes and ends where one rank would have (up to float rounding).
+    (`accumulation: 2` asks for W = S/A = 2: logreg's card caps it at one rank otherwise.)"""
     out = tmp_path / "out"
-    assert main(["submit", str(write(tmp_path, LONG)), *SLURM, "--gpus-per-node", "2", "--out", str(out)]) == 0
-    run_dir = out / LONG_RUN
+    body = LONG.replace("checkpoint_every: 5}", "checkpoint_every: 5, accumulation: 2}")
+    assert main(["submit", str(write(tmp_path, body)), *SLURM, "--gpus-per-node", "2", "--out", str(out)]) == 0
+    (run_dir,) = [p.parent for p in out.rglob(JOB)]
     job = read_json(run_dir / JOB)
     assert (job["ranks"], job["tasks_per_node"], job["gpus_per_node"], job["accumulation"]) == (2, 2, 2, {"4": 2})
     script = Path(job["script"]).read_text()
@@ -252,3 +256,78 @@ def test_sbatch_refusals_are_one_line_with_slurms_reason(tmp_path: Path, options
     assert "sbatch refused" in res.stderr and reason in res.stderr and "Traceback" not in res.stderr
     assert not list(out.rglob(JOB))  # nothing left half-submitted
     assert json.loads((out / "matrix.json").read_text())["runs"]  # status still knows what was asked
+
+
+def test_elastic_down_ending_at_one_rank_completes_and_equals_the_local_executor(tmp_path: Path) -> None:
+    """accumulation 2 and S = 4 -> 2: the W = 2 job checkpoints and submits its continuation on W = 1,
+    which must not inherit RANK/WORLD_SIZE/MASTER_* from the job that submitted it (it once waited for a
+    second rank until the collective timeout). The metrics equal the local executor's, record for record."""
+    body = """\
+preset: tiny
+seeds: [0]
+set: {T1: 200, accumulation: 2, elastic.down: [[0.0, 4], [0.5, 2]]}
+experiments:
+  - elastic: {tasks: [logreg], methods: [adascale], schedules: [elastic-down]}
+"""
+    path = write(tmp_path, body)
+    local, out = tmp_path / "local", tmp_path / "out"
+    assert main(["submit", str(path), "--executor", "local", "--gpus-per-node", "2", "--out", str(local)]) == 0
+    assert main(["submit", str(path), *SLURM, "--gpus-per-node", "2", "--out", str(out), "--wait"]) == 0
+    (run_dir,) = [p.parent for p in out.rglob(JOB)]
+    attempts = read_json(run_dir / ATTEMPTS)
+    assert [a["tasks"] for a in attempts] == [2, 1]
+    assert set(sacct_states([a["job_id"] for a in attempts]).values()) == {"COMPLETED"}
+    want = local / run_dir.relative_to(out)
+    assert [strip(r) for r in read_jsonl(run_dir / METRICS)] == [strip(r) for r in read_jsonl(want / METRICS)]
+    assert strip(read_json(run_dir / SUMMARY)) == strip(read_json(want / SUMMARY))
+
+
+def test_a_port_in_use_is_the_cause_status_shows(tmp_path: Path) -> None:
+    """MASTER_PORT exported at submit is kept for the job's group; 6817 is slurmctld's: rank 0 cannot bind
+    it, records why (rank, node, 'address in use') before the other rank learns of it, and both end at
+    once (srun --kill-on-bad-exit) instead of waiting for the collective timeout."""
+    body = MATRIX.replace("[logreg, cifar10]", "[logreg]").replace("methods: [adascale, lsw, lsw+], scales: [1, 2]",
+                                                                  "methods: [adascale], scales: [2]")  # fmt: skip
+    body = body.replace("eval_every: 20}", "eval_every: 20, accumulation: 1}")  # W = S/A = 2 ranks
+    out = tmp_path / "out"
+    submit = [sys.executable, "-m", "bench", "submit", str(write(tmp_path, body)), *SLURM, "--gpus-per-node", "2"]
+    env = {**os.environ, "MASTER_PORT": "6817"}
+    res = subprocess.run([*submit, "--out", str(out), "--wait"], capture_output=True, text=True, env=env, timeout=900)
+    assert res.returncode == 1, res.stdout + res.stderr
+    status = subprocess.run([sys.executable, "-m", "bench", "status", str(out)], capture_output=True, text=True)
+    assert status.returncode == 1
+    line = next(ln for ln in status.stdout.splitlines() if ln.startswith("  logreg/"))
+    assert re.search(r"the process group did not start: rank 0 on n?\S+: MASTER_PORT 6817 .* address in use", line), (
+        line
+    )
+    (run_dir,) = [p.parent for p in out.rglob(JOB)]
+    assert read_json(run_dir / SUMMARY)["rank"] == 0 and "address in use" in (run_dir / "error.log").read_text()
+
+
+def _rank_pid(job: str, rank: int) -> int | None:
+    for proc in Path("/proc").iterdir():
+        try:
+            env = dict(v.split("=", 1) for v in (proc / "environ").read_text().split("\0") if "=" in v)
+        except (OSError, ValueError):
+            continue
+        if env.get("SLURM_JOB_ID") == job and env.get("SLURM_PROCID") == str(rank) and "SLURM_STEP_ID" in env:
+            if b"submitit" in (proc / "cmdline").read_bytes():
+                return int(proc.name)
+    return None
+
+
+def test_a_killed_rank_is_named_with_its_node(tmp_path: Path) -> None:
+    """Rank 1 of a W = 2 job is killed mid-run: rank 0 loses it in a collective (gloo: "Connection reset by
+    peer", naming neither); status names the rank that ended first and its node, as srun saw it."""
+    body = LONG.replace("T1: 3000, checkpoint_every: 5}", "T1: 300000, checkpoint_every: 0, accumulation: 2}")
+    out = tmp_path / "out"
+    assert main(["submit", str(write(tmp_path, body)), *SLURM, "--gpus-per-node", "2", "--out", str(out)]) == 0
+    (run_dir,) = [p.parent for p in out.rglob(JOB)]
+    wait_for(lambda: (run_dir / METRICS).exists(), "the first metrics", timeout=600)
+    jid = job_id(run_dir)
+    wait_for(lambda: _rank_pid(jid, 1) is not None, "rank 1's process")
+    os.kill(_rank_pid(jid, 1), 9)
+    wait_for(lambda: sacct_states([jid])[jid] not in ("RUNNING", "PENDING", "?"), "the job to end", timeout=300)
+    res = subprocess.run([sys.executable, "-m", "bench", "status", str(out)], capture_output=True, text=True)
+    assert res.returncode == 1 and "failed" in res.stdout
+    assert re.search(r"rank 1 on \S+ ended first \(Killed, says srun\)", res.stdout), res.stdout

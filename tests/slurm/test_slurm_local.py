@@ -16,7 +16,7 @@ from bench import safefs
 from bench.cli import main
 from bench.files import CHECKPOINT, SUMMARY, read_json, write_json
 from slurm.executors import Resources, accumulation, choose_ranks, shape_for
-from slurm.job import ATTEMPTS, JOB, RunJob, dist_environment, master_port
+from slurm.job import ATTEMPTS, JOB, RunJob, dist_environment, start_group
 from slurm.status import add_to_manifest, collect, last_line, run_state, table
 
 
@@ -82,37 +82,112 @@ def test_job_names_say_which_methods_an_array_runs() -> None:
     assert job_name(runs[-1:], 1) == "adascale-bench-lsw-W1"
 
 
-def test_multi_task_jobs_get_torch_distributed_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_multi_task_jobs_get_torch_distributed_variables() -> None:
     class Env:
         num_tasks, num_nodes, global_rank, local_rank, hostnames, raw_job_id = 8, 2, 5, 1, ["node3", "node4"], "12345"
 
-    monkeypatch.delenv("MASTER_PORT", raising=False)
     env = dist_environment(Env())
     assert env == {
         "RANK": "5",
         "WORLD_SIZE": "8",
         "LOCAL_RANK": "1",
         "LOCAL_WORLD_SIZE": "4",  # 8 ranks on 2 nodes
-        "MASTER_ADDR": "node3",
-        "MASTER_PORT": str(master_port("12345")),
+        "MASTER_ADDR": "node3",  # MASTER_PORT: the port the ranks' store got (slurm/procgroup.py)
     }
-    assert 20000 <= master_port("12345") < 40000
-    monkeypatch.setenv("MASTER_PORT", "29400")  # the user's port is kept
-    assert dist_environment(Env())["MASTER_PORT"] == "29400"
     Env.num_tasks = 1
     assert dist_environment(Env()) == {}
 
 
+class OneTask:
+    num_tasks, num_nodes, global_rank, local_rank, node, hostnames, raw_job_id = 1, 1, 0, 0, 0, ["localhost"], "9"
+
+
+def test_a_one_task_job_ignores_the_group_variables_it_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A W = 1 continuation of a W = 2 job once inherited WORLD_SIZE=2 and waited for a second rank."""
+    import socket
+
+    from bench.engine.distributed import shutdown
+
+    with socket.socket() as s:  # a port nobody listens on: a rank that tried to join would time out
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for k, v in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "old")
+    monkeypatch.setenv("ADASCALE_BENCH_DIST_TIMEOUT", "5")
+    dist = start_group(OneTask(), {"device": "cpu"}, Path("."), None)
+    shutdown()
+    assert (dist.rank, dist.world) == (0, 1)
+    assert not [k for k in ("RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_RUN_ID") if k in os.environ]
+
+
+def test_a_continuation_is_submitted_without_this_jobs_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """submit_continuation runs inside a job (rank 0 of W = 2): what sbatch exports to the next job
+    carries neither this job's allocation nor its place in this job's group, and the port is not kept."""
+    import slurm.job as job_module
+    from tests.helpers import spec_for
+
+    seen: list[dict[str, str]] = []
+
+    class Executor:
+        def submit(self, job: RunJob) -> object:
+            seen.append(dict(os.environ))
+            return type("Job", (), {"job_id": "101"})()
+
+    monkeypatch.setattr(job_module, "make_executor", lambda *a, **k: Executor())
+    monkeypatch.setattr(job_module, "record_job", lambda *a, **k: None)
+    here = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "n1"}
+    here |= {"MASTER_PORT": "21234", "SLURM_JOB_ID": "100", "SLURM_NTASKS": "2", "SUBMITIT_EXECUTOR": "slurm"}
+    for k, v in here.items():
+        monkeypatch.setenv(k, v)
+    spec = spec_for("logreg", "adascale", "elastic-down", T1=40, accumulation=2)
+    res = Resources(executor="slurm", gpus_per_node=2, max_nodes=1)
+    assert job_module.submit_continuation(RunJob(spec, tmp_path, resources=res), 1) == "101"
+    (env,) = seen
+    assert not [k for k in here if k in env], [k for k in here if k in env]
+    assert all(os.environ[k] == v for k, v in here.items())  # this process keeps its own
+
+
 def test_dry_run_prints_the_arrays_without_slurm_or_submitting(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    path = matrix(tmp_path, LOGREG.replace("scales: [1, 2]", "scales: [1, 16]"))
+    """A paper-preset matrix before its data is prepared: the data root's problem is a warning, and the
+    arrays are printed with their W and A."""
+    body = LOGREG.replace("tiny", "paper").replace("[logreg]", "[cifar10]").replace("scales: [1, 2]", "scales: [1, 16]")
+    path = matrix(tmp_path, f"data_roots: {{cifar10: {tmp_path / 'not-prepared'}}}\n{body}")
     out = tmp_path / "out"
     rc = main(["submit", str(path), "--executor", "slurm", "--gpus-per-node", "4", "--max-nodes", "2"]
               + ["--out", str(out), "--dry-run"])  # fmt: skip
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert rc == 0 and not out.exists()
+    assert captured.err.startswith("adascale-bench: warning: cifar10 data root") and "not-prepared" in captured.err
     assert "4 to submit" in text  # S = 1: one adascale run stands for lsw and lsw+
     assert "W=8 (2 nodes × 4 tasks, 4 GPUs/node" in text and "S→A: 16→2" in text
     assert "array 3 after the runs they need" in text and "lsw+" in text.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("preset", "task", "ranks"), [("tiny", "logreg", 1), ("paper", "logreg", 1), ("tiny", "cifar10", 1)]
+)
+def test_cheap_runs_are_not_spread_over_nodes(preset: str, task: str, ranks: int) -> None:
+    """The task card's max_ranks: a tiny run (seconds) and a logreg run train on one rank whatever the
+    resources; a paper cifar10 run gets them all (the control), and a fixed accumulation is not capped."""
+    from slurm.executors import ranks_to_start
+
+    res = Resources(executor="slurm", gpus_per_node=8, max_nodes=2)
+    spec = {"task": task, "preset": preset, "scale": 16, "accumulation": None}
+    assert ranks_to_start(spec, Path("/nonexistent"), res) == ranks
+    assert ranks_to_start({**spec, "task": "cifar10", "preset": "paper"}, Path("/nonexistent"), res) == 16
+
+
+def test_submit_smoke_dry_run_gives_every_run_one_rank(capsys: pytest.CaptureFixture) -> None:
+    assert (
+        main(["submit", "smoke", "--executor", "slurm", "--gpus-per-node", "8", "--max-nodes", "2", "--dry-run"]) == 0
+    )
+    arrays = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  array")]
+    assert arrays and all("W=1 (1 node × 1 task" in line for line in arrays), arrays
 
 
 def test_slurm_executor_without_slurm_is_one_line(tmp_path: Path) -> None:
@@ -216,14 +291,14 @@ def test_status_states_from_files_and_scheduler(tmp_path: Path) -> None:
         st = run_state(tmp_path, name, job, scheduler)
         assert st.state == "failed" and "JOB 7 CANCELLED" in st.detail  # the log's last line, to investigate
     (run_dir / CHECKPOINT).unlink()
-    assert run_state(tmp_path, name, job, "PENDING").state == "pending"
+    assert run_state(tmp_path, name, job, "PENDING").state == "queued"
     assert run_state(tmp_path, name, job, "RUNNING").state == "running"
     assert run_state(tmp_path, name, None, None).state == "missing"
 
     write_json(run_dir / SUMMARY, {"status": "failed", "error": "RuntimeError: boom"})
     (run_dir / "error.log").write_text("Traceback (most recent call last):\n  ...\nRuntimeError: boom\n")
     assert run_state(tmp_path, name, job, "FAILED").detail == "RuntimeError: boom"
-    assert run_state(tmp_path, name, job, "REQUEUED").state == "pending"  # a new attempt is under way
+    assert run_state(tmp_path, name, job, "REQUEUED").state == "queued"  # a new attempt is under way
     write_json(run_dir / SUMMARY, {"status": "diverged"})
     assert run_state(tmp_path, name, job, "COMPLETED").state == "diverged"
     write_json(run_dir / SUMMARY, {"status": "completed"})
@@ -259,8 +334,55 @@ def test_local_executor_starts_lsw_plus_after_its_adascale_run(tmp_path: Path, c
     assert rc == 0, capsys.readouterr().out
     ada, plus = out / "logreg/adascale/s2/seed0,T1=40", out / "logreg/lsw+/s2/seed0,T1=40"
     job = read_json(plus / JOB)
-    assert job["executor"] == "local" and job["job_id"].isdigit() and Path(job["stderr"]).exists()
+    assert job["executor"] == "local" and re.fullmatch(r"\d+\.2", job["job_id"]) and job["started"] is True
+    assert job["pid"] == os.getpid() and job["stderr"] is None  # this process's pool ran it
     # two slots, but LSW+ waited for its AdaScale run to end before its job started
     assert (plus / ATTEMPTS).stat().st_mtime >= (ada / SUMMARY).stat().st_mtime
     assert read_json(plus / SUMMARY)["iterations"] == read_json(ada / SUMMARY)["iterations"]
     assert "2 runs: 2 done" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_local_executor_moves_a_run_to_fewer_ranks_and_equals_one_rank(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """accumulation 2, S = 4 -> 2: two local ranks (torch's elastic launcher, from a worker of the pool), then
+    the driver starts the run again on one; the records equal one rank's (A = S), bit for bit."""
+    from bench.files import METRICS, read_jsonl
+
+    body = """\
+preset: tiny
+seeds: [0]
+set: {T1: 100, elastic.down: [[0.0, 4], [0.5, 2]]}
+experiments:
+  - elastic: {tasks: [logreg], methods: [adascale], schedules: [elastic-down]}
+"""
+    ref, out = tmp_path / "ref", tmp_path / "out"
+    assert main(["submit", str(matrix(tmp_path, body)), "--executor", "debug", "--out", str(ref)]) == 0
+    fixed = matrix(tmp_path, body.replace("{T1: 100,", "{T1: 100, accumulation: 2,"), "fixed.yaml")
+    assert main(["submit", str(fixed), "--executor", "local", "--gpus-per-node", "2", "--out", str(out)]) == 0
+    assert "1 runs: 1 done" in capsys.readouterr().out
+    (run_dir,) = [p.parent for p in out.rglob(JOB)]
+    assert [a["tasks"] for a in read_json(run_dir / ATTEMPTS)] == [2, 1]
+    (want,) = [p.parent for p in ref.rglob(JOB)]
+
+    def strip(records: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in records]
+
+    assert strip(read_jsonl(run_dir / METRICS)) == strip(read_jsonl(want / METRICS))
+
+
+def test_submit_paper_dry_run_before_any_data_root_is_set(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`submit paper --dry-run` on a fresh machine (ADASCALE_BENCH_DATASETS unset): one warning per task's
+    root, and the plan of every run is still printed (a data root is not part of a run's identity)."""
+    monkeypatch.delenv("ADASCALE_BENCH_DATASETS", raising=False)
+    assert main(["submit", "paper", "--dry-run", "--executor", "slurm", "--gpus-per-node", "8"]) == 0
+    captured = capsys.readouterr()
+    warnings = captured.err.splitlines()
+    assert len(warnings) == 5 and all(w.startswith("adascale-bench: warning: ") for w in warnings)
+    assert "1045 to submit" in captured.out and "array 7" in captured.out
+    # the same command without --dry-run refuses, naming the variable
+    assert main(["submit", "paper", "--executor", "slurm", "--gpus-per-node", "8"]) == 1
+    assert "ADASCALE_BENCH_DATASETS" in capsys.readouterr().err
