@@ -27,6 +27,7 @@ from bench.algo.schedules import lr_schedule, scale_schedule
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.amp import cuda_speed_knobs, with_amp
 from bench.engine.batched import BatchedMicrobatches
+from bench.engine.batchnorm import RunningStats
 from bench.engine.checkpoint import load_checkpoint, save_checkpoint
 from bench.engine.data import ItemStream, RankSampler, build_set, loader, shared_samples, to_device
 from bench.engine.distributed import Dist, ranks_for
@@ -123,6 +124,7 @@ def accumulate(
     scale: int,
     dist: Dist,
     vote: StopVote | None = None,
+    bn: RunningStats | None = None,
 ) -> tuple[float, float, float]:
     """Forward and backward each of this rank's A micro-batches separately, leave ḡ = (1/S) Σ_i g_i in
     `.grad`, and return (mean loss, sum_sq, mean_sq) over all S micro-batches of all ranks.
@@ -137,12 +139,16 @@ def accumulate(
     summed with math.fsum on the host. The sums are thus exactly rounded, so they do not depend on the
     order of the terms, nor on how S is split into W × A (for W > 1 the ranks' terms are all-gathered,
     not all-reduced). Few small ops, because on tiny models every op's fixed cost shows (see
-    `adascale-bench perf`). A `vote` rides on the same gather (its `anyone` is set on every rank)."""
+    `adascale-bench perf`). A `vote` rides on the same gather (its `anyone` is set on every rank), and so
+    do `bn`'s rows: each micro-batch's BatchNorm statistics (bench.engine.batchnorm), which every rank
+    receives for all S micro-batches in order."""
     accum = len(seeds)
     ddp = isinstance(model, nn.parallel.DistributedDataParallel)
     losses: list[torch.Tensor] = []
     for a, (batch, seed) in enumerate(zip(microbatches, seeds, strict=True)):
         seed_generators(seed, dist.device)  # dropout and the like: a function of the micro-batch
+        if bn is not None:
+            bn.at(a)  # this micro-batch's BatchNorm statistics go to its own row
         if ddp and a < accum - 1:
             with model.no_sync():
                 loss = task.loss(model, batch)
@@ -163,22 +169,31 @@ def accumulate(
     norms = torch._foreach_norm([*kept, *grads] if kept else grads)  # one fused op: kept g_i, then ḡ's tensors
     mine = torch.stack([*losses, *observed, *norms])  # [A losses | norms of the g_i | of ḡ], exact as floats
     n_obs = len(observed) + len(kept)
-    if dist.world > 1:  # every rank's losses and g_i norms (ḡ is the same on every rank)
+    over = [bn.overuse().to(mine.dtype).reshape(1)] if bn is not None else []  # a layer run twice: its id
+    if dist.world > 1:  # every rank's losses, g_i norms and BatchNorm rows (ḡ is the same on every rank)
         import torch.distributed as torch_dist
 
         flag = torch.full((1,), float(vote is not None and vote.mine), dtype=mine.dtype, device=mine.device)
-        part = torch.cat([mine[: accum + n_obs], flag])  # (equal lengths: DDP and pairwise use every parameter)
+        small = torch.cat([mine[: accum + n_obs], flag, *over])  # what comes to the host
+        rows = [bn.local().to(mine.dtype).flatten()] if bn is not None else []  # stays on the device
+        part = torch.cat([small, *rows])  # (equal lengths: DDP and pairwise use every parameter)
         parts = [torch.empty_like(part) for _ in range(dist.world)]
         torch_dist.all_gather(parts, part)
-        host = torch.cat([*parts, mine[accum + n_obs :]]).tolist()  # one transfer
-        rows = [host[r * len(part) : (r + 1) * len(part) - 1] for r in range(dist.world)]
+        k = len(small)
+        host = torch.cat([*(p[:k] for p in parts), mine[accum + n_obs :]]).tolist()  # one transfer
+        mine_of = [host[r * k : r * k + accum + n_obs] for r in range(dist.world)]
         if vote is not None:
-            vote.anyone = any(host[(r + 1) * len(part) - 1] > 0 for r in range(dist.world))
-        loss_total = math.fsum(v for row in rows for v in row[:accum])
-        sum_sq = math.fsum(v * v for row in rows for v in row[accum:])
-        mean_sq = math.fsum(v * v for v in host[dist.world * len(part) :])
+            vote.anyone = any(host[r * k + accum + n_obs] > 0 for r in range(dist.world))
+        if bn is not None:
+            used = max(host[r * k + accum + n_obs + 1] for r in range(dist.world))
+            bn.receive(torch.cat([p[k:] for p in parts]).to(bn.local().dtype), used)
+        loss_total = math.fsum(v for row in mine_of for v in row[:accum])
+        sum_sq = math.fsum(v * v for row in mine_of for v in row[accum:])
+        mean_sq = math.fsum(v * v for v in host[dist.world * k :])
     else:
-        host = mine.tolist()
+        host = torch.cat([mine, *over]).tolist() if over else mine.tolist()  # one transfer
+        if bn is not None:
+            bn.receive(bn.local(), host.pop())
         if vote is not None:
             vote.anyone = vote.mine
         loss_total = math.fsum(host[:accum])
@@ -356,12 +371,18 @@ class Engine:
         self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
         result = None
         self.vote = StopVote(stop_requested())  # answered by this iteration's gather (W = 1: at once)
-        if self.batched is not None and accum > 1:  # spec microbatch_mode=batched (bench.engine.batched)
-            micro = list(micro)
-            result = self.batched.accumulate(micro, scale, track)
-            self.vote.anyone = self.vote.mine  # (W = 1 only)
-        if result is None:
-            result = accumulate(self.model, self.loss_task, micro, seeds, self.params, observer, scale, dist, self.vote)
+        bn = self.split.bn
+        try:
+            if self.batched is not None and accum > 1:  # spec microbatch_mode=batched (bench.engine.batched)
+                micro = list(micro)
+                result = self.batched.accumulate(micro, scale, track, bn)
+                self.vote.anyone = self.vote.mine  # (W = 1 only)
+            if result is None:
+                model, task, params = self.model, self.loss_task, self.params
+                result = accumulate(model, task, micro, seeds, params, observer, scale, dist, self.vote, bn)
+        except BaseException:
+            self.split.abandon()  # the BatchNorm layers' own buffers back
+            raise
         loss_v, sum_sq_v, mean_sq_v = result
         self.split.end()
         finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
