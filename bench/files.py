@@ -51,6 +51,8 @@ NOT_IDENTITY = (
     "num_workers",
     "ranks",
     "collective_timeout_s",
+    "heartbeat_s",
+    "tensorboard",
 )
 
 

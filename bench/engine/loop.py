@@ -33,10 +33,12 @@ from bench.engine.data import ItemStream, RankSampler, build_set, loader, shared
 from bench.engine.distributed import Dist, ranks_for
 from bench.engine.evaluation import evaluate, is_sharded
 from bench.engine.gradstats import GradientObserver
+from bench.engine.heartbeat import Heartbeat
 from bench.engine.reduction import SplitInvariance
 from bench.engine.seeding import mix
 from bench.engine.signals import Interrupted, RanksChange, stop_requested
 from bench.engine.task import Task
+from bench.engine.tensorboard_sink import TensorBoardSink
 from bench.errors import UserError
 from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, identity_differs, kept_name
 
@@ -253,6 +255,7 @@ class Engine:
         self.estimator = ESTIMATORS[spec["estimator"]]()
         self.lr = lr_schedule(spec["lr_schedule"], self.T1)
         self.vote = StopVote(False)  # the last iteration's stop vote (Engine.step)
+        self.sink: TensorBoardSink | None = None  # spec tensorboard: the records as TensorBoard events (run())
         for s in self.scales.scales:
             ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
 
@@ -387,7 +390,7 @@ class Engine:
         self.split.end()
         finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
         if not finite or (track and scale > 1 and not math.isfinite(sum_sq_v)):
-            self.metrics.append(
+            self._log(
                 {
                     "iteration": state.iteration,
                     "tau": state.tau,
@@ -406,7 +409,7 @@ class Engine:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.metrics.append(
+        self._log(
             {
                 "iteration": state.iteration,
                 "tau": state.tau,
@@ -433,8 +436,14 @@ class Engine:
         state.tau += p
         state.iteration += 1
         state.microbatch += scale
-        self._last = (scale, gain, loss_v)
+        self._last = (scale, gain, loss_v, lr)  # on the host already: the progress bar's and heartbeat's numbers
         return True
+
+    def _log(self, record: dict[str, Any]) -> None:
+        """A metrics record to metrics.jsonl (rank 0's MetricsLog) and, when asked for, to TensorBoard."""
+        self.metrics.append(record)
+        if self.sink is not None:
+            self.sink.write(record)
 
     # -- the loop -------------------------------------------------------------------------------------------
     def setup(self) -> State:
@@ -478,6 +487,10 @@ class Engine:
         status = "completed"
         here: AtScale | None = None
         scale = 0
+        beat = Heartbeat.for_run(spec, dist.is_main)  # stdout not a terminal (a job log): a line every N s
+        if beat is not None:
+            beat.start(state.iteration, state.tau)
+        self.sink = TensorBoardSink.for_run(spec, self.run_dir, dist.is_main, state.iteration)
         bar = tqdm(
             total=self.T1,
             initial=min(state.tau, self.T1),
@@ -514,7 +527,9 @@ class Engine:
                     break
                 bar.update(min(state.tau, self.T1) - min(before, self.T1))
                 if state.iteration % 10 == 0:
-                    bar.set_postfix_str("S={} gain={:.2f} loss={:.3f}".format(*self._last), refresh=False)
+                    bar.set_postfix_str("S={} gain={:.2f} loss={:.3f}".format(*self._last[:3]), refresh=False)
+                if beat is not None:
+                    beat.beat(state.iteration, state.tau, *self._last)
 
                 clock, clock_before = (self.epochs(state), epochs_before) if by_epochs else (state.tau, before)
                 if self._done(state) or math.floor(clock / eval_every) > math.floor(clock_before / eval_every):
@@ -539,6 +554,9 @@ class Engine:
             if here is not None:
                 here.close()
             self.metrics.flush()
+            if self.sink is not None:
+                self.sink.close()
+                self.sink = None
         state.wall_time = time.perf_counter() - started
         return self._finish(state, status)
 
@@ -567,7 +585,7 @@ class Engine:
         self.module.train()
         if result is not None:
             state.last_eval = result
-            self.metrics.append(
+            self._log(
                 {
                     "eval": True,
                     "iteration": state.iteration,
