@@ -93,8 +93,8 @@ class RunningStats:
         self._real = [tuple(m._buffers[k] for k in _KEYS) for m in self.layers]  # type: ignore[misc]
         self._momenta = [m.momentum for m in self.layers]
         self._constants(first.device)
-        for m in self.layers:
-            m.momentum = 1.0  # the kernel writes the micro-batch's own statistics (1·x + 0·r)
+        for m in self.layers:  # (a plain attribute: set in __dict__, past nn.Module.__setattr__'s checks)
+            m.__dict__["momentum"] = 1.0  # the kernel writes the micro-batch's own statistics (1·x + 0·r)
         self._received = None
         self.at(0)
 
@@ -145,7 +145,7 @@ class RunningStats:
         """The layers' own buffers and momenta back, nothing replayed (an iteration that raised)."""
         for m, bufs, momentum in zip(self.layers, self._real, self._momenta, strict=True):
             m._buffers.update(zip(_KEYS, bufs, strict=True))
-            m.momentum = momentum
+            m.__dict__["momentum"] = momentum
         self._real, self._received = [], None
 
     @torch.no_grad()
@@ -167,17 +167,17 @@ class RunningStats:
         layer_of, momenta, cumulative, _ = self._constants(rows.device)
         counts = rows[:, self.stats_width :].double()  # [S, L] uses per micro-batch (0 or 1)
         start = torch.stack([count for _, _, count in real]).double()
-        seen = start + counts.cumsum(0)  # updates so far, after micro-batch i
-        factor = torch.where(cumulative, 1.0 / seen.clamp(min=1.0), momenta)
-        factor = torch.where(counts > 0, factor, torch.zeros_like(factor))[:, layer_of]  # [S, 2C]
+        factor = momenta.expand_as(counts)
+        if None in self._momenta:  # (known on the host) a cumulative average: 1/n, n its updates so far
+            factor = torch.where(cumulative, 1.0 / (start + counts.cumsum(0)).clamp(min=1.0), factor)
+        factor = (factor * (counts > 0))[:, layer_of]  # [S, 2C]; a layer a micro-batch skipped: no update
         keep = 1.0 - factor
         x = rows[:, : self.stats_width].double()
         r = torch.cat([t.flatten() for mean, var, _ in real for t in (mean, var)]).double()
         for i in range(rows.shape[0]):  # the S updates in order, as one model makes them
             r.mul_(keep[i]).addcmul_(factor[i], x[i])
         bufs = [t for mean, var, _ in real for t in (mean, var)]
-        parts = r.to(bufs[0].dtype).split(self._split())
-        torch._foreach_copy_(bufs, [p.view_as(b) for p, b in zip(parts, bufs, strict=True)])
+        torch._foreach_copy_(bufs, list(r.to(bufs[0].dtype).split(self._split())))  # (all 1-d, as the split)
         torch._foreach_copy_([c for _, _, c in real], list((start + counts.sum(0)).round().long().unbind()))
 
     def _split(self) -> list[int]:
