@@ -529,7 +529,8 @@ class Engine:
                 if state.iteration % 10 == 0:
                     bar.set_postfix_str("S={} gain={:.2f} loss={:.3f}".format(*self._last[:3]), refresh=False)
                 if beat is not None:
-                    beat.beat(state.iteration, state.tau, *self._last)
+                    s_, gain_, loss_, lr_ = self._last
+                    beat.beat(state.iteration, state.tau, s_, loss=loss_, gain=gain_, lr=lr_)
 
                 clock, clock_before = (self.epochs(state), epochs_before) if by_epochs else (state.tau, before)
                 if self._done(state) or math.floor(clock / eval_every) > math.floor(clock_before / eval_every):

@@ -84,7 +84,13 @@ def test_a_job_log_gets_heartbeat_lines_and_a_terminal_gets_the_bar(tmp_path: Pa
     assert res.returncode == 0, res.stderr
     beats = [ln for ln in res.stdout.splitlines() if ln.startswith("heartbeat logreg adascale s2 seed0: iteration ")]
     assert len(beats) >= 2, res.stdout
-    assert re.search(r"τ \d+/400 \(.*%\), S 2, loss .*, gain .*, lr .*, .* it/s, ETA ", beats[-1]), beats[-1]
+    found = re.search(
+        r"iteration (\d+), τ \d+/400 \(.*%\), S 2, loss (.*), gain (.*), lr (.*), .* it/s, ETA ", beats[-1]
+    )
+    assert found, beats[-1]
+    done, loss, gain, lr = int(found[1]), *found.groups()[1:]
+    last = next(r for r in read_jsonl(next((tmp_path / "a").rglob(METRICS))) if r.get("iteration") == done - 1)
+    assert (loss, gain, lr) == (f"{last['loss']:.4g}", f"{last['gain']:.3g}", f"{last['lr']:.3g}")  # its numbers
     assert "%|" not in res.stderr  # no bar in a log
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a terminal 120 columns wide
