@@ -50,6 +50,8 @@ NOT_IDENTITY = (
     "num_workers",
     "ranks",
     "collective_timeout_s",
+    "heartbeat_s",
+    "tensorboard",
 )
 
 

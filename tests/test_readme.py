@@ -49,7 +49,7 @@ def _plan_lines() -> list[str]:
 
 def _plan_total() -> tuple[str, ...]:
     total = next(line for line in _plan_lines() if line.startswith("total: runs"))
-    m = re.search(r"runs ([\d,]+), .*FLOPs (\S+), GPU-hours (\S+), basis (\S+)$", total)
+    m = re.search(r"runs ([\d,]+), .*FLOPs (\S+), GPU-hours (\S+), basis (.+)$", total)
     return m.groups()
 
 
@@ -137,7 +137,9 @@ def _peak() -> tuple[str, ...]:
 
 
 CLAIMS = [
-    Claim("plan paper total", r"total: runs ([\d,]+), \.\.\., FLOPs (\S+), GPU-hours (\S+), basis (\S+)", _plan_total),
+    Claim(
+        "plan paper total", r"total: runs ([\d,]+), \.\.\., FLOPs (\S+), GPU-hours (\S+), basis ([^\n]+)", _plan_total
+    ),
     *[
         Claim(f"plan paper {t}", rf"\n\s+({t} +[^\n]*\))\n", _plan_task(t))
         for t in ("cifar10", "imagenet", "speech", "transformer", "yolo")
@@ -149,7 +151,7 @@ CLAIMS = [
     Claim("tiny T1", r"experiment: T1 = (\d+), so that even the shortest AdaScale run lasts (\w+) memories", _tiny),
     Claim("matrix bounds", r"are bounded \((\d+) MB, aliases, list lengths, ([\d ]+) runs\)", _bounds),
     Claim("flops cifar10", r"cifar10 ResNet-18 v2, b = (\d+): ([\d.]+) TFLOP", _tflop("cifar10")),
-    Claim("flops imagenet", r"imagenet ResNet-50, b = (\d+) at 224²: ([\d.]+)\s+TFLOP", _tflop("imagenet")),
+    Claim("flops imagenet", r"imagenet ResNet-50, b = (\d+) at 224²:\s+([\d.]+)\s+TFLOP", _tflop("imagenet")),
     Claim("flops yolo", r"yolo YOLOv3 at 416², b = (\d+): ([\d.]+) TFLOP", _tflop("yolo")),
     Claim("flops speech", r"speech DS2, (\d+) utterances of [\d.]+ s: ([\d.]+) TFLOP", _tflop("speech")),
     Claim(
@@ -177,7 +179,8 @@ CLAIMS = [
     Claim("finding (iii)", r"at the run's B_simple, within (a \w+) of \[T1/S, T1\]", _tolerance),
     Claim(
         "plan's peak and MFU",
-        r"\(default bf16: ([\d.]+) TFLOP/s\n?on an H100 SXM.*?`--mfu` \(default ([\d.]+)\)",
+        r"the GPU's dense peak, ([\d.]+) TFLOP/s bf16 on\s+the A100 SXM `plan` prices by default, "
+        r"× `--mfu`, default ([\d.]+);",
         _peak,
     ),
 ]

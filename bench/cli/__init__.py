@@ -296,10 +296,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--flops", default=None, metavar="CSV", help="FLOPs per micro-batch (default: the shipped table)")
     p.add_argument(
-        "--device", default="h100", choices=("h100", "a100"), help="GPU whose peak converts FLOPs to GPU-hours"
+        "--basis",
+        default="published",
+        choices=("published", "flops"),
+        help="price GPU time at a public source's per-GPU throughput (default) or at counted FLOPs × --mfu of the "
+        "peak; measured throughput (--throughput, written by --write-throughput) supersedes both",
     )
-    p.add_argument("--precision", default="bf16", choices=("bf16", "tf32", "fp32"), help="which dense peak")
-    p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak reached (default 0.4)")
+    p.add_argument("--published", default=None, metavar="CSV", help="published throughput (default: the shipped table)")
+    p.add_argument(
+        "--device", default="a100", choices=("a100", "h100"), help="the GPU priced: its published rows or its peak"
+    )
+    p.add_argument("--precision", default="bf16", choices=("bf16", "tf32", "fp32"), help="which dense peak (FLOPs)")
+    p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak (FLOPs basis; default 0.4)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("flops", help="count the FLOPs of one training micro-batch per task (the table plan reads)")

@@ -8,14 +8,9 @@ examples and one vectorised pass computes every micro-batch's own gradient g_i:
 
 with the model called through torch.func.functional_call. Inside vmap each micro-batch is a batch of its
 own, so BatchNorm normalises it with its own statistics (ghost batch norm, as the sequential path and the
-paper do), and each micro-batch updates its own copy of the running statistics, starting from the
-iteration's; the copies are merged afterwards into exactly what A sequential updates give (the formula
-of bench.engine.batchnorm, with the micro-batches as the "ranks"):
-
-    momentum m, q = 1 − m, u_i updates by micro-batch i, U = Σ u_i:
-        r = q^U r_0 + Σ_i q^(Σ_(j>i) u_j) (r_i − q^(u_i) r_0)
-    momentum None (a cumulative average over n_0 earlier updates):
-        r = r_0 + Σ_i (n_0 + u_i) / (n_0 + U) (r_i − r_0)
+paper do), and each micro-batch writes its own batch statistics into its own copy of the running buffers
+(the layers run at momentum 1 during an iteration, bench.engine.batchnorm); the copies become the rows
+that bench.engine.batchnorm.RunningStats replays in index order, as it does for the sequential path.
 
 Then ḡ is the pairwise (balanced binary tree) sum of the g_i in index order divided by A, as
 bench.engine.reduction.TreeSum adds them, sum_sq = Σ_i ||g_i||² and mean_sq = ||ḡ||² from per-tensor
@@ -46,6 +41,7 @@ from torch.func import functional_call, grad, vmap
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from bench.engine import tree
+from bench.engine.batchnorm import RunningStats
 from bench.errors import UserError
 
 MODES = ("sequential", "batched")
@@ -83,24 +79,6 @@ def pairwise_sum(stacked: torch.Tensor) -> torch.Tensor:
     for i in range(stacked.shape[0]):
         tree.push(stack, stacked[i], torch.add)
     return tree.fold(stack, torch.add)
-
-
-def merge_running_stats(
-    start: torch.Tensor, copies: torch.Tensor, updates: list[int], n0: int, momentum: float | None
-) -> torch.Tensor:
-    """The running statistic after the micro-batches' updates in order, from each micro-batch's own copy
-    (`copies[i]`: `start` updated by micro-batch i alone, `updates[i]` times), in float64."""
-    r0, total = start.double(), sum(updates)
-    out = r0.clone() if momentum is None else (1.0 - momentum) ** total * r0
-    for i, u in enumerate(updates):
-        if u == 0:
-            continue
-        if momentum is None:
-            out += (n0 + u) / (n0 + total) * (copies[i].double() - r0)
-        else:
-            q = 1.0 - momentum
-            out += q ** sum(updates[i + 1 :]) * (copies[i].double() - q**u * r0)
-    return out
 
 
 class BatchedMicrobatches:
@@ -145,11 +123,14 @@ class BatchedMicrobatches:
         loss = self.task.loss(model, batch)
         return loss, loss.detach()
 
-    def accumulate(self, micro: list[Any], scale: int, track: bool = True) -> tuple[float, float, float] | None:
-        """Leave ḡ in `.grad`, update the BatchNorm running statistics, and return (mean loss, sum_sq,
+    def accumulate(
+        self, micro: list[Any], scale: int, track: bool = True, bn: RunningStats | None = None
+    ) -> tuple[float, float, float] | None:
+        """Leave ḡ in `.grad`, hand each micro-batch's BatchNorm statistics to `bn` (begun for these A
+        micro-batches; required when the model has BatchNorm layers), and return (mean loss, sum_sq,
         mean_sq) as bench.engine.loop.accumulate does; or None, having touched nothing, when this path
         cannot run these micro-batches (a notice says why, once; the run goes on sequentially)."""
-        terms = self.terms(micro)
+        terms = self.terms(micro, bn)
         if terms is None:
             return None
         losses, sum_sq_terms, mean_sq_terms = terms
@@ -157,10 +138,14 @@ class BatchedMicrobatches:
         sum_sq = math.fsum(sum_sq_terms) if track else (mean_sq if scale == 1 else math.nan)
         return math.fsum(losses) / scale, sum_sq, mean_sq
 
-    def terms(self, micro: list[Any]) -> tuple[list[float], list[float], list[float]] | None:
+    def terms(
+        self, micro: list[Any], bn: RunningStats | None = None
+    ) -> tuple[list[float], list[float], list[float]] | None:
         """(the A losses, ||g_i||² per (micro-batch, tensor), ||ḡ||² per tensor), ḡ left in `.grad`."""
         if self.disabled is not None:
             return None
+        if self.bn and bn is None:
+            raise ValueError("a model with BatchNorm layers needs its RunningStats (begun for these micro-batches)")
         accum = len(micro)
         stacked = stack_microbatches(micro)
         if stacked is None:
@@ -169,8 +154,9 @@ class BatchedMicrobatches:
         params = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
         buffers = dict(self.module.named_buffers())
         fixed = {n: b for n, b in buffers.items() if n not in self.bn_keys}
-        start = {n: b for n, b in buffers.items() if n in self.bn_keys}
-        copies = {n: b.detach().unsqueeze(0).repeat(accum, *([1] * b.dim())) for n, b in start.items()}
+        # each micro-batch's own copy of the BatchNorm buffers; at momentum 1 it receives the micro-batch's
+        # batch statistics and use count (what it started from does not matter: zeros)
+        copies = {n: b.new_zeros(accum, *b.shape) for n, b in buffers.items() if n in self.bn_keys}
         try:
             grads, losses = self._step(params, fixed, copies, stacked)
         except RuntimeError as e:  # randomness under vmap, an op without a batching rule, ...
@@ -182,21 +168,21 @@ class BatchedMicrobatches:
         for p, g in zip(self.params, gbar, strict=True):
             p.grad = g
         mean_norms = torch._foreach_norm(gbar)
-        with torch.no_grad():
-            self._merge_bn(start, copies)
-        host = torch.cat([losses.detach().float().reshape(-1), norms.reshape(-1), torch.stack(mean_norms)]).tolist()
+        over = []
+        if bn is not None:
+            with torch.no_grad():
+                for name in self.bn:
+                    mean, var, count = (
+                        copies[f"{name}.{k}"] for k in ("running_mean", "running_var", "num_batches_tracked")
+                    )
+                    bn.store(name, mean, var, count)
+            over = [bn.overuse().reshape(1)]
+        parts = [losses.detach().float().reshape(-1), norms.reshape(-1), torch.stack(mean_norms), *over]
+        host = torch.cat(parts).tolist()  # one transfer
+        if bn is not None:
+            bn.receive(bn.local(), host.pop())
         n_obs = norms.numel()
         return host[:accum], [v * v for v in host[accum : accum + n_obs]], [v * v for v in host[accum + n_obs :]]
-
-    def _merge_bn(self, start: dict[str, torch.Tensor], copies: dict[str, torch.Tensor]) -> None:
-        for name, m in self.bn.items():
-            n0 = int(start[f"{name}.num_batches_tracked"])
-            updates = (copies[f"{name}.num_batches_tracked"] - n0).tolist()
-            momentum = None if m.momentum is None else float(m.momentum)
-            for key in ("running_mean", "running_var"):
-                buf = start[f"{name}.{key}"]
-                buf.copy_(merge_running_stats(buf, copies[f"{name}.{key}"], updates, n0, momentum).to(buf.dtype))
-            m.num_batches_tracked.fill_(n0 + sum(updates))
 
     def _disable(self, why: str) -> None:
         self.disabled = why

@@ -1,19 +1,31 @@
-"""BatchNorm running statistics that do not depend on how S is split over ranks.
+"""BatchNorm running statistics that do not depend on how S is split over ranks (docs/design.md §1).
 
-At W = 1 one model sees the S micro-batches of an iteration one after another, and each BatchNorm
-layer's running mean and variance take S momentum updates in that order. At W > 1 every rank updates
-its own copy with its A micro-batches only (DDP's `broadcast_buffers` is off, so rank 0's buffers are
-not copied over the others'). At the end of the iteration the ranks' updates are merged so that every
-rank holds exactly what the sequential W = 1 update gives.
+One model that sees the S micro-batches of an iteration in order updates each BatchNorm layer's running
+mean and variance S times,
 
-With momentum m and q = 1 − m, u_k updates on rank k (micro-batches in rank order, u_k = A when every
-micro-batch passes the layer once) and U = Σ_k u_k:
-    sequential:  r_S = q^U r_0 + Σ_i m q^(U−i) x_i
-    rank k:      r_k = q^(u_k) r_0 + Σ_a m q^(u_k−a) x_(k,a)
-    so           r_S = q^U r_0 + Σ_k q^(Σ_(j>k) u_j) (r_k − q^(u_k) r_0),
-one all-reduce of weighted deltas. With momentum None (a cumulative average over n_0 earlier updates)
-    r_S = r_0 + Σ_k (n_0 + u_k) / (n_0 + U) (r_k − r_0).
-num_batches_tracked ends at n_0 + U on every rank.
+    r ← (1 − f)·r + f·x_i,      f = the layer's momentum, or 1/n for momentum None (a cumulative average
+                                 over its n updates so far), x_i micro-batch i's batch mean (or unbiased
+                                 variance),
+
+and the bits it ends with depend on how each update is rounded. W ranks that each update their own copy
+with their A micro-batches and are merged afterwards by any formula (a closed form with weights did this
+before) end a few ulps away: 4e-9 from the first iteration on tiny cifar10, which training amplifies.
+
+So no rank updates its running statistics in place. During an iteration every layer runs with momentum 1
+and its three buffers point at the current micro-batch's own slots (`RunningStats.at`): torch's own
+kernel writes x_i itself there (1·x + 0·r = x, exactly) and counts the layer's uses. At W > 1 the slots
+of every rank ride on the iteration's one all-gather (bench.engine.loop.accumulate); every rank then
+holds the statistics of all S micro-batches in index order and replays the S updates above in float64,
+on the device, rounding once to the buffers' dtype at the end. W = 1 takes the same path, so every split
+S = W × A, W = 1 included, runs the same arithmetic on the same numbers: the same bits
+(tests/engine/test_batchnorm.py, and whole runs in tests/engine/test_distributed.py). The replay is not
+torch's own per-update float32 rounding: it differs from that by rounding only (the tests hold 1e-6
+relative), with one rounding instead of S.
+
+A layer skipped by a micro-batch has count 0 there and is left alone by that update. A layer called twice
+in one micro-batch (one BatchNorm shared by two places, which no task has) keeps only its second x in its
+slots, so it cannot be replayed: the counts come to the host with the iteration's statistics (no extra read)
+and the iteration fails with a one-line error naming the layer.
 """
 
 from __future__ import annotations
@@ -22,74 +34,151 @@ import torch
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from bench.engine.distributed import Dist
+_KEYS = ("running_mean", "running_var", "num_batches_tracked")
 
 
-class RunningStatsMerge:
-    """Snapshot the BatchNorm buffers before an iteration (`begin`), merge the ranks' updates after it
-    (`end`). Every rank must call both, in the same iterations: `end` runs two collectives."""
+class RunningStats:
+    """The running statistics of a model's BatchNorm layers, replayed per micro-batch (module docstring).
 
-    def __init__(self, layers: list[_BatchNorm], dist: Dist) -> None:
-        self.layers = layers
-        self.dist = dist
-        self._start: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self._n0 = torch.zeros(0, dtype=torch.long)
-        self._q: tuple[torch.Tensor, torch.Tensor] | None = None  # _momenta's, on the buffers' device
+    Per iteration: `begin(A)`; `at(a)` before micro-batch a's forward; `local()` is the table of this rank's
+    A rows ([A, width]: per layer its batch mean and unbiased variance, then one count per layer) and
+    `overuse()` a device scalar, 1 + the index of a layer run twice in one micro-batch, else 0; `receive`
+    takes the rows of all S micro-batches in order (W = 1: `local()`) with the host value of every rank's
+    overuse; `end()` puts the real buffers back and replays. `abandon()` puts them back without a replay."""
+
+    def __init__(self, named: list[tuple[str, _BatchNorm]]) -> None:
+        self.names = [n for n, _ in named]
+        self.layers = [m for _, m in named]
+        dtypes = {m.running_mean.dtype for m in self.layers} | {m.running_var.dtype for m in self.layers}
+        if len(dtypes) != 1:
+            raise RuntimeError(f"BatchNorm running statistics of several dtypes ({sorted(map(str, dtypes))})")
+        self.sizes = [m.running_mean.numel() for m in self.layers]
+        self.stats_width = 2 * sum(self.sizes)
+        self.width = self.stats_width + len(self.layers)
+        self._stats: list[torch.Tensor] = []  # per layer [A, 2, C]: each micro-batch's mean and variance
+        self._counts = torch.zeros(0)  # [A, L]: each micro-batch's uses of each layer
+        self._views: list[list[tuple[torch.Tensor, ...]]] = []  # [micro-batch][layer] -> (mean, var, count)
+        self._real: list[tuple[torch.Tensor, ...]] = []  # the layers' own buffers while an iteration runs
+        self._momenta: list[float | None] = []
+        self._const: tuple[torch.Tensor, ...] | None = None  # per element: layer; per layer: momentum, flags, ids
+        self._received: tuple[torch.Tensor, float] | None = None
 
     @classmethod
-    def for_model(cls, module: nn.Module, dist: Dist) -> RunningStatsMerge | None:
-        """None when there is nothing to merge: one rank, or no layer that tracks running statistics."""
-        layers = [
-            m
-            for m in module.modules()
+    def for_model(cls, module: nn.Module) -> RunningStats | None:
+        """None when the model has no BatchNorm layer that tracks running statistics."""
+        named = [
+            (name, m)
+            for name, m in module.named_modules()
             if isinstance(m, _BatchNorm) and m.track_running_stats and m.running_mean is not None
         ]
-        return cls(layers, dist) if dist.world > 1 and layers else None
+        return cls(named) if named else None
 
-    def begin(self) -> None:
-        self._start = [(m.running_mean.detach().clone(), m.running_var.detach().clone()) for m in self.layers]
-        self._n0 = torch.stack([m.num_batches_tracked for m in self.layers]).clone()
+    # -- during the iteration ------------------------------------------------------------------------------
+    def begin(self, accum: int) -> None:
+        """Zeroed rows for A micro-batches; every layer at momentum 1 with its buffers in row 0."""
+        if self._real:  # the last iteration never ended (it raised): its buffers back first
+            self.abandon()
+        first = self.layers[0].running_mean
+        if not self._stats or self._stats[0].shape[0] != accum or self._stats[0].device != first.device:
+            # One tensor per layer (a BatchNorm's backward checks that its buffers were not modified since
+            # its forward: views of one shared tensor would share that version count across layers) and
+            # one for the counts (not saved for backward).
+            self._stats = [first.new_zeros(accum, 2, n) for n in self.sizes]
+            self._counts = first.new_zeros(accum, len(self.layers))
+            self._views = [
+                [(t[a, 0], t[a, 1], self._counts[a, j]) for j, t in enumerate(self._stats)] for a in range(accum)
+            ]
+        else:
+            torch._foreach_zero_([*self._stats, self._counts])
+        self._real = [tuple(m._buffers[k] for k in _KEYS) for m in self.layers]  # type: ignore[misc]
+        self._momenta = [m.momentum for m in self.layers]
+        self._constants(first.device)
+        for m in self.layers:  # (a plain attribute: set in __dict__, past nn.Module.__setattr__'s checks)
+            m.__dict__["momentum"] = 1.0  # the kernel writes the micro-batch's own statistics (1·x + 0·r)
+        self._received = None
+        self.at(0)
 
-    def _momenta(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """(cumulative-average flags, q = 1 − momentum) per layer on `device`, made once: building a tensor
-        from host values on a GPU is a copy the host waits for."""
-        if self._q is None or self._q[1].device != device:
-            flags = torch.tensor([m.momentum is None for m in self.layers])
-            q = torch.tensor([1.0 - float(m.momentum or 0.0) for m in self.layers], dtype=torch.float64)
-            self._q = (flags.to(device), q.to(device))
-        return self._q
+    def at(self, a: int) -> None:
+        """Point every layer's buffers at micro-batch a's row (dictionary stores only: no device work)."""
+        for m, (mean, var, count) in zip(self.layers, self._views[a], strict=True):
+            b = m._buffers
+            b["running_mean"], b["running_var"], b["num_batches_tracked"] = mean, var, count
+
+    def local(self) -> torch.Tensor:
+        """This rank's rows, [A, width] (the buffers' dtype): per layer its means and variances, then the counts."""
+        assert self._stats, "begin() first"
+        accum = self._counts.shape[0]
+        return torch.cat([*(t.reshape(accum, -1) for t in self._stats), self._counts], dim=1)
+
+    def store(self, name: str, mean: torch.Tensor, var: torch.Tensor, count: torch.Tensor) -> None:
+        """Fill one layer's rows from per-micro-batch copies ([A, C], [A, C], [A]): the batched path
+        (bench.engine.batched), whose A micro-batches each update their own copy at momentum 1."""
+        assert self._stats, "begin() first"
+        j = self.names.index(name)
+        self._stats[j][:, 0].copy_(mean)
+        self._stats[j][:, 1].copy_(var)
+        self._counts[:, j].copy_(count)
+
+    def _constants(self, device: torch.device) -> tuple[torch.Tensor, ...]:
+        """(layer of each statistic, momentum per layer, cumulative-average flags, layer ids 1…L), made on the
+        device once: a tensor built from host values on a GPU is a copy the host waits for."""
+        if self._const is None or self._const[0].device != device:
+            layer_of = torch.tensor([j for j, n in enumerate(self.sizes) for _ in range(2 * n)])
+            momenta = torch.tensor([float(m or 0.0) for m in self._momenta], dtype=torch.float64)
+            cumulative = torch.tensor([m is None for m in self._momenta])
+            ids = torch.arange(1, len(self.sizes) + 1, dtype=torch.float32)
+            self._const = tuple(t.to(device) for t in (layer_of, momenta, cumulative, ids))
+        return self._const
+
+    def overuse(self) -> torch.Tensor:
+        """1 + the index of the last layer some micro-batch of this rank ran more than once, else 0 (a float32
+        scalar on the device, for the iteration's one transfer)."""
+        ids = self._constants(self._counts.device)[3]
+        return ((self._counts > 1).any(0).float() * ids).amax()
+
+    def receive(self, rows: torch.Tensor, overuse: float = 0.0) -> None:
+        """The rows of all S micro-batches in index order ([S, width] or flat), and the largest overuse."""
+        self._received = (rows.reshape(-1, self.width), overuse)
+
+    # -- after it ------------------------------------------------------------------------------------------
+    def abandon(self) -> None:
+        """The layers' own buffers and momenta back, nothing replayed (an iteration that raised)."""
+        for m, bufs, momentum in zip(self.layers, self._real, self._momenta, strict=True):
+            m._buffers.update(zip(_KEYS, bufs, strict=True))
+            m.__dict__["momentum"] = momentum
+        self._real, self._received = [], None
 
     @torch.no_grad()
     def end(self) -> None:
-        """Two all-reduces and no host sync: the update counts stay on the device, and the weights of the
-        formulas above are computed there for every layer at once (q per layer is known on the host)."""
-        dist, world, rank = self.dist, self.dist.world, self.dist.rank
-        # 1. every rank's number of updates per layer (a layer may be skipped, or used twice), one all-reduce
-        n0 = self._n0.double()
-        counts = torch.zeros(world, len(self.layers), dtype=torch.float64, device=n0.device)
-        counts[rank] = torch.stack([m.num_batches_tracked for m in self.layers]).double() - n0
-        counts = dist.all_reduce_sum(counts)
-        mine, total, after = counts[rank], counts.sum(0), counts[rank + 1 :].sum(0)
-        # 2. per layer: base (of r_0), weight (of this rank's delta) and keep (of r_0 in that delta)
-        cumulative, q = self._momenta(n0.device)
-        seen = n0 + total
-        share = torch.where(seen > 0, (n0 + mine) / seen.clamp(min=1.0), torch.zeros_like(seen))
-        one = torch.ones_like(q)
-        base = torch.where(cumulative, one, q.pow(total))
-        weight = torch.where(cumulative, share, q.pow(after))
-        keep = torch.where(cumulative, one, q.pow(mine))
-        deltas = []
-        for j, (m, (mean0, var0)) in enumerate(zip(self.layers, self._start, strict=True)):
-            for now, start in ((m.running_mean, mean0), (m.running_var, var0)):
-                deltas.append((weight[j] * (now.double() - keep[j] * start.double())).flatten())
-        merged = dist.all_reduce_sum(torch.cat(deltas))
-        # 3. r_S = base · r_0 + Σ_k delta_k, written back in the buffers' own dtype; n_0 + U updates
-        at = 0
-        tracked = seen.round().long()
-        for j, (m, (mean0, var0)) in enumerate(zip(self.layers, self._start, strict=True)):
-            for buf, start in ((m.running_mean, mean0), (m.running_var, var0)):
-                n = buf.numel()
-                buf.copy_((base[j] * start.double() + merged[at : at + n].view_as(buf)).to(buf.dtype))
-                at += n
-            m.num_batches_tracked.copy_(tracked[j])
-        self._start = []
+        """Replay the S updates on the layers' own buffers; raises if a layer ran twice in a micro-batch."""
+        if not self._real:
+            return
+        real, received = self._real, self._received
+        self.abandon()
+        if received is None:
+            raise RuntimeError("RunningStats.end() before receive(): the rows of the S micro-batches never came")
+        rows, overuse = received
+        if overuse:
+            name = self.names[int(overuse) - 1] or "the model"
+            raise RuntimeError(
+                f"BatchNorm layer {name!r} ran more than once in one micro-batch: its running statistics cannot "
+                "be replayed in order (bench.engine.batchnorm); give each use its own layer"
+            )
+        layer_of, momenta, cumulative, _ = self._constants(rows.device)
+        counts = rows[:, self.stats_width :].double()  # [S, L] uses per micro-batch (0 or 1)
+        start = torch.stack([count for _, _, count in real]).double()
+        factor = momenta.expand_as(counts)
+        if None in self._momenta:  # (known on the host) a cumulative average: 1/n, n its updates so far
+            factor = torch.where(cumulative, 1.0 / (start + counts.cumsum(0)).clamp(min=1.0), factor)
+        factor = (factor * (counts > 0))[:, layer_of]  # [S, 2C]; a layer a micro-batch skipped: no update
+        keep = 1.0 - factor
+        x = rows[:, : self.stats_width].double()
+        r = torch.cat([t.flatten() for mean, var, _ in real for t in (mean, var)]).double()
+        for i in range(rows.shape[0]):  # the S updates in order, as one model makes them
+            r.mul_(keep[i]).addcmul_(factor[i], x[i])
+        bufs = [t for mean, var, _ in real for t in (mean, var)]
+        torch._foreach_copy_(bufs, list(r.to(bufs[0].dtype).split(self._split())))  # (all 1-d, as the split)
+        torch._foreach_copy_([c for _, _, c in real], list((start + counts.sum(0)).round().long().unbind()))
+
+    def _split(self) -> list[int]:
+        return [n for n in self.sizes for _ in (0, 1)]

@@ -27,15 +27,18 @@ from bench.algo.schedules import lr_schedule, scale_schedule
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.amp import cuda_speed_knobs, with_amp
 from bench.engine.batched import BatchedMicrobatches
+from bench.engine.batchnorm import RunningStats
 from bench.engine.checkpoint import load_checkpoint, save_checkpoint
 from bench.engine.data import ItemStream, RankSampler, build_set, loader, shared_samples, to_device
 from bench.engine.distributed import Dist, ranks_for
 from bench.engine.evaluation import evaluate, is_sharded
 from bench.engine.gradstats import GradientObserver
+from bench.engine.heartbeat import Heartbeat
 from bench.engine.reduction import SplitInvariance
 from bench.engine.seeding import mix
 from bench.engine.signals import Interrupted, RanksChange, stop_requested
 from bench.engine.task import Task
+from bench.engine.tensorboard_sink import TensorBoardSink
 from bench.errors import UserError
 from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, identity_differs, kept_name
 
@@ -166,6 +169,7 @@ def accumulate(
     scale: int,
     dist: Dist,
     vote: StopVote | None = None,
+    bn: RunningStats | None = None,
 ) -> tuple[float, float, float]:
     """Forward and backward each of this rank's A micro-batches separately, leave ḡ = (1/S) Σ_i g_i in
     `.grad`, and return (mean loss, sum_sq, mean_sq) over all S micro-batches of all ranks.
@@ -180,12 +184,16 @@ def accumulate(
     summed with math.fsum on the host. The sums are thus exactly rounded, so they do not depend on the
     order of the terms, nor on how S is split into W × A (for W > 1 the ranks' terms are all-gathered,
     not all-reduced). Few small ops, because on tiny models every op's fixed cost shows (see
-    `adascale-bench perf`). A `vote` rides on the same gather (its `anyone` is set on every rank)."""
+    `adascale-bench perf`). A `vote` rides on the same gather (its `anyone` is set on every rank), and so
+    do `bn`'s rows: each micro-batch's BatchNorm statistics (bench.engine.batchnorm), which every rank
+    receives for all S micro-batches in order."""
     accum = len(seeds)
     ddp = isinstance(model, nn.parallel.DistributedDataParallel)
     losses: list[torch.Tensor] = []
     for a, (batch, seed) in enumerate(zip(microbatches, seeds, strict=True)):
         seed_generators(seed, dist.device)  # dropout and the like: a function of the micro-batch
+        if bn is not None:
+            bn.at(a)  # this micro-batch's BatchNorm statistics go to its own row
         if ddp and a < accum - 1:
             with model.no_sync():
                 loss = task.loss(model, batch)
@@ -206,22 +214,31 @@ def accumulate(
     norms = torch._foreach_norm([*kept, *grads] if kept else grads)  # one fused op: kept g_i, then ḡ's tensors
     mine = torch.stack([*losses, *observed, *norms])  # [A losses | norms of the g_i | of ḡ], exact as floats
     n_obs = len(observed) + len(kept)
-    if dist.world > 1:  # every rank's losses and g_i norms (ḡ is the same on every rank)
+    over = [bn.overuse().to(mine.dtype).reshape(1)] if bn is not None else []  # a layer run twice: its id
+    if dist.world > 1:  # every rank's losses, g_i norms and BatchNorm rows (ḡ is the same on every rank)
         import torch.distributed as torch_dist
 
         flag = torch.full((1,), float(vote is not None and vote.mine), dtype=mine.dtype, device=mine.device)
-        part = torch.cat([mine[: accum + n_obs], flag])  # (equal lengths: DDP and pairwise use every parameter)
+        small = torch.cat([mine[: accum + n_obs], flag, *over])  # what comes to the host
+        rows = [bn.local().to(mine.dtype).flatten()] if bn is not None else []  # stays on the device
+        part = torch.cat([small, *rows])  # (equal lengths: DDP and pairwise use every parameter)
         parts = [torch.empty_like(part) for _ in range(dist.world)]
         torch_dist.all_gather(parts, part)
-        host = torch.cat([*parts, mine[accum + n_obs :]]).tolist()  # one transfer
-        rows = [host[r * len(part) : (r + 1) * len(part) - 1] for r in range(dist.world)]
+        k = len(small)
+        host = torch.cat([*(p[:k] for p in parts), mine[accum + n_obs :]]).tolist()  # one transfer
+        mine_of = [host[r * k : r * k + accum + n_obs] for r in range(dist.world)]
         if vote is not None:
-            vote.anyone = any(host[(r + 1) * len(part) - 1] > 0 for r in range(dist.world))
-        loss_total = math.fsum(v for row in rows for v in row[:accum])
-        sum_sq = math.fsum(v * v for row in rows for v in row[accum:])
-        mean_sq = math.fsum(v * v for v in host[dist.world * len(part) :])
+            vote.anyone = any(host[r * k + accum + n_obs] > 0 for r in range(dist.world))
+        if bn is not None:
+            used = max(host[r * k + accum + n_obs + 1] for r in range(dist.world))
+            bn.receive(torch.cat([p[k:] for p in parts]).to(bn.local().dtype), used)
+        loss_total = math.fsum(v for row in mine_of for v in row[:accum])
+        sum_sq = math.fsum(v * v for row in mine_of for v in row[accum:])
+        mean_sq = math.fsum(v * v for v in host[dist.world * k :])
     else:
-        host = mine.tolist()
+        host = torch.cat([mine, *over]).tolist() if over else mine.tolist()  # one transfer
+        if bn is not None:
+            bn.receive(bn.local(), host.pop())
         if vote is not None:
             vote.anyone = vote.mine
         loss_total = math.fsum(host[:accum])
@@ -281,6 +298,7 @@ class Engine:
         self.estimator = ESTIMATORS[spec["estimator"]]()
         self.lr = lr_schedule(spec["lr_schedule"], self.T1)
         self.vote = StopVote(False)  # the last iteration's stop vote (Engine.step)
+        self.sink: TensorBoardSink | None = None  # spec tensorboard: the records as TensorBoard events (run())
         for s in self.scales.scales:
             ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
 
@@ -404,17 +422,23 @@ class Engine:
         self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
         result = None
         self.vote = StopVote(stop_requested())  # answered by this iteration's gather (W = 1: at once)
-        if self.batched is not None and accum > 1:  # spec microbatch_mode=batched (bench.engine.batched)
-            micro = list(micro)
-            result = self.batched.accumulate(micro, scale, track)
-            self.vote.anyone = self.vote.mine  # (W = 1 only)
-        if result is None:
-            result = accumulate(self.model, self.loss_task, micro, seeds, self.params, observer, scale, dist, self.vote)
+        bn = self.split.bn
+        try:
+            if self.batched is not None and accum > 1:  # spec microbatch_mode=batched (bench.engine.batched)
+                micro = list(micro)
+                result = self.batched.accumulate(micro, scale, track, bn)
+                self.vote.anyone = self.vote.mine  # (W = 1 only)
+            if result is None:
+                model, task, params = self.model, self.loss_task, self.params
+                result = accumulate(model, task, micro, seeds, params, observer, scale, dist, self.vote, bn)
+        except BaseException:
+            self.split.abandon()  # the BatchNorm layers' own buffers back
+            raise
         loss_v, sum_sq_v, mean_sq_v = result
         self.split.end()
         finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
         if not finite or (track and scale > 1 and not math.isfinite(sum_sq_v)):
-            self.metrics.append(
+            self._log(
                 {
                     "iteration": state.iteration,
                     "tau": state.tau,
@@ -433,7 +457,7 @@ class Engine:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.metrics.append(
+        self._log(
             {
                 "iteration": state.iteration,
                 "tau": state.tau,
@@ -460,8 +484,14 @@ class Engine:
         state.tau += p
         state.iteration += 1
         state.microbatch += scale
-        self._last = (scale, gain, loss_v)
+        self._last = (scale, gain, loss_v, lr)  # on the host already: the progress bar's and heartbeat's numbers
         return True
+
+    def _log(self, record: dict[str, Any]) -> None:
+        """A metrics record to metrics.jsonl (rank 0's MetricsLog) and, when asked for, to TensorBoard."""
+        self.metrics.append(record)
+        if self.sink is not None:
+            self.sink.write(record)
 
     # -- the loop -------------------------------------------------------------------------------------------
     def setup(self) -> State:
@@ -505,6 +535,10 @@ class Engine:
         status = "completed"
         here: AtScale | None = None
         scale = 0
+        beat = Heartbeat.for_run(spec, dist.is_main)  # stdout not a terminal (a job log): a line every N s
+        if beat is not None:
+            beat.start(state.iteration, state.tau)
+        self.sink = TensorBoardSink.for_run(spec, self.run_dir, dist.is_main, state.iteration)
         bar = tqdm(
             total=self.T1,
             initial=min(state.tau, self.T1),
@@ -541,7 +575,10 @@ class Engine:
                     break
                 bar.update(min(state.tau, self.T1) - min(before, self.T1))
                 if state.iteration % 10 == 0:
-                    bar.set_postfix_str("S={} gain={:.2f} loss={:.3f}".format(*self._last), refresh=False)
+                    bar.set_postfix_str("S={} gain={:.2f} loss={:.3f}".format(*self._last[:3]), refresh=False)
+                if beat is not None:
+                    s_, gain_, loss_, lr_ = self._last
+                    beat.beat(state.iteration, state.tau, s_, loss=loss_, gain=gain_, lr=lr_)
 
                 clock, clock_before = (self.epochs(state), epochs_before) if by_epochs else (state.tau, before)
                 if self._done(state) or math.floor(clock / eval_every) > math.floor(clock_before / eval_every):
@@ -566,6 +603,9 @@ class Engine:
             if here is not None:
                 here.close()
             self.metrics.flush()
+            if self.sink is not None:
+                self.sink.close()
+                self.sink = None
         state.wall_time = time.perf_counter() - started
         return self._finish(state, status)
 
@@ -594,7 +634,7 @@ class Engine:
         self.module.train()
         if result is not None:
             state.last_eval = result
-            self.metrics.append(
+            self._log(
                 {
                     "eval": True,
                     "iteration": state.iteration,

@@ -193,11 +193,11 @@ def install(ddp: nn.parallel.DistributedDataParallel, world: int, reduction: str
 
 class SplitInvariance:
     """What the engine calls around each iteration's accumulate() so that nothing depends on the split
-    S = W × A: the pairwise gradient sum (spec `reduction`) and, for W > 1, the merge of the ranks'
-    BatchNorm running statistics (bench.engine.batchnorm)."""
+    S = W × A: the pairwise gradient sum (spec `reduction`) and the BatchNorm running statistics replayed
+    per micro-batch in index order (bench.engine.batchnorm; `bn` rides on accumulate's gather)."""
 
     def __init__(self, model: nn.Module, module: nn.Module, params: list[nn.Parameter], dist_: Any, reduction: str):
-        from bench.engine.batchnorm import RunningStatsMerge
+        from bench.engine.batchnorm import RunningStats
 
         if reduction not in REDUCTIONS:
             from bench.errors import UserError
@@ -207,7 +207,7 @@ class SplitInvariance:
             install(model, dist_.world, reduction)
         self.params, self.world, self.reduction = params, dist_.world, reduction
         self.grads = PairwiseGrads(params) if reduction == "pairwise" and dist_.world > 1 else None
-        self.bn = RunningStatsMerge.for_model(module, dist_)
+        self.bn = RunningStats.for_model(module)
 
     def observer(self, scale: int, track: bool) -> GradientObserver | None:
         """What observes (and, in one process, sums) the micro-batch gradients at scale S: TreeSum for
@@ -222,10 +222,15 @@ class SplitInvariance:
         if self.grads is not None:
             self.grads.begin(accum)
         if self.bn is not None:
-            self.bn.begin()
+            self.bn.begin(accum)
 
     def end(self) -> None:
         if self.grads is not None:
             self.grads.end()
         if self.bn is not None:
-            self.bn.end()  # BatchNorm statistics as if one model had seen all S micro-batches
+            self.bn.end()  # BatchNorm statistics as one model updates them over the S micro-batches in order
+
+    def abandon(self) -> None:
+        """An iteration that raised: the BatchNorm layers get their own buffers back."""
+        if self.bn is not None:
+            self.bn.abandon()

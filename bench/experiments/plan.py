@@ -36,22 +36,13 @@ from bench.algo.rules import advance, method_order, shared_note
 from bench.algo.schedules import ScaleSchedule, scale_schedule
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
+from bench.experiments.costbasis import BASES, DEVICE_NAMES, PEAKS, PUBLISHED, Published, rate_for, read_published
 from bench.files import atomic_write_bytes
 
 THROUGHPUT = Path(__file__).with_name("throughput.csv")
 THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "measured"]
 FLOPS = Path(__file__).with_name("flops.csv")
 FLOPS_COLUMNS = ["task", "preset", "batch_size", "flops_per_microbatch", "params", "counted", "torch"]
-# Dense (no structured sparsity) tensor-core peaks in FLOP/s, from NVIDIA's datasheets: H100 SXM5 (H100 Tensor Core
-# GPU datasheet, 2023: TF32 989 and BF16 1 979 TFLOPS *with sparsity*, halved here; FP32 67) and A100 SXM4 80 GB
-# (A100 datasheet, 2021: TF32 156, BF16 312, FP32 19.5). fp32: no tensor cores (CUDA cores). Which applies: amp=bf16
-# runs the forward in bf16; amp=none runs convolutions in TF32 (PyTorch's default cudnn.allow_tf32 = True) but
-# matmuls in FP32 (cuda.matmul.allow_tf32 = False), so tf32 is optimistic for the transformer and speech there.
-PEAKS: dict[str, dict[str, float]] = {
-    "h100": {"bf16": 989.4e12, "tf32": 494.7e12, "fp32": 66.9e12},
-    "a100": {"bf16": 312e12, "tf32": 156e12, "fp32": 19.5e12},
-}
-DEVICE_NAMES = {"h100": "H100 SXM", "a100": "A100 SXM"}
 DEFAULT_MFU = 0.4  # assumed model-FLOPs utilisation: ~40 % is what well-tuned CNN/transformer training reaches
 FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --write-throughput {path}"
 
@@ -138,7 +129,7 @@ def read_flops(path: Path) -> dict[tuple[str, str], float]:
 class Peak:
     """The FLOP/s a GPU-hour is assumed to deliver when only FLOPs are known: peak × utilisation."""
 
-    device: str = "h100"
+    device: str = "a100"
     precision: str = "bf16"
     mfu: float = DEFAULT_MFU
 
@@ -209,7 +200,8 @@ class Cell:
     examples: list[float] = field(default_factory=lambda: [0.0, 0.0])
     hours: list[float] | None = None  # GPU-hours (fewest, most); None: neither throughput nor FLOPs known
     flops: list[float] | None = None  # counted FLOPs (fewest, most); None: not counted for this task
-    basis: str = ""  # what the GPU-hours come from: "measured" or "FLOPs"
+    basis: str = ""  # what the GPU-hours come from: measured, published, proxy or FLOPs (bench.experiments.costbasis)
+    note: str = ""  # that rate and its source, in a line
     longest: list[float] | None = None  # the longest chain of runs, in hours on min(S, N) GPUs
 
 
@@ -241,6 +233,7 @@ def make_plan(
     gpus: int | None,
     flops: dict[tuple[str, str], float] | None = None,
     peak: Peak | None = None,
+    published: dict[tuple[str, str, str, str], Published] | None = None,
 ) -> list[Cell]:
     from bench.run.spec import resolve
     from tasks.presets import card
@@ -260,17 +253,18 @@ def make_plan(
         cell.runs += 1
         cell.iterations = [min(cell.iterations[0], cost.iterations[0]), max(cell.iterations[1], cost.iterations[1])]
         cell.examples = [cell.examples[0] + cost.examples[0], cell.examples[1] + cost.examples[1]]
-        eps = (throughput.get((req.task, m.preset)) or {}).get("examples_per_s")
         per_micro = (flops or {}).get((req.task, m.preset))
         if per_micro:  # examples / b micro-batches, each of the counted FLOPs
             run_flops = [e / int(spec["batch_size"]) * per_micro for e in cost.examples]
             cell.flops = [a + f for a, f in zip(cell.flops or [0.0, 0.0], run_flops, strict=True)]
-        run_hours = None
-        if eps:
-            run_hours, cell.basis = [e / eps / 3600 for e in cost.examples], "measured"
-        elif per_micro and peak is not None:
-            run_hours, cell.basis = [f / peak.flops_per_s / 3600 for f in run_flops], "FLOPs"
-        if run_hours is not None:
+        # examples/s on one GPU: measured, else published (or a proxy), else counted FLOPs at the peak
+        rate = rate_for(req.task, m.preset, spec, throughput, published or {}, flops or {}, peak, _unit(req.task))
+        if rate is not None:
+            run_hours, cell.basis, cell.note = (
+                [e / rate.examples_per_s / 3600 for e in cost.examples],
+                rate.basis,
+                rate.note,
+            )
             cell.hours = [a + h for a, h in zip(cell.hours or [0.0, 0.0], run_hours, strict=True)]
             width = min(cost.max_scale, gpus or cost.max_scale)
             chain = [h / width * (2 if cost.waits else 1) for h in run_hours]
@@ -354,6 +348,12 @@ def pace_note() -> str:
     )
 
 
+def sources(cells: list[Cell]) -> list[str]:
+    """One line per task and rate: where its examples/s come from (bench.experiments.costbasis)."""
+    seen = dict.fromkeys((c.task, c.basis, c.note) for c in cells if c.note)
+    return [f"  {task:<12} {basis}: {note}" for task, basis, note in sorted(seen)]
+
+
 def per_task(cells: list[Cell]) -> list[str]:
     """One line per task: its FLOPs and GPU-hours with their basis (the matrix's cost by task)."""
     lines = []
@@ -381,9 +381,11 @@ class PlanOptions:
     gpus: int | None = None  # also the wall-clock hours on this many GPUs
     throughput: str | None = None  # the throughput table (default: the shipped one)
     flops: str | None = None  # the FLOPs table (default: the shipped one)
-    device: str = "h100"  # whose peak converts FLOPs to GPU-hours
-    precision: str = "bf16"  # which of its dense peaks
-    mfu: float = DEFAULT_MFU  # the assumed fraction of that peak
+    device: str = "a100"  # the GPU priced: its published rows, or its peak for counted FLOPs
+    precision: str = "bf16"  # which of its dense peaks (FLOPs basis)
+    mfu: float = DEFAULT_MFU  # the assumed fraction of that peak (FLOPs basis)
+    basis: str = "published"  # published throughput (bench.experiments.costbasis), or counted FLOPs
+    published: str | None = None  # the published throughput table (default: the shipped one)
 
 
 def plan(args: PlanOptions) -> int:
@@ -395,7 +397,11 @@ def plan(args: PlanOptions) -> int:
     gpus = args.gpus
     flops_path = Path(args.flops or FLOPS)
     peak = Peak(args.device, args.precision, _mfu(args.mfu))
-    cells = make_plan(m, throughput, gpus, read_flops(flops_path), peak)
+    if args.basis not in BASES:
+        raise UserError(f"--basis {args.basis!r}: expected one of {', '.join(BASES)}")
+    published_path = Path(args.published or PUBLISHED)
+    published = read_published(published_path) if args.basis == "published" else {}
+    cells = make_plan(m, throughput, gpus, read_flops(flops_path), peak, published)
     df = frame(cells, gpus, m.methods)
     with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
         print(f"matrix {m.path} ({m.preset}): {len(m.runs)} runs")
@@ -406,6 +412,8 @@ def plan(args: PlanOptions) -> int:
     print("total: " + ", ".join(f"{k} {v}" for k, v in total.items()))
     print("per task:")
     print("\n".join(per_task(cells)))
+    print(f"per task, examples/s on one GPU ({DEVICE_NAMES[peak.device]} unless measured):")
+    print("\n".join(sources(cells)))
     print(pace_note())
     print(
         f"FLOPs: examples ÷ b × the counted FLOPs of one micro-batch's forward + backward (from {flops_path}: "
@@ -413,6 +421,16 @@ def plan(args: PlanOptions) -> int:
     )
     if "measured" in bases:
         print(f"GPU-hours, basis `measured`: examples ÷ examples/s at S = 1 on one GPU (from {path}).")
+    if {"published", "proxy"} & set(bases):
+        print(
+            "GPU-hours, basis `published`: examples ÷ a public source's training throughput of the task's model on "
+            f"one {DEVICE_NAMES[peak.device]} at the run's precision (from {published_path}); `proxy`: another "
+            "model's published throughput on that GPU, scaled by counted FLOPs (no public figure for the task's "
+            "model). `amp: none` reads the tf32 rows: PyTorch runs convolutions and cuDNN's recurrent layers in TF32 "
+            "by default but matmuls in FP32, so a tf32 figure is optimistic for the transformer. Measured "
+            "throughput (`--write-throughput`) supersedes both; `--basis flops` prices counted FLOPs at a stated "
+            "utilisation instead."
+        )
     if "FLOPs" in bases:
         print(
             f"GPU-hours, basis `FLOPs`: FLOPs ÷ ({peak.label()}) = FLOPs ÷ {peak.flops_per_s / 1e12:g} TFLOP/s; "

@@ -114,6 +114,10 @@ class Settings(_Strict):
         "micro-batches at once (bench.engine.batched)",
     )
     amp: Literal["none", "bf16"] = Field(LATE_SETTINGS["amp"], description="bf16: autocast the forward pass on CUDA")
+    heartbeat_s: NonNegative = Field(
+        60.0, description="a progress line every this many seconds when stdout is not a terminal (0: none)"
+    )
+    tensorboard: bool = Field(False, description="also write the metrics as TensorBoard events (RUN_DIR/tensorboard)")
 
 
 class Spec(Settings, Preset):

@@ -12,7 +12,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench.engine.batched import BatchedMicrobatches, merge_running_stats, pairwise_sum, stack_microbatches
+from bench.engine.batched import BatchedMicrobatches, pairwise_sum, stack_microbatches
+from bench.engine.batchnorm import RunningStats
 from bench.errors import UserError
 from tests.helpers import records, spec_for, train
 
@@ -24,26 +25,6 @@ class _Loss:
     def loss(self, model, batch):  # noqa: ANN001, ANN201
         x, y = batch
         return F.cross_entropy(model(x), y)
-
-
-def test_merged_copies_equal_sequential_batchnorm_updates() -> None:
-    for momentum in (0.1, None):
-        torch.manual_seed(0)
-        seq = nn.BatchNorm1d(5, momentum=momentum)
-        seq.num_batches_tracked.fill_(3)
-        start = copy.deepcopy(seq)
-        xs = [torch.randn(7, 5) * 2 + 1 for _ in range(6)]
-        copies_mean, copies_var = [], []
-        for x in xs:
-            one = copy.deepcopy(start)
-            one(x)
-            copies_mean.append(one.running_mean)
-            copies_var.append(one.running_var)
-            seq(x)
-        for got_of, want in ((copies_mean, seq.running_mean), (copies_var, seq.running_var)):
-            r0 = start.running_mean if got_of is copies_mean else start.running_var
-            got = merge_running_stats(r0, torch.stack(got_of), [1] * 6, 3, momentum)
-            torch.testing.assert_close(got.float(), want, rtol=1e-6, atol=1e-7)
 
 
 def test_pairwise_sum_is_the_tree_sum_and_stacking_refuses_ragged_batches() -> None:
@@ -80,10 +61,13 @@ def test_each_step_gives_the_sequential_gradients_statistics_and_running_stats()
     model = PreActResNet18(width=4, num_classes=10).train()
     ref = copy.deepcopy(model)
     batched = BatchedMicrobatches(model, _Loss())
+    bn = RunningStats.for_model(model)
     g = torch.Generator().manual_seed(1)
     for _ in range(3):
         micro = [(torch.randn(6, 3, 32, 32, generator=g), torch.randint(0, 10, (6,), generator=g)) for _ in range(5)]
-        loss, sum_sq, mean_sq = batched.accumulate(micro, scale=5)
+        bn.begin(5)  # type: ignore[union-attr]
+        loss, sum_sq, mean_sq = batched.accumulate(micro, 5, True, bn)
+        bn.end()  # type: ignore[union-attr]  # each micro-batch's statistics replayed in order
         gbar, want_sum_sq, want_mean_sq = _sequential(ref, micro)
         for p, want in zip(model.parameters(), gbar, strict=True):
             torch.testing.assert_close(p.grad.double(), want, rtol=RTOL, atol=1e-7)

@@ -100,7 +100,7 @@ def test_a_matrix_of_four_rules_gives_a_column_and_a_verdict_per_rule(tmp_path: 
     assert "(shared: AS = LSW = √S at S = 1)" in matrix.describe(m)
     out = tmp_path / "out"
     assert run_matrix(m, out, progress=False) == {"completed": 18}
-    report = build_report(out, ["md", "csv"])
+    report = build_report(out, ["md", "csv", "txt", "html"])
     header = next(ln for ln in (report.parent / "table2.md").read_text().splitlines() if ln.startswith("| S |"))
     assert header.endswith("| iterations AS | iterations LSW | iterations √S | iterations LEGW |"), header
     verdicts = pd.read_csv(report.parent / "rule_verdicts.csv", dtype={"scale": str})

@@ -33,10 +33,14 @@ def test_plan_paper_prints_a_total_without_importing_torch() -> None:
     assert f"total: runs {len(matrix.load('paper').runs):,}" in out
     assert "unknown" not in out  # every paper task's FLOPs are counted (flops.csv)
     total = next(ln for ln in out.splitlines() if ln.startswith("total:"))
-    assert "GPU-hours " in total and "basis FLOPs" in total and "FLOPs " in total
-    for task in ("cifar10", "imagenet", "speech", "transformer", "yolo"):  # the FLOPs per task, with their basis
-        assert any(ln.split()[:1] == [task] and "FLOPs," in ln and "(FLOPs)" in ln for ln in out.splitlines())
-    assert "40% of H100 SXM dense bf16 (989.4 TFLOP/s)" in out  # the assumption, stated
+    assert "GPU-hours " in total and "basis FLOPs + proxy + published" in total and "FLOPs " in total
+    lines = out.splitlines()
+    for task, basis in (("cifar10", "proxy"), ("imagenet", "published"), ("speech", "proxy"), ("yolo", "proxy")):
+        assert any(ln.split()[:1] == [task] and "FLOPs," in ln and f"({basis})" in ln for ln in lines)
+        source = next(ln for ln in lines if ln.split()[:2] == [task, f"{basis}:"])  # with its source, cited
+        assert "ResNet-50 v1.5" in source and "A100 80GB SXM, tf32" in source and "DeepLearningExamples" in source
+    assert any(ln.split()[:2] == ["transformer", "proxy:"] and "Transformer big" in ln for ln in lines)
+    assert "40% of A100 SXM dense bf16 (312 TFLOP/s)" in out  # logreg, which no source covers: the assumption
     assert "tokens" in out  # the transformer's b is tokens
 
 
@@ -50,7 +54,7 @@ def test_flops_basis_against_a_hand_computation(tmp_path: Path, capsys: pytest.C
     assert s1.flops == pytest.approx([200e15, 200e15]) and s1.basis == "FLOPs"
     assert s1.hours == pytest.approx([200e15 / (989.4e12 * 0.5) / 3600] * 2)
     assert cells[("adascale", 4)].flops == pytest.approx([2 * 25 * 4e15, 2 * 100 * 4e15])
-    args = ["plan", str(m.path), "--throughput", str(empty), "--flops", str(fl), "--mfu", "0.5"]
+    args = ["plan", str(m.path), "--throughput", str(empty), "--flops", str(fl), "--mfu", "0.5", "--device", "h100"]
     assert main(args) == 0
     out = capsys.readouterr().out
     # FLOPs: 200P + 200P..800P + 200P + 200P..800P = 800P..2E; / 494.7 TFLOP/s / 3600 = 0.449..1.12 h

@@ -1,0 +1,58 @@
+"""An optional TensorBoard sink: the scalars a run already logs to metrics.jsonl, as TensorBoard events.
+
+Enabled by the run setting `tensorboard: true` (not part of the run's identity); needs the optional
+dependency `tensorboard` (`pip install 'adascale-bench[tensorboard]'`), written through PyTorch's own
+`torch.utils.tensorboard.SummaryWriter`. Rank 0 writes `RUN_DIR/tensorboard/`: every number of every
+training record as `train/<key>` (loss, gain, lr, tau, scale, sum_sq, mean_sq, progress, warmup and the
+estimator's averages of var and sqr) and of every evaluation record as `eval/<key>` (the task's metrics,
+epochs), at global step = the iteration. metrics.jsonl stays the record of the run; the events are a view
+of it. A resumed run purges the events past its checkpoint's iteration (SummaryWriter's `purge_step`), as
+metrics.jsonl is truncated there, so nothing is shown twice. Without the package, asking for it prints one
+line and the run goes on without it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+DIRNAME = "tensorboard"
+_SKIP = ("iteration", "eval", "diverged")  # the step, and flags
+
+
+class TensorBoardSink:
+    """Scalars of metrics records to a SummaryWriter (see the module docstring)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    @classmethod
+    def for_run(cls, spec: dict[str, Any], run_dir: Path, is_main: bool, first_step: int) -> TensorBoardSink | None:
+        """The run's sink, or None: not asked for, not rank 0, or TensorBoard not installed (one line said)."""
+        if not spec.get("tensorboard") or not is_main:
+            return None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            print(
+                "adascale-bench: tensorboard=true, but the tensorboard package is not installed "
+                "(pip install 'adascale-bench[tensorboard]'); the run goes on with metrics.jsonl only",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
+        return cls(SummaryWriter(log_dir=str(Path(run_dir) / DIRNAME), purge_step=first_step or None))
+
+    def write(self, record: dict[str, Any]) -> None:
+        step = int(record.get("iteration", 0))
+        prefix = "eval" if record.get("eval") else "train"
+        for key, value in record.items():
+            if key in _SKIP or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if math.isfinite(value):
+                self.writer.add_scalar(f"{prefix}/{key}", value, global_step=step)
+
+    def close(self) -> None:
+        self.writer.close()
