@@ -66,7 +66,7 @@ def test_offline_gain_matches_a_computation_by_hand() -> None:
     n, seed, S = 12, 1234, 8
     batches = list(microbatches(task, trainset, spec, n, seed))
     assert len(batches) == n and all(len(x) == spec["batch_size"] for x, _ in batches)
-    est = measure(task, model, iter(batches), seed, S, torch.device("cpu"))
+    est = measure(task, model, iter(batches), seed, S, torch.device("cpu"), batch_size=32)
 
     w = model.weight.detach().double().numpy().ravel()
     grads = []
@@ -82,6 +82,8 @@ def test_offline_gain_matches_a_computation_by_hand() -> None:
     assert est["var"] == pytest.approx(var, rel=1e-4)
     assert est["sqr"] == pytest.approx(sqr, rel=1e-4)
     assert est["offline_gain"] == pytest.approx((var + sqr) / (var / S + sqr), rel=1e-4)
+    assert est["offline_B"] == pytest.approx(32 * var / sqr, rel=1e-4)
+    assert est["B_lo"] < est["offline_B"] < est["B_hi"]
     assert 1 < est["offline_gain"] < S
     assert est["gain_lo"] < est["offline_gain"] < est["gain_hi"]  # the jackknife interval around it
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # the model is untouched
@@ -161,7 +163,8 @@ def test_online_and_offline_gain_agree_late_in_training(logreg_run: Path) -> Non
 def test_gain_command_prints_the_table(logreg_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gain", str(logreg_run), "--batches", "4"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["iteration", "tau", "S", "online", "offline", "95", "%", "interval", "gap"]
+    head = ["iteration", "tau", "S", "online", "offline", "95", "%", "interval", "gap", "B", "95", "%", "interval"]
+    assert out[0].split() == [*head, "exact", "exact", "B"]  # logreg has an exact oracle
     assert [line.split()[0] for line in out[1:4]] == ["100", "200", "300"]
     assert out[-1] == f"offline gain: {logreg_run / OFFLINE_GAIN}"
 
