@@ -61,6 +61,7 @@ import torch
 from torch import nn
 
 from bench.algo.gain import b_simple, clamp, gain_from, moments
+from bench.algo.schedules import scale_schedule
 from bench.engine.checkpoint import load_weights
 from bench.engine.data import loader, to_device
 from bench.engine.distributed import Dist, pick_device
@@ -290,8 +291,10 @@ def check_kept(path: Path, kept: dict[str, Any], spec: dict[str, Any]) -> None:
 def offline_gains(
     run_dir: Path, batches: int | None = None, progress: bool = True, device: str | None = None
 ) -> list[dict[str, Any]]:
-    """The offline gain at every kept checkpoint of the run in `run_dir`, also written (atomically) as
-    its offline_gain.csv. One-line UserError when the run has no kept checkpoints."""
+    """The offline gain at the run's initial weights (iteration 0: the model the engine starts from,
+    rebuilt from the run's seed) and at every kept checkpoint of the run in `run_dir`, also written
+    (atomically) as its offline_gain.csv. One-line UserError when the run has no kept checkpoints.
+    The initial row anchors the lag-matched gain (reports.figure2), whose moving averages start there."""
     from tqdm import tqdm
 
     from tasks import get_task
@@ -313,29 +316,19 @@ def offline_gains(
     root = prepare_data(task, spec, dist)
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
-    torch.manual_seed(spec["seed"])
+    torch.manual_seed(spec["seed"])  # the engine's initial weights (bench.engine.loop: seed, then build)
     model = task.build_model(spec).to(dist.device)
     train = task.train_set(spec, root)
     rows = []
     with tqdm(
-        total=len(paths) * n,
+        total=(len(paths) + 1) * n,
         unit="batch",
         dynamic_ncols=True,
         leave=False,
         disable=not progress or None,
         desc=f"offline gain {run_dir.name}",
     ) as bar:
-        for path in paths:
-            kept = load_weights(path, dist.device)
-            check_kept(path, kept, spec)
-            try:
-                model.load_state_dict(kept["model"])
-                it = int(kept["iteration"])
-                scale = int(kept["scale"])
-                tau = float(kept["tau"])
-            except (RuntimeError, TypeError, ValueError) as e:
-                first = " ".join(str(e).split())[:160]
-                raise UserError(f"kept checkpoint {path} does not fit this run's model ({first})") from None
+        for it, tau, scale in _weights(model, paths, spec, dist.device):
             seed = mix(int(spec["seed"]), it, OFFLINE_STREAM)
             b = float(spec["batch_size"])
             draws = microbatches(task, train, spec, n, seed)
@@ -344,6 +337,22 @@ def offline_gains(
             rows.append(row | exact(task, model, spec, scale))
     write_csv(run_dir / OFFLINE_GAIN, rows)
     return rows
+
+
+def _weights(model: nn.Module, paths: list[Path], spec: dict[str, Any], device: torch.device) -> Iterator[tuple]:
+    """(iteration, τ, S) with `model` holding that iteration's weights: first the initial ones as built,
+    then each kept checkpoint's (checked to be this run's)."""
+    yield 0, 0.0, scale_schedule(spec)(0.0)
+    for path in paths:
+        kept = load_weights(path, device)
+        check_kept(path, kept, spec)
+        try:
+            model.load_state_dict(kept["model"])
+            point = int(kept["iteration"]), float(kept["tau"]), int(kept["scale"])
+        except (RuntimeError, TypeError, ValueError) as e:
+            first = " ".join(str(e).split())[:160]
+            raise UserError(f"kept checkpoint {path} does not fit this run's model ({first})") from None
+        yield point
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
