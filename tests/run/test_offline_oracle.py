@@ -25,23 +25,18 @@ from bench.run.offline_gain import (
     exact,
     kept_checkpoints,
     measure,
-    offline_gains,
 )
 from tasks import get_task
 from tasks.logreg import dataset, exact_moments
-from tests.helpers import spec_for, train
+from tests.helpers import spec_for
 
 KEEP = 50  # the smoke's `gain` experiment on logreg: S = 8, weights kept every 50 iterations (8 of them)
 
 
 @pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The smoke's logreg AdaScale S = 8 run of the `gain` experiment (tiny preset, T1 = 2000: 423
-    iterations, ~2 s), with `gain` measured at its 8 kept checkpoints as the smoke measures it."""
-    run_dir = tmp_path_factory.mktemp("oracle") / "run"
-    train(spec_for("logreg", "adascale", 8, keep_checkpoints_every=KEEP), run_dir)
-    offline_gains(run_dir, batches=BATCHES["tiny"], progress=False)
-    return run_dir
+def smoke_run(smoke_gain_results: tuple[Path, Path]) -> Path:
+    """The smoke's logreg AdaScale S = 8 run of the `gain` experiment, `gain` measured (tests/conftest.py)."""
+    return smoke_gain_results[1]
 
 
 def _rows(run_dir: Path) -> list[dict[str, float]]:
