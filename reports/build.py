@@ -4,7 +4,9 @@
 
 Writes under DIR/report/: report.html (always: one self-contained file), findings.txt (always: the
 findings table `report` prints), table2.md (md), table2.tex (tex), table2.csv, paper_comparison.csv,
-scalefree.csv, findings.csv, sweep.csv, time_to_target.csv and speedup.csv (csv), and the figures as PNG.
+scalefree.csv, findings.csv, sweep.csv, time_to_target.csv, speedup.csv, b_crit.csv (every critical-batch
+fit, with its bootstrap interval) and figure2.csv (online, offline, lag-matched and exact gains at the kept
+checkpoints) (csv), and the figures as PNG.
 Unreadable or partial files never stop the build: they are skipped, named in a warning
 (`collect.ReportWarning`) and listed in the HTML. Also runnable as
 `python -m reports.build DIR [--format md,tex,html,csv] [--std]`.
@@ -28,12 +30,13 @@ from . import control as CT
 from . import figures as F
 from . import findings as FD
 from . import html as H
+from . import lagmatch as LM
 from . import scalefree as SF
 from .collect import load
 from .latex import latex
 from .noise import fill as fill_noise
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
-from .sweep import critical_batches, noise_by_task, sweep_table
+from .sweep import noise_by_task, sweep_table
 from .sweep import write_csv as write_sweep_csv
 from .table2 import cells, markdown, to_csv
 
@@ -78,7 +81,7 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     found = FD.findings(res)
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res)
-    fits = critical_batches(res)
+    fits = CT.critical_table(res, ttt)
 
     if "md" in formats:
         _write(dest / "table2.md", markdown(c, std))
@@ -91,7 +94,8 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         _write(dest / "scalefree.csv", SF.to_csv(sf))
         if not sweep_tab.empty:
             write_sweep_csv(sweep_tab, dest / "sweep.csv")
-        CT.write_csvs(res, dest, ttt)
+        CT.write_csvs(res, dest, ttt, fits)
+        LM.write_csv(res, dest / "figure2.csv")
     _write(dest / "findings.txt", FD.text(found) + "\n")  # what `report` prints
 
     sections = []
@@ -136,7 +140,7 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
         '<h2 id="figures">Figures</h2>',
         H.figures_html(sections),
         H.sweep_table_html(sweep_tab),
-        CT.critical_html(fits, sweep_tab, noise_by_task(res)),
+        CT.critical_html(fits, noise_by_task(res)),
         '<h2 id="ttt">Time to target</h2>',
         CT.ttt_html(CT.ttt_summary(ttt)),
         f'<h2 id="warnings">Warnings ({len(res.warnings)})</h2>',

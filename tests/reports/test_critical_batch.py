@@ -11,7 +11,8 @@ import pytest
 
 from reports import figures
 from reports.collect import ReportWarning, load
-from reports.sweep import critical_batches, critical_text, fit_tradeoff
+from reports.critical import fit_tradeoff
+from reports.sweep import critical_batches, critical_text
 
 from .test_reports import write_run
 
