@@ -365,7 +365,7 @@ def table2_critical(ttt: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     fixed = ttt[np.isfinite(pd.to_numeric(ttt["batch"], errors="coerce"))]
     for (task, variant, method), g in fixed.groupby(["task", "variant", "method"], sort=False):
-        fit = fit_series(g.assign(steps=g["iterations"]))
+        fit = fit_series(g.assign(steps=g["iterations"], window=g["resolution"]))
         if fit is not None:
             rows.append({"source": "table2", "task": task, "variant": variant, "method": method, **fit})
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -10,14 +10,20 @@ of log S − log(1 + B_crit/B), so the fit is one-dimensional in log B_crit: pro
 points from 1/1000 of the smallest batch to 1000 × the largest), then refined by
 scipy.optimize.least_squares from the grid's best point.
 
+Steps to target are only known to lie between the last evaluation that missed the target and the first
+that reached it (the run's `window` of iterations): the fit takes each run's window midpoint.
+
 Interval: a percentile bootstrap, `BOOT` replicates (numpy's generator seeded by 0: the same report every
 build): each batch's seeds resampled with replacement, independently per batch (the runs at different
 batches are different runs) after spreading them by sqrt(n/(n − 1)) about their mean (so that a
-resampled mean varies as s²/n: the plain bootstrap's (n − 1)/n shortfall is a third at n = 3), the means
-refitted on the grid; [2.5 %, 97.5 %]. A replicate whose best B_crit is at the grid's edge counts as 0 or
-inf. No interval where no batch has two seeds (nothing to resample): `seeds_max` says so. Measured on data
-drawn from the trade-off (8 batches, log-normal noise of 5–20 % a run, 200 draws each): the interval held
-the true B_crit in 89–94 % of draws at 3 seeds a batch (82–87 % without the spreading), 92–96 % at 5.
+resampled mean varies as s²/n: the plain bootstrap's (n − 1)/n shortfall is a third at n = 3), each drawn
+run's steps moved uniformly within its window (the sweep's seeds often cross the target between the same
+two evaluations: a bootstrap of seeds alone then has no width), the means refitted on the grid (refined
+by a parabola through the least point); [2.5 %, 97.5 %]. A replicate whose best B_crit is at the grid's
+edge counts as 0 or inf. No interval where no batch has two seeds (nothing to resample): `seeds_max` says
+so. Measured on data drawn from the trade-off (8 batches, log-normal noise of 5–20 % a run, no windows, 200
+draws each): the interval held the true B_crit in 89–94 % of draws at 3 seeds a batch (82–87 % without
+the spreading), 92–96 % at 5.
 
 Degenerate: B_crit outside [smallest, largest fitted batch] means the data show no knee — steps flat in B
 (the fixed-lr sweep: B_crit → 0) or ∝ 1/B throughout (B_crit → ∞); `degenerate` says which ("below the data",
@@ -105,42 +111,67 @@ def b_crit_of(s_min: float, e_min: float) -> float:
     return e_min / s_min if s_min > 0 else math.inf
 
 
-def bootstrap(per_batch: list[np.ndarray], batch: np.ndarray, reps: int = BOOT) -> tuple[float, float]:
-    """The 95 % percentile interval of B_crit over `reps` replicates, each batch's seeds (`per_batch`: steps of
-    each seed, one array per batch) resampled with replacement; NaNs when no batch has two seeds."""
+def _refined(sse: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """log B_crit at each row's least `sse` on `grid`, refined by the parabola through it and its neighbours;
+    -inf / inf where the least is at the grid's lower / upper edge."""
+    k = np.argmin(sse, axis=1)
+    inner = np.clip(k, 1, len(grid) - 2)
+    rows = np.arange(len(sse))
+    y0, y1, y2 = sse[rows, inner - 1], sse[rows, inner], sse[rows, inner + 1]
+    curv = y0 - 2 * y1 + y2
+    offset = np.where(curv > 0, 0.5 * (y0 - y2) / np.where(curv > 0, curv, 1.0), 0.0)
+    out = grid[inner] + np.clip(offset, -1, 1) * (grid[1] - grid[0])
+    out[k == 0], out[k == len(grid) - 1] = -math.inf, math.inf
+    return out
+
+
+def bootstrap(
+    per_batch: list[np.ndarray], batch: np.ndarray, windows: list[np.ndarray] | None = None, reps: int = BOOT
+) -> tuple[float, float]:
+    """The 95 % percentile interval of B_crit over `reps` replicates: each batch's seeds (`per_batch`: steps of
+    each seed, one array per batch) resampled with replacement after spreading them by sqrt(n/(n − 1)) about
+    their mean, each drawn run's steps moved uniformly within ±half its evaluation window (`windows`, same
+    shapes; 0 without); NaNs when no batch has two seeds."""
     if max(len(s) for s in per_batch) < 2:
         return math.nan, math.nan
     rng = np.random.default_rng(0)
-    # each batch's seeds spread by sqrt(n/(n − 1)) about their mean before resampling, so that a resampled
-    # mean varies as s²/n, not as (n − 1)/n · s²/n (the plain bootstrap's shortfall, a third at n = 3)
-    spread = [s.mean() + math.sqrt(len(s) / (len(s) - 1)) * (s - s.mean()) if len(s) > 1 else s for s in per_batch]
-    means = np.column_stack([rng.choice(s, size=(reps, len(s)), replace=True).mean(axis=1) for s in spread])
-    if (means <= 0).any():  # a spread seed below 0 steps: fall back to the seeds themselves
-        means = np.column_stack([rng.choice(s, size=(reps, len(s)), replace=True).mean(axis=1) for s in per_batch])
+    windows = windows or [np.zeros(len(s)) for s in per_batch]
+    cols = []
+    for s, w in zip(per_batch, windows, strict=True):
+        n = len(s)
+        spread = s.mean() + math.sqrt(n / (n - 1)) * (s - s.mean()) if n > 1 else s
+        pick = rng.integers(n, size=(reps, n))
+        cols.append((spread[pick] + (rng.random((reps, n)) - 0.5) * w[pick]).mean(axis=1))
+    means = np.clip(np.column_stack(cols), 0.5, None)  # half a step: fewer cannot be
     grid = _grid(batch)
-    k = np.argmin(_profile(batch, np.log(means), grid), axis=1)
-    b = np.exp(grid[k])
-    b[k == 0], b[k == len(grid) - 1] = 0.0, math.inf
+    b = np.exp(_refined(_profile(batch, np.log(means), grid), grid))
     lo, hi = np.percentile(b, [2.5, 97.5])
     return float(lo), float(hi)
 
 
 def fit_series(runs: pd.DataFrame) -> dict | None:
     """One fit (COLUMNS less source/task/variant/method) from one series' runs: columns `batch`, `steps`
-    (steps to target, NaN where not reached) and `reached` (bool); a batch enters when every one of its runs
-    reached. None with fewer than 3 such batches."""
-    per_batch, batches = [], []
+    (steps to target: the first evaluation that reached it; NaN where none did), `reached` (bool) and
+    optionally `window` (iterations since the evaluation before: the target was crossed within them). A
+    batch enters when every one of its runs reached. A run's steps are taken as its window's midpoint,
+    steps − window/2 (the first evaluation that reached is late by up to a window), and the bootstrap draws
+    them within the window, so the interval carries the evaluations' resolution as well as the seeds' spread.
+    None with fewer than 3 such batches."""
+    per_batch, windows, batches = [], [], []
     for batch, g in runs.groupby("batch"):
         steps = g["steps"].to_numpy(float)
+        w = g["window"].to_numpy(float) if "window" in g else np.zeros(len(g))
+        w = np.where(np.isfinite(w) & (w > 0), np.minimum(w, steps), 0.0)
         if len(g) and g["reached"].astype(bool).all() and np.isfinite(steps).all() and (steps > 0).all():
-            per_batch.append(steps)
+            per_batch.append(steps - w / 2)
+            windows.append(w)
             batches.append(float(batch))
     if len(batches) < 3:
         return None
     batch = np.asarray(batches)
     s_min, e_min, rms = fit_tradeoff(batch, np.array([s.mean() for s in per_batch]))
     b = b_crit_of(s_min, e_min)
-    lo, hi = bootstrap(per_batch, batch)
+    lo, hi = bootstrap(per_batch, batch, windows)
     where = "below the data" if b < batch.min() else "above the data" if b > batch.max() else ""
     sizes = [len(s) for s in per_batch]
     return {
@@ -164,7 +195,7 @@ def describe(r: pd.Series | dict | object) -> str:
     get = r.get if isinstance(r, dict | pd.Series) else lambda k: getattr(r, k)
     b, lo, hi = get("B_crit"), get("B_crit_lo"), get("B_crit_hi")
     if get("degenerate") == "below the data":
-        text = f"B_crit below the data (< {get('batch_min'):,.0f}: steps do not fall with the batch; fit ≈ {b:,.0f})"
+        text = f"B_crit below the data (< {get('batch_min'):,.0f}: steps do not fall with the batch)"
     elif get("degenerate") == "above the data":
         text = f"B_crit above the data (> {get('batch_max'):,.0f}: steps fall as 1/batch throughout)"
     else:

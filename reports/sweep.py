@@ -120,9 +120,23 @@ def wide(table: pd.DataFrame) -> str:
 FIT_COLUMNS = ["task", "method", *COLUMNS_FIT, "epoch_examples"]
 
 
-def steps_examples(g: pd.DataFrame) -> pd.DataFrame:
+def _window(res: Results | None, run_dir: str, steps: float) -> float:
+    """Iterations between the run's last evaluation before `steps` and `steps` (its first evaluation that
+    reached the target: it stops there), within which the target was crossed; NaN without the records."""
+    if res is None or not math.isfinite(steps):
+        return math.nan
+    _, evals = res.metrics(run_dir)
+    if evals.empty or "iteration" not in evals:
+        return math.nan
+    its = pd.to_numeric(evals["iteration"], errors="coerce").to_numpy(float)
+    before = its[np.isfinite(its) & (its < steps)]
+    return float(steps - (before.max() if len(before) else 0.0))
+
+
+def steps_examples(g: pd.DataFrame, res: Results | None = None) -> pd.DataFrame:
     """Per finished run of one task's sweep: method, batch, seed, steps to target (its iterations: a run stops
-    at its first evaluation that reaches the target; NaN where it did not) and whether it reached it."""
+    at its first evaluation that reaches the target; NaN where it did not), whether it reached it, and the
+    window of iterations since the evaluation before (read from its records when `res` is given)."""
     fin = g[g["status"].isin(("completed", "diverged"))]
     reached = np.isfinite(fin["target_epochs"].astype(float)) & (fin["status"] == "completed")
     steps = pd.to_numeric(fin["iterations"], errors="coerce").where(reached)
@@ -133,18 +147,20 @@ def steps_examples(g: pd.DataFrame) -> pd.DataFrame:
             "seed": fin["seed"],
             "steps": steps,
             "reached": reached,
+            "window": [_window(res, d, float(s)) for d, s in zip(fin["run_dir"], steps, strict=True)],
         }
     )
 
 
-def fit_points(g: pd.DataFrame, task: str) -> pd.DataFrame:
+def fit_points(g: pd.DataFrame, task: str, res: Results | None = None) -> pd.DataFrame:
     """FIT_COLUMNS for one task's sweep runs `g`: one row per sweep method with ≥ 3 batches that every seed
-    reached (reports.critical.fit_series: the fit, its bootstrap interval over seeds, degenerate or not)."""
+    reached (reports.critical.fit_series: the fit, its bootstrap interval over seeds and evaluation windows
+    — read from the runs' records when `res` is given —, degenerate or not)."""
     done = g[(g["status"] == "completed") & (pd.to_numeric(g["epochs"], errors="coerce") > 0)]
     per_epoch = done["iterations"].astype(float) * done["sweep_batch"].astype(float) / done["epochs"].astype(float)
     epoch_examples = float(per_epoch.median()) if len(per_epoch) else math.nan  # N, to draw E in epochs
     rows = []
-    for method, p in steps_examples(g).groupby("method"):
+    for method, p in steps_examples(g, res).groupby("method"):
         fit = fit_series(p)
         if fit is not None:
             rows.append({"task": task, "method": method, **fit, "epoch_examples": epoch_examples})
@@ -154,7 +170,7 @@ def fit_points(g: pd.DataFrame, task: str) -> pd.DataFrame:
 def critical_batches(res: Results) -> pd.DataFrame:
     """B_crit = E_min / S_min per task and sweep method with ≥ 3 reached batches (FIT_COLUMNS)."""
     df = sweep_runs(res)
-    parts = [fit_points(g, task) for task, g in df.groupby("task")] if not df.empty else []
+    parts = [fit_points(g, task, res) for task, g in df.groupby("task")] if not df.empty else []
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FIT_COLUMNS)
 

@@ -111,6 +111,21 @@ def test_bootstrap_interval_covers_the_truth_and_needs_two_seeds() -> None:
     assert lo <= hi
 
 
+def test_the_interval_carries_the_evaluation_window() -> None:
+    """Seeds that cross the target between the same two evaluations (the sweep's, evaluated every 1/8 epoch)
+    have no spread: the interval is then the evaluations' resolution, not a point; and the fit takes the
+    window's midpoint, not the late evaluation that saw the target reached."""
+    truth = steps_of(BATCHES, 40.0, 700.0)
+    same = pd.DataFrame([{"batch": b, "steps": s, "reached": True} for b, s in zip(BATCHES, truth, strict=True)] * 3)
+    flat = fit_series(same)
+    assert flat["B_crit_lo"] == pytest.approx(flat["B_crit_hi"], rel=1e-6)
+    windowed = fit_series(same.assign(steps=same["steps"] + 0.1 * same["steps"] / 2, window=0.1 * same["steps"]))
+    assert (
+        windowed["B_crit_lo"] < 700.0 < windowed["B_crit_hi"] and windowed["B_crit_hi"] / windowed["B_crit_lo"] > 1.02
+    )
+    assert windowed["B_crit"] == pytest.approx(700.0, rel=1e-3)
+
+
 def test_degenerate_fits_are_marked() -> None:
     """Steps flat in the batch (the fixed-lr sweep) give B_crit below the data, steps ∝ 1/B above it: both
     marked, with their bound in the text, never as a value inside the data."""
