@@ -145,7 +145,7 @@ def bootstrap(
     means = np.clip(np.column_stack(cols), 0.5, None)  # half a step: fewer cannot be
     grid = _grid(batch)
     b = np.exp(_refined(_profile(batch, np.log(means), grid), grid))
-    lo, hi = np.percentile(b, [2.5, 97.5])
+    lo, hi = np.quantile(b, [0.025, 0.975], method="inverted_cdf")  # order statistics: inf stays inf, not NaN
     return float(lo), float(hi)
 
 

@@ -135,6 +135,9 @@ def test_degenerate_fits_are_marked() -> None:
     assert flat["degenerate"] == "below the data" and "below the data (< 32" in describe(flat)
     linear = fit_series(pd.DataFrame({"batch": BATCHES, "steps": 40_000.0 / BATCHES, "reached": True}))
     assert linear["degenerate"] == "above the data" and "above the data (> 4,096" in describe(linear)
+    noisy = runs_on(40_000.0 / BATCHES, 3, 0.05, np.random.default_rng(2))
+    bounds = fit_series(noisy)
+    assert bounds["degenerate"] == "above the data" and bounds["B_crit_hi"] == math.inf  # inf stays inf, not NaN
     knee = fit_series(pd.DataFrame({"batch": BATCHES, "steps": steps_of(BATCHES, 40.0, 700.0), "reached": True}))
     assert knee["degenerate"] == "" and knee["B_crit"] == pytest.approx(700.0, rel=1e-4)
 
