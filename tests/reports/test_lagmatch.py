@@ -127,3 +127,16 @@ def test_the_report_writes_figure2_csv(smoke_gain_results: tuple[Path, Path], tm
     assert list(t.columns) == LM.COLUMNS and len(t) == 9
     assert t["run"].iloc[0] == "logreg/adascale/s8/seed0,keep_checkpoints_every=50"
     assert t["exact"].notna().all() and t["lag_matched"].notna().all()
+
+
+def test_figure2_shows_the_lag_matched_gain_and_says_how_much_it_explains(
+    smoke_gain_results: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from reports import figures
+
+    figs = figures.gain(load(smoke_gain_results[0]), tmp_path)
+    assert len(figs) == 1 and figs[0].path.read_bytes()[:4] == b"\x89PNG"
+    caption = figs[0].caption
+    assert "lag-matched" in caption and "8 of 8 outside the offline 95 % interval" in caption
+    p = LM.panels(load(smoke_gain_results[0]))[0][1]
+    assert LM.decomposition_text(p) in caption
