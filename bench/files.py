@@ -52,6 +52,7 @@ NOT_IDENTITY = (
     "collective_timeout_s",
     "heartbeat_s",
     "tensorboard",
+    "ttt_target",  # what the report counts time to target against, not what the run computes
 )
 
 

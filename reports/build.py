@@ -6,7 +6,9 @@ Writes under DIR/report/ what the formats ask for (default: all), nothing else: 
 self-contained file, with the figures as PNG beside it), findings.txt and rules.txt (txt: the findings table
 and the rules at a glance that `report` prints), table2.md (md), table2.tex (tex), table2.csv,
 paper_comparison.csv, scalefree.csv, findings.csv, rule_verdicts.csv, rules_at_a_glance.csv, sweep.csv,
-time_to_target.csv and speedup.csv (csv); and its caches under report/cache/.
+time_to_target.csv, speedup.csv, b_crit.csv (every critical-batch fit, with its bootstrap interval) and
+figure2.csv (online, offline, lag-matched and exact gains at the kept checkpoints) (csv); and its caches
+under report/cache/.
 Unreadable or partial files never stop the build: they are skipped, named in a warning
 (`collect.ReportWarning`) and listed in the HTML. Also runnable as
 `python -m reports.build DIR [--format md,tex,html,csv] [--std]`.
@@ -32,13 +34,14 @@ from . import control as CT
 from . import figures as F
 from . import findings as FD
 from . import html as H
+from . import lagmatch as LM
 from . import rulecompare as RC
 from . import scalefree as SF
 from .collect import load
 from .latex import latex
 from .noise import fill as fill_noise
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
-from .sweep import critical_batches, noise_by_task, sweep_table
+from .sweep import noise_by_task, sweep_table
 from .sweep import write_csv as write_sweep_csv
 from .table2 import cells, markdown, to_csv
 
@@ -117,14 +120,14 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     built.rules = RC.text(glance) + "\n"
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
-    fits = critical_batches(res) if "html" in formats else pd.DataFrame()
+    fits = CT.critical_table(res, ttt) if tables else pd.DataFrame()
 
     if "md" in formats:
         _write(dest / "table2.md", markdown(c, std), built)
     if "tex" in formats:
         _write(dest / "table2.tex", latex(c, std), built)
     if "csv" in formats:
-        _csvs(dest, res, (c, comp, found, sf, sweep_tab, ttt, verdicts, glance), built)
+        _csvs(dest, res, (c, comp, found, sf, sweep_tab, ttt, verdicts, glance, fits), built)
     if "txt" in formats:
         _write(dest / "findings.txt", built.findings, built)  # what `report` prints
         _write(dest / "rules.txt", built.rules, built)  # and this, after it
@@ -140,8 +143,9 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
 
 def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
     """The CSV tables: Table 2's cells, the paper comparison, the findings, the scale-free comparison, every
-    rule's verdicts and the rules at a glance, the sweep (when it ran), time to target and speed-up."""
-    c, comp, found, sf, sweep_tab, ttt, verdicts, glance = tables
+    rule's verdicts and the rules at a glance, the sweep (when it ran), time to target, speed-up, the
+    critical batches and Figure 2's gains."""
+    c, comp, found, sf, sweep_tab, ttt, verdicts, glance, fits = tables
     _write(dest / "table2.csv", to_csv(c), built)
     _write(dest / "paper_comparison.csv", comp.to_csv(index=False, float_format="%.6g"), built)
     _write(dest / "findings.csv", FD.to_csv(found), built)
@@ -151,8 +155,10 @@ def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
     if not sweep_tab.empty:
         write_sweep_csv(sweep_tab, dest / "sweep.csv")
         built.written.append(dest / "sweep.csv")
-    CT.write_csvs(res, dest, ttt)
-    built.written += [dest / "time_to_target.csv", dest / "speedup.csv"]
+    CT.write_csvs(res, dest, ttt, fits)
+    built.written += [dest / "time_to_target.csv", dest / "speedup.csv", dest / "b_crit.csv"]
+    LM.write_csv(res, dest / "figure2.csv")  # only where a run has offline gains
+    built.written += [dest / "figure2.csv"] if (dest / "figure2.csv").exists() else []
 
 
 def _figures(res, dest: Path) -> list[tuple[str, str, list, str]]:
@@ -235,7 +241,7 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
         _h2("figures"),
         H.figures_html(p.sections),
         H.sweep_table_html(sweep_tab),
-        CT.critical_html(fits, sweep_tab, noise_by_task(res)),
+        CT.critical_html(fits, noise_by_task(res)),
         _h2("ttt"),
         CT.ttt_html(CT.ttt_summary(ttt), v),
         _h2("warnings", f" ({len(res.warnings)})"),

@@ -82,6 +82,9 @@ RUN_COLUMNS = [
     "sweep_batch",
     "sweep_method",
     "sweep_target",
+    "ttt_target",
+    "ranks",
+    "accumulation",
     "overrides",
     "variant",
     "variant_label",
@@ -115,6 +118,9 @@ SPEC_FIELDS: dict[str, tuple[type, ...]] = {
     "experiment": (dict, str),
     "elastic": (dict,),
     "rule": (dict,),
+    "ttt_target": _NUMBER,
+    "ranks": (int,),
+    "accumulation": (int,),
 }
 SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
     "status": (str,),
@@ -360,6 +366,9 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         "sweep_batch": _num(exp.get("batch")),
         "sweep_method": _str(exp.get("method")),
         "sweep_target": _num(exp.get("target")),
+        "ttt_target": _num(spec.get("ttt_target")),  # time to target's threshold, fixed before the run
+        "ranks": _num(spec.get("ranks")),
+        "accumulation": _num(spec.get("accumulation")),
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
         "variant_label": label_of(exp),

@@ -8,10 +8,15 @@ speed-ups against S beside the paper's, AdaScale's speed-up against S·b / B_sim
 - B_simple = b·σ²/μ² (McCandlish et al. 2018), each AdaScale run's training average: b·Σσ̂²_t / Σμ̂²_t over
   its iterations, with σ̂², μ̂² the unbiased per-iteration estimates of bench.algo.gain.moments (the
   estimator's own formulas) from the sum_sq, mean_sq and scale of its metrics.jsonl.
-- Time to target (AlgoPerf's measure): per run, the first evaluation whose metric reaches the S = 1 runs'
-  mean final metric within the findings' margin Δ (0.5 points for an accuracy-like metric, 2 % of the
-  S = 1 mean for a loss), with its iterations, examples (Σ_t S_t·b up to it) and seconds (the evaluation
-  record's wall_time_s); "not reached" where none does.
+- Time to target (AlgoPerf's measure): per run, the first evaluation whose metric reaches the threshold fixed
+  before the runs (spec `ttt_target`: the task preset's, whose comment says where it comes from — the paper's
+  S = 1 value or a previous round's S = 1 runs, less a margin — or a matrix's for a variant; never the current
+  runs' mean), with its iterations and examples (Σ_t S_t·b up to it), the primary measure, the resolution
+  (iterations since the evaluation before it) and the run's wall seconds, a time only where the run computed
+  its S micro-batches in parallel (`parallel`); "not reached" where none does. Per cell, the fraction of
+  seeds that reached it and medians with misses counted as never.
+- B_crit of the Table 2 cells: steps to target (time-to-target iterations) against S·b, per table and method
+  with ≥ 3 fixed S that every seed reached, fitted with a bootstrap interval over seeds (reports.critical).
 """
 
 from __future__ import annotations
@@ -22,15 +27,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.algo.rules import title
+
 from . import noise
 from .collect import Results, rule_rows
-from .findings import MARGIN_LOSS, MARGIN_POINTS, margin
 from .paper import load_paper
 from .table2 import place, table_runs
 
 NOT_REACHED = "not reached"
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-TTT_COLUMNS = ["task", "variant", "scale", "method", "seed", "target", "reached", "iterations", "examples", "seconds"]
+SIMULATED = "simulated"
+TTT_COLUMNS = ["task", "variant", "scale", "method", "seed", "batch", "target", "reached", "iterations", "resolution"]
+TTT_COLUMNS += ["examples", "seconds", "parallel"]
 SPEEDUP_COLUMNS = ["task", "variant", "method", "scale", "speedup", "n", "ideal", "paper", "S_b_over_B"]
 
 
@@ -97,68 +105,126 @@ def speedups(res: Results, noise: pd.DataFrame | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)
 
 
-def _examples(train: pd.DataFrame, iteration: int, batch_size: float) -> float:
-    """Σ S_t·b over the first `iteration` iterations (elastic runs change S)."""
-    if train.empty or "scale" not in train:
-        return math.nan
-    s = pd.to_numeric(train["scale"], errors="coerce").to_numpy(float)[:iteration]
-    return float(np.nansum(s)) * batch_size
+def _scales(train: pd.DataFrame, iteration: int) -> np.ndarray:
+    """S_k for k < iteration from the training records (the latest record at or before k: exact where the
+    records are complete, to within the sampling step where the report sampled them)."""
+    if train.empty or not {"iteration", "scale"} <= set(train.columns):
+        return np.array([])
+    d = train[["iteration", "scale"]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("iteration")
+    if d.empty:
+        return np.array([])
+    idx = np.clip(np.searchsorted(d["iteration"].to_numpy(float), np.arange(iteration), side="right") - 1, 0, None)
+    return d["scale"].to_numpy(float)[idx]
+
+
+def parallel(r: object) -> bool:
+    """Whether a run really computed its S micro-batches side by side: one micro-batch per rank (W = S at a
+    fixed S, or accumulation A = 1), so its wall seconds are a time; else they are simulated scale (S
+    micro-batches one after another on W < S ranks) and no time to compare."""
+    acc, ranks = getattr(r, "accumulation", math.nan), getattr(r, "ranks", math.nan)
+    if acc == 1:
+        return True
+    scale = pd.to_numeric(pd.Series([getattr(r, "scale", None)]), errors="coerce").iloc[0]
+    return bool(np.isfinite(scale) and ranks == scale and not (acc > 1))
+
+
+def _first_hit(evals: pd.DataFrame, target: float, higher: bool) -> tuple[pd.Series, float] | None:
+    """(the first evaluation record whose metric reaches `target`, the iterations since the evaluation before
+    it: where in between the target was crossed is unknown) or None."""
+    if evals.empty or not {"metric", "iteration"} <= set(evals.columns):
+        return None
+    m = pd.to_numeric(evals["metric"], errors="coerce")
+    hit = np.flatnonzero(((m >= target) if higher else (m <= target)).to_numpy())
+    if not len(hit):
+        return None
+    its = pd.to_numeric(evals["iteration"], errors="coerce").to_numpy(float)
+    before = its[hit[0] - 1] if hit[0] > 0 else 0.0
+    return evals.iloc[hit[0]], float(its[hit[0]] - before)
 
 
 def time_to_target(res: Results) -> pd.DataFrame:
-    """TTT_COLUMNS per Table 2 run (and per method at the shared S = 1 run), against its table's S = 1 target."""
+    """TTT_COLUMNS per Table 2 run (and per method at the shared S = 1 run) whose spec fixes a `ttt_target`
+    (set before the run by its preset or matrix; runs without one are not counted)."""
     t = table_runs(res.runs)
     rows: list[dict] = []
-    if t.empty:
+    if t.empty or "ttt_target" not in t:
         return pd.DataFrame(columns=TTT_COLUMNS)
-    for (task, variant), g in t.groupby(["task", "variant"]):
-        base = pd.to_numeric(g.loc[(g["scale"] == "1") & (g["status"] == "completed"), "val_metric"], errors="coerce")
-        base = base[np.isfinite(base)]
-        if base.empty:
-            continue
-        higher = bool(g["higher_is_better"].dropna().iloc[0]) if g["higher_is_better"].notna().any() else True
-        mean = float(base.mean())
-        delta = margin(higher, np.asarray([mean]))
-        target = mean - delta if higher else mean + delta
-        for r in g[g["status"].isin(("completed", "diverged"))].itertuples():
-            train, evals = res.metrics(r.run_dir) if r.has_metrics else (pd.DataFrame(), pd.DataFrame())
-            row = {"task": task, "variant": variant, "scale": r.scale, "method": r.method, "seed": r.seed}
-            row |= {"target": target, "reached": False, "iterations": math.nan, "examples": math.nan}
-            row["seconds"] = math.nan
-            if not evals.empty and "metric" in evals:
-                m = pd.to_numeric(evals["metric"], errors="coerce")
-                hit = evals[(m >= target) if higher else (m <= target)]
-                if len(hit):
-                    first = hit.iloc[0]
-                    it = int(first["iteration"])
-                    row |= {"reached": True, "iterations": it, "examples": _examples(train, it, float(r.batch_size))}
-                    row["seconds"] = float(first["wall_time_s"]) if "wall_time_s" in first else math.nan
-            rows.append(row)
+    t = t[np.isfinite(pd.to_numeric(t["ttt_target"], errors="coerce")) & t["status"].isin(("completed", "diverged"))]
+    for r in t.itertuples():
+        higher = bool(r.higher_is_better) if isinstance(r.higher_is_better, bool) else True
+        train, evals = res.metrics(r.run_dir) if r.has_metrics else (pd.DataFrame(), pd.DataFrame())
+        scale = pd.to_numeric(pd.Series([r.scale]), errors="coerce").iloc[0]
+        row = {"task": r.task, "variant": r.variant, "scale": r.scale, "method": r.method, "seed": r.seed}
+        row |= {"batch": scale * float(r.batch_size), "target": float(r.ttt_target), "reached": False}
+        row |= dict.fromkeys(("iterations", "examples", "resolution", "seconds"), math.nan)
+        row["parallel"] = parallel(r)
+        hit = _first_hit(evals, float(r.ttt_target), higher)
+        if hit is not None:
+            first, resolution = hit
+            it = int(first["iteration"])
+            row |= {"reached": True, "iterations": it, "resolution": resolution}
+            row["examples"] = float(np.sum(_scales(train, it))) * float(r.batch_size) if it else 0.0
+            row["seconds"] = float(first["wall_time_s"]) if "wall_time_s" in first else math.nan
+        rows.append(row)
     return pd.DataFrame(rows, columns=TTT_COLUMNS)
 
 
+def _median_with_misses(values: pd.Series, reached: pd.Series) -> float:
+    """The median over every seed with a miss counted as never (inf): finite only when more than half
+    the seeds reached."""
+    v = np.where(reached.astype(bool).to_numpy(), pd.to_numeric(values, errors="coerce").to_numpy(float), math.inf)
+    return float(np.median(v)) if len(v) else math.nan
+
+
 def ttt_summary(ttt: pd.DataFrame) -> pd.DataFrame:
-    """Per task, variant, S and method: seeds that reached the target, and their median iterations,
-    examples and seconds ("not reached" where no seed did)."""
-    rows = []
+    """Per task, variant, S and method: seeds that reached the target (k/n and the fraction), the median
+    iterations, examples and seconds with misses as not reached ("not reached" where half or more missed),
+    the largest resolution (iterations between the evaluation that reached and the one before), the
+    speed-up in iterations over S = 1 of the same method, and seconds only where every run computed its
+    S in parallel ("simulated" otherwise: S micro-batches in sequence are no time to compare)."""
+    cols = ["task", "variant", "scale", "method", "target", "reached", "fraction", "iterations", "resolution"]
+    cols += ["examples", "speedup", "seconds"]
     if ttt.empty:
-        return pd.DataFrame(
-            columns=["task", "variant", "scale", "method", "reached", "iterations", "examples", "seconds"]
-        )
+        return pd.DataFrame(columns=cols)
+    rows = []
     for (task, variant, scale, method), g in ttt.groupby(["task", "variant", "scale", "method"], sort=False):
-        hit = g[g["reached"].astype(bool)]
-        row = {"task": task, "variant": variant, "scale": scale, "method": method, "reached": f"{len(hit)}/{len(g)}"}
+        ok = g["reached"].astype(bool)
+        row = {"task": task, "variant": variant, "scale": scale, "method": method, "target": g["target"].iloc[0]}
+        row |= {"reached": f"{int(ok.sum())}/{len(g)}", "fraction": float(ok.mean())}
         for k in ("iterations", "examples", "seconds"):
-            row[k] = float(hit[k].median()) if len(hit) else NOT_REACHED
+            row[k] = _median_with_misses(g[k], ok)
+        row["resolution"] = float(g.loc[ok, "resolution"].max()) if ok.any() else math.nan
+        if not g["parallel"].astype(bool).all():
+            row["seconds"] = SIMULATED
         rows.append(row)
     out = pd.DataFrame(rows)
+    base = out[out["scale"].astype(str) == "1"].set_index(["task", "variant", "method"])["iterations"]
+    out["speedup"] = [
+        base.get((r.task, r.variant, r.method), math.nan) / r.iterations if 0 < r.iterations < math.inf else math.nan
+        for r in out.itertuples()
+    ]
+    for k in ("iterations", "examples", "speedup"):
+        out[k] = out[k].astype(object).where(np.isfinite(out[k].astype(float)), NOT_REACHED)
     order = out["scale"].map(lambda s: float(s) if str(s).replace(".", "").isdigit() else math.inf)
-    return out.assign(_o=order).sort_values(["task", "variant", "_o", "method"]).drop(columns="_o")
+    return out.assign(_o=order).sort_values(["task", "variant", "_o", "method"]).drop(columns="_o")[cols]
 
 
-def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None) -> None:
-    """time_to_target.csv (one row per run) and speedup.csv under `dest`."""
+def critical_table(res: Results, ttt: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every B_crit fit of the results (reports.critical COLUMNS): the sweep's, then Table 2's."""
+    from .critical import COLUMNS
+    from .sweep import critical_batches
+
+    sweep = critical_batches(res).assign(source="sweep", variant="")
+    t2 = table2_critical(time_to_target(res) if ttt is None else ttt)
+    parts = [p for p in (sweep.reindex(columns=COLUMNS), t2) if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
+def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None, fits: pd.DataFrame | None = None) -> None:
+    """time_to_target.csv (one row per run), speedup.csv and b_crit.csv under `dest`."""
     from bench.files import atomic_write_bytes
+
+    from .critical import write_csv as write_critical
 
     ttt = time_to_target(res) if ttt is None else ttt
     atomic_write_bytes(
@@ -167,6 +233,7 @@ def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None) -> Non
     atomic_write_bytes(
         dest / "speedup.csv", speedups(res).to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace")
     )
+    write_critical(critical_table(res, ttt) if fits is None else fits, dest / "b_crit.csv")
 
 
 # ----------------------------------------------------------------------------------------- figures
@@ -271,43 +338,82 @@ def speedup_figures(res: Results, outdir: Path) -> list:
 # ------------------------------------------------------------------------------------------- HTML
 
 
+def _cell(v: object, fmt: str) -> str:
+    return v if isinstance(v, str) else "–" if not np.isfinite(float(v)) else format(float(v), fmt)
+
+
 def ttt_html(summary: pd.DataFrame, variants: dict[str, str] | None = None) -> str:
     """The time-to-target table: one row per task, variant (by its short name), S and method."""
     import html
 
     if summary.empty:
-        return '<p class="note">No Table 2 runs with an S = 1 run to set the target.</p>'
+        return '<p class="note">No Table 2 runs with a time-to-target threshold (spec ttt_target) set before them.</p>'
     out = [
-        "<table><tr><th>task</th><th>S</th><th>method</th><th>seeds reached</th><th>iterations</th>"
-        "<th>examples</th><th>seconds</th></tr>"
+        "<table><tr><th>task</th><th>target</th><th>S</th><th>method</th><th>seeds reached</th><th>iterations</th>"
+        "<th>± resolution</th><th>examples</th><th>speed-up vs S = 1</th><th>seconds</th></tr>"
     ]
     for r in summary.itertuples():
         name = f"{r.task}{f' [{(variants or {}).get(r.variant, r.variant)}]' if r.variant else ''}"
-        cells = [name, str(r.scale), str(r.method), r.reached]
-        for v, fmt in ((r.iterations, ",.0f"), (r.examples, ",.0f"), (r.seconds, ",.1f")):
-            cells.append(v if isinstance(v, str) else format(v, fmt))
+        cells = [name, f"{r.target:g}", str(r.scale), str(r.method), r.reached]
+        cells += [_cell(r.iterations, ",.0f"), _cell(r.resolution, ",.0f"), _cell(r.examples, ",.0f")]
+        cells += [_cell(r.speedup, ".2f"), _cell(r.seconds, ",.1f")]
         out.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     out.append("</table>")
     legend = (
-        "Time to target (AlgoPerf): the first evaluation whose metric reaches the S = 1 runs' mean final metric "
-        f"within the findings' margin (Δ = {MARGIN_POINTS:g} points for accuracy-like metrics, {MARGIN_LOSS:.0%} "
-        "of the S = 1 mean for losses); medians over the seeds that reached it; seconds are the run's wall "
-        "clock at that evaluation. Per run: time_to_target.csv."
+        "Time to target (AlgoPerf): per run, the first evaluation whose metric reaches the threshold fixed before "
+        "the runs (spec ttt_target: the task preset's, which says where it comes from — the paper's S = 1 value or "
+        "a previous round's S = 1 runs, less a margin — or the matrix's for a variant; never these runs' own mean). "
+        "Iterations and examples (Σ S_t·b) are the measure; medians over every seed with a miss counted as never "
+        "(not reached where half or more missed); ± resolution: iterations since the evaluation before, within "
+        "which the target was crossed. Speed-up: S = 1's median iterations over this one's. Seconds only where "
+        "every run computed its S micro-batches in parallel (W = S ranks, or accumulation 1); otherwise "
+        "'simulated': S micro-batches one after another are not a time to compare. Per run: time_to_target.csv."
     )
     out.append(f'<p class="legend">{html.escape(legend)}</p>')
     return "\n".join(out)
 
 
-def critical_html(fits: pd.DataFrame, sweep_tab: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
-    """The fitted critical batch of the sweep, one line per method (nothing without sweep runs)."""
+def table2_critical(ttt: pd.DataFrame) -> pd.DataFrame:
+    """B_crit (reports.critical COLUMNS) of every table and method with ≥ 3 fixed scales whose seeds all
+    reached the target: steps to target = time-to-target iterations, batch = S·b."""
+    from .critical import COLUMNS, fit_series
+
+    rows = []
+    if ttt.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    fixed = ttt[np.isfinite(pd.to_numeric(ttt["batch"], errors="coerce"))]
+    for (task, variant, method), g in fixed.groupby(["task", "variant", "method"], sort=False):
+        fit = fit_series(g.assign(steps=g["iterations"], window=g["resolution"]))
+        if fit is not None:
+            rows.append({"source": "table2", "task": task, "variant": variant, "method": method, **fit})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def critical_html(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
+    """Every fitted critical batch (report/b_crit.csv), one line each (nothing without fits)."""
     import html
 
-    if sweep_tab.empty:
-        return ""
-    from .sweep import critical_text
+    from .critical import describe
+    from .sweep import SWEEP_METHODS
 
-    lines = critical_text(fits, noise).splitlines()
-    return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+    if fits.empty:
+        return ""
+    lines = []
+    for r in fits.itertuples():
+        variant = f" [{r.variant}]" if isinstance(r.variant, str) and r.variant else ""
+        where = "sweep" if r.source == "sweep" else "Table 2 time to target"
+        name = SWEEP_METHODS.get(r.method, r.method) if r.source == "sweep" else title(r.method)
+        b = (noise or {}).get(r.task, np.array([])) if r.source == "sweep" else np.array([])
+        beside = f"; B_simple (median of {len(b)} AdaScale runs) = {np.median(b):,.0f}" if len(b) else ""
+        lines.append(f"{r.task}{variant}, {name} ({where}, {r.n_points} batches): {describe(r)}{beside}")
+    legend = (
+        "Critical batch B_crit = E_min/S_min of McCandlish et al.'s steps–examples trade-off S = S_min(1 + B_crit/B), "
+        "fitted on log steps to the batches every seed reached; interval: 95 % percentile bootstrap over seeds "
+        "(each batch's seeds resampled); a fit whose B_crit lies outside the batches measured is degenerate (no knee "
+        "in the data) and only bounded. All fits: b_crit.csv."
+    )
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f'<h3 id="b-crit">Critical batch</h3><ul>{items}</ul><p class="legend">{html.escape(legend)}</p>'
 
 
 KINDS = {

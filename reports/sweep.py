@@ -15,6 +15,10 @@ import numpy as np
 import pandas as pd
 
 from .collect import Results
+from .critical import COLUMNS as _CRITICAL_COLUMNS
+from .critical import describe, fit_series
+
+COLUMNS_FIT = [c for c in _CRITICAL_COLUMNS if c not in ("source", "task", "variant", "method")]
 
 SWEEP_METHODS = {"fixed": "fixed lr", "linear": "linear scaling + warm-up", "adascale": "AdaScale"}
 DEFAULT_EPOCH_CAP = 80.0
@@ -113,65 +117,60 @@ def wide(table: pd.DataFrame) -> str:
 # ------------------------------------------------------------------ the critical batch, fitted
 
 
-FIT_COLUMNS = ["task", "method", "S_min", "E_min", "B_crit", "n_points", "rms_log", "epoch_examples"]
+FIT_COLUMNS = ["task", "method", *COLUMNS_FIT, "epoch_examples"]
 
 
-def steps_examples(g: pd.DataFrame) -> pd.DataFrame:
-    """Per (method, batch) of one task's sweep runs: optimizer steps and examples to the target (means over
-    seeds, where every finished seed reached it). A run stops at its first evaluation that reaches the
-    target, so its iteration count is its steps to target; every method's step takes `batch` examples."""
-    rows = []
+def _window(res: Results | None, run_dir: str, steps: float) -> float:
+    """Iterations between the run's last evaluation before `steps` and `steps` (its first evaluation that
+    reached the target: it stops there), within which the target was crossed; NaN without the records."""
+    if res is None or not math.isfinite(steps):
+        return math.nan
+    _, evals = res.metrics(run_dir)
+    if evals.empty or "iteration" not in evals:
+        return math.nan
+    its = pd.to_numeric(evals["iteration"], errors="coerce").to_numpy(float)
+    before = its[np.isfinite(its) & (its < steps)]
+    return float(steps - (before.max() if len(before) else 0.0))
+
+
+def steps_examples(g: pd.DataFrame, res: Results | None = None) -> pd.DataFrame:
+    """Per finished run of one task's sweep: method, batch, seed, steps to target (its iterations: a run stops
+    at its first evaluation that reaches the target; NaN where it did not), whether it reached it, and the
+    window of iterations since the evaluation before (read from its records when `res` is given)."""
     fin = g[g["status"].isin(("completed", "diverged"))]
-    for (method, batch), p in fin.groupby(["sweep_method", "sweep_batch"]):
-        reached = p["target_epochs"].astype(float)
-        if not (np.isfinite(reached).all() and (p["status"] == "completed").all()):
-            continue
-        steps = float(pd.to_numeric(p["iterations"], errors="coerce").mean())
-        rows.append({"method": method, "batch": float(batch), "steps": steps, "examples": steps * float(batch)})
-    return pd.DataFrame(rows, columns=["method", "batch", "steps", "examples"])
+    reached = np.isfinite(fin["target_epochs"].astype(float)) & (fin["status"] == "completed")
+    steps = pd.to_numeric(fin["iterations"], errors="coerce").where(reached)
+    return pd.DataFrame(
+        {
+            "method": fin["sweep_method"],
+            "batch": fin["sweep_batch"].astype(float),
+            "seed": fin["seed"],
+            "steps": steps,
+            "reached": reached,
+            "window": [_window(res, d, float(s)) for d, s in zip(fin["run_dir"], steps, strict=True)],
+        }
+    )
 
 
-def fit_tradeoff(batch: np.ndarray, steps: np.ndarray) -> tuple[float, float, float]:
-    """(S_min, E_min, rms) of McCandlish et al.'s (2018) steps–examples trade-off (S/S_min − 1)(E/E_min − 1) = 1.
-
-    With E = S·B it is S = S_min·(1 + B_crit/B) (and E = E_min·(1 + B/B_crit), E_min = S_min·B_crit): fitted by
-    least squares on log S over log S_min and log B_crit (scipy.optimize.least_squares), so every point weighs
-    by its relative error. rms: the residuals' root mean square in log S. NaNs with fewer than 3 points."""
-    from scipy.optimize import least_squares
-
-    batch, steps = np.asarray(batch, float), np.asarray(steps, float)
-    ok = np.isfinite(batch) & np.isfinite(steps) & (batch > 0) & (steps > 0)
-    batch, steps = batch[ok], steps[ok]
-    if len(batch) < 3:
-        return math.nan, math.nan, math.nan
-
-    def resid(p: np.ndarray) -> np.ndarray:
-        return np.log(steps) - p[0] - np.log1p(np.exp(p[1]) / batch)
-
-    start = np.array([np.log(steps.min()), np.log(np.median(batch))])
-    fit = least_squares(resid, start)
-    s_min, b_crit = float(np.exp(fit.x[0])), float(np.exp(fit.x[1]))
-    return s_min, s_min * b_crit, float(np.sqrt(np.mean(fit.fun**2)))
-
-
-def fit_points(g: pd.DataFrame, task: str) -> pd.DataFrame:
-    """FIT_COLUMNS for one task's sweep runs `g`: one row per sweep method with ≥ 3 reached points."""
+def fit_points(g: pd.DataFrame, task: str, res: Results | None = None) -> pd.DataFrame:
+    """FIT_COLUMNS for one task's sweep runs `g`: one row per sweep method with ≥ 3 batches that every seed
+    reached (reports.critical.fit_series: the fit, its bootstrap interval over seeds and evaluation windows
+    — read from the runs' records when `res` is given —, degenerate or not)."""
     done = g[(g["status"] == "completed") & (pd.to_numeric(g["epochs"], errors="coerce") > 0)]
     per_epoch = done["iterations"].astype(float) * done["sweep_batch"].astype(float) / done["epochs"].astype(float)
     epoch_examples = float(per_epoch.median()) if len(per_epoch) else math.nan  # N, to draw E in epochs
     rows = []
-    for method, p in steps_examples(g).groupby("method"):
-        s_min, e_min, rms = fit_tradeoff(p["batch"].to_numpy(), p["steps"].to_numpy())
-        if math.isfinite(s_min):
-            row = {"task": task, "method": method, "S_min": s_min, "E_min": e_min, "B_crit": e_min / s_min}
-            rows.append({**row, "n_points": len(p), "rms_log": rms, "epoch_examples": epoch_examples})
+    for method, p in steps_examples(g, res).groupby("method"):
+        fit = fit_series(p)
+        if fit is not None:
+            rows.append({"task": task, "method": method, **fit, "epoch_examples": epoch_examples})
     return pd.DataFrame(rows, columns=FIT_COLUMNS)
 
 
 def critical_batches(res: Results) -> pd.DataFrame:
-    """B_crit = E_min / S_min per task and sweep method with ≥ 3 reached points (FIT_COLUMNS)."""
+    """B_crit = E_min / S_min per task and sweep method with ≥ 3 reached batches (FIT_COLUMNS)."""
     df = sweep_runs(res)
-    parts = [fit_points(g, task) for task, g in df.groupby("task")] if not df.empty else []
+    parts = [fit_points(g, task, res) for task, g in df.groupby("task")] if not df.empty else []
     parts = [p for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FIT_COLUMNS)
 
@@ -183,7 +182,8 @@ def noise_by_task(res: Results) -> dict[str, np.ndarray]:
 
 
 def critical_text(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
-    """One line per fit: B_crit, S_min, E_min, beside the median B_simple of the task's AdaScale runs."""
+    """One line per fit: B_crit with its interval (or its degenerate bound), S_min, E_min, beside the median
+    B_simple of the task's AdaScale runs."""
     if fits.empty:
         return "critical batch: no sweep method with 3 reached points to fit"
     lines = []
@@ -191,8 +191,8 @@ def critical_text(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None
         b = (noise or {}).get(r.task, np.array([]))
         beside = f"; B_simple (median of {len(b)} AdaScale runs) = {np.median(b):,.0f}" if len(b) else ""
         lines.append(
-            f"critical batch {r.task} [{SWEEP_METHODS.get(r.method, r.method)}]: B_crit = E_min/S_min = "
-            f"{r.B_crit:,.0f} (S_min = {r.S_min:,.1f} steps, E_min = {r.E_min:,.0f} examples, {r.n_points} points, "
-            f"rms log-residual {r.rms_log:.2f}){beside}"
+            f"critical batch {r.task} [{SWEEP_METHODS.get(r.method, r.method)}]: {describe(r)} (S_min = "
+            f"{r.S_min:,.1f} steps, E_min = {r.E_min:,.0f} examples, {r.n_points} points, rms log-residual "
+            f"{r.rms_log:.2f}){beside}"
         )
     return "\n".join(lines)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -54,7 +55,18 @@ from bench.engine.evaluation import Concat, FloatSum, combine, shard
 from bench.engine.task import TrainSet
 from tasks.presets import TaskCard
 
-__all__ = ["Concat", "FloatSum", "Task", "TrainSet", "seeded", "shard"]
+__all__ = ["Concat", "ExactMoments", "FloatSum", "Task", "TrainSet", "seeded", "shard"]
+
+
+@dataclass(frozen=True)
+class ExactMoments:
+    """A task's exact gradient moments at given weights (its optional oracle, `Task.exact_moments`): `sqr` =
+    ‖G‖², G the full-data gradient of the mean loss, and `trace` = tr Σ, Σ the per-example gradient
+    covariance over the N training examples as the population (1/N). A micro-batch of b examples drawn
+    uniformly with replacement then has σ² = tr Σ/b and μ² = ‖G‖², and B_simple = tr Σ/‖G‖²."""
+
+    sqr: float
+    trace: float
 
 
 class Task:
@@ -127,6 +139,12 @@ class Task:
     def evaluate(self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device) -> dict:
         """Validation metrics over the whole set in one process. Called in eval mode, no_grad."""
         return self.metrics_from(combine([self.eval_stats(model, evalset, cfg, device, 0, 1)]), cfg)
+
+    def exact_moments(self, model: nn.Module, cfg: dict[str, Any]) -> ExactMoments | None:
+        """Optional, not for the engine: the exact gradient moments at the model's weights where the task can
+        compute them (logreg: closed form), for `gain` to print beside its estimates; None (the default)
+        where it cannot."""
+        return None
 
 
 @contextlib.contextmanager

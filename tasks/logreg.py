@@ -27,7 +27,7 @@ from torch.nn import functional as F
 
 from bench.errors import UserError
 
-from .base import FloatSum, Task, shard
+from .base import ExactMoments, FloatSum, Task, shard
 from .presets.logreg import CARD, SEED, TARGET_MARGIN, D, N
 
 EVAL_BATCH = 2000  # evaluation examples per batch (the sharded unit)
@@ -138,3 +138,23 @@ class LogReg(Task):
     def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
         n = max(int(stats["n"]), 1)
         return {"loss": stats["loss_sum"] / n, "accuracy": 100.0 * stats["correct"] / n}
+
+    def exact_moments(self, model: nn.Module, cfg: dict[str, Any]) -> ExactMoments:
+        """‖G‖² and tr Σ at the model's weights, exactly (float64, all N training examples): see `exact_moments`."""
+        w = model.weight.detach().to("cpu", torch.float64).numpy().ravel()
+        return exact_moments(w, conditioning_of(cfg))
+
+
+def exact_moments(w: np.ndarray, conditioning: float = 1.0) -> ExactMoments:
+    """The gradient moments of the mean logistic loss over the N training examples at weights w.
+
+    Per example n the gradient is g_n = (σ(x_n·w) − y_n)·x_n; G = (1/N) Σ_n g_n is the full-data gradient
+    and Σ = (1/N) Σ_n (g_n − G)(g_n − G)ᵀ the per-example gradient covariance of the population a
+    micro-batch draws from (1/N, not 1/(N − 1): the N examples are the whole population). So
+    tr Σ = (1/N) Σ_n ‖g_n‖² − ‖G‖², with ‖g_n‖² = (σ(x_n·w) − y_n)²·‖x_n‖². A micro-batch of b examples
+    drawn uniformly with replacement has E g = G and E‖g − G‖² = tr Σ/b."""
+    x, y = dataset(conditioning)
+    r = 1.0 / (1.0 + np.exp(-(x @ w))) - y  # σ(x·w) − y per example
+    g = x.T @ r / N
+    sqr = float(g @ g)
+    return ExactMoments(sqr=sqr, trace=float(np.mean(r**2 * np.einsum("nd,nd->n", x, x))) - sqr)

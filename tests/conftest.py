@@ -22,3 +22,20 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def smoke_gain_results(tmp_path_factory: pytest.TempPathFactory):
+    """A results folder holding the smoke's Figure 2 run on logreg (AdaScale S = 8, tiny preset: 423
+    iterations, weights kept every 50) with `gain` measured at its initial weights and 8 kept checkpoints
+    as the smoke measures it (256 micro-batches): (results folder, run folder). ~10 s, once per session."""
+    from bench.run.offline_gain import BATCHES, offline_gains
+    from bench.run.spec import run_name
+    from tests.helpers import spec_for, train
+
+    out = tmp_path_factory.mktemp("smoke-gain")
+    spec = spec_for("logreg", "adascale", 8, keep_checkpoints_every=50)
+    run_dir = out / run_name(spec)
+    train(spec, run_dir)
+    offline_gains(run_dir, batches=BATCHES["tiny"], progress=False)
+    return out, run_dir

@@ -162,7 +162,11 @@ CLAIMS = [
             for i, v in enumerate((f"{int(_tflop('transformer')()[0]):,}", _tflop("transformer")()[1]))
         ),
     ),  # fmt: skip
-    Claim("offline gain batches", r"micro-batches, (\d+) by default, (\d+) on the tiny preset", _gain_batches),
+    Claim(
+        "offline gain batches",
+        r"micro-batches(?: drawn with replacement)?, (\d+) by default, (\d+) on the tiny preset",
+        _gain_batches,
+    ),
     Claim("report sample", r"training curves at ([\d ]+) points", _points),
     Claim("LSW warm-up", r"1/S → 1 over ([\d.]+) % of the iterations", _warmup),
     Claim(

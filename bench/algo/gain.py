@@ -136,7 +136,16 @@ class UnbiasedGain:
         """Fold in one iteration's statistics and return its gain (update, then gain)."""
         if scale == 1:
             return 1.0
-        var, sqr = clamp(*moments(sum_sq, mean_sq, scale))
+        return self.fold(*moments(sum_sq, mean_sq, scale), scale)
+
+    def fold(self, var: float, sqr: float, scale: int, clamped: bool = True) -> float:
+        """Fold in one iteration's moments σ², μ² however they were estimated and return the gain, as
+        `update` does with its own (clamped unless `clamped` is False): the engine's averaging replayed on
+        other moments (the lag-matched gain of reports.lagmatch)."""
+        if scale == 1:
+            return 1.0
+        if clamped:
+            var, sqr = clamp(var, sqr)
         self.ema.update(var, sqr, theta(scale))
         return self.gain(scale)
 

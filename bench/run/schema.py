@@ -94,6 +94,11 @@ class Settings(_Strict):
     )
     max_epochs: Positive | None = Field(None, description="also stop after this many epochs of data")
     target: Positive | None = Field(None, description="also stop at the first evaluation that reaches this metric")
+    ttt_target: Annotated[float, Field(allow_inf_nan=False)] | None = Field(
+        None,
+        description="time to target's threshold on the metric (reports.control), fixed before the runs: the "
+        "preset's, which says where it comes from, or a matrix's for a variant; None: not counted",
+    )
     warmup_iterations: PositiveInt | None = Field(
         None, description="an extra ramp: iteration k uses (k + 1) / n of its lr for k < n (textbook)"
     )

@@ -33,7 +33,7 @@ from .bands import band, eval_band  # noqa: E402
 from .batch_sweep import SWEEP_CAPTION, SWEEP_COLORS, sweep  # noqa: E402
 from .curve import CURVE_PANELS, curves, warmup_caption  # noqa: E402
 from .elastic_scaling import elastic  # noqa: E402
-from .figure2 import gain, gap_text, online_at  # noqa: E402
+from .figure2 import gain, gap_text  # noqa: E402
 from .heatmap import PANELS, heatmap_points, heatmaps  # noqa: E402
 from .render import CODE, INDEX_VERSION, Renderer, digest, rendering  # noqa: E402
 from .style import MAX_POINTS, STYLE, Figure, _save, _slug  # noqa: E402
@@ -73,7 +73,6 @@ __all__ = [
     "gap_text",
     "heatmap_points",
     "heatmaps",
-    "online_at",
     "rendering",
     "sweep",
     "warmup_caption",

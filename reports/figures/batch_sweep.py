@@ -64,7 +64,7 @@ def _sweep_plot(
             )
         for r in (fits if fits is not None else pd.DataFrame()).itertuples():
             p = pts[(pts["method"] == r.method) & pts["reached"].astype(bool)]
-            if p.empty or not r.epoch_examples > 0:
+            if p.empty or not r.epoch_examples > 0 or r.degenerate:  # no knee in the data: no line (b_crit.csv)
                 continue
             grid = np.geomspace(p["batch"].min(), p["batch"].max(), 100)
             color = SWEEP_COLORS.get(r.method)
@@ -74,7 +74,8 @@ def _sweep_plot(
                 color=color,
                 ls=":",
                 lw=1.5,
-                label=f"fit, {SWEEP_METHODS.get(r.method, r.method)}: B_crit = E_min/S_min ≈ {r.B_crit:,.0f}",
+                label=f"fit, {SWEEP_METHODS.get(r.method, r.method)}: B_crit = E_min/S_min ≈ {r.B_crit:,.0f}"
+                + (f" [{r.B_crit_lo:,.0f}, {r.B_crit_hi:,.0f}]" if np.isfinite(r.B_crit_lo) else ""),
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -103,10 +104,13 @@ def sweep(res: Results, outdir: Path) -> list[Figure]:
         targets = _finite(g["sweep_target"])
         tgt = f" (target {targets[0]:g})" if len(targets) else ""
         title = f"{task}: critical-batch sweep — epochs to target vs batch{tgt}"
+        from ..critical import describe
         from ..sweep import fit_points
 
-        fits = fit_points(g, task)
+        fits = fit_points(g, task, res)
         path = _sweep_plot(pts, cap, noise, title, outdir / f"sweep_{_slug(task)}.png", fits)
         note = "" if len(noise) else " No AdaScale run recorded a noise scale: no critical-batch line."
+        for r in fits[fits["degenerate"].astype(bool)].itertuples():
+            note += f" {SWEEP_METHODS.get(r.method, r.method)}: {describe(r)}; no line drawn."
         figs.append(Figure("sweep", task, path, SWEEP_CAPTION + note))
     return figs

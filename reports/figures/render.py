@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from bench.files import METRICS, atomic_write_bytes
+
+from ..workers import pool
 
 CODE_FOLDERS = ("reports", "bench/algo", "tasks/presets")  # what a figure and its caption are computed by
 ROOT = Path(__file__).resolve().parents[2]  # the repository (or installed packages') root
@@ -131,7 +132,7 @@ class Renderer:
         build; or keep it for flush, with one worker or where no pool can start."""
         if self.workers > 1 and self._pool is None:
             try:
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+                self._pool = pool(self.workers)  # forked workers that die with the report (reports.workers)
             except Exception:  # no fork here: draw in this process
                 self.workers = 1
         if self._pool is None:

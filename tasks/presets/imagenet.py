@@ -25,6 +25,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # paper §4: elastic 32 -> 64 -> 128 (up) and 128 -> 64 -> 32 (down), switching at T1/4, T1/2
         "elastic": ELASTIC_PAPER,
         "eval_every": 5005,  # chosen: once per epoch (1,281,167 / 256 ≈ 5005 iterations)
+        "ttt_target": 75.9,  # time to target (reports.control): the paper's S = 1 top-1, 76.4, less 0.5 point
         "checkpoint_every": 1000,  # chosen: a few minutes of GPU time between checkpoints
         "num_workers": 8,  # chosen: JPEG decoding + augmentation keeps a GPU fed with ~8 workers
         "model": {"arch": "resnet50", "num_classes": 1000, "zero_init_residual": True, "stride_in_1x1": False},
@@ -52,6 +53,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "elastic": ELASTIC_TINY,
         "eval_every": TINY_T1 / 4,
         "checkpoint_every": TINY_T1 // 4,
+        "ttt_target": 94.5,  # time to target: the smoke's S = 1 run at 0c9803a (seed 0) ended at 95.0, less 0.5
         "num_workers": 0,
         "model": {
             "arch": "resnet",

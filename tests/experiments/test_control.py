@@ -20,6 +20,7 @@ from reports import control, noise
 from reports import findings as FD
 from reports.build import build_report
 from reports.collect import ReportWarning, load
+from tasks.presets.logreg import TARGET_LOSS
 
 CONTROL = "conditioning"  # the control cell's variant names its data.conditioning override
 
@@ -86,16 +87,24 @@ def test_time_to_target_and_speedup_of_the_cell(cell_out: tuple[Path, pd.DataFra
     assert not by.loc[("64", "lsw", 0), "reached"]  # LSW at S = 64 ends far above the S = 1 loss
     row = by.loc[("64", "adascale", 0)]
     assert row["examples"] == row["iterations"] * 64 * 32
+    assert row["target"] == pytest.approx(TARGET_LOSS)  # fixed before the runs (the preset), not their mean
+    assert row["resolution"] <= 3 and not row["parallel"]  # evaluated every 50 τ; S = 64 on one process
+    assert by.loc[("1", "adascale", 0), "parallel"] and by.loc[("1", "adascale", 0), "resolution"] == 50
     summary = control.ttt_summary(ttt)
     lsw = summary[(summary["scale"] == "64") & (summary["method"] == "lsw")].iloc[0]
-    assert lsw["iterations"] == control.NOT_REACHED and lsw["reached"] == "0/3"
+    assert lsw["iterations"] == control.NOT_REACHED and lsw["reached"] == "0/3" and lsw["fraction"] == 0
+    assert lsw["speedup"] == control.NOT_REACHED
+    ada = summary[(summary["scale"] == "64") & (summary["method"] == "adascale")].iloc[0]
+    assert ada["seconds"] == control.SIMULATED and ada["reached"] == "3/3"  # W = 1 < S: no time to compare
+    s1 = summary[(summary["scale"] == "1") & (summary["method"] == "adascale")].iloc[0]
+    assert isinstance(s1["seconds"], float) and ada["speedup"] == pytest.approx(s1["iterations"] / ada["iterations"])
     noise = control.noise_scales(res)
     assert len(noise) == 3 and (noise["B_simple"] > 0).all() and (noise["B_simple"] < 2048).all()
     sp = control.speedups(res, noise)
     ada = sp[(sp["method"] == "adascale") & (sp["scale"] == 64)].iloc[0]
     assert 1 < ada["speedup"] < 64 and ada["S_b_over_B"] > 1 and math.isnan(ada["paper"])  # logreg: not in the paper
     report = build_report(out)
-    for name in ("time_to_target.csv", "speedup.csv"):
+    for name in ("time_to_target.csv", "speedup.csv", "b_crit.csv"):
         assert (report.parent / name).stat().st_size > 0
     assert list(report.parent.glob("speedup_logreg*.png"))
     assert "Time to target" in report.read_text()

@@ -11,7 +11,8 @@ import pytest
 
 from reports import figures
 from reports.collect import ReportWarning, load
-from reports.sweep import critical_batches, critical_text, fit_tradeoff
+from reports.critical import fit_tradeoff
+from reports.sweep import critical_batches, critical_text
 
 from .test_reports import write_run
 
@@ -36,20 +37,20 @@ def test_fit_needs_three_points() -> None:
     assert all(math.isnan(v) for v in fit_tradeoff(BATCHES[:2], steps_of(BATCHES[:2], 40.0, 900.0)))
 
 
-def sweep_folder(root: Path, b_crit: float, reach_from: int = 0) -> None:
-    """Linear-scaling sweep runs on a trade-off curve (N = 20 000 examples an epoch); batches below
-    `reach_from` miss the target."""
+def sweep_folder(root: Path, b_crit: float, reach_from: int = 0, method: str = "linear") -> None:
+    """Sweep runs of `method` on a trade-off curve (N = 20 000 examples an epoch; b_crit 0: steps flat in
+    the batch, as fixed lr); batches below `reach_from` miss the target."""
     for k, B in enumerate(BATCHES.astype(int)):
-        steps = int(round(steps_of(float(B), 40.0, b_crit)))
+        steps = int(round(steps_of(float(B), 40.0, b_crit))) if b_crit else 1250
         reached = k >= reach_from
         extra = {"epochs": steps * B / 20_000, "target_epochs": steps * B / 20_000 if reached else None}
-        exp = {"kind": "sweep", "batch": int(B), "method": "linear", "target": 0.25}
+        exp = {"kind": "sweep", "batch": int(B), "method": method, "target": 0.25}
         write_run(
             root,
             "logreg",
             "identity",
             1,
-            k,
+            k + (100 if method != "linear" else 0),
             iterations=steps,
             metric="loss",
             batch_size=int(B),
@@ -79,3 +80,17 @@ def test_too_few_reached_points_give_no_fit(tmp_path: Path) -> None:
         warnings.simplefilter("ignore", ReportWarning)
         fits = critical_batches(load(tmp_path))
     assert fits.empty and "no sweep method" in critical_text(fits)
+
+
+def test_a_degenerate_fit_is_marked_and_not_drawn(tmp_path: Path) -> None:
+    """Fixed-lr steps flat in the batch: B_crit below the data, printed as a bound, no line on the figure."""
+    sweep_folder(tmp_path, 700.0)
+    sweep_folder(tmp_path, 0.0, method="fixed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReportWarning)
+        res = load(tmp_path)
+    fits = critical_batches(res).set_index("method")
+    assert fits.loc["fixed", "degenerate"] == "below the data" and fits.loc["linear", "degenerate"] == ""
+    assert "fixed lr]: B_crit below the data (< 32" in critical_text(fits.reset_index())
+    (fig,) = figures.sweep(res, tmp_path / "figs")
+    assert "fixed lr: B_crit below the data" in fig.caption and "no line drawn" in fig.caption

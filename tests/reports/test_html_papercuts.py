@@ -22,7 +22,8 @@ from reports.table2 import _hover, cells
 from .test_reports import quiet_load, write_run
 
 LONG = {"data.conditioning": 10.0, "lr_schedule.lr0": 1.0, "lr_schedule.decay": 0.01, "microbatch_mode": "batched"}
-LONG_RAW = 'data.conditioning=10.0,lr_schedule.decay=0.01,lr_schedule.lr0=1.0,microbatch_mode="batched"'
+# the overrides as the run identity writes them: numbers in one form (10.0 is 10)
+LONG_RAW = 'data.conditioning=10,lr_schedule.decay=0.01,lr_schedule.lr0=1,microbatch_mode="batched"'
 
 
 def run_with(root: Path, overrides: dict, label: str | None = None, **kw) -> Path:

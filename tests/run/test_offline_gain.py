@@ -66,7 +66,7 @@ def test_offline_gain_matches_a_computation_by_hand() -> None:
     n, seed, S = 12, 1234, 8
     batches = list(microbatches(task, trainset, spec, n, seed))
     assert len(batches) == n and all(len(x) == spec["batch_size"] for x, _ in batches)
-    est = measure(task, model, iter(batches), seed, S, torch.device("cpu"))
+    est = measure(task, model, iter(batches), seed, S, torch.device("cpu"), batch_size=32)
 
     w = model.weight.detach().double().numpy().ravel()
     grads = []
@@ -82,6 +82,8 @@ def test_offline_gain_matches_a_computation_by_hand() -> None:
     assert est["var"] == pytest.approx(var, rel=1e-4)
     assert est["sqr"] == pytest.approx(sqr, rel=1e-4)
     assert est["offline_gain"] == pytest.approx((var + sqr) / (var / S + sqr), rel=1e-4)
+    assert est["offline_B"] == pytest.approx(32 * var / sqr, rel=1e-4)
+    assert est["B_lo"] < est["offline_B"] < est["B_hi"]
     assert 1 < est["offline_gain"] < S
     assert est["gain_lo"] < est["offline_gain"] < est["gain_hi"]  # the jackknife interval around it
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # the model is untouched
@@ -145,7 +147,8 @@ def test_online_and_offline_gain_agree_late_in_training(logreg_run: Path) -> Non
     """Same order of magnitude at the last kept checkpoint (the online moving averages lag the true gain
     while it rises, so no tight tolerance); also checks what offline_gain.csv holds."""
     rows = offline_gains(logreg_run, batches=200, progress=False)
-    assert [r["iteration"] for r in rows] == [KEEP, 2 * KEEP, 3 * KEEP]
+    assert [r["iteration"] for r in rows] == [0, KEEP, 2 * KEEP, 3 * KEEP]  # the initial weights, then the kept
+    assert rows[0]["tau"] == 0.0 and rows[0]["scale"] == 8
     last = rows[-1]
     online = online_gains(logreg_run)
     on = online[max(k for k in online if k <= last["iteration"])]
@@ -153,7 +156,7 @@ def test_online_and_offline_gain_agree_late_in_training(logreg_run: Path) -> Non
     assert 0.5 < last["offline_gain"] / on < 2.0
     with open(logreg_run / OFFLINE_GAIN) as f:
         table = list(csv.DictReader(f))
-    assert tuple(table[0]) == COLUMNS and len(table) == 3
+    assert tuple(table[0]) == COLUMNS and len(table) == 4
     assert float(table[-1]["offline_gain"]) == pytest.approx(last["offline_gain"])
     assert int(table[-1]["batches"]) == 200
 
@@ -161,8 +164,9 @@ def test_online_and_offline_gain_agree_late_in_training(logreg_run: Path) -> Non
 def test_gain_command_prints_the_table(logreg_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gain", str(logreg_run), "--batches", "4"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["iteration", "tau", "S", "online", "offline", "95", "%", "interval", "gap"]
-    assert [line.split()[0] for line in out[1:4]] == ["100", "200", "300"]
+    head = ["iteration", "tau", "S", "online", "offline", "95", "%", "interval", "gap", "B", "95", "%", "interval"]
+    assert out[0].split() == [*head, "exact", "exact", "B"]  # logreg has an exact oracle
+    assert [line.split()[0] for line in out[1:5]] == ["0", "100", "200", "300"]
     assert out[-1] == f"offline gain: {logreg_run / OFFLINE_GAIN}"
 
 
