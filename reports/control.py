@@ -4,13 +4,15 @@ speed-ups against S beside the paper's, AdaScale's speed-up against S·b / B_sim
 - Speed-up = T1 / iterations (a fixed-S run; mean over its completed seeds), per table (task, preset,
   variant), method and S, beside the ideal S and the paper's own speed-up of the same task and method
   (its S = 1 iterations over its iterations at S, paper/table2.csv).
-- B_simple = b·σ²/μ² (McCandlish et al. 2018), each AdaScale run's training average: b·Σσ̂²_t / Σμ̂²_t over
-  its iterations, with σ̂², μ̂² the unbiased per-iteration estimates of bench.algo.gain.moments (the
-  estimator's own formulas) from the sum_sq, mean_sq and scale of its metrics.jsonl.
+- AdaScale's efficiency (speed-up ÷ S) beside what finding (iii) predicts for the same run: T1 over the
+  iterations of a gain that follows the run's own noise scale (reports.noise.predicted_iterations: the steady
+  gain bench.algo.gain.steady_gain through the estimator's moving average) — one formula for the panel and
+  the finding;
+  S·b/B with B the run's late noise scale (reports.noise: per window, τ-weighted, corrected for drawing
+  without replacement).
 - Time to target (AlgoPerf's measure): per run, the first evaluation whose metric reaches the S = 1 runs'
-  mean final metric within the findings' margin Δ (0.5 points for an accuracy-like metric, 2 % of the
-  S = 1 mean for a loss), with its iterations, examples (Σ_t S_t·b up to it) and seconds (the evaluation
-  record's wall_time_s); "not reached" where none does.
+  mean final metric within the findings' margin Δ (reports.findings.table_margin), with its iterations,
+  examples (Σ_t S_t·b up to it) and seconds (the evaluation record's wall_time_s); "not reached" where none does.
 """
 
 from __future__ import annotations
@@ -25,14 +27,16 @@ from bench.algo.rules import title
 
 from . import noise
 from .collect import Results
-from .findings import MARGIN_LOSS, MARGIN_POINTS, margin
+from .findings import table_margin
 from .paper import load_paper
+from .scalefree import WORSE_FLAG
 from .table2 import table_runs
 
 SPEEDUP_METHODS = ("adascale", "lsw+")  # LSW's speed-up is S by construction
 NOT_REACHED = "not reached"
 TTT_COLUMNS = ["task", "variant", "scale", "method", "seed", "target", "reached", "iterations", "examples", "seconds"]
-SPEEDUP_COLUMNS = ["task", "variant", "method", "scale", "speedup", "n", "ideal", "paper", "S_b_over_B"]
+SPEEDUP_COLUMNS = ["task", "variant", "method", "scale", "speedup", "n", "ideal", "paper", "S_b_over_B", "predicted"]
+SPEEDUP_COLUMNS += ["quality"]
 
 
 def _fixed(df: pd.DataFrame) -> pd.DataFrame:
@@ -41,16 +45,16 @@ def _fixed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def noise_scales(res: Results) -> pd.DataFrame:
-    """The Table 2 AdaScale runs (S ≥ 2, completed) with their training-average B_simple as column `B_simple`."""
+    """The Table 2 AdaScale runs (S ≥ 2, completed) with their noise scale per window (reports.noise.fill),
+    `B_late` as `B`, and `predicted`: the speed-up finding (iii) predicts, T1 / predicted iterations."""
+    noise.fill(res)
     t = table_runs(res.runs)
     if t.empty:
-        return t.assign(B_simple=pd.Series(dtype=float))
+        return t.assign(B=pd.Series(dtype=float), predicted=pd.Series(dtype=float))
     t = _fixed(t)
     ada = t[(t["method"] == "adascale") & (t["S"] >= 2) & (t["status"] == "completed")].copy()
-    ada["B_simple"] = [
-        noise.average(res.metrics(r.run_dir)[0], float(r.batch_size)) if r.has_metrics else math.nan
-        for r in ada.itertuples()
-    ]
+    ada["B"] = pd.to_numeric(ada[noise.WINDOW_COLUMNS[-1]], errors="coerce")
+    ada["predicted"] = ada["T1"].astype(float) / pd.to_numeric(ada[noise.PREDICTED], errors="coerce")
     return ada
 
 
@@ -67,20 +71,26 @@ def _paper_speedups() -> dict[tuple[str, str, float], float]:
 
 
 def speedups(res: Results, noise: pd.DataFrame | None = None) -> pd.DataFrame:
-    """SPEEDUP_COLUMNS per table, method (AdaScale, LSW+) and fixed S; S_b_over_B from AdaScale's runs."""
+    """SPEEDUP_COLUMNS per table, method (AdaScale, LSW+) and fixed S; S_b_over_B and `predicted` (finding
+    (iii)'s speed-up) from AdaScale's runs; `quality`: the scale-free table's flag (a mean metric worse than
+    S = 1's by more than the findings' margin: no success, whatever its speed-up)."""
     t = table_runs(res.runs)
     if t.empty:
         return pd.DataFrame(columns=SPEEDUP_COLUMNS)
     t = _fixed(t)
+    margins = _margins(t)
     t = t[t["method"].isin(SPEEDUP_METHODS) & (t["status"] == "completed")]
     noise = noise_scales(res) if noise is None else noise
     paper = _paper_speedups()
     rows = []
     for (task, variant, method, S), g in t.groupby(["task", "variant", "method", "S"]):
         sp = (g["T1"].astype(float) / g["iterations"].astype(float)).to_numpy()
-        nb = noise[(noise["task"] == task) & (noise["variant"] == variant) & (noise["S"] == S)]["B_simple"]
+        same = noise[(noise["task"] == task) & (noise["variant"] == variant) & (noise["S"] == S)]
+        nb, pred = same["B"].dropna(), same["predicted"].dropna()
         b = float(g["batch_size"].iloc[0])
-        ratio = S * b / float(np.median(nb)) if len(nb.dropna()) else math.nan
+        ratio = S * b / float(np.median(nb)) if len(nb) else math.nan
+        delta, base, higher = margins.get((task, variant), (math.nan, math.nan, True))
+        d = (1 if higher else -1) * (float(pd.to_numeric(g["val_metric"], errors="coerce").mean()) - base)
         rows.append(
             {
                 "task": task,
@@ -92,9 +102,24 @@ def speedups(res: Results, noise: pd.DataFrame | None = None) -> pd.DataFrame:
                 "ideal": S,
                 "paper": paper.get((task, method, S), math.nan),
                 "S_b_over_B": ratio,
+                "predicted": float(np.mean(pred)) if method == "adascale" and len(pred) else math.nan,
+                "quality": WORSE_FLAG if d < -delta else "",
             }
         )
     return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)
+
+
+def _margins(t: pd.DataFrame) -> dict[tuple[str, str], tuple[float, float, bool]]:
+    """(Δ, S = 1 mean, higher is better) per (task, variant), from the S = 1 runs (reports.findings.table_margin)."""
+    out = {}
+    for (task, variant), g in t.groupby(["task", "variant"]):
+        base = g[(g["S"] == 1) & (g["status"] == "completed")].drop_duplicates("run_dir")
+        vals = pd.to_numeric(base["val_metric"], errors="coerce").dropna().to_numpy(float)
+        higher = bool(g["higher_is_better"].dropna().iloc[0]) if g["higher_is_better"].notna().any() else True
+        preset = str(g["preset"].iloc[0] or "")
+        m = table_margin(str(task), preset, higher, vals)
+        out[(task, variant)] = (m.delta, float(np.mean(vals)) if len(vals) else math.nan, higher)
+    return out
 
 
 def _examples(train: pd.DataFrame, iteration: int, batch_size: float) -> float:
@@ -118,7 +143,8 @@ def time_to_target(res: Results) -> pd.DataFrame:
             continue
         higher = bool(g["higher_is_better"].dropna().iloc[0]) if g["higher_is_better"].notna().any() else True
         mean = float(base.mean())
-        delta = margin(higher, np.asarray([mean]))
+        preset = str(g["preset"].iloc[0] or "") if "preset" in g else ""
+        delta = table_margin(str(task), preset, higher, base.to_numpy(float)).delta
         target = mean - delta if higher else mean + delta
         for r in g[g["status"].isin(("completed", "diverged"))].itertuples():
             train, evals = res.metrics(r.run_dir) if r.has_metrics else (pd.DataFrame(), pd.DataFrame())
@@ -175,17 +201,111 @@ SPEEDUP_CAPTION = (
     "Left: speed-up T1/iterations against S (mean over seeds) for AdaScale and LSW+ (which runs AdaScale's "
     "iterations), the ideal line (speed-up = S, LSW by construction) and the paper's own speed-ups "
     "(paper/table2.csv: its S = 1 iterations over its iterations at S), dashed: AdaScale and LSW+ of the "
-    "same task in colour, AdaScale of the other paper tasks in grey. Right: "
-    "AdaScale's scaling efficiency (speed-up ÷ S) against S·b / B_simple (each run's training-average noise "
-    "scale), beside McCandlish et al.'s 1/(1 + S·b/B): past the noise scale a larger batch buys fewer steps."
+    "same task in colour, AdaScale of the other paper tasks in grey; a red ✗ marks a cell whose metric misses "
+    "S = 1's by more than the findings' margin (no success, whatever its speed-up). Right: AdaScale's scaling "
+    "efficiency (speed-up ÷ S) against S, beside what finding (iii) predicts for the same runs: T1 over the "
+    "iterations of a gain at the steady value S(B/b + 1)/(B/b + S) of each run's own noise scale, per tenth of "
+    "τ through the estimator's moving average (one formula for the panel and the finding); each point labelled "
+    "with S·b/B, B its late noise scale. "
+    "Past the noise scale a larger batch buys fewer steps."
 )
 
 
-def speedup_figures(res: Results, outdir: Path) -> list:
-    """One figure per table (task, variant) with AdaScale runs at S ≥ 2."""
+def _floats(values) -> list[float]:
+    return [float(v) for v in values]
+
+
+def speedup_plan(g: pd.DataFrame, paper: pd.DataFrame, task: str, variant: str) -> dict:
+    """What one speed-up figure shows, as plain data (reports.figures.Renderer draws it, or keeps the PNG
+    drawn from the same plan)."""
+    colors = {"adascale": "tab:blue", "lsw+": "tab:orange"}
+    lines, other = [], True
+    for (ptask, method), p in paper[paper["method"].isin(SPEEDUP_METHODS)].groupby(["task", "method"]):
+        base = p.loc[p["scale"] == "1", "iterations"]
+        same = ptask == task
+        if not len(base) or not (same or method == "adascale"):
+            continue
+        label = f"paper {title(method)}, {ptask}" if same else None
+        if not same and other:
+            label, other = "paper AdaScale, the other tasks", False
+        lines.append(
+            (label, colors[method] if same else "0.75", _floats(p["scale"]), _floats(base.iloc[0] / p["iterations"]))
+        )
+    methods = []
+    for method in SPEEDUP_METHODS:
+        m = g[g["method"] == method].sort_values("scale")
+        bad = (m["quality"].fillna("") != "").to_list()
+        methods.append(
+            (
+                {"adascale": "AdaScale", "lsw+": "LSW+"}[method],
+                colors[method],
+                _floats(m["scale"]),
+                _floats(m["speedup"]),
+                bad,
+            )
+        )
+    ada = g[g["method"] == "adascale"].sort_values("scale")
+    eff = {
+        "scale": _floats(ada["scale"]),
+        "eff": _floats(ada["speedup"] / ada["scale"]),
+        "bad": (ada["quality"].fillna("") != "").to_list(),
+        "predicted": _floats(ada["predicted"].astype(float) / ada["scale"]),
+        "ratio": _floats(ada["S_b_over_B"]),
+    }
+    name = f"{task}{f' [{variant}]' if variant else ''}"
+    return {"name": name, "paper": lines, "ideal": _floats(sorted(g["scale"].unique())), "methods": methods, "eff": eff}
+
+
+def _draw_speedup(plan: dict, path: Path) -> None:
+    """Left: speed-up against S; right: AdaScale's efficiency beside finding (iii)'s prediction."""
     import matplotlib.pyplot as plt
 
-    from .figures import STYLE, Figure, _save, _slug
+    from .figures import STYLE, _save
+
+    with plt.rc_context(STYLE):
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.4), constrained_layout=True)
+        for label, color, x, y in plan["paper"]:
+            ax.plot(x, y, color=color, lw=1, ls="--", marker=".", label=label)
+        ax.plot(plan["ideal"], plan["ideal"], color="black", lw=1, label="ideal (= S; LSW)")
+        for label, color, x, y, bad in plan["methods"]:
+            ax.plot(
+                x,
+                [math.nan if b else v for v, b in zip(y, bad, strict=True)],
+                marker="o",
+                lw=2,
+                color=color,
+                label=label,
+            )
+            flagged = [(xi, yi) for xi, yi, b in zip(x, y, bad, strict=True) if b]
+            if flagged:
+                ax.scatter(*zip(*flagged, strict=True), marker="x", s=80, color="tab:red", zorder=4)
+        ax.set(xscale="log", yscale="log", xlabel="scale S", ylabel="speed-up T1 / iterations")
+        ax.set_title(f"{plan['name']}: speed-up")
+        ax.legend(fontsize=9)
+        e = plan["eff"]
+        if e["scale"]:
+            good = [not b for b in e["bad"]]
+            pick = lambda xs, keep: [v for v, k in zip(xs, keep, strict=True) if k]  # noqa: E731
+            bx.scatter(pick(e["scale"], good), pick(e["eff"], good), s=60, color="tab:blue", zorder=3, label="AdaScale")
+            if not all(good):
+                bad = [not k for k in good]
+                bx.scatter(pick(e["scale"], bad), pick(e["eff"], bad), marker="x", s=80, color="tab:red", zorder=4)
+            if any(math.isfinite(v) for v in e["predicted"]):
+                bx.plot(
+                    e["scale"], e["predicted"], color="black", ls=":", marker="o", mfc="none", label="predicted (iii)"
+                )
+            for x, y, ratio in zip(e["scale"], e["eff"], e["ratio"], strict=True):
+                if math.isfinite(ratio):
+                    bx.annotate(f"S·b/B={ratio:.2g}", (x, y), textcoords="offset points", xytext=(5, 5), fontsize=9)
+            bx.set(xscale="log", xlabel="scale S", ylabel="efficiency: speed-up ÷ S", ylim=(0, 1.05))
+            bx.legend(fontsize=9)
+        bx.set_title("AdaScale against the noise scale")
+        _save(fig, path)
+
+
+def speedup_figures(res: Results, outdir: Path) -> list:
+    """One figure per table (task, variant) with AdaScale or LSW+ runs at a fixed S."""
+    from . import figures as F
 
     sp = speedups(res)
     figs: list = []
@@ -193,62 +313,11 @@ def speedup_figures(res: Results, outdir: Path) -> list:
         return figs
     paper = load_paper()
     paper = paper[pd.to_numeric(paper["scale"], errors="coerce").notna()]
-    colors = {"adascale": "tab:blue", "lsw+": "tab:orange"}
     for (task, variant), g in sp.groupby(["task", "variant"]):
-        with plt.rc_context(STYLE):
-            fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.4), constrained_layout=True)
-            other = True
-            for (ptask, method), p in paper[paper["method"].isin(SPEEDUP_METHODS)].groupby(["task", "method"]):
-                base = p.loc[p["scale"] == "1", "iterations"]
-                same = ptask == task
-                if not len(base) or not (same or method == "adascale"):
-                    continue
-                label = f"paper {title(method)}, {ptask}" if same else None
-                if not same and other:
-                    label, other = "paper AdaScale, the other tasks", False
-                ax.plot(
-                    p["scale"].astype(float),
-                    float(base.iloc[0]) / p["iterations"],
-                    color=colors[method] if same else "0.75",
-                    lw=1,
-                    ls="--",
-                    marker=".",
-                    label=label,
-                )
-            scales = sorted(g["scale"].unique())
-            ax.plot(scales, scales, color="black", lw=1, label="ideal (= S; LSW)")
-            for method, color in (("adascale", "tab:blue"), ("lsw+", "tab:orange")):
-                m = g[g["method"] == method].sort_values("scale")
-                ax.plot(
-                    m["scale"],
-                    m["speedup"],
-                    marker="o",
-                    lw=2,
-                    color=color,
-                    label={"adascale": "AdaScale", "lsw+": "LSW+"}[method],
-                )
-            ax.set(xscale="log", yscale="log", xlabel="scale S", ylabel="speed-up T1 / iterations")
-            ax.set_title(f"{task}{f' [{variant}]' if variant else ''}: speed-up")
-            ax.legend(fontsize=9)
-            ada = g[(g["method"] == "adascale") & np.isfinite(g["S_b_over_B"].astype(float))]
-            if len(ada):
-                x = ada["S_b_over_B"].astype(float)
-                bx.scatter(x, ada["speedup"] / ada["scale"], s=60, color="tab:blue", zorder=3, label="AdaScale")
-                for r in ada.itertuples():
-                    bx.annotate(
-                        f"S={r.scale:g}",
-                        (r.S_b_over_B, r.speedup / r.scale),
-                        textcoords="offset points",
-                        xytext=(5, 5),
-                        fontsize=9,
-                    )
-                grid = np.geomspace(min(x.min(), 0.1), max(x.max(), 10.0), 100)
-                bx.plot(grid, 1 / (1 + grid), color="black", ls=":", label="1 / (1 + S·b/B)")
-                bx.set(xscale="log", xlabel="S·b / B_simple", ylabel="efficiency: speed-up ÷ S")
-                bx.legend(fontsize=9)
-            bx.set_title("AdaScale against the noise scale")
-            path = _save(fig, outdir / f"speedup_{_slug(task, variant)}.png")
-        figs.append(Figure("speedup", f"{task}{f' [{variant}]' if variant else ''}", path, SPEEDUP_CAPTION))
+        path = outdir / f"speedup_{F._slug(task, variant)}.png"
+        plan = speedup_plan(g, paper, task, variant)
+        F._RENDERER.submit(_draw_speedup, plan, path, caption=SPEEDUP_CAPTION)
+        figs.append(F.Figure("speedup", plan["name"], path, SPEEDUP_CAPTION))
     return figs
 
 
@@ -274,9 +343,8 @@ def ttt_html(summary: pd.DataFrame) -> str:
     out.append("</table>")
     legend = (
         "Time to target (AlgoPerf): the first evaluation whose metric reaches the S = 1 runs' mean final metric "
-        f"within the findings' margin (Δ = {MARGIN_POINTS:g} points for accuracy-like metrics, {MARGIN_LOSS:.0%} "
-        "of the S = 1 mean for losses); medians over the seeds that reached it; seconds are the run's wall "
-        "clock at that evaluation. Per run: time_to_target.csv."
+        "within the findings' margin Δ (the findings' legend); medians over the seeds that reached it; seconds are "
+        "the run's wall clock at that evaluation. Per run: time_to_target.csv."
     )
     out.append(f'<p class="legend">{html.escape(legend)}</p>')
     return "\n".join(out)

@@ -14,7 +14,6 @@ import pandas as pd
 from bench.algo.rules import label, table2_methods
 
 from .figures import Figure
-from .noise import fmt as noise_fmt
 from .scalefree import _delta
 from .table2 import LEGEND, MISSING, NA, decimals, fmt_iterations, fmt_value, views
 
@@ -251,14 +250,16 @@ def findings_html(f: pd.DataFrame, legend: str) -> str:
     """The paper's findings as checks: one table, a row per task × check."""
     if f.empty:
         return '<p class="note">No Table 2 runs: nothing to check.</p>'
-    out = ["<table><tr><th>task (B_simple)</th><th>finding</th><th>status</th><th>what was compared</th></tr>"]
+    out = [
+        "<table><tr><th>task (noise scale, margin)</th><th>finding</th><th>status</th><th>what was compared</th></tr>"
+    ]
     for table, t in f.groupby("table", sort=False):
         first = True
         head = t.iloc[0]
-        b = head.get("B_simple", math.nan)
         noise = (
-            f'<br><span class="detail">B_simple {E(_bfmt(b))} (median of {head.get("B_runs", 0)} AdaScale '
-            f"run(s), S ≥ 2); largest S·b {E(_num(head.get('max_total_batch', math.nan), ',.0f'))}</span>"
+            f'<br><span class="detail">noise scale {E(str(head.get("noise", "")))}; largest S·b '
+            f"{E(_num(head.get('max_total_batch', math.nan), ',.0f'))}; margin {E(str(head.get('margin_rule', '')))}"
+            "</span>"
         )
         for r in t.itertuples():
             lead = f'<td class="label" rowspan="{len(t)}">{E(table)}{noise}</td>' if first else ""
@@ -274,10 +275,6 @@ def findings_html(f: pd.DataFrame, legend: str) -> str:
     return "\n".join(out)
 
 
-def _bfmt(b: float) -> str:
-    return noise_fmt(float(b)) if isinstance(b, int | float) else MISSING
-
-
 def _num(v: float, fmt: str) -> str:
     return MISSING if v is None or not isinstance(v, int | float) or not math.isfinite(v) else format(v, fmt)
 
@@ -287,7 +284,9 @@ def scalefree_html(sf: pd.DataFrame) -> str:
     if sf.empty:
         return '<p class="note">No Table 2 runs.</p>'
     out = [
-        '<p class="legend">Δmetric: mean validation metric at S − at S = 1 of the same method. Speed-up: T1 / '
+        '<p class="legend">Δmetric: mean validation metric at S against S = 1 of the same method, + = better '
+        "(a higher accuracy, a lower loss). Quality ✗: the cell misses S = 1's metric by more than the findings' "
+        "margin Δ, or diverged; its speed-up is no success. Speed-up: T1 / "
         "iterations (S = 1 runs T1 iterations; ours: the runs' T1, the paper's: its S = 1 row). Efficiency: "
         "T1 / (S · iterations), 1 = perfect linear scaling. These ratios compare across run sizes, so tiny "
         "runs are compared with the paper here (and only here). Diverged cells: N/A, their speed-up from the "
@@ -297,7 +296,8 @@ def scalefree_html(sf: pd.DataFrame) -> str:
         out.append(f"<h3>{E(table)}</h3><table>")
         out.append(
             '<tr><th rowspan="2">method</th><th rowspan="2">S</th><th rowspan="2">seeds</th>'
-            '<th colspan="2">Δmetric</th><th colspan="2">speed-up</th><th colspan="2">efficiency</th></tr>'
+            '<th colspan="2">Δmetric (+ better)</th><th colspan="2">speed-up</th><th colspan="2">efficiency</th>'
+            '<th rowspan="2">quality</th></tr>'
         )
         out.append("<tr>" + "<th>ours</th><th>paper</th>" * 3 + "</tr>")
         prev = None
@@ -316,6 +316,8 @@ def scalefree_html(sf: pd.DataFrame) -> str:
                 for v in (a, b):
                     text = _num(v, ".2f")
                     tds.append(_td(text, "missing" if text == MISSING else "num"))
+            flag = r.quality if isinstance(r.quality, str) else ""
+            tds.append(_td(f"✗ {flag}" if flag else "", "fails" if flag else "label"))
             out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
         out.append("</table>")
     return "\n".join(out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.algo.gain import theta
@@ -58,6 +58,17 @@ def tiny_T1(windows: float, scale: int) -> int:
 TINY_T1 = tiny_T1(TINY_WINDOWS, TINY_MAX_SCALE)
 
 
+# The non-inferiority margin Δ of an accuracy-like metric (top-1 %, word accuracy %, BLEU, mAP %), per preset,
+# in the metric's points (docs/design.md §5; reports.findings). Fixed before any run:
+# - paper 0.5: the smallest shortfall the paper's Table 2 shows for a method it reports as degrading (cifar10
+#   LSW S = 16: 93.6 vs 94.1; transformer LSW S = 64: 26.7 vs 27.2 BLEU), while AdaScale's largest is 0.2;
+# - tiny 1.0: the least whole point a tiny validation set can resolve. One model's score on n examples has a
+#   sampling error of 100·sqrt(p(1 − p)/n) points, which must stay below Δ/2: n ≥ 3 300 at p = 0.9 for Δ = 1
+#   (the positive control's tiny cifar10 writes 5 000 test images: 0.42), where the paper's 0.5 would need
+#   13 000. It misses what the paper's smallest degradations would be at tiny scale (0.5–0.9 points).
+ACCURACY_MARGINS: dict[str, float] = {"paper": 0.5, "tiny": 1.0}
+
+
 @dataclass(frozen=True)
 class TaskCard:
     """A task's name, its Table 2 metric (key in evaluate()'s result, label, direction), whether it reads
@@ -67,7 +78,8 @@ class TaskCard:
     the supplement is missing, a model variant), `unit`: what the preset's batch_size counts (`plan`'s
     examples: images, utterances, tokens), `paper_metric`: the evaluate() key whose value compares
     with the paper's printed number where that is not `metric` ("" = `metric`), and `tiny_data`: the data
-    keys its tiny data set is written with."""
+    keys its tiny data set is written with, `margins` and `optimum`: what the findings judge non-inferiority
+    against (see the fields)."""
 
     name: str
     metric: str
@@ -82,6 +94,12 @@ class TaskCard:
     # `data` keys that shape the tiny data set the task writes on first use (its write_tiny takes them):
     # a value other than the tiny preset's is another data set, so it gets its own default folder
     tiny_data: tuple[str, ...] = ()
+    # The non-inferiority margin of the metric per preset (reports.findings; docs/design.md §5): Δ in the
+    # metric's units for an accuracy-like metric (ACCURACY_MARGINS); for a loss a share δ of S = 1's own
+    # distance from `optimum` (Δ = δ·(mean S = 1 loss − optimum)), or without an optimum of the drop S = 1
+    # makes over its last quarter of τ
+    margins: dict[str, float] = field(default_factory=lambda: dict(ACCURACY_MARGINS))
+    optimum: float | None = None  # the metric's exact optimum, where it is known (logreg's L*)
 
 
 def card(name: str) -> TaskCard:

@@ -119,7 +119,9 @@ def write_run(
             "iterations": iterations,
             "tau": iterations * s,
             "wall_time_s": 1.0,
-            "epochs": 2.0,
+            # statistics written for a noise scale b_simple are those of independent draws: no data size, so the
+            # report's correction for drawing without replacement (reports.noise) leaves them as they are
+            "epochs": 2.0 if b_simple is None else None,
             "target_epochs": None,
             "mean_gain": 2.0,
             "noise_scale": None,
