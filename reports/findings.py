@@ -390,6 +390,7 @@ class Warmup:
     settles: float = math.nan  # r̂, the gain the run's late noise scale allows (S where unknown)
     source: str = "online"  # online | exact | offline
     why: str = ""
+    memories: float = math.nan  # gain memories (1000/S iterations) the window spans
 
 
 def settled_gain(late_noise: float, batch: float, scale: float) -> float:
@@ -420,7 +421,7 @@ def warmup(train: pd.DataFrame, scale: float, T1: float, settles: float | None =
         return Warmup(math.nan, math.nan, n, None, r_hat, why=f"{n} record(s) in the first 10 % of τ")
     if memories < WARMUP_MEMORIES:
         why = f"the window spans {memories:.2g} gain memories (< {WARMUP_MEMORIES}: the online gain lags)"
-        return Warmup(math.nan, math.nan, n, None, r_hat, why=why)
+        return Warmup(math.nan, math.nan, n, None, r_hat, why=why, memories=memories)
     u = (d["gain"].to_numpy(float) - 1) / (r_hat - 1)
     k = max(1, math.ceil(n / 5))
     start, end = float(u[:k].mean()), float(u[-k:].mean())
@@ -501,9 +502,24 @@ def run_warmups(res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]
             points = offline_points(r["run_dir"], res.warn)
             if points is not None:
                 off = offline_warmup(points, S, T1, r_hat)
-                w = off if off.holds is not None else Warmup(**{**w.__dict__, "why": f"{w.why}; {off.why}"})
+                w = (
+                    off
+                    if off.holds is not None
+                    else Warmup(**{**w.__dict__, "why": f"{w.why}; {off.why}", "source": "few"})
+                )
         out.append((r, w))
     return out
+
+
+GROUP = "{memories}"
+
+
+def _seeds(runs: list[tuple[str, str]]) -> str:
+    """'S=2 seeds 0, 1, 2; S=8 seed 0' of (scale, seed) pairs, in order."""
+    by: dict[str, list[str]] = {}
+    for scale, seed in runs:
+        by.setdefault(scale, []).append(str(seed))
+    return "; ".join(f"S={s} seed{'s' if len(v) > 1 else ''} {', '.join(v)}" for s, v in by.items())
 
 
 def check_iv(ctx: Context) -> tuple[str, str]:
@@ -511,19 +527,34 @@ def check_iv(ctx: Context) -> tuple[str, str]:
     if not ws:
         return NOT_RUN, "no completed AdaScale run with S ≥ 2 and a metrics.jsonl"
     parts, flags = [], []
+    skipped: dict[str, list[tuple[str, int]]] = {}
+    lagging: list[Warmup] = []
     for r, w in ws:
         name = f"S={r['scale']} seed {r['seed']}" + (" (gain run)" if r.get("experiment_kind") == "gain" else "")
         if w.holds is None:
-            parts.append(f"{name}: not judged ({w.why})")
+            lags = math.isfinite(w.memories) and w.source == "online"
+            why = f"the online gain lags, no kept checkpoints ({GROUP})" if lags else w.why
+            lagging += [w] if lags else []
+            skipped.setdefault(why, []).append(
+                (str(r["scale"]), f"{r['seed']}{' (gain run)' if 'gain run' in name else ''}")
+            )
             continue
         flags.append(w.holds)
         parts.append(
             f"{name}: {w.start:.2f} → {w.end:.2f} ({w.source}, {w.records} point(s); r̂ {w.settles:.3g})"
             + ("" if w.holds else " ✗")
         )
+    for why, runs in skipped.items():
+        if GROUP in why:
+            m = [w.memories for w in lagging]
+            span = f"{min(m):.2g}" if min(m) == max(m) else f"{min(m):.2g}–{max(m):.2g}"
+            why = why.replace(GROUP, f"the window spans {span} gain memories, < {WARMUP_MEMORIES}")
+        parts.append(f"not judged, {_seeds(runs)}: {why}")
     rule = (
         f"normalised gain (r − 1)/(r̂ − 1), r̂ the steady gain of the run's late noise scale, over "
-        f"τ ≤ {WARMUP_WINDOW:g}·T1; holds: start ≤ {WARMUP_START:g}, rise ≥ {WARMUP_RISE:g}"
+        f"τ ≤ {WARMUP_WINDOW:g}·T1; holds: start ≤ {WARMUP_START:g}, rise ≥ {WARMUP_RISE:g}; judged on the online "
+        f"gain where the window spans ≥ {WARMUP_MEMORIES} gain memories (1000/S iterations), else on the exact or "
+        "offline gain at ≥ 2 kept checkpoints in it"
     )
     if not flags:
         return NOT_TESTABLE, "; ".join(parts) + f"; {rule}"

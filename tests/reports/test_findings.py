@@ -357,7 +357,7 @@ def test_iv_is_not_judged_on_a_lagging_online_gain(tmp_path):
     lagging_folder(tmp_path)
     st, detail = status(tmp_path, "iv")
     assert st == NOT_TESTABLE, detail
-    assert "the window spans 0.4 gain memories (< 3: the online gain lags)" in detail
+    assert "not judged, S=4 seeds 0, 1: the online gain lags, no kept checkpoints (the window spans 0.4 gain " in detail
     assert "0 kept checkpoint(s) in the first 10 % of τ" not in detail  # no offline_gain.csv at all
 
 
@@ -408,7 +408,7 @@ def test_iv_reads_the_gain_run_of_the_same_configuration(tmp_path):
     offline(run, [(10.0, 1.5), (90.0, 3.6)])
     st, detail = status(tmp_path, "iv")
     assert st == HOLDS, detail
-    assert "S=4 seed 0 (gain run): " in detail and "S=4 seed 1: not judged" in detail
+    assert "S=4 seed 0 (gain run): 0.17 → 0.90 (exact, 2 point(s)" in detail and "not judged, S=4 seeds 0, 1: " in detail
 
 
 def test_nothing_to_check_is_not_run(tmp_path):
