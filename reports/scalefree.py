@@ -81,7 +81,7 @@ def ours(c: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         base = c[(c["table"] == r.table) & (c["scale"] == "1") & (c["method"] == r.method)]
         base_metric = float(base["val_metric"].iloc[0]) if len(base) else math.nan
         sign = 1.0 if bool(r.higher_is_better) else -1.0
-        d = sign * (r.val_metric - base_metric) if not r.diverged else math.nan
+        d = sign * (r.val_metric - base_metric) + 0.0 if not r.diverged else math.nan  # + 0.0: no −0
         speedup, eff = _ratios(r.scale, T1, r.iterations)
         delta = margins.get(r.table, math.nan)
         quality = DIVERGED_FLAG if r.diverged else WORSE_FLAG if d < -delta else ""

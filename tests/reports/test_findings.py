@@ -408,7 +408,9 @@ def test_iv_reads_the_gain_run_of_the_same_configuration(tmp_path):
     offline(run, [(10.0, 1.5), (90.0, 3.6)])
     st, detail = status(tmp_path, "iv")
     assert st == HOLDS, detail
-    assert "S=4 seed 0 (gain run): 0.17 → 0.90 (exact, 2 point(s)" in detail and "not judged, S=4 seeds 0, 1: " in detail
+    assert (
+        "S=4 seed 0 (gain run): 0.17 → 0.90 (exact, 2 point(s)" in detail and "not judged, S=4 seeds 0, 1: " in detail
+    )
 
 
 def test_nothing_to_check_is_not_run(tmp_path):
