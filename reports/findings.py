@@ -231,6 +231,27 @@ def compare(
     return Comparison(diff, lo, hi, delta, verdict, len(x), len(base))
 
 
+def decision_power(sd: float, delta: float, n: int, diff: float = 0.0) -> float:
+    """The chance that a non-inferiority comparison (`compare`, n seeds a side, both spreading `sd`) of a true
+    difference `diff` (positive = better) ends `within` −Δ: its one-sided lower bound d̂ − t·SE above −Δ, i.e.
+    the noncentral t of (d̂ + Δ)/SE, noncentrality (diff + Δ)/(sd·sqrt(2/n)), past t(1 − α, 2n − 2) (pooled
+    degrees of freedom; Welch's are the same for equal spreads). By symmetry it is also the chance of `worse`
+    for a true difference of −2Δ − diff. The positive control's seed counts come from it (docs/design.md §5)."""
+    if n < 2 or not (sd > 0 and delta > 0):
+        return math.nan
+    df = 2 * n - 2
+    ncp = (diff + delta) / (sd * math.sqrt(2.0 / n))
+    return float(stats.nct.sf(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df), df, ncp))
+
+
+def seeds_for(sd: float, delta: float, power: float = 0.8, diff: float = 0.0, most: int = 100) -> int:
+    """The fewest seeds a side with `decision_power` ≥ `power` (and ≥ MIN_SEEDS); `most` + 1 when none up to it."""
+    for n in range(MIN_SEEDS, most + 1):
+        if decision_power(sd, delta, n, diff) >= power:
+            return n
+    return most + 1
+
+
 def _vals(g: pd.DataFrame) -> np.ndarray:
     x = pd.to_numeric(g.loc[g["status"] == "completed", "val_metric"], errors="coerce").to_numpy(float)
     return x[np.isfinite(x)]

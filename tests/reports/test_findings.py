@@ -436,3 +436,18 @@ def test_the_curves_caption_is_written_from_the_gain(tmp_path):
     assert "No gain panel: LSW does not use the gain." in flat["cifar10: LSW"]
     (short,) = figures.curves(quiet_load(tmp_path / "short"), tmp_path / "out")
     assert "the window spans 0.4 gain memories" in short.caption
+
+
+def test_the_power_computation_matches_the_comparison_it_plans_for():
+    """decision_power (the control's seed counts) against a Monte Carlo of `compare` itself: normal seeds,
+    sd 1, Δ = 1, a true difference of 0 (should end `within`) and of −2Δ (should end `worse`)."""
+    from reports.findings import decision_power, seeds_for
+
+    rng = np.random.default_rng(0)
+    for n, diff, want in ((6, 0.0, WITHIN), (4, -2.0, WORSE), (10, -0.5, WITHIN)):
+        hits = sum(
+            compare(rng.normal(diff, 1.0, n), rng.normal(0.0, 1.0, n), True, 1.0).verdict == want for _ in range(1000)
+        )
+        planned = decision_power(1.0, 1.0, n, diff if want == WITHIN else -2.0 - diff)
+        assert hits / 1000 == pytest.approx(planned, abs=0.05)
+    assert seeds_for(0.5, 1.0) == 4 and seeds_for(1.73, 1.0) == 38  # the ×3 cifar10 spread of the old preset
