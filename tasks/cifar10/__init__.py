@@ -46,10 +46,7 @@ class Cifar10(Task):
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         m = cfg["model"]
         return PreActResNet18(
-            width=int(m["width"]),
-            num_classes=int(m.get("num_classes", 10)),
-            blocks=int(m.get("blocks", 2)),
-            bn_momentum=float(m.get("bn_momentum", 0.1)),
+            width=int(m["width"]), num_classes=int(m.get("num_classes", 10)), blocks=int(m.get("blocks", 2))
         )
 
     def train_set(self, cfg: dict[str, Any], root: Path) -> data.TrainSet:

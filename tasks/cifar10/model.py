@@ -20,11 +20,11 @@ class PreActBlock(nn.Module):
     The projection, when needed, reads the pre-activated input, as in He et al.'s v2 code: the
     shortcut then sees the same normalised signal as the residual branch."""
 
-    def __init__(self, in_ch: int, out_ch: int, stride: int, bn_momentum: float = 0.1) -> None:
+    def __init__(self, in_ch: int, out_ch: int, stride: int) -> None:
         super().__init__()
-        self.bn1 = nn.BatchNorm2d(in_ch, momentum=bn_momentum)
+        self.bn1 = nn.BatchNorm2d(in_ch)
         self.conv1 = nn.Conv2d(in_ch, out_ch, 3, stride=stride, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(out_ch, momentum=bn_momentum)
+        self.bn2 = nn.BatchNorm2d(out_ch)
         self.conv2 = nn.Conv2d(out_ch, out_ch, 3, stride=1, padding=1, bias=False)
         self.shortcut: nn.Module | None = None
         if stride != 1 or in_ch != out_ch:
@@ -39,10 +39,9 @@ class PreActBlock(nn.Module):
 
 
 class PreActResNet18(nn.Module):
-    """ResNet-18 v2 for CIFAR: 2 blocks per stage (`blocks`), strides 1/2/2/2, widths w·(1, 2, 4, 8).
-    `bn_momentum`: the BatchNorm layers' running-statistics momentum (torch's 0.1, the paper's network)."""
+    """ResNet-18 v2 for CIFAR: 2 blocks per stage (`blocks`), strides 1/2/2/2, widths w·(1, 2, 4, 8)."""
 
-    def __init__(self, width: int = 64, num_classes: int = 10, blocks: int = 2, bn_momentum: float = 0.1) -> None:
+    def __init__(self, width: int = 64, num_classes: int = 10, blocks: int = 2) -> None:
         super().__init__()
         if width < 1:
             raise ValueError(f"width must be positive, got {width}")
@@ -53,11 +52,11 @@ class PreActResNet18(nn.Module):
         in_ch = width
         for i, stride in enumerate((1, 2, 2, 2)):
             out_ch = width * 2**i
-            rest = [PreActBlock(out_ch, out_ch, 1, bn_momentum) for _ in range(blocks - 1)]
-            stages.append(nn.Sequential(PreActBlock(in_ch, out_ch, stride, bn_momentum), *rest))
+            rest = [PreActBlock(out_ch, out_ch, 1) for _ in range(blocks - 1)]
+            stages.append(nn.Sequential(PreActBlock(in_ch, out_ch, stride), *rest))
             in_ch = out_ch
         self.layer1, self.layer2, self.layer3, self.layer4 = stages
-        self.bn = nn.BatchNorm2d(in_ch, momentum=bn_momentum)
+        self.bn = nn.BatchNorm2d(in_ch)
         self.fc = nn.Linear(in_ch, num_classes)
         self._init_weights()
 

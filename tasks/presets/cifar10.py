@@ -48,9 +48,7 @@ _TINY: dict[str, Any] = {
     "eval_every": TINY_T1 / 4,
     "checkpoint_every": TINY_T1 // 4,
     "num_workers": 0,
-    # bn_momentum: the BatchNorm running statistics' momentum (torch's 0.1); the positive control sets a longer
-    # memory (its S = 1 runs' scores otherwise swing by points with the last ~10 micro-batches of 8 images)
-    "model": {"width": 8, "num_classes": 10, "blocks": 1, "bn_momentum": 0.1},
+    "model": {"width": 8, "num_classes": 10, "blocks": 1},
     # tiny_noise: the tiny set's colour jitter and pixel noise, × (tasks.cifar10.tiny); 1 reaches ~99 % top-1,
     # the positive control (bench/experiments/matrices/control.yaml) sets a harder set that S = 1 does not saturate
     # tiny_test_size: test images (300: one seed's top-1 carries ~1.7 points of sampling error at 90 %); the
