@@ -15,7 +15,7 @@ from tasks.synthetic import SyntheticImages
 
 from . import data
 from .model import PreActResNet18
-from .tiny import TEST_SIZE, check_tiny, write_tiny
+from .tiny import TEST_SIZE, TRAIN_SIZE, check_tiny, write_tiny
 
 
 def top1_and_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, float]:
@@ -29,8 +29,10 @@ class Cifar10(Task):
 
     card = CARD
 
-    def write_tiny(self, root: Path, tiny_noise: float = 1.0, tiny_test_size: int = TEST_SIZE) -> None:
-        write_tiny(root, tiny_noise, tiny_test_size)
+    def write_tiny(
+        self, root: Path, tiny_noise: float = 1.0, tiny_test_size: int = TEST_SIZE, tiny_train_size: int = TRAIN_SIZE
+    ) -> None:
+        write_tiny(root, tiny_noise, tiny_test_size, tiny_train_size)
 
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         data.check_files(Path(root), bool(cfg["data"].get("verify_md5", False)))
