@@ -231,23 +231,37 @@ def compare(
     return Comparison(diff, lo, hi, delta, verdict, len(x), len(base))
 
 
-def decision_power(sd: float, delta: float, n: int, diff: float = 0.0) -> float:
-    """The chance that a non-inferiority comparison (`compare`, n seeds a side, both spreading `sd`) of a true
-    difference `diff` (positive = better) ends `within` −Δ: its one-sided lower bound d̂ − t·SE above −Δ, i.e.
-    the noncentral t of (d̂ + Δ)/SE, noncentrality (diff + Δ)/(sd·sqrt(2/n)), past t(1 − α, 2n − 2) (pooled
-    degrees of freedom; Welch's are the same for equal spreads). By symmetry it is also the chance of `worse`
-    for a true difference of −2Δ − diff. The positive control's seed counts come from it (docs/design.md §5)."""
-    if n < 2 or not (sd > 0 and delta > 0):
+def decision_power(
+    sd: float,
+    delta: float,
+    n: int,
+    diff: float = 0.0,
+    n_base: int | None = None,
+    sd_base: float | None = None,
+) -> float:
+    """The chance that a non-inferiority comparison (`compare`: n seeds spreading `sd` against n_base S = 1 seeds
+    spreading sd_base, both by default the same) of a true difference `diff` (positive = better) ends `within`
+    −Δ: its one-sided lower bound d̂ − t·SE above −Δ, i.e. the noncentral t of (d̂ + Δ)/SE, noncentrality
+    (diff + Δ)/sqrt(sd²/n + sd_base²/n_base), past t(1 − α) at Welch–Satterthwaite's degrees of freedom (2n − 2
+    for equal sides). By symmetry it is also the chance of `worse` for a true difference of −2Δ − diff. The
+    positive control's seed counts come from it (docs/design.md §1): cheap S = 1 seeds may outnumber dear ones."""
+    n_base = n if n_base is None else n_base
+    sd_base = sd if sd_base is None else sd_base
+    if min(n, n_base) < 2 or not (sd > 0 and sd_base > 0 and delta > 0):
         return math.nan
-    df = 2 * n - 2
-    ncp = (diff + delta) / (sd * math.sqrt(2.0 / n))
+    a, b = sd**2 / n, sd_base**2 / n_base
+    df = (a + b) ** 2 / (a**2 / (n - 1) + b**2 / (n_base - 1))
+    ncp = (diff + delta) / math.sqrt(a + b)
     return float(stats.nct.sf(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df), df, ncp))
 
 
-def seeds_for(sd: float, delta: float, power: float = 0.8, diff: float = 0.0, most: int = 100) -> int:
-    """The fewest seeds a side with `decision_power` ≥ `power` (and ≥ MIN_SEEDS); `most` + 1 when none up to it."""
+def seeds_for(
+    sd: float, delta: float, power: float = 0.8, diff: float = 0.0, most: int = 100, base_per_seed: int = 1
+) -> int:
+    """The fewest seeds n with `decision_power` ≥ `power` (and ≥ MIN_SEEDS), S = 1 having `base_per_seed` × n;
+    `most` + 1 when none up to it."""
     for n in range(MIN_SEEDS, most + 1):
-        if decision_power(sd, delta, n, diff) >= power:
+        if decision_power(sd, delta, n, diff, n_base=base_per_seed * n) >= power:
             return n
     return most + 1
 

@@ -451,3 +451,23 @@ def test_the_power_computation_matches_the_comparison_it_plans_for():
         planned = decision_power(1.0, 1.0, n, diff if want == WITHIN else -2.0 - diff)
         assert hits / 1000 == pytest.approx(planned, abs=0.05)
     assert seeds_for(0.5, 1.0) == 4 and seeds_for(1.73, 1.0) == 38  # the ×3 cifar10 spread of the old preset
+
+
+def test_the_power_of_unequal_sides_matches_welch():
+    """The control gives cheap S = 1 seeds more than dear S = 64 ones: decision_power with n_base, sd_base
+    (Welch–Satterthwaite degrees of freedom) against a Monte Carlo of `compare` on such sides; more S = 1 seeds
+    raise the power and lower the S = 64 seeds needed; equal sides give the pooled formula back."""
+    from reports.findings import decision_power, seeds_for
+
+    rng = np.random.default_rng(1)
+    for n, n_base, sd, sd_base, diff, want in ((4, 8, 1.5, 1.75, 1.0, WITHIN), (3, 9, 1.0, 2.0, -3.0, WORSE)):
+        hits = sum(
+            compare(rng.normal(diff, sd, n), rng.normal(0.0, sd_base, n_base), True, 1.0).verdict == want
+            for _ in range(2000)
+        )
+        planned = decision_power(sd, 1.0, n, diff if want == WITHIN else -2.0 - diff, n_base, sd_base)
+        assert hits / 2000 == pytest.approx(planned, abs=0.04)
+    assert decision_power(1.0, 1.0, 6, 0.5, n_base=6, sd_base=1.0) == decision_power(1.0, 1.0, 6, 0.5)
+    assert decision_power(1.75, 1.0, 8, 1.0, n_base=16) > decision_power(1.75, 1.0, 8, 1.0)
+    assert seeds_for(1.73, 1.0, base_per_seed=2) < seeds_for(1.73, 1.0)
+    assert math.isnan(decision_power(1.0, 1.0, 4, n_base=1))
