@@ -5,9 +5,12 @@ speed-ups against S beside the paper's, AdaScale's speed-up against S·b / B_sim
   variant), Table 2 rule (every rule with runs: a rule whose pace is the scale, LSW, √S, LEGW, has S by
   construction) and S, beside the ideal S and the paper's own speed-up of the same task and method (its
   S = 1 iterations over its iterations at S, paper/table2.csv).
-- B_simple = b·σ²/μ² (McCandlish et al. 2018), each AdaScale run's training average: b·Σσ̂²_t / Σμ̂²_t over
-  its iterations, with σ̂², μ̂² the unbiased per-iteration estimates of bench.algo.gain.moments (the
-  estimator's own formulas) from the sum_sq, mean_sq and scale of its metrics.jsonl.
+- AdaScale's efficiency (speed-up ÷ S) beside what finding (iii) predicts for the same run: T1 over the
+  iterations of a gain that follows the run's own noise scale (reports.noise.predicted_iterations: the steady
+  gain bench.algo.gain.steady_gain through the estimator's moving average) — one formula for the panel and
+  the finding;
+  S·b/B with B the run's late noise scale (reports.noise: per window, τ-weighted, corrected for drawing
+  without replacement).
 - Time to target (AlgoPerf's measure): per run, the first evaluation whose metric reaches the threshold fixed
   before the runs (spec `ttt_target`: the task preset's, whose comment says where it comes from — the paper's
   S = 1 value or a previous round's S = 1 runs, less a margin — or a matrix's for a variant; never the current
@@ -31,7 +34,9 @@ from bench.algo.rules import title
 
 from . import noise
 from .collect import Results, rule_rows
+from .findings import table_margin
 from .paper import load_paper
+from .scalefree import WORSE_FLAG
 from .table2 import place, table_runs
 
 NOT_REACHED = "not reached"
@@ -39,7 +44,8 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 SIMULATED = "simulated"
 TTT_COLUMNS = ["task", "variant", "scale", "method", "seed", "batch", "target", "reached", "iterations", "resolution"]
 TTT_COLUMNS += ["examples", "seconds", "parallel"]
-SPEEDUP_COLUMNS = ["task", "variant", "method", "scale", "speedup", "n", "ideal", "paper", "S_b_over_B"]
+SPEEDUP_COLUMNS = ["task", "variant", "method", "scale", "speedup", "n", "ideal", "paper", "S_b_over_B", "predicted"]
+SPEEDUP_COLUMNS += ["quality"]
 
 
 def _fixed(df: pd.DataFrame) -> pd.DataFrame:
@@ -48,16 +54,16 @@ def _fixed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def noise_scales(res: Results) -> pd.DataFrame:
-    """The Table 2 AdaScale runs (S ≥ 2, completed) with their training-average B_simple as column `B_simple`."""
+    """The Table 2 AdaScale runs (S ≥ 2, completed) with their noise scale per window (reports.noise.fill),
+    `B_late` as `B`, and `predicted`: the speed-up finding (iii) predicts, T1 / predicted iterations."""
+    noise.fill(res)
     t = table_runs(res.runs)
     if t.empty:
-        return t.assign(B_simple=pd.Series(dtype=float))
+        return t.assign(B=pd.Series(dtype=float), predicted=pd.Series(dtype=float))
     t = _fixed(t)
     ada = t[(t["method"] == "adascale") & (t["S"] >= 2) & (t["status"] == "completed")].copy()
-    ada["B_simple"] = [
-        noise.average(res.metrics(r.run_dir)[0], float(r.batch_size)) if r.has_metrics else math.nan
-        for r in ada.itertuples()
-    ]
+    ada["B"] = pd.to_numeric(ada[noise.WINDOW_COLUMNS[-1]], errors="coerce")
+    ada["predicted"] = ada["T1"].astype(float) / pd.to_numeric(ada[noise.PREDICTED], errors="coerce")
     return ada
 
 
@@ -74,21 +80,27 @@ def _paper_speedups() -> dict[tuple[str, str, float], float]:
 
 
 def speedups(res: Results, noise: pd.DataFrame | None = None) -> pd.DataFrame:
-    """SPEEDUP_COLUMNS per table, Table 2 rule and fixed S; S_b_over_B from AdaScale's runs."""
+    """SPEEDUP_COLUMNS per table, Table 2 rule and fixed S; S_b_over_B and `predicted` (finding (iii)'s
+    speed-up) from AdaScale's runs; `quality`: the scale-free table's flag (a mean metric worse than S = 1's
+    by more than the findings' margin: no success, whatever its speed-up)."""
     t = table_runs(res.runs)
     if t.empty:
         return pd.DataFrame(columns=SPEEDUP_COLUMNS)
     t = _fixed(t)
+    margins = _margins(t)
     t = t[t["status"] == "completed"]
     noise = noise_scales(res) if noise is None else noise
     paper = _paper_speedups()
     rows = []
     for (task, variant, method, S), g in t.groupby(["task", "variant", "method", "S"]):
         sp = (g["T1"].astype(float) / g["iterations"].astype(float)).to_numpy()
-        nb = noise[(noise["task"] == task) & (noise["variant"] == variant) & (noise["S"] == S)]["B_simple"]
+        same = noise[(noise["task"] == task) & (noise["variant"] == variant) & (noise["S"] == S)]
+        nb, pred = same["B"].dropna(), same["predicted"].dropna()
         b = float(g["batch_size"].iloc[0])
         median = float(np.median(nb.dropna())) if len(nb.dropna()) else math.nan
         ratio = S * b / median if median > 0 else math.nan  # a noise scale of 0 (μ² never above its noise): none
+        delta, base, higher = margins.get((task, variant), (math.nan, math.nan, True))
+        d = (1 if higher else -1) * (float(pd.to_numeric(g["val_metric"], errors="coerce").mean()) - base)
         rows.append(
             {
                 "task": task,
@@ -100,6 +112,8 @@ def speedups(res: Results, noise: pd.DataFrame | None = None) -> pd.DataFrame:
                 "ideal": S,
                 "paper": paper.get((task, method, S), math.nan),
                 "S_b_over_B": ratio,
+                "predicted": float(np.mean(pred)) if method == "adascale" and len(pred) else math.nan,
+                "quality": WORSE_FLAG if d < -delta else "",
             }
         )
     return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)
@@ -140,6 +154,19 @@ def _first_hit(evals: pd.DataFrame, target: float, higher: bool) -> tuple[pd.Ser
     its = pd.to_numeric(evals["iteration"], errors="coerce").to_numpy(float)
     before = its[hit[0] - 1] if hit[0] > 0 else 0.0
     return evals.iloc[hit[0]], float(its[hit[0]] - before)
+
+
+def _margins(t: pd.DataFrame) -> dict[tuple[str, str], tuple[float, float, bool]]:
+    """(Δ, S = 1 mean, higher is better) per (task, variant), from the S = 1 runs (reports.findings.table_margin)."""
+    out = {}
+    for (task, variant), g in t.groupby(["task", "variant"]):
+        base = g[(g["S"] == 1) & (g["status"] == "completed")].drop_duplicates("run_dir")
+        vals = pd.to_numeric(base["val_metric"], errors="coerce").dropna().to_numpy(float)
+        higher = bool(g["higher_is_better"].dropna().iloc[0]) if g["higher_is_better"].notna().any() else True
+        preset = str(g["preset"].iloc[0] or "")
+        m = table_margin(str(task), preset, higher, vals)
+        out[(task, variant)] = (m.delta, float(np.mean(vals)) if len(vals) else math.nan, higher)
+    return out
 
 
 def time_to_target(res: Results) -> pd.DataFrame:
@@ -245,17 +272,103 @@ SPEEDUP_CAPTION = (
     "so LSW+ is drawn wide and pale under AdaScale), the ideal line (speed-up = S) "
     "and the paper's own speed-ups (paper/table2.csv: its S = 1 "
     "iterations over its iterations at S), dashed: the same task's rules in their colour, AdaScale of the "
-    "other paper tasks in grey. Right: "
-    "AdaScale's scaling efficiency (speed-up ÷ S) against S·b / B_simple (each run's training-average noise "
-    "scale), beside McCandlish et al.'s 1/(1 + S·b/B): past the noise scale a larger batch buys fewer steps."
+    "other paper tasks in grey; a red ✗ marks a cell whose metric misses S = 1's by more than the findings' "
+    "margin (no success, whatever its speed-up). Right: AdaScale's scaling "
+    "efficiency (speed-up ÷ S) against S, beside what finding (iii) predicts for the same runs: T1 over the "
+    "iterations of a gain at the steady value S(B/b + 1)/(B/b + S) of each run's own noise scale, per tenth of "
+    "τ through the estimator's moving average (one formula for the panel and the finding); each point labelled "
+    "with S·b/B, B its late noise scale. "
+    "Past the noise scale a larger batch buys fewer steps."
 )
 
 
-def speedup_figures(res: Results, outdir: Path) -> list:
-    """One figure per table (task, variant) with AdaScale runs at S ≥ 2."""
+def _floats(values) -> list[float]:
+    return [float(v) for v in values]
+
+
+def speedup_plan(g: pd.DataFrame, paper: pd.DataFrame, task: str, name: str, rows: dict, colors: dict) -> dict:
+    """What one speed-up figure shows, as plain data (reports.figures.render draws it, or keeps the PNG drawn
+    from the same plan). Rules that coincide (LSW+ on AdaScale, √S on LSW) stay visible: the later ones in
+    the method table are drawn first, wide and pale, AdaScale last, narrow, on top."""
+    mine = sorted(set(g["method"]), key=place)
+    lines, other = [], True
+    for (ptask, method), p in paper.groupby(["task", "method"]):
+        base = p.loc[p["scale"] == "1", "iterations"]
+        same = ptask == task and method in mine
+        if not len(base) or not (same or (ptask != task and method == "adascale")):
+            continue
+        label = f"paper {rows[method].title if method in rows else method}, {ptask}" if same else None
+        if not same and other:
+            label, other = "paper AdaScale, the other tasks", False
+        wide = same and method == "lsw+"  # LSW+ runs AdaScale's iterations: drawn wide, AdaScale on top
+        style = {"lw": 3.5 if wide else 1, "alpha": 0.5 if wide else 1, "zorder": 1 if wide else 2}
+        color = colors[method] if same else "0.75"
+        lines.append((label, color, _floats(p["scale"]), _floats(float(base.iloc[0]) / p["iterations"]), style))
+    methods = []
+    drawn = mine[::-1]
+    for j, method in enumerate(drawn):
+        m = g[g["method"] == method].sort_values("scale")
+        width = 1.5 + 4.5 * (len(drawn) - 1 - j) / max(1, len(drawn) - 1)
+        style = {"marker": MARKERS[mine.index(method) % len(MARKERS)], "ms": 3 + 2 * width, "lw": width}
+        style |= {"alpha": 1.0 if j == len(drawn) - 1 else 0.45, "zorder": 3 + j}
+        bad = (m["quality"].fillna("") != "").to_list()
+        methods.append((rows[method].title, colors[method], _floats(m["scale"]), _floats(m["speedup"]), bad, style))
+    ada = g[g["method"] == "adascale"].sort_values("scale")
+    eff = {
+        "scale": _floats(ada["scale"]),
+        "eff": _floats(ada["speedup"] / ada["scale"]),
+        "bad": (ada["quality"].fillna("") != "").to_list(),
+        "predicted": _floats(ada["predicted"].astype(float) / ada["scale"]),
+        "ratio": _floats(ada["S_b_over_B"]),
+    }
+    return {"name": name, "paper": lines, "ideal": _floats(sorted(g["scale"].unique())), "methods": methods, "eff": eff}
+
+
+def _draw_speedup(plan: dict, path: Path) -> None:
+    """Left: speed-up against S; right: AdaScale's efficiency beside finding (iii)'s prediction."""
     import matplotlib.pyplot as plt
 
-    from .figures import STYLE, Figure, _save, _slug
+    from . import figures as F
+
+    with plt.rc_context(F.STYLE):
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.4), constrained_layout=True)
+        for label, color, x, y, style in plan["paper"]:
+            ax.plot(x, y, color=color, ls="--", marker=".", label=label, **style)
+        ax.plot(plan["ideal"], plan["ideal"], color="black", lw=1, label="ideal (= S)")
+        for label, color, x, y, bad, style in plan["methods"]:
+            ax.plot(x, [math.nan if b else v for v, b in zip(y, bad, strict=True)], color=color, label=label, **style)
+            flagged = [(xi, yi) for xi, yi, b in zip(x, y, bad, strict=True) if b]
+            if flagged:
+                ax.scatter(*zip(*flagged, strict=True), marker="x", s=80, color="tab:red", zorder=9)
+        ax.set(xscale="log", yscale="log", xlabel="scale S", ylabel="speed-up T1 / iterations")
+        ax.set_title(f"{plan['name']}: speed-up")
+        ax.legend(fontsize=9)
+        _draw_efficiency(bx, plan["eff"])
+        F._save(fig, path)
+
+
+def _draw_efficiency(bx, e: dict) -> None:
+    """AdaScale's efficiency (speed-up ÷ S) against S, beside finding (iii)'s prediction; flagged cells ✗."""
+    if e["scale"]:
+        good = [not b for b in e["bad"]]
+        pick = lambda xs, keep: [v for v, k in zip(xs, keep, strict=True) if k]  # noqa: E731
+        bx.scatter(pick(e["scale"], good), pick(e["eff"], good), s=60, color="tab:blue", zorder=3, label="AdaScale")
+        if not all(good):
+            bad = [not k for k in good]
+            bx.scatter(pick(e["scale"], bad), pick(e["eff"], bad), marker="x", s=80, color="tab:red", zorder=4)
+        if any(math.isfinite(v) for v in e["predicted"]):
+            bx.plot(e["scale"], e["predicted"], color="black", ls=":", marker="o", mfc="none", label="predicted (iii)")
+        for x, y, ratio in zip(e["scale"], e["eff"], e["ratio"], strict=True):
+            if math.isfinite(ratio):
+                bx.annotate(f"S·b/B={ratio:.2g}", (x, y), textcoords="offset points", xytext=(5, 5), fontsize=9)
+        bx.set(xscale="log", xlabel="scale S", ylabel="efficiency: speed-up ÷ S", ylim=(0, 1.05))
+        bx.legend(fontsize=9)
+    bx.set_title("AdaScale against the noise scale")
+
+
+def speedup_figures(res: Results, outdir: Path) -> list:
+    """One figure per table (task, variant) with AdaScale or LSW+ runs at a fixed S."""
+    from . import figures as F
 
     sp = speedups(res)
     figs: list = []
@@ -264,74 +377,16 @@ def speedup_figures(res: Results, outdir: Path) -> list:
     rows = rule_rows(res.runs)
     paper = load_paper()
     paper = paper[pd.to_numeric(paper["scale"], errors="coerce").notna()]
+    import matplotlib.pyplot as plt
+
     order = sorted(set(sp["method"]) | {"adascale"}, key=place)
     colors = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(order)}
     for (task, variant), g in sp.groupby(["task", "variant"]):
-        mine = sorted(set(g["method"]), key=place)
-        with plt.rc_context(STYLE):
-            fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5.4), constrained_layout=True)
-            other = True
-            for (ptask, method), p in paper.groupby(["task", "method"]):
-                base = p.loc[p["scale"] == "1", "iterations"]
-                same = ptask == task and method in mine
-                if not len(base) or not (same or (ptask != task and method == "adascale")):
-                    continue
-                label = f"paper {rows[method].title if method in rows else method}, {ptask}" if same else None
-                if not same and other:
-                    label, other = "paper AdaScale, the other tasks", False
-                wide = same and method == "lsw+"  # LSW+ runs AdaScale's iterations: drawn wide, AdaScale on top
-                ax.plot(
-                    p["scale"].astype(float),
-                    float(base.iloc[0]) / p["iterations"],
-                    color=colors[method] if same else "0.75",
-                    lw=3.5 if wide else 1,
-                    alpha=0.5 if wide else 1,
-                    ls="--",
-                    marker=".",
-                    label=label,
-                    zorder=1 if wide else 2,
-                )
-            scales = sorted(g["scale"].unique())
-            ax.plot(scales, scales, color="black", lw=1, label="ideal (= S)")
-            drawn = mine[::-1]  # rules that coincide (LSW+ on AdaScale, √S on LSW) stay visible: the later ones
-            for j, method in enumerate(drawn):  # in the table wide and pale beneath, AdaScale narrow on top
-                m = g[g["method"] == method].sort_values("scale")
-                top = j == len(drawn) - 1
-                width = 1.5 + 4.5 * (len(drawn) - 1 - j) / max(1, len(drawn) - 1)
-                ax.plot(
-                    m["scale"],
-                    m["speedup"],
-                    marker=MARKERS[mine.index(method) % len(MARKERS)],
-                    ms=3 + 2 * width,
-                    lw=width,
-                    alpha=1.0 if top else 0.45,
-                    zorder=3 + j,
-                    color=colors[method],
-                    label=rows[method].title,
-                )
-            ax.set(xscale="log", yscale="log", xlabel="scale S", ylabel="speed-up T1 / iterations")
-            name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}"
-            ax.set_title(f"{name}: speed-up")
-            ax.legend(fontsize=9)
-            ada = g[(g["method"] == "adascale") & np.isfinite(g["S_b_over_B"].astype(float))]
-            if len(ada):
-                x = ada["S_b_over_B"].astype(float)
-                bx.scatter(x, ada["speedup"] / ada["scale"], s=60, color="tab:blue", zorder=3, label="AdaScale")
-                for r in ada.itertuples():
-                    bx.annotate(
-                        f"S={r.scale:g}",
-                        (r.S_b_over_B, r.speedup / r.scale),
-                        textcoords="offset points",
-                        xytext=(5, 5),
-                        fontsize=9,
-                    )
-                grid = np.geomspace(min(x.min(), 0.1), max(x.max(), 10.0), 100)
-                bx.plot(grid, 1 / (1 + grid), color="black", ls=":", label="1 / (1 + S·b/B)")
-                bx.set(xscale="log", xlabel="S·b / B_simple", ylabel="efficiency: speed-up ÷ S")
-                bx.legend(fontsize=9)
-            bx.set_title("AdaScale against the noise scale")
-            path = _save(fig, outdir / f"speedup_{_slug(task, variant)}.png")
-        figs.append(Figure("speedup", name, path, SPEEDUP_CAPTION, variant))
+        path = outdir / f"speedup_{F._slug(task, variant)}.png"
+        name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}"
+        plan = speedup_plan(g, paper, task, name, rows, colors)
+        F.render.current().submit(_draw_speedup, plan, path, caption=SPEEDUP_CAPTION)
+        figs.append(F.Figure("speedup", name, path, SPEEDUP_CAPTION, variant))
     return figs
 
 

@@ -15,7 +15,6 @@ from bench import safefs
 from bench.algo.rules import label
 
 from .figures import Figure
-from .noise import fmt as noise_fmt
 from .scalefree import _delta
 from .table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
 from .variants import display
@@ -290,10 +289,10 @@ def findings_html(f: pd.DataFrame, legend: str, variants: dict[str, str] | None 
     ]
     for table, t in f.groupby("table", sort=False):
         head = t.iloc[0]
-        b = head.get("B_simple", math.nan)
         noise = (
-            f'<span class="detail">B_simple {E(_bfmt(b))} (median of {head.get("B_runs", 0)} AdaScale '
-            f"run(s), S ≥ 2); largest S·b {E(_num(head.get('max_total_batch', math.nan), ',.0f'))}</span>"
+            f'<span class="detail">noise scale {E(str(head.get("noise", "")))}; largest S·b '
+            f"{E(_num(head.get('max_total_batch', math.nan), ',.0f'))}; margin {E(str(head.get('margin_rule', '')))}"
+            "</span>"
         )
         out.append(f'<tr class="task group-start"><th colspan="3">{name_html(table, variants)} — {noise}</th></tr>')
         for r in t.itertuples():
@@ -307,10 +306,6 @@ def findings_html(f: pd.DataFrame, legend: str, variants: dict[str, str] | None 
     return "\n".join(out)
 
 
-def _bfmt(b: float) -> str:
-    return noise_fmt(float(b)) if isinstance(b, int | float) else MISSING
-
-
 def _num(v: float, fmt: str) -> str:
     return MISSING if v is None or not isinstance(v, int | float) or not math.isfinite(v) else format(v, fmt)
 
@@ -320,7 +315,9 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
     if sf.empty:
         return '<p class="note">No Table 2 runs.</p>'
     out = [
-        '<p class="legend">Δmetric: mean validation metric at S − at S = 1 of the same method. Speed-up: T1 / '
+        '<p class="legend">Δmetric: mean validation metric at S against S = 1 of the same method, + = better '
+        "(a higher accuracy, a lower loss). Quality ✗: the cell misses S = 1's metric by more than the findings' "
+        "margin Δ, or diverged; its speed-up is no success. Speed-up: T1 / "
         "iterations (S = 1 runs T1 iterations; ours: the runs' T1, the paper's: its S = 1 row). Efficiency: "
         "T1 / (S · iterations), 1 = perfect linear scaling. These ratios compare across run sizes, so tiny "
         "runs are compared with the paper here (and only here). Diverged cells: N/A, their speed-up from the "
@@ -330,7 +327,8 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
         out.append(f"<h3>{name_html(table, variants)}</h3><table>")
         out.append(
             '<tr><th rowspan="2">method</th><th rowspan="2">S</th><th rowspan="2">seeds</th>'
-            '<th colspan="2">Δmetric</th><th colspan="2">speed-up</th><th colspan="2">efficiency</th></tr>'
+            '<th colspan="2">Δmetric (+ better)</th><th colspan="2">speed-up</th><th colspan="2">efficiency</th>'
+            '<th rowspan="2">quality</th></tr>'
         )
         out.append("<tr>" + "<th>ours</th><th>paper</th>" * 3 + "</tr>")
         prev = None
@@ -349,6 +347,8 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
                 for v in (a, b):
                     text = _num(v, ".2f")
                     tds.append(_td(text, "missing" if text == MISSING else "num"))
+            flag = r.quality if isinstance(r.quality, str) else ""
+            tds.append(_td(f"✗ {flag}" if flag else "", "fails" if flag else "label"))
             out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
         out.append("</table>")
     return "\n".join(out)

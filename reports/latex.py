@@ -39,6 +39,8 @@ _SPECIAL = {
     "μ": r"$\mu$",
     "²": r"$^2$",
     "∞": r"$\infty$",
+    "→": r"$\rightarrow$",
+    "τ": r"$\tau$",
 }
 _RE = re.compile("|".join(re.escape(k) for k in _SPECIAL))
 

@@ -1,39 +1,169 @@
-"""The gradient-noise scale B_simple = b·σ²/μ² (McCandlish et al. 2018) of each AdaScale run, read from the
-run's own statistics: over τ (the curves figure) and as a training average (Table 2's notes, the findings).
+"""The gradient-noise scale B = b·σ²/μ² (McCandlish et al. 2018's B_simple) of each AdaScale run over
+training: the one definition the findings read ((ii)'s regime, (iii)'s and (iv)'s r̂), the efficiency panel
+and Table 2's notes use.
 
-The formulas are bench.algo.gain's (`b_simple`, `b_simple_average`, `UnbiasedGain`); over a run's arrays
-the same arithmetic at numpy speed, tested equal to them bit for bit:
-- the training average is summary.json's `B_simple` where the run wrote one, else the same function over
-  the (sum_sq, mean_sq, scale) of its metrics.jsonl records — old runs get it too;
-- the trajectory is b·var/sqr of the moving averages AdaScale recorded (`var`, `sqr`, the unbiased
-  estimator's), else those averages replayed with `UnbiasedGain` from sum_sq and mean_sq (a run made
-  with the ratio estimator, or before the averages were recorded).
+**Definition** (`windows`). B over a window of τ (fractions of T1: early [0, ⅓), middle [⅓, ⅔), late [⅔, 1]):
 
-Metrics columns read: train `tau`, `scale`, `sum_sq`, `mean_sq` (and `var`, `sqr` when present).
+    B_w = b · Σ_t p_t·σ²_t / Σ_t p_t·μ²_t       over the iterations t whose τ_t lies in the window,
+
+with σ²_t, μ²_t the per-iteration moments corrected for drawing without replacement
+(bench.algo.gain.population_moments: the derivation is there; the engine cuts each iteration's S
+micro-batches out of one epoch's permutation of N items, M = N/b per epoch, read from the run's summary as
+its micro-batches over its epochs) and p_t the τ the iteration advanced (its τ-length: the difference of
+consecutive records' τ, which also weighs a down-sampled frame's records right). Why so:
+- *windows*, not one training average: B grows as training converges (smoke logreg S = 8: exact B 52 → 13 354);
+  a ratio of sums over the whole run is dominated by early training, where μ² is large (the old average,
+  337, was B at iteration 71 of 423);
+- *weighted by τ*, not by iteration: AdaScale at a larger S takes fewer, longer iterations late in training
+  (its gain is larger there), so an average over iterations leans further towards early training the larger
+  S is — which made the old per-run values fall with S (smoke logreg: S = 2 465–554, S = 4 386–416, S = 8
+  325–338). Weighted by τ, runs at any S weigh the same stretch of training alike;
+- *corrected*: without it μ² is low by s²/N, and on the tiny sets (N = 1 000 … 20 000) B came out too large.
+A task's noise scale is the median over its fixed-S AdaScale runs (S ≥ 2) of each window, printed as the
+range over windows and runs; (ii) is testable where S·b exceeds every window's median.
+
+**Trajectory** (the curves figure): b·σ²/μ² of the moving averages AdaScale recorded (`var`, `sqr`), else
+those averages replayed with `UnbiasedGain` from sum_sq and mean_sq, with the same correction at ρ = 1.
+**Training average** (`average`, summary.json's `B_simple`): kept for the record and for runs read by older
+reports; no verdict reads it.
+
+Metrics columns read: train `tau`, `iteration`, `scale`, `sum_sq`, `mean_sq`, `progress` (and `var`, `sqr`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from bench.algo.gain import UnbiasedGain, b_simple, moments
+from bench.algo.gain import UnbiasedGain, b_simple, moments, pair_fraction, population_moments
 
 from .collect import Results, scale_order
 
-COLUMN = "B_simple"
+COLUMN = "B_simple"  # the training average (summary.json), kept for the record
+WINDOWS = (("early", 0.0, 1 / 3), ("middle", 1 / 3, 2 / 3), ("late", 2 / 3, 1.0))  # fractions of T1
+WINDOW_COLUMNS = tuple(f"B_{name}" for name, _, _ in WINDOWS)  # a run's B per window, set by `fill`
+PER_EPOCH = "per_epoch"  # a run's micro-batches per epoch M = N/b (inf: unknown, no correction), set by `fill`
+PREDICTED = "predicted_iterations"  # a fixed-S run's iterations as its noise scale predicts them, set by `fill`
 
 
 def _stats(train: pd.DataFrame) -> pd.DataFrame:
-    """sum_sq, mean_sq, scale of the training records that carry statistics (S ≥ 2), as floats."""
+    """sum_sq, mean_sq, scale of the training records that carry statistics (S ≥ 2), as floats, with `first`:
+    the stream's micro-batch index at the start of each one's iteration (`_cursors`, over every record)."""
     if train.empty or not {"sum_sq", "mean_sq", "scale"} <= set(train.columns):
-        return pd.DataFrame(columns=["tau", "sum_sq", "mean_sq", "scale"])
-    cols = [c for c in ("tau", "sum_sq", "mean_sq", "scale", "var", "sqr") if c in train]
+        return pd.DataFrame(columns=["tau", "iteration", "sum_sq", "mean_sq", "scale", "first"])
+    cols = [c for c in ("tau", "iteration", "sum_sq", "mean_sq", "scale", "progress", "var", "sqr") if c in train]
     d = numeric(train[cols])
+    d = d[np.isfinite(d["scale"]) & (d["scale"] >= 1)]
+    d = d.assign(first=_cursors(d))
     return d[np.isfinite(d["sum_sq"]) & np.isfinite(d["mean_sq"]) & (d["scale"] >= 2)]
+
+
+def _cursors(d: pd.DataFrame) -> np.ndarray:
+    """The stream's micro-batch index at the start of each record's iteration: Σ S over the iterations before
+    it (exact for a full frame; in a down-sampled one each record's S stands for the iterations up to the next;
+    records without a usable iteration number count one iteration each)."""
+    scale = d["scale"].to_numpy(float)
+    if not len(d):
+        return scale
+    it = d["iteration"].to_numpy(float) if "iteration" in d else np.full(len(d), np.nan)
+    if not (np.isfinite(it).all() and (np.diff(it) > 0).all()):
+        it = np.arange(len(d), dtype=float)
+    return np.concatenate([[it[0] * scale[0]], it[0] * scale[0] + np.cumsum(scale[:-1] * np.diff(it))])
+
+
+def per_epoch(train: pd.DataFrame, epochs: float) -> float:
+    """M = N/b, the run's micro-batches per epoch of data: the micro-batches it consumed (Σ S over its
+    iterations, from its training records) over its epochs (summary.json); inf where either is unknown."""
+    d = _stats(train)
+    if d.empty or not (math.isfinite(epochs) and epochs > 0):
+        return math.inf
+    total = float(d["first"].iloc[-1] + d["scale"].iloc[-1])
+    m = total / epochs
+    return float(round(m)) if abs(m - round(m)) <= 1e-6 * m else m
+
+
+def _weights(d: pd.DataFrame) -> np.ndarray:
+    """Each record's τ-length: the τ up to the next record (the last one: its own progress)."""
+    tau = d["tau"].to_numpy(float)
+    last = float(d["progress"].iloc[-1]) if "progress" in d and np.isfinite(d["progress"].iloc[-1]) else math.nan
+    if not math.isfinite(last):
+        last = float(np.median(np.diff(tau))) if len(tau) > 1 else 1.0
+    w = np.append(np.diff(tau), last)
+    return np.where(np.isfinite(w) & (w > 0), w, 0.0)
+
+
+def corrected(d: pd.DataFrame, m: float) -> tuple[np.ndarray, np.ndarray]:
+    """(σ²_t, μ²_t) of each record: its unbiased `moments`, corrected for drawing without replacement out of
+    M = m micro-batches per epoch (bench.algo.gain.population_moments, with each iteration's pair share ρ)."""
+    scale = d["scale"].to_numpy(np.int64)
+    var, sqr = moments(d["sum_sq"].to_numpy(float), d["mean_sq"].to_numpy(float), scale)
+    if not math.isfinite(m):
+        return var, sqr
+    first = d["first"].to_numpy(float)
+    rho = np.ones(len(d))
+    straddle = np.isfinite(first) & (np.floor(first / m) != np.floor((first + scale - 1) / m))
+    for i in np.flatnonzero(straddle):
+        rho[i] = pair_fraction(int(first[i]), int(scale[i]), m)
+    return population_moments(var, sqr, m, rho)
+
+
+def window_moments(train: pd.DataFrame, T1: float, m: float, parts: int) -> list[tuple[float, float]]:
+    """(σ², μ²) of each of `parts` equal windows of τ ∈ [0, T1]: the τ-weighted means Σ p_t·σ²_t / Σ p_t and
+    Σ p_t·μ²_t / Σ p_t of the corrected per-iteration moments (`corrected`) of the iterations whose τ lies in
+    it — the definition of the module docstring; (NaN, NaN) for a window without statistics."""
+    out = [(math.nan, math.nan)] * parts
+    d = _stats(train)
+    if d.empty or "tau" not in d or not (math.isfinite(T1) and T1 > 0):
+        return out
+    sigma2, mu2 = corrected(d, m)
+    w = _weights(d)
+    k = np.clip(np.floor(d["tau"].to_numpy(float) / T1 * parts), 0, parts - 1)
+    ok = np.isfinite(sigma2 + mu2) & np.isfinite(k) & (w > 0)
+    for j in range(parts):
+        here = ok & (k == j)
+        if here.any():
+            total = float(np.sum(w[here]))
+            out[j] = (float(np.sum(w[here] * sigma2[here])) / total, float(np.sum(w[here] * mu2[here])) / total)
+    return out
+
+
+def windows(train: pd.DataFrame, batch_size: float, T1: float, m: float) -> dict[str, float]:
+    """B per third of τ (WINDOWS): b·σ²/μ² of `window_moments`; NaN for a window without statistics, inf where
+    its μ² ≤ 0 (the gradient's mean not resolved above its noise)."""
+    out = dict.fromkeys(WINDOW_COLUMNS, math.nan)
+    if not math.isfinite(batch_size):
+        return out
+    for col, (sigma2, mu2) in zip(WINDOW_COLUMNS, window_moments(train, T1, m, len(WINDOWS)), strict=True):
+        if math.isfinite(sigma2 + mu2):
+            out[col] = b_simple(sigma2, mu2, batch_size)
+    return out
+
+
+PREDICTION_PARTS = 10  # (iii)'s prediction follows the noise scale per tenth of τ
+
+
+def predicted_iterations(train: pd.DataFrame, scale: int, T1: float, m: float) -> float:
+    """The iterations of an AdaScale run at a fixed S whose gain follows this run's noise scale (finding iii and
+    the efficiency panel): the estimator's own moving average (bench.algo.gain.UnbiasedGain, θ = 1 − S/1000)
+    fed, iteration by iteration, the run's τ-weighted σ² and μ² of the tenth of τ it is in (`window_moments`),
+    its gain — the steady gain S(B/b + 1)/(B/b + S) of the noise scale the average holds
+    (bench.algo.gain.steady_gain) — advancing τ until T1. Through the same average as the run, so its memory
+    of 1000/S iterations lags a rising noise scale as the run does (the smoke's logreg S = 8: +4 % against
+    +34 % for the gain taken at each tenth's own noise scale). NaN where a tenth has no statistics."""
+    parts = window_moments(train, T1, m, PREDICTION_PARTS)
+    if scale < 2 or not all(math.isfinite(a + b) for a, b in parts):
+        return math.nan
+    est, tau, iterations = UnbiasedGain(), 0.0, 0
+    while tau < T1 * (1 - 1e-9) and iterations < 100 * T1:
+        sigma2, mu2 = parts[min(int(tau / T1 * PREDICTION_PARTS), PREDICTION_PARTS - 1)]
+        mean_sq = mu2 + sigma2 / scale  # the statistics whose `moments` are (σ², μ²)
+        tau += est.update(sigma2 * (scale - 1) + scale * mean_sq, mean_sq, scale)
+        iterations += 1
+    return float(iterations)
 
 
 def average(train: pd.DataFrame, batch_size: float) -> float:
@@ -74,18 +204,21 @@ def b_simple_of(var: np.ndarray, sqr: np.ndarray, batch_size: float) -> np.ndarr
         return np.where(sqr > 0, batch_size * np.where(var < 0.0, 0.0, var) / np.where(sqr > 0, sqr, 1.0), math.inf)
 
 
-def trajectory(train: pd.DataFrame, batch_size: float) -> pd.DataFrame:
-    """(tau, B_simple) after each iteration with statistics: what AdaScale's moving averages said."""
+def trajectory(train: pd.DataFrame, batch_size: float, per_epoch: float = math.inf) -> pd.DataFrame:
+    """(tau, B_simple) after each iteration with statistics: what AdaScale's moving averages said, corrected
+    for drawing without replacement out of `per_epoch` micro-batches per epoch (at ρ = 1; inf: uncorrected)."""
     d = _stats(train)
     if d.empty or not math.isfinite(batch_size) or "tau" not in d:
         return pd.DataFrame(columns=["tau", COLUMN])
     if {"var", "sqr"} <= set(d.columns) and np.isfinite(d[["var", "sqr"]].to_numpy(float)).all():
-        values = b_simple_of(d["var"].to_numpy(float), d["sqr"].to_numpy(float), batch_size)
+        var, sqr = d["var"].to_numpy(float), d["sqr"].to_numpy(float)
     else:
-        est, values = UnbiasedGain(), []
+        est, avgs = UnbiasedGain(), []
         for s, m, scale in zip(d["sum_sq"], d["mean_sq"], d["scale"].astype(int), strict=True):
             est.update(float(s), float(m), scale)
-            values.append(est.noise_scale(batch_size))
+            avgs.append((est.var_avg, est.sqr_avg))
+        var, sqr = (np.asarray(c, float) for c in zip(*avgs, strict=True))
+    values = b_simple_of(*population_moments(var, sqr, per_epoch), batch_size)
     out = pd.DataFrame({"tau": d["tau"].to_numpy(float), COLUMN: np.asarray(values, float)})
     return out[np.isfinite(out[COLUMN])]
 
@@ -99,37 +232,87 @@ def _wanted(runs: pd.DataFrame) -> pd.Series:
 
 
 def fill(res: Results) -> pd.DataFrame:
-    """res.runs with the `B_simple` column filled for every AdaScale run with S ≥ 2 that lacks one in its
-    summary (computed from its metrics.jsonl; inf where Σμ² ≤ 0). Idempotent."""
+    """res.runs with, for every AdaScale run with S ≥ 2: `B_simple` (the training average) where its summary
+    lacks one, and for the completed ones `per_epoch` (M) and the noise scale per window (`B_early`,
+    `B_middle`, `B_late`: `windows`), from its metrics.jsonl. Idempotent."""
     runs = res.runs
-    if COLUMN not in runs:
-        runs[COLUMN] = math.nan
-    todo = _wanted(runs) & ~np.isfinite(pd.to_numeric(runs[COLUMN], errors="coerce").to_numpy(float))
-    todo &= runs["has_metrics"].astype(bool)
-    for i in runs.index[todo]:
+    for col in (COLUMN, PER_EPOCH, PREDICTED, *WINDOW_COLUMNS):
+        if col not in runs:
+            runs[col] = math.nan
+    wanted = _wanted(runs) & runs["has_metrics"].astype(bool)
+    missing = ~np.isfinite(pd.to_numeric(runs[COLUMN], errors="coerce").to_numpy(float))
+    unwindowed = pd.to_numeric(runs[PER_EPOCH], errors="coerce").isna() & (runs["status"] == "completed")
+    for i in runs.index[wanted & (missing | unwindowed)]:
         train, _ = res.metrics(runs.at[i, "run_dir"])
-        runs.at[i, COLUMN] = average(train, float(runs.at[i, "batch_size"]))
+        b = float(runs.at[i, "batch_size"])
+        if missing[runs.index.get_loc(i)]:
+            runs.at[i, COLUMN] = average(train, b)
+        if unwindowed[i]:
+            m = per_epoch(train, float(pd.to_numeric(runs.at[i, "epochs"], errors="coerce")))
+            runs.at[i, PER_EPOCH] = m
+            T1 = float(runs.at[i, "T1"])
+            for col, v in windows(train, b, T1, m).items():
+                runs.at[i, col] = v
+            S = scale_order(runs.at[i, "scale"])
+            if S[0] == 0 and S[1] >= 2:
+                runs.at[i, PREDICTED] = predicted_iterations(train, int(S[1]), T1, m)
     res.runs = runs
     return runs
 
 
 def per_run(t: pd.DataFrame) -> pd.DataFrame:
-    """The fixed-S AdaScale runs (S ≥ 2, completed) of one table with a measured B_simple (after `fill`)."""
-    if t.empty or COLUMN not in t:
+    """The fixed-S AdaScale runs (S ≥ 2, completed) of one table with a noise scale in every window (after
+    `fill`; inf counts: μ² not above its noise)."""
+    if t.empty or any(c not in t for c in WINDOW_COLUMNS):
         return t.iloc[0:0]
     fixed = t["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
     g = t[fixed & (t["method"] == "adascale") & (t["status"] == "completed")]
-    b = pd.to_numeric(g[COLUMN], errors="coerce")
-    return g[b.notna()]
+    b = g[list(WINDOW_COLUMNS)].apply(pd.to_numeric, errors="coerce")
+    return g[b.notna().all(axis=1)]
+
+
+@dataclass
+class TaskNoise:
+    """A table's noise scale: per window the median over its fixed-S AdaScale runs with S ≥ 2, and the range
+    over every run and window."""
+
+    medians: dict[str, float]  # WINDOW_COLUMNS -> median over runs
+    lo: float
+    hi: float
+    runs: int
+    scales: tuple[str, ...] = ()
+
+    @property
+    def top(self) -> float:
+        """The largest window median: S·b past it is past the noise scale throughout training."""
+        return max(self.medians.values()) if self.runs else math.nan
+
+    def text(self) -> str:
+        """'B 205–∞ over 9 runs (S = 2–8); medians early 225, middle 2,814, late 5,048'."""
+        if not self.runs:
+            return "B – (no AdaScale run with S ≥ 2 and statistics)"
+        s = f"S = {self.scales[0]}" if len(self.scales) == 1 else f"S = {self.scales[0]}–{self.scales[-1]}"
+        med = ", ".join(
+            f"{name} {fmt(self.medians[col])}" for col, (name, _, _) in zip(WINDOW_COLUMNS, WINDOWS, strict=True)
+        )
+        return f"B {fmt(self.lo)}–{fmt(self.hi)} over {self.runs} run(s) ({s}); medians {med}"
+
+
+def task_noise(t: pd.DataFrame) -> TaskNoise:
+    """The noise scale of one table (after `fill`): what decides whether (ii) can be tested."""
+    g = per_run(t)
+    if g.empty:
+        return TaskNoise(dict.fromkeys(WINDOW_COLUMNS, math.nan), math.nan, math.nan, 0)
+    b = g[list(WINDOW_COLUMNS)].apply(pd.to_numeric, errors="coerce").to_numpy(float)
+    scales = tuple(sorted(g["scale"].unique(), key=scale_order))
+    medians = {col: float(np.median(b[:, k])) for k, col in enumerate(WINDOW_COLUMNS)}
+    return TaskNoise(medians, float(b.min()), float(b.max()), len(g), scales)
 
 
 def task_value(t: pd.DataFrame) -> tuple[float, int]:
-    """(the median training-average B_simple over the table's fixed-S AdaScale runs with S ≥ 2, how many
-    runs): the task's noise scale, which decides what the findings can test. (NaN, 0) when none."""
-    g = per_run(t)
-    if g.empty:
-        return math.nan, 0
-    return float(np.median(pd.to_numeric(g[COLUMN]).to_numpy(float))), len(g)
+    """(the largest window median of the table's noise scale, how many runs): (NaN, 0) when none."""
+    n = task_noise(t)
+    return n.top, n.runs
 
 
 def fmt(b: float) -> str:

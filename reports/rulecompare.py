@@ -61,6 +61,8 @@ def verdicts(res: Results) -> pd.DataFrame:
     for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):
         _, higher = task_info(task, next(iter(t["metric"].dropna()), None), t)
         name = table_name(task, preset, variant, presets[task] > 1)
+        margin = FD.margin_of(res, t, higher)  # the table's Δ, as finding (i) judges it
+        limits = margin.bounds(higher)
         for method in sorted(set(t["method"]), key=place):
             fixed = FD._fixed(t, method)
             base = fixed.get("1")
@@ -70,11 +72,11 @@ def verdicts(res: Results) -> pd.DataFrame:
                 row = {"table": name, "task": task, "preset": preset, "variant": variant, "method": method}
                 row |= {"label": rows_of[method].label, "scale": scale, "speedup": _speedup(g)}
                 if base is None:
-                    c = FD.compare(FD._vals(g), np.array([]), higher)
+                    c = FD.compare(FD._vals(g), np.array([]), higher, margin.delta, limits)
                     status, detail = FD.NOT_RUN, "no S = 1 run to compare with"
                 else:
-                    c = FD.compare(FD._vals(g), FD._vals(base), higher)
-                    status, detail = FD._non_inferior([(f"S={scale}", g, base)], higher)
+                    c = FD.compare(FD._vals(g), FD._vals(base), higher, margin.delta, limits)
+                    status, detail = FD._non_inferior([(f"S={scale}", g, base)], higher, margin)
                 row |= {"n": c.n, "n_base": c.n_base, "diff": c.diff, "lo": c.lo, "hi": c.hi, "margin": c.margin}
                 rows.append(row | {"status": status, "detail": detail})
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -35,6 +35,7 @@ import math
 import mmap
 import os
 import re
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +54,11 @@ _EVAL = b'"eval"'
 
 
 PROBE = 64 << 10  # bytes at each end of a metrics file whose digest is part of its stamp
+# A file changed within this long of its summary being read may carry the same stamp as before the change:
+# the kernel's file times tick at the scheduler's clock (1-10 ms), so a same-size edit in the same tick
+# leaves size, mtime and ctime as they were. As git does with a "racily clean" index entry, such a cached
+# summary is checked against the file's contents before it is used: two ticks of the coarsest clock (HZ = 100).
+RACY_NS = 20_000_000
 
 
 def cache_file(cache_dir: Path, run_dir: Path) -> Path:
@@ -213,7 +219,7 @@ def _float(value: Any) -> float:
 def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, Any]]:
     """(training columns, evaluation records, meta) of one metrics.jsonl, read as the module says."""
     with open_regular(path, "rb", MAX_METRICS_BYTES) as f:  # no FIFO, device or link: refused, not read
-        meta: dict[str, Any] = {"version": VERSION, "stamp": stamp(f.fileno())}
+        meta: dict[str, Any] = {"version": VERSION, "stamp": stamp(f.fileno()), "read_ns": time.time_ns()}
         st = os.fstat(f.fileno())
         if st.st_size == 0:
             train, evals, count, bad = [], [], 0, 0
@@ -296,7 +302,22 @@ def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], 
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, AttributeError, TypeError) as e:
         raise Damaged(f"{type(e).__name__}: {e}") from None
-    return _checked(train, evals, meta)
+    got = _checked(train, evals, meta)
+    read_ns = meta.get("read_ns")
+    if not isinstance(read_ns, int) or max(now["ctime_ns"], now["mtime_ns"]) >= read_ns - RACY_NS:
+        _same_as_file(got, path)  # racily clean: the stamp cannot vouch for the contents
+    return got
+
+
+def _same_as_file(got: tuple[dict[str, np.ndarray], list[dict], dict[str, Any]], path: Path) -> None:
+    """Raise Changed when the summary `got` is not what `path` reads as now (its stamp being the same)."""
+    columns, evals, _ = summarize(path)
+    cached, cached_evals, _ = got
+    same = list(columns) == list(cached) and all(np.array_equal(columns[k], cached[k], equal_nan=True) for k in columns)
+    if not same or json.dumps(evals, sort_keys=True, default=str) != json.dumps(
+        cached_evals, sort_keys=True, default=str
+    ):
+        raise Changed("contents differ within the file times' resolution")
 
 
 def _stale(was: Any, now: dict[str, Any]) -> None:

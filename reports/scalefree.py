@@ -1,10 +1,14 @@
 """The comparison with the paper on scale-free terms: per task, method and S, three numbers that do not
 depend on the absolute size of a run, ours beside the paper's (reports/paper_table2.csv).
 
-- Δmetric = mean validation metric at S − mean at S = 1 of the same method (and the same table);
+- Δmetric = mean validation metric at S − mean at S = 1 of the same method (and the same table), signed so
+  that positive is better, as the findings are: for a loss (logreg) S = 1's mean minus S's;
 - speed-up = T1 / iterations: S = 1 runs T1 iterations (ours: the runs' `T1` from spec.json; the
   paper's: its S = 1 row's iterations);
 - efficiency = T1 / (S · iterations): 1 is perfect linear scaling (empty for elastic rows, whose S varies).
+- quality: a cell that misses S = 1's quality — its Δmetric below −Δ, the findings' margin of the table
+  (reports.findings.table_margin) — or that diverged, is flagged ("worse than S = 1 by more than Δ",
+  "diverged"): a speed-up bought with the metric is not a speed-up, and the tables and figures say so.
 
 A diverged cell has no Δmetric; its speed-up and efficiency come from its planned iterations (Table 2's
 rule), as the paper's own diverged cells do. Tiny runs compare here (and only here) with the paper: their
@@ -20,6 +24,7 @@ import pandas as pd
 from bench.algo.rules import method_order
 
 from .collect import scale_order
+from .findings import table_margin
 from .table2 import table_runs
 
 COLUMNS = [
@@ -35,6 +40,7 @@ COLUMNS = [
     "d_metric",
     "speedup",
     "efficiency",
+    "quality",
     "paper_diverged",
     "paper_T1",
     "paper_iterations",
@@ -44,7 +50,8 @@ COLUMNS = [
 ]
 PAPER_COLUMNS = ["task", "scale", "total_batch", "method", "val_metric", "train_loss", "iterations", "diverged"]
 SIDE = ["table", "task", "preset", "method", "scale", "n_seeds", "diverged", "T1", "iterations"]
-SIDE += ["d_metric", "speedup", "efficiency"]
+SIDE += ["d_metric", "speedup", "efficiency", "quality"]
+WORSE_FLAG, DIVERGED_FLAG = "worse than S = 1 by more than Δ", "diverged"
 
 
 def _ratios(scale: str, T1: float, iterations: float) -> tuple[float, float]:
@@ -68,12 +75,16 @@ def ours(c: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     tr = tr.assign(preset=tr["preset"].fillna(""), variant=tr["variant"].fillna("")).dropna(subset=["T1"])
     t1 = tr.groupby(["task", "preset", "variant"])["T1"].median() if not tr.empty else pd.Series(dtype=float)
     rows = []
+    margins = _margins(c, tr)
     for r in c.itertuples():
         T1 = float(t1.get((r.task, r.preset, r.variant), math.nan))
         base = c[(c["table"] == r.table) & (c["scale"] == "1") & (c["method"] == r.method)]
         base_metric = float(base["val_metric"].iloc[0]) if len(base) else math.nan
-        d = r.val_metric - base_metric if not r.diverged else math.nan
+        sign = 1.0 if bool(r.higher_is_better) else -1.0
+        d = sign * (r.val_metric - base_metric) + 0.0 if not r.diverged else math.nan  # + 0.0: no −0
         speedup, eff = _ratios(r.scale, T1, r.iterations)
+        delta = margins.get(r.table, math.nan)
+        quality = DIVERGED_FLAG if r.diverged else WORSE_FLAG if d < -delta else ""
         rows.append(
             {
                 "table": r.table,
@@ -88,9 +99,21 @@ def ours(c: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                 "d_metric": d if math.isfinite(d) else math.nan,
                 "speedup": speedup,
                 "efficiency": eff,
+                "quality": quality,
             }
         )
     return _frame(rows, SIDE)
+
+
+def _margins(c: pd.DataFrame, tr: pd.DataFrame) -> dict[str, float]:
+    """Each table's findings margin Δ (reports.findings.table_margin) from its S = 1 runs' metric values."""
+    out = {}
+    for (table, task, preset, variant), g in c.groupby(["table", "task", "preset", "variant"], sort=False):
+        runs = tr[(tr["task"] == task) & (tr["preset"] == preset) & (tr["variant"] == variant)]
+        base = runs[(runs["scale"] == "1") & (runs["status"] == "completed")]
+        vals = pd.to_numeric(base.drop_duplicates("run_dir")["val_metric"], errors="coerce").dropna().to_numpy(float)
+        out[table] = table_margin(task, preset, bool(g["higher_is_better"].iloc[0]), vals).delta
+    return out
 
 
 def paper_side(paper: pd.DataFrame) -> pd.DataFrame:
@@ -102,7 +125,7 @@ def paper_side(paper: pd.DataFrame) -> pd.DataFrame:
         base_metric = float(base["val_metric"].iloc[0]) if len(base) else math.nan
         for r in g.itertuples():
             speedup, eff = _ratios(r.scale, T1, float(r.iterations))
-            d = math.nan if r.diverged else float(r.val_metric) - base_metric
+            d = math.nan if r.diverged else float(r.val_metric) - base_metric  # every paper metric: higher is better
             rows.append(
                 {
                     "task": task,
@@ -116,7 +139,7 @@ def paper_side(paper: pd.DataFrame) -> pd.DataFrame:
                     "paper_efficiency": eff,
                 }
             )
-    return pd.DataFrame(rows, columns=["task", "method", "scale", *COLUMNS[12:]])
+    return pd.DataFrame(rows, columns=["task", "method", "scale", *COLUMNS[13:]])
 
 
 def scalefree(c: pd.DataFrame, runs: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
@@ -140,11 +163,20 @@ def _f(v: float, fmt: str) -> str:
     return "–" if v is None or not isinstance(v, int | float) or not math.isfinite(v) else format(v, fmt)
 
 
+def signed(v: float) -> str:
+    """A signed difference with the digits it needs: +1.25, −69.60, +0.0027."""
+    if v is None or not isinstance(v, int | float) or not math.isfinite(v):
+        return "–"
+    digits = 2 if v == 0 or abs(v) >= 0.1 else min(6, 1 - math.floor(math.log10(abs(v))))
+    return f"{v:+.{digits}f}"
+
+
 def _delta(values: pd.Series, diverged: pd.Series) -> list[str]:
     """Δmetric as text: N/A for a diverged cell, – where there is no value."""
-    return [
-        "N/A" if d == d and d is not None and bool(d) else _f(v, "+.2f") for v, d in zip(values, diverged, strict=True)
-    ]
+    return ["N/A" if d == d and d is not None and bool(d) else signed(v) for v, d in zip(values, diverged, strict=True)]
+
+
+SIGN_NOTE = "Δmetric: + = better than S = 1 (a lower loss, a higher accuracy)"
 
 
 def text(sf: pd.DataFrame) -> str:
@@ -158,16 +190,17 @@ def text(sf: pd.DataFrame) -> str:
                 "method": t["method"],
                 "S": t["scale"],
                 "seeds": t["n_seeds"].map(lambda v: _f(v, ".0f")),
-                "Δmetric": _delta(t["d_metric"], t["diverged"]),
+                "Δmetric (+ better)": _delta(t["d_metric"], t["diverged"]),
                 "speed-up": t["speedup"].map(lambda v: _f(v, ".2f")),
                 "eff.": t["efficiency"].map(lambda v: _f(v, ".2f")),
+                "quality": t["quality"].fillna("").map(lambda q: f"✗ {q}" if q else ""),
                 "paper Δmetric": _delta(t["paper_d_metric"], t["paper_diverged"]),
                 "paper speed-up": t["paper_speedup"].map(lambda v: _f(v, ".2f")),
                 "paper eff.": t["paper_efficiency"].map(lambda v: _f(v, ".2f")),
             }
         )
         out.append(f"{table}\n{show.to_string(index=False)}")
-    return "\n\n".join(out)
+    return "\n\n".join(out) + f"\n{SIGN_NOTE}; quality ✗: a speed-up bought with the metric (or a divergence)."
 
 
 def to_csv(sf: pd.DataFrame) -> str:

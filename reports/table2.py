@@ -78,6 +78,8 @@ CELL_COLUMNS = [
     "iterations_ci_hi",
     "B_simple",
     "B_simple_n",
+    "B_early",
+    "B_late",
     "diverged_at",
     "grey_metric",
     "p_metric",
@@ -204,6 +206,13 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
             noise = noise[noise.notna()] if method == "adascale" and scale_order(scale)[0] == 0 else noise[0:0]
             row["B_simple"] = float(noise.median()) if len(noise) else math.nan
             row["B_simple_n"] = len(noise)
+            for col in (
+                "B_early",
+                "B_late",
+            ):  # the noise scale over training (reports.noise: first and last third of τ)
+                w = pd.to_numeric(done[col], errors="coerce") if col in done else pd.Series([], dtype=float)
+                w = w[w.notna()] if method == "adascale" and scale_order(scale)[0] == 0 else w[0:0]
+                row[col] = float(w.median()) if len(w) else math.nan
             div = g[g["status"] == "diverged"].sort_values("seed")
             row["diverged_at"] = ", ".join(
                 f"seed {r.seed} at iteration {int(r.iterations)}" if math.isfinite(r.iterations) else f"seed {r.seed}"
@@ -314,15 +323,21 @@ def bounds_of(task: str, metric_label: str, q: str) -> tuple[float, float]:
 
 
 def noise_note(t: pd.DataFrame) -> str:
-    """'B_simple (training average, median over seeds): S=4 1,234 (n=2); S=8 …' of AdaScale's rows."""
-    a = t[(t["method"] == "adascale") & (t["B_simple_n"] > 0)] if "B_simple_n" in t else t.iloc[0:0]
+    """'Gradient-noise scale … : S=4 231 → 5,770 (n=3); S=8 …' of AdaScale's rows: the first and the last third
+    of τ (reports.noise, the definition the findings read)."""
+    if "B_late" not in t:
+        return ""
+    a = t[(t["method"] == "adascale") & t["B_late"].notna()]
     if a.empty:
         return ""
     a = a.assign(_o=a["scale"].map(scale_order)).sort_values("_o")
-    parts = [f"S={r.scale} {noise_fmt(float(r.B_simple))} (n={int(r.B_simple_n)})" for r in a.itertuples()]
+    parts = [
+        f"S={r.scale} {noise_fmt(float(r.B_early))} → {noise_fmt(float(r.B_late))} (n={int(r.n_seeds)})"
+        for r in a.itertuples()
+    ]
     return (
-        "Gradient-noise scale B_simple = b·σ²/μ² of the AdaScale runs (training average, median over seeds), "
-        "in examples: " + "; ".join(parts) + "."
+        "Gradient-noise scale B = b·σ²/μ² of the AdaScale runs, first → last third of τ (median over seeds; "
+        "τ-weighted, corrected for drawing without replacement), in examples: " + "; ".join(parts) + "."
     )
 
 

@@ -111,8 +111,11 @@ def _warmup() -> tuple[str, ...]:
 
 def _margins() -> tuple[str, ...]:
     from reports import findings as F
+    from tasks.presets import ACCURACY_MARGINS
+    from tasks.presets.logreg import LOSS_MARGIN
 
-    return plain(F.MARGIN_POINTS), plain(round(100 * F.MARGIN_LOSS, 6)), str(F.MIN_SEEDS)
+    share = {0.25: "a quarter", 0.5: "half", 0.2: "a fifth", 0.1: "a tenth"}.get(LOSS_MARGIN, "?")
+    return str(F.MIN_SEEDS), f"{ACCURACY_MARGINS['paper']:.1f}", f"{ACCURACY_MARGINS['tiny']:.1f}", share
 
 
 def _warmup_check() -> tuple[str, ...]:
@@ -124,7 +127,7 @@ def _warmup_check() -> tuple[str, ...]:
 def _tolerance() -> tuple[str, ...]:
     from reports import findings as F
 
-    return ({0.25: "a quarter", 0.5: "half", 0.2: "a fifth", 0.1: "a tenth"}.get(F.POSITION_TOLERANCE, "?"),)
+    return (plain(round(100 * F.ITERATION_TOLERANCE, 6)),)
 
 
 def _peak() -> tuple[str, ...]:
@@ -171,8 +174,8 @@ CLAIMS = [
     Claim("LSW warm-up", r"1/S → 1 over ([\d.]+) % of the iterations", _warmup),
     Claim(
         "finding margins",
-        r"Δ = ([\d.]+) points \(accuracy-like\), ([\d.]+) % of the S = 1 loss \(losses\); ≥ (\d+) "
-        r"seeds a side",
+        r"≥ (\d+) seeds a side\. Δ: ([\d.]+) points on paper presets, ([\d.]+) on tiny ones \(accuracy-like "
+        r"metrics\); (a \w+) of S = 1's excess loss",
         _margins,
     ),  # fmt: skip
     Claim(
@@ -180,7 +183,7 @@ CLAIMS = [
         r"over τ ≤ ([\d.]+)·T1, normalised gain \(r − 1\)/\(r̂ − 1\) starts ≤ ([\d.]+), rises ≥ ([\d.]+)",
         _warmup_check,
     ),  # fmt: skip
-    Claim("finding (iii)", r"at the run's B_simple, within (a \w+) of \[T1/S, T1\]", _tolerance),
+    Claim("finding (iii)", r"iterations within ±(\d+) % of those of a gain following", _tolerance),
     Claim(
         "plan's peak and MFU",
         r"the GPU's dense peak, ([\d.]+) TFLOP/s bf16 on\s+the A100 SXM `plan` prices by default, "

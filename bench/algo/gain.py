@@ -56,6 +56,53 @@ def steady_gain(noise_scale: float, batch_size: float, scale: float) -> float:
     return gain_from(noise_scale / batch_size, 1.0, scale)
 
 
+# ------------------------------------------------------------- the noise scale, drawn without replacement
+#
+# The engine's S micro-batches of an iteration are not independent draws: they are consecutive, disjoint
+# blocks of b items of one epoch's permutation of the N training items (bench.engine.data.ItemStream), so
+# they are a sample without replacement. Let x_j be item j's gradient, G = (1/N) Σ_j x_j the full-data
+# gradient and s² = (1/(N − 1)) Σ_j ||x_j − G||² the trace of the per-example covariance. The textbook facts
+# of sampling without replacement (two distinct draws covary by −s²/N) give, for micro-batch means g_i:
+#     E||g_i − G||² = (s²/b)(1 − b/N)          Cov(g_i, g_k) = −s²/N   (i ≠ k, the same permutation)
+# and Cov = 0 for two micro-batches of different epochs' permutations (independent shuffles). Let ρ be the
+# share of the S(S − 1) ordered pairs (i, k) that come from the same permutation (1 unless the iteration
+# straddles an epoch boundary) and C̄ = −ρ·s²/N their mean covariance. With V = E||g_i − G||²:
+#     E[Σ_i ||g_i − ḡ||²] = Σ_i E||g_i||² − S·E||ḡ||² = (S − 1)(V − C̄)
+#     E[var] = V − C̄ = (s²/b)(1 − (1 − ρ)·b/N)       E[sqr] = E[mean_sq] − E[var]/S = |G|² + C̄ = |G|² − ρ·s²/N
+# for var, sqr = `moments(sum_sq, mean_sq, S)`. So with M = N/b micro-batches per epoch,
+#     σ² = var / (1 − (1 − ρ)/M)   estimates s²/b without bias,   μ² = sqr + ρ·σ²/M   estimates |G|²,
+# and the noise scale B = b·σ²/μ² = s²/|G|² (McCandlish et al. 2018's B_simple, per-example covariance over
+# the squared full gradient). At ρ = 1: B = b·var/(sqr + b·var/N). Without the correction, sqr is low by
+# s²/N — the whole of |G|² once training nears a minimum (smoke logreg S = 8, iteration 400: 5.8e-5 against
+# |G|² = 1.68e-4), so B read as b·var/sqr is several times too large late in training. Independent draws
+# (with replacement, or an infinite stream) are M = inf: no correction. Checked by Monte Carlo of the
+# engine's own draws against logreg's exact G and s² (tests/algo/test_noise_population.py).
+
+
+def pair_fraction(first: int, scale: int, per_epoch: float) -> float:
+    """ρ of an iteration: the share of its S(S − 1) ordered micro-batch pairs drawn from the same epoch's
+    permutation, for micro-batches first … first + S − 1 of the stream and `per_epoch` (M = N/b) of them per
+    epoch (1 for an iteration inside one epoch; below 1 where it straddles a boundary)."""
+    if scale < 2 or not math.isfinite(per_epoch):
+        return 1.0
+    count: dict[int, int] = {}
+    for j in range(first, first + scale):
+        e = int(j // per_epoch)
+        count[e] = count.get(e, 0) + 1
+    return sum(a * (a - 1) for a in count.values()) / (scale * (scale - 1))
+
+
+def population_moments(var: float, sqr: float, per_epoch: float, rho: float = 1.0) -> tuple[float, float]:
+    """(σ², μ²) of micro-batches drawn without replacement out of M = N/b per epoch, from the `moments`
+    var, sqr of one iteration (or their average) and its pair share ρ: σ² = var/(1 − (1 − ρ)/M) estimates the
+    batch-b variance s²/b and μ² = sqr + ρ·σ²/M the squared full gradient |G|², both without bias (the
+    derivation above). M = inf (independent draws) returns (var, sqr)."""
+    if not math.isfinite(per_epoch):
+        return var, sqr
+    sigma2 = var / (1.0 - (1.0 - rho) / per_epoch)
+    return sigma2, sqr + rho * sigma2 / per_epoch
+
+
 def b_simple_average(records: Iterable[tuple[float, float, int]], batch_size: float) -> float:
     """The training average of B_simple from (sum_sq, mean_sq, S) of the iterations with S ≥ 2:
     b·Σσ²_t/Σμ²_t with σ²_t, μ²_t the unbiased, unclamped `moments` of each iteration — the ratio of the

@@ -3,6 +3,7 @@ against τ, one band per scale."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -13,7 +14,7 @@ from bench.algo.rules import title
 
 from ..collect import Results, scale_order, task_info
 from ..findings import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups
-from ..noise import COLUMN, trajectory
+from ..noise import COLUMN, PER_EPOCH, trajectory
 from ..table2 import table_runs
 from . import render
 from .bands import _band_plan, _draw_plan_band, _smooth, band, eval_band
@@ -22,29 +23,33 @@ from .style import STYLE, Figure, _log_if_positive, _save, _scale_colors, _slug,
 
 
 def warmup_caption(res: Results, g: pd.DataFrame) -> str:
-    """What the AdaScale runs' gain did over the first 10 % of τ, per S, written from the data (finding iv)."""
+    """What the AdaScale runs' gain did over the first 10 % of τ, per S, written from the data (finding iv),
+    and why it cannot say where the data cannot tell."""
     per_scale: dict[str, list] = {}
+    why: list[str] = []
     for r, w in run_warmups(res, g):
         if w.holds is not None:
             per_scale.setdefault(r["scale"], []).append(w)
+        elif w.why and w.why not in why:
+            why.append(w.why)
     if not per_scale:
-        return " Too few records in the first 10 % of τ to tell whether the gain warms up."
+        return f" Whether the gain warms up cannot be told here ({'; '.join(why) or 'no gain records'}; finding iv)."
     parts = []
     for s, ws in sorted(per_scale.items(), key=lambda kv: scale_order(kv[0])):
         start, end = np.mean([w.start for w in ws]), np.mean([w.end for w in ws])
         held = sum(bool(w.holds) for w in ws)
         verdict = (
-            "starts well below S and rises: a warm-up emerges"
+            "starts well below where it settles and rises: a warm-up emerges"
             if held == len(ws)
-            else "does not start well below S and rise: no emergent warm-up"
+            else "does not start well below where it settles and rise: no emergent warm-up"
             if held == 0
             else f"warms up in {held} of {len(ws)} runs"
         )
         parts.append(f"S={s}: {start:.2f} → {end:.2f} ({verdict})")
     return (
-        f" AdaScale's normalised gain (r − 1)/(S − 1) over the first {WARMUP_WINDOW:.0%} of τ, mean of its first "
-        f"and last fifth over the seeds — " + "; ".join(parts) + f" (warm-up: start ≤ {WARMUP_START:g}, rise ≥ "
-        f"{WARMUP_RISE:g}; finding iv)."
+        f" AdaScale's normalised gain (r − 1)/(r̂ − 1), r̂ the steady gain of the run's late noise scale, over the "
+        f"first {WARMUP_WINDOW:.0%} of τ, start and end averaged over the seeds — " + "; ".join(parts) + f" (warm-up: "
+        f"start ≤ {WARMUP_START:g}, rise ≥ {WARMUP_RISE:g}; finding iv)."
     )
 
 
@@ -52,7 +57,8 @@ def _noise_band(res: Results, runs: pd.DataFrame) -> pd.DataFrame:
     """B_simple against τ over the seeds of one scale (reports.noise.trajectory of each run)."""
     trajs = []
     for _, r in runs.iterrows():
-        t = trajectory(res.metrics(r["run_dir"])[0], float(r["batch_size"]))
+        m = float(pd.to_numeric(r.get(PER_EPOCH), errors="coerce")) if PER_EPOCH in r else math.inf
+        t = trajectory(res.metrics(r["run_dir"])[0], float(r["batch_size"]), m if m == m else math.inf)
         trajs.append(_thin(t.rename(columns={COLUMN: "B"})))
     return band(trajs, "B")
 

@@ -15,7 +15,7 @@ from tasks.synthetic import SyntheticImages
 
 from . import data
 from .model import PreActResNet18
-from .tiny import check_tiny_noise, write_tiny
+from .tiny import TEST_SIZE, TRAIN_SIZE, check_tiny, write_tiny
 
 
 def top1_and_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, float]:
@@ -29,12 +29,14 @@ class Cifar10(Task):
 
     card = CARD
 
-    def write_tiny(self, root: Path, tiny_noise: float = 1.0) -> None:
-        write_tiny(root, tiny_noise)
+    def write_tiny(
+        self, root: Path, tiny_noise: float = 1.0, tiny_test_size: int = TEST_SIZE, tiny_train_size: int = TRAIN_SIZE
+    ) -> None:
+        write_tiny(root, tiny_noise, tiny_test_size, tiny_train_size)
 
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         data.check_files(Path(root), bool(cfg["data"].get("verify_md5", False)))
-        check_tiny_noise(Path(root), cfg["data"].get("tiny_noise"))
+        check_tiny(Path(root), cfg["data"])
 
     def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticImages:
         """perf --synthetic: random 32 × 32 images and labels."""

@@ -58,6 +58,17 @@ def tiny_T1(windows: float, scale: int) -> int:
 TINY_T1 = tiny_T1(TINY_WINDOWS, TINY_MAX_SCALE)
 
 
+# The non-inferiority margin Δ of an accuracy-like metric (top-1 %, word accuracy %, BLEU, mAP %), per preset,
+# in the metric's points (docs/design.md §5; reports.findings). Fixed before any run:
+# - paper 0.5: the smallest shortfall the paper's Table 2 shows for a method it reports as degrading (cifar10
+#   LSW S = 16: 93.6 vs 94.1; transformer LSW S = 64: 26.7 vs 27.2 BLEU), while AdaScale's largest is 0.2;
+# - tiny 1.0: the least whole point a tiny validation set can resolve. One model's score on n examples has a
+#   sampling error of 100·sqrt(p(1 − p)/n) points, which must stay below Δ/2: n ≥ 3 300 at p = 0.9 for Δ = 1
+#   (the positive control's tiny cifar10 writes 5 000 test images: 0.42), where the paper's 0.5 would need
+#   13 000. It misses what the paper's smallest degradations would be at tiny scale (0.5–0.9 points).
+ACCURACY_MARGINS: dict[str, float] = {"paper": 0.5, "tiny": 1.0}
+
+
 @dataclass(frozen=True)
 class TaskCard:
     """A task's name, its Table 2 metric (key in evaluate()'s result, label, direction), whether it reads
@@ -68,8 +79,9 @@ class TaskCard:
     examples: images, utterances, tokens), `paper_metric`: the evaluate() key whose value compares
     with the paper's printed number where that is not `metric` ("" = `metric`), `tiny_data`: the data
     keys its tiny data set is written with, `metric_range`: the values the metric can take (the report
-    clips an interval of a mean to it), and `requires`: packages beyond the suite's own dependencies that
-    the task imports, installed by the pip extra `extra` (`pip install 'adascale-bench[extra]'`)."""
+    clips an interval of a mean to it), `requires`: packages beyond the suite's own dependencies that the
+    task imports, installed by the pip extra `extra` (`pip install 'adascale-bench[extra]'`), and `margins`
+    and `optimum`: what the findings judge non-inferiority against (see the fields)."""
 
     name: str
     metric: str
@@ -92,6 +104,12 @@ class TaskCard:
     # their start and exchange: every tiny preset trains on one. A matrix that fixes `accumulation` asks for
     # W = S/A ranks itself and is not capped.
     max_ranks: dict[str, int] = field(default_factory=lambda: {"tiny": 1})
+    # The non-inferiority margin of the metric per preset (reports.findings; docs/design.md §5): Δ in the
+    # metric's units for an accuracy-like metric (ACCURACY_MARGINS); for a loss a share δ of S = 1's own
+    # distance from `optimum` (Δ = δ·(mean S = 1 loss − optimum)), or without an optimum of the drop S = 1
+    # makes over its last quarter of τ
+    margins: dict[str, float] = field(default_factory=lambda: dict(ACCURACY_MARGINS))
+    optimum: float | None = None  # the metric's exact optimum, where it is known (logreg's L*)
 
 
 def card(name: str) -> TaskCard:

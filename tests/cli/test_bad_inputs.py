@@ -29,7 +29,11 @@ BAD = [
     ("lr_schedule.lr_0=5.0", "lr_schedule.lr_0: unknown key"),
     ("lr_schedule.kind=cosine", "kind 'cosine'"),
     ("lr_schedule=5", "lr_schedule"),
-    ("data.verify_md=true", "data.verify_md: unknown key; known keys: eval_batch_size, tiny_noise, verify_md5"),
+    (
+        "data.verify_md=true",
+        "data.verify_md: unknown key; known keys: eval_batch_size, tiny_noise, tiny_test_size, tiny_train_size, "
+        "verify_md5",
+    ),
     ("data.verify_md5=maybe", "data.verify_md5='maybe'"),
     ("model.width=wide", "model.width='wide'"),
     ("model=3", "model"),

@@ -129,4 +129,35 @@ def test_the_control_matrix_reaches_several_noise_scales() -> None:
         assert all(len({r.seed for r in runs if r.scale == top and r.method == mm}) >= 3 for mm in ("lsw", "lsw+"))
     assert any(r.experiment["kind"] == "elastic" for r in m.runs)
     cifar = m.spec(next(r for r in m.runs if r.task == "cifar10"))
-    assert cifar["data"]["tiny_noise"] == 4.0 and cifar["data_root"].endswith("cifar10,tiny_noise=4.0")
+    assert cifar["data"]["tiny_noise"] == 3.0 and cifar["data"]["tiny_test_size"] == 5000
+    assert cifar["data_root"].endswith("cifar10,tiny_noise=3.0,tiny_test_size=5000")
+
+
+PILOT_SD = 1.87  # S = 1's top-1 spread over the pilot's 10 seeds (control.yaml's header; docs/design.md §1)
+
+
+def cifar_power(m: matrices.Matrix, diff: float = 1.0) -> float:
+    """(i)'s chance to decide `holds` on the matrix's tiny cifar10 cells at a true difference `diff`: its seeds
+    at S = 1 and AdaScale S = 64, the pilot's spread on both sides, the tiny margin."""
+    runs = [r for r in m.runs if r.task == "cifar10" and r.experiment["kind"] == "table2"]
+    n1 = len({r.seed for r in runs if r.scale == 1})
+    n64 = len({r.seed for r in runs if r.scale == 64 and r.method == "adascale"})
+    margin = FD.table_margin("cifar10", "tiny", True, pd.Series(dtype=float).to_numpy()).delta
+    return FD.decision_power(PILOT_SD, margin, n64, diff, n_base=n1)
+
+
+def test_the_control_has_the_power_to_decide_on_cifar10(tmp_path: Path) -> None:
+    """control.yaml's cifar10 seeds are its power computation's (80 % at a true +1 point, half the seeds at
+    S = 1) and its test set resolves half the margin; the old 3-seed, 300-image matrix fails both."""
+    m = matrices.load("control")
+    assert cifar_power(m) >= 0.8 and cifar_power(m) == pytest.approx(0.806, abs=0.005)
+    assert FD.seeds_for(PILOT_SD, 1.0, diff=1.0, base_per_seed=2) == 9
+    spec = m.spec(next(r for r in m.runs if r.task == "cifar10"))
+    sampling_error = 100 * math.sqrt(0.9 * 0.1 / spec["data"]["tiny_test_size"])
+    assert sampling_error < 0.5 * 1.0 < 100 * math.sqrt(0.9 * 0.1 / 300)
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        "preset: tiny\nseeds: [0, 1, 2]\nexperiments:\n  - table2:\n      tasks: [cifar10]\n"
+        "      methods: [adascale, lsw, lsw+]\n      scales: [1, 64]\n      set: {data.tiny_noise: 4.0}\n"
+    )
+    assert cifar_power(matrices.load(str(old))) < 0.5

@@ -30,7 +30,8 @@ def _edit_same_size(data: bytes) -> bytes:
     lines = data.split(b"\n")
     rec = json.loads(lines[5])
     old = json.dumps(rec["loss"]).encode()
-    new = old[:-1] + (b"1" if old[-1:] != b"1" else b"2")
+    i = old.index(b".") + 1  # the first decimal (the last one may round to the same double)
+    new = old[:i] + (b"9" if old[i : i + 1] != b"9" else b"1") + old[i + 1 :]
     lines[5] = lines[5].replace(old, new, 1)
     return b"\n".join(lines)
 
@@ -110,3 +111,24 @@ def test_a_results_path_with_byte_ff_has_a_cache_file(tmp_path: Path) -> None:
     assert target.parent == cache and target.suffix == ".npz"
     runcache.frames(run_dir / METRICS, cache)
     assert target.is_file()
+
+
+def test_an_edit_in_the_same_clock_tick_as_the_read_is_seen(tmp_path: Path, monkeypatch) -> None:
+    """File times tick at the kernel's clock (1-10 ms): an edit in the tick of the read that cached the
+    summary leaves every stamp as it was (simulated here by a stamp that never changes). As git does with a
+    racily clean entry, a summary read within RACY_NS of the file's last change is checked against it."""
+    run_dir, cache = run_with(tmp_path / "out"), tmp_path / "cache"
+    path = run_dir / METRICS
+    frozen = runcache.stamp  # the stamps of the file before the edit, kept through it
+    with open(path, "rb") as f:
+        before = frozen(f.fileno())
+    monkeypatch.setattr(runcache, "stamp", lambda fd: dict(before))
+    first, _, _ = runcache.frames(path, cache)
+    path.write_bytes(_edit_same_size(path.read_bytes()))
+    warned: list[str] = []
+    train, _, _ = runcache.frames(path, cache, warned.append)
+    assert train["loss"].iloc[5] != first["loss"].iloc[5] and len(warned) == 1 and "re-read" in warned[0]
+    # the control: a summary read long after the file's last change is taken from the cache
+    monkeypatch.setattr(runcache, "RACY_NS", -(10**18))
+    again, _, _ = runcache.frames(path, cache, warned.append)
+    assert again["loss"].iloc[5] == train["loss"].iloc[5] and len(warned) == 1

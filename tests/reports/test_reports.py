@@ -121,7 +121,9 @@ def write_run(
             "iterations": iterations,
             "tau": iterations * s,
             "wall_time_s": 1.0,
-            "epochs": 2.0,
+            # statistics written for a noise scale b_simple are those of independent draws: no data size, so the
+            # report's correction for drawing without replacement (reports.noise) leaves them as they are
+            "epochs": 2.0 if b_simple is None else None,
             "target_epochs": None,
             "mean_gain": 2.0,
             "noise_scale": None,
@@ -600,13 +602,14 @@ def test_the_shared_scale_one_run_fills_the_columns_of_the_rules_identity_there(
 def test_table2_notes_give_adascales_noise_scale(tmp_path):
     write_run(tmp_path, "cifar10", "adascale", 1, 0)
     for seed, noise in enumerate((300.0, 500.0)):  # from metrics.jsonl: these runs' summaries have no B_simple
-        write_run(tmp_path, "cifar10", "adascale", 8, seed, b_simple=noise)
+        write_run(tmp_path, "cifar10", "adascale", 8, seed, b_simple=noise, T1=100)
     res = quiet_load(tmp_path)
     fill_noise(res)
     c = cells(res.runs)
-    assert cell(c, "cifar10", "8", "adascale")["B_simple"] == pytest.approx(400.0)
-    assert "(training average, median over seeds), in examples: S=8 400 (n=2)." in markdown(c)
-    assert "S=8 400 (n=2)" in latex(c)
+    assert cell(c, "cifar10", "8", "adascale")["B_simple"] == pytest.approx(400.0)  # the training average
+    assert cell(c, "cifar10", "8", "adascale")["B_late"] == pytest.approx(400.0)
+    assert "drawing without replacement), in examples: S=8 400 → 400 (n=2)." in markdown(c)
+    assert r"S=8 400 $\rightarrow$ 400 (n=2)" in latex(c) and r"of $\tau$" in latex(c)
 
 
 def test_the_transformers_absolute_comparison_uses_bleu_tok(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 import zipfile
 from pathlib import Path
 
@@ -53,6 +54,7 @@ def test_a_large_file_is_a_sample_of_its_records_and_every_eval(tmp_path: Path, 
 
 def test_the_cache_is_reused_until_the_file_changes(tmp_path: Path, monkeypatch) -> None:
     run_dir, cache = run_with(tmp_path, 500), tmp_path / "cache"
+    time.sleep(2 * runcache.RACY_NS / 1e9)  # written a while before it is read: not racily clean
     runcache.frames(run_dir / METRICS, cache)
     (target,) = cache.glob("*.npz")
     calls = []
@@ -201,7 +203,9 @@ def test_warming_in_processes_gives_the_one_at_a_time_read_and_its_warnings(tmp_
         train2, evals2, meta2 = runcache.frames(p, cache, warned.append)
         pd.testing.assert_frame_equal(train2, train)
         pd.testing.assert_frame_equal(evals2, evals)
-        assert {k: v for k, v in meta2.items() if k != "columns"} == meta
+        assert {k: v for k, v in meta2.items() if k not in ("columns", "read_ns")} == {
+            k: v for k, v in meta.items() if k != "read_ns"
+        }
     assert len(warned) == 1
     (runs[1] / METRICS).write_bytes((runs[1] / METRICS).read_bytes() + b'{"iteration": 400, "tau": 1e9}\n')
     assert runcache._load(runcache.cache_file(cache, runs[1]), paths[1]) is None  # stale now

@@ -81,3 +81,21 @@ def test_each_tiny_noise_has_its_own_default_folder(tmp_path: Path, monkeypatch:
     same = resolve(c, "adascale", 1, 0, "tiny", overrides={"data.tiny_noise": 1.0})["data_root"]
     assert default == same == str(tmp_path / "cifar10")
     assert harder == str(tmp_path / "cifar10,tiny_noise=4.0")
+
+
+def test_cifar10_test_size_is_another_data_set_with_the_same_training_bytes(tmp_path: Path) -> None:
+    """data.tiny_test_size: the control's larger test split (its margin needs one seed's sampling error below
+    half a point); the training batches are drawn first, so they stay the same bytes."""
+    small, big = write_tiny(tmp_path / "a"), write_tiny(tmp_path / "b", 1.0, 2000)
+    assert (small / "data_batch_1").read_bytes() == (big / "data_batch_1").read_bytes()
+    with open(big / "test_batch", "rb") as f:
+        assert len(pickle.load(f, encoding="latin1")["labels"]) == 2000
+    wants = {**TINY, "data": {**TINY["data"], "tiny_test_size": 2000}}
+    CIFAR.check_data(tmp_path / "b", wants)
+    with pytest.raises(UserError, match="tiny_test_size = 300, the run asks for 2000"):
+        CIFAR.check_data(tmp_path / "a", wants)
+    with pytest.raises(UserError, match="tiny_test_size"):
+        write_tiny(tmp_path / "c", 1.0, 5)
+    c = card("cifar10")
+    root = resolve(c, "adascale", 1, 0, "tiny", overrides={"data.tiny_test_size": 5000})["data_root"]
+    assert root.endswith("cifar10,tiny_test_size=5000")
