@@ -31,7 +31,8 @@ BAD = [
     ("lr_schedule=5", "lr_schedule"),
     (
         "data.verify_md=true",
-        "data.verify_md: unknown key; known keys: eval_batch_size, tiny_noise, tiny_test_size, tiny_train_size, verify_md5",
+        "data.verify_md: unknown key; known keys: eval_batch_size, tiny_noise, tiny_test_size, tiny_train_size, "
+        "verify_md5",
     ),
     ("data.verify_md5=maybe", "data.verify_md5='maybe'"),
     ("model.width=wide", "model.width='wide'"),
