@@ -89,7 +89,8 @@ class Published:
         return f"{self.source} ({self.date}), {self.url}"
 
 
-def _number(raw: str | None, what: str, where: str, optional: bool = False) -> float | None:
+def positive_number(raw: str | None, what: str, where: str, optional: bool = False) -> float | None:
+    """A table's field as a positive finite number (None when empty and `optional`); else one line naming it."""
     raw = (raw or "").strip()
     if not raw and optional:
         return None
@@ -117,8 +118,8 @@ def read_published(path: Path) -> dict[tuple[str, str, str, str], Published]:
     out: dict[tuple[str, str, str], Published] = {}
     for i, row in enumerate(reader, 2):
         where = f"published throughput table {path}, line {i}"
-        eps = _number(row["examples_per_s"], "examples_per_s", where)
-        fpe = _number(row["flops_per_example"], "flops_per_example", where, optional=True)
+        eps = positive_number(row["examples_per_s"], "examples_per_s", where)
+        fpe = positive_number(row["flops_per_example"], "flops_per_example", where, optional=True)
         entry = Published(
             **{
                 k: (row.get(k) or "").strip()

@@ -36,7 +36,16 @@ from bench.algo.rules import advance, method_order, shared_note
 from bench.algo.schedules import ScaleSchedule, scale_schedule
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
-from bench.experiments.costbasis import BASES, DEVICE_NAMES, PEAKS, PUBLISHED, Published, rate_for, read_published
+from bench.experiments.costbasis import (
+    BASES,
+    DEVICE_NAMES,
+    PEAKS,
+    PUBLISHED,
+    Published,
+    positive_number,
+    rate_for,
+    read_published,
+)
 from bench.files import atomic_write_bytes
 
 THROUGHPUT = Path(__file__).with_name("throughput.csv")
@@ -63,15 +72,7 @@ def read_throughput(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
         raise UserError(f"throughput table {path}: no column {missing[0]} (expected {','.join(THROUGHPUT_COLUMNS)})")
     out = {}
     for i, row in enumerate(reader, 2):
-        raw = (row.get("examples_per_s") or "").strip()
-        value = None
-        if raw:
-            try:
-                value = float(raw)
-            except ValueError:
-                value = -1.0
-            if not math.isfinite(value) or value <= 0:
-                raise UserError(f"throughput table {path}, line {i}: examples_per_s {raw!r} is not a positive number")
+        value = positive_number(row.get("examples_per_s"), "examples_per_s", f"throughput table {path}, line {i}", True)
         key = (row["task"].strip(), row["preset"].strip())
         out[key] = {"examples_per_s": value, "device": row.get("device") or "", "measured": row.get("measured") or ""}
     return out

@@ -17,6 +17,7 @@ from bench.experiments.pool import run_matrix
 from reports.build import build_report, build_sweep
 from reports.collect import load
 from reports.html import table2_html
+from reports.noise import fill
 from reports.table2 import cells
 
 MATRIX = """
@@ -47,6 +48,7 @@ def test_matrix_runs_then_report(tmp_path: Path) -> None:
     assert (html.parent / "sweep.csv").read_text() == (out / "sweep.csv").read_text()  # one sweep table
     text = html.read_text()
     res = load(out)
+    fill(res)  # the noise scale in Table 2's notes, as the report computes it
     c = cells(res.runs)  # the page holds Table 2 of these runs, not only a link named "Table 2"
     assert table2_html(c, False, res.variants) in text and "<h3>logreg" in text and "elastic-up" in text
     assert sorted(c.loc[c["n_seeds"] > 0, "scale"].unique()) == ["1", "4", "elastic-up"]
