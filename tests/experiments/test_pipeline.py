@@ -14,6 +14,7 @@ import pytest
 
 from bench.experiments import matrix
 from bench.experiments.pool import run_matrix
+from reports import noise
 from reports.build import build_report, build_sweep
 from reports.collect import load
 from reports.html import table2_html
@@ -46,7 +47,9 @@ def test_matrix_runs_then_report(tmp_path: Path) -> None:
     html = build_report(out, ["md", "tex", "html", "csv"])
     assert (html.parent / "sweep.csv").read_text() == (out / "sweep.csv").read_text()  # one sweep table
     text = html.read_text()
-    c = cells(load(out).runs)  # the page holds Table 2 of these runs, not only a link named "Table 2"
+    res = load(out)
+    noise.fill(res)  # as the report does: Table 2's noise note (B per third of τ) comes from the runs' training
+    c = cells(res.runs)  # the page holds Table 2 of these runs, not only a link named "Table 2"
     assert table2_html(c) in text and "<h3>logreg" in text and "elastic-up" in text
     assert sorted(c.loc[c["n_seeds"] > 0, "scale"].unique()) == ["1", "4", "elastic-up"]
     table = (html.parent / "table2.md").read_text()
