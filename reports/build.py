@@ -101,7 +101,7 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     res = load(out)
     if "html" in formats:
         res.warm_metrics(FIGURE_WORKERS)  # the first report's scan of every metrics file, in parallel
-    fill_noise(res)  # each AdaScale run's training-average B_simple: Table 2's notes and the findings
+    fill_noise(res)  # each AdaScale run's noise scale per third of τ: Table 2's notes and the findings
     c = cells(res.runs)
     try:
         paper = load_paper()

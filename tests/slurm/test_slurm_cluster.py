@@ -331,3 +331,24 @@ def test_a_killed_rank_is_named_with_its_node(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "bench", "status", str(out)], capture_output=True, text=True)
     assert res.returncode == 1 and "failed" in res.stdout
     assert re.search(r"rank 1 on \S+ ended first \(Killed, says srun\)", res.stdout), res.stdout
+
+
+def test_a_run_under_slurm_prints_heartbeat_lines_in_its_log(tmp_path: Path) -> None:
+    """A SLURM job's stdout is a file, not a terminal: the run prints a heartbeat line every heartbeat_s
+    seconds (bench/engine/heartbeat.py), with τ/T1 and an ETA, into the log `status` points at; and
+    `status --json` gives the run's τ, T1 and progress."""
+    body = LONG.replace("checkpoint_every: 5}", "checkpoint_every: 5, heartbeat_s: 1}")
+    path, out = write(tmp_path, body), tmp_path / "out"
+    assert main(["submit", str(path), *SLURM, "--out", str(out), "--wait"]) == 0
+    run = out / LONG_RUN  # heartbeat_s is a run setting, not part of the run's identity (its folder)
+    assert read_json(run / SUMMARY)["status"] == "completed"
+    log = Path(read_json(run / JOB)["stdout"]).read_text()
+    beats = [line for line in log.splitlines() if line.startswith("heartbeat logreg adascale s4 seed3")]
+    assert beats, log[-2000:]
+    assert all(re.search(r"τ \d+/3000 \([\d.]+%\).* ETA (\d+:\d\d:\d\d|unknown)$", b) for b in beats), beats
+    assert any(re.search(r"ETA \d+:\d\d:\d\d$", b) for b in beats), beats
+    res = subprocess.run(
+        [sys.executable, "-m", "bench", "status", str(out), "--json"], capture_output=True, text=True, timeout=120
+    )
+    (state,) = [r for r in json.loads(res.stdout)["runs"] if r["name"] == LONG_RUN]
+    assert state["state"] == "done" and state["T1"] == 3000 and state["progress"] == pytest.approx(1.0, abs=0.01)
