@@ -32,6 +32,8 @@ from typing import Any
 
 from torch.overrides import TorchFunctionMode
 
+from bench.engine.allocator import large_blocks_returned
+
 PROFILED = (
     "aten::_local_scalar_dense",  # item(), float(t), bool(t) (via aten::is_nonzero) all end here
     "aten::nonzero",  # data-dependent output sizes: the host waits for the count
@@ -103,37 +105,17 @@ def _inside_packed_rnn(event: Any) -> bool:
     return False
 
 
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
-
-
-def _large_buffers_by_mmap() -> None:
-    """Have glibc serve allocations of 128 KiB and more with mmap, so they go back to the system when
-    freed (the process keeps the setting). Under torch.profiler the profiler's small event records land
-    between the large per-time-step buffers of a recurrent backward and glibc's heap cannot reuse the freed
-    space: measured on 2 cores, one 1024-unit bidirectional LSTM layer over 50 frames grew by 1.75 GB under
-    the profiler (by 0.1 GB with this), speech's paper DS2 by over 20 GB in one iteration. Elsewhere (no
-    glibc) nothing is done."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
-    except (OSError, AttributeError):
-        pass
-
-
 def count_host_syncs(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, dict[str, int]]:
     """(host syncs per call of fn, counts by op or method over all calls), over `repeat` calls. Reads
     of host-resident tensors torch makes inside packed recurrent modules appear as HOST_RESIDENT and are
     not part of the syncs per call (module docstring)."""
     from torch.profiler import ProfilerActivity, profile
 
-    _large_buffers_by_mmap()
     calls = _HostCalls()
-    with profile(activities=[ProfilerActivity.CPU]) as prof, calls, _mark_packed_rnn_forwards():
-        for _ in range(repeat):
-            fn()
+    with large_blocks_returned(), profile(activities=[ProfilerActivity.CPU]) as prof, calls:
+        with _mark_packed_rnn_forwards():
+            for _ in range(repeat):
+                fn()
     counts: Counter[str] = Counter()
     for e in prof.events():
         if e.name in PROFILED:
