@@ -14,8 +14,9 @@ In order of precedence, per task and preset:
    the run: `amp: bf16` reads the `mixed` rows, `amp: none` the `tf32` rows (PyTorch runs convolutions and
    cuDNN recurrent layers in TF32 by default; its matmuls stay FP32 unless
    `torch.backends.cuda.matmul.allow_tf32` is set, so a TF32 figure is optimistic for matmul-bound models).
-3. **FLOPs** — counted FLOPs per micro-batch (`flops.csv`) at an assumed fraction of the accelerator's
-   dense peak (`--basis flops`, or where the table has no row for the task on that accelerator).
+3. **FLOPs** — counted FLOPs per example (`flops.csv`'s micro-batch ÷ the b it was counted at) at an
+   assumed fraction of the accelerator's dense peak (`--basis flops`, or where the table has no row for
+   the task on that accelerator).
 
 A published row that would put its model above the accelerator's dense peak at that precision is
 refused: a typo cannot price a matrix below what the hardware can do.
@@ -160,9 +161,7 @@ def rate_for(
     unit: str,
 ) -> Rate | None:
     """The rate a run of this spec is priced at (module docstring), or None when nothing is known."""
-    b = int(spec["batch_size"])
-    per_micro = flops.get((task, preset))
-    own = per_micro / b if per_micro else None  # the task's counted FLOPs per example
+    own = flops.get((task, preset))  # the task's counted FLOPs per example (plan.read_flops)
     eps = (measured.get((task, preset)) or {}).get("examples_per_s")
     if eps:
         device = (measured.get((task, preset)) or {}).get("device") or "its GPU"

@@ -105,24 +105,22 @@ def write_throughput(path: Path, measured: dict[tuple[str, str], tuple[float, st
 
 
 def read_flops(path: Path) -> dict[tuple[str, str], float]:
-    """(task, preset) -> counted FLOPs of forward + backward of one micro-batch (bench.experiments.flops)."""
+    """(task, preset) -> counted FLOPs of forward + backward per example (bench.experiments.flops): the
+    table's micro-batch divided by the batch size it was counted at, so that a run at another b (the
+    critical-batch sweep's) is priced per example, not per micro-batch of another size."""
     try:
         text = safefs.read_text(path, TABLE_BYTES)  # a FIFO or a huge file: one line, not a hang
     except OSError as e:
         raise UserError(f"FLOPs table {path}: {e.strerror or e}") from None
     reader = csv.DictReader(io.StringIO(text))
-    if "flops_per_microbatch" not in (reader.fieldnames or []) or "task" not in (reader.fieldnames or []):
+    if not {"task", "batch_size", "flops_per_microbatch"} <= set(reader.fieldnames or []):
         raise UserError(f"FLOPs table {path}: expected columns {','.join(FLOPS_COLUMNS)}")
     out = {}
     for i, row in enumerate(reader, 2):
-        raw = (row.get("flops_per_microbatch") or "").strip()
-        try:
-            value = float(raw)
-        except ValueError:
-            value = -1.0
-        if not math.isfinite(value) or value <= 0:
-            raise UserError(f"FLOPs table {path}, line {i}: flops_per_microbatch {raw!r} is not a positive number")
-        out[(row["task"].strip(), (row.get("preset") or "").strip())] = value
+        where = f"FLOPs table {path}, line {i}"
+        per_micro = positive_number(row.get("flops_per_microbatch"), "flops_per_microbatch", where)
+        b = positive_number(row.get("batch_size"), "batch_size", where)
+        out[(row["task"].strip(), (row.get("preset") or "").strip())] = per_micro / b  # type: ignore[operator]
     return out
 
 
@@ -254,9 +252,9 @@ def make_plan(
         cell.runs += 1
         cell.iterations = [min(cell.iterations[0], cost.iterations[0]), max(cell.iterations[1], cost.iterations[1])]
         cell.examples = [cell.examples[0] + cost.examples[0], cell.examples[1] + cost.examples[1]]
-        per_micro = (flops or {}).get((req.task, m.preset))
-        if per_micro:  # examples / b micro-batches, each of the counted FLOPs
-            run_flops = [e / int(spec["batch_size"]) * per_micro for e in cost.examples]
+        per_example = (flops or {}).get((req.task, m.preset))
+        if per_example:
+            run_flops = [e * per_example for e in cost.examples]
             cell.flops = [a + f for a, f in zip(cell.flops or [0.0, 0.0], run_flops, strict=True)]
         # examples/s on one GPU: measured, else published (or a proxy), else counted FLOPs at the peak
         rate = rate_for(req.task, m.preset, spec, throughput, published or {}, flops or {}, peak, _unit(req.task))
@@ -417,8 +415,9 @@ def plan(args: PlanOptions) -> int:
     print("\n".join(sources(cells)))
     print(pace_note())
     print(
-        f"FLOPs: examples ÷ b × the counted FLOPs of one micro-batch's forward + backward (from {flops_path}: "
-        "matmuls, convolutions, attention; elementwise work and the optimizer not counted)."
+        f"FLOPs: examples × the counted FLOPs of forward + backward per example (one micro-batch's ÷ the b it was "
+        f"counted at, from {flops_path}: matmuls, convolutions, attention; elementwise work and the optimizer not "
+        "counted)."
     )
     if "measured" in bases:
         print(f"GPU-hours, basis `measured`: examples ÷ examples/s at S = 1 on one GPU (from {path}).")

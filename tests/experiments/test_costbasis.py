@@ -58,10 +58,10 @@ def test_paper_imagenet_is_priced_at_the_published_resnet50_figure_within_the_re
 
 def test_a_proxy_is_the_published_rate_scaled_by_counted_flops() -> None:
     tasks = paper_plan()
-    cifar = plan.read_flops(plan.FLOPS)[("cifar10", "paper")] / 128  # ResNet-18 v2 at 32², per image
+    cifar = plan.read_flops(plan.FLOPS)[("cifar10", "paper")]  # ResNet-18 v2 at 32², per image
     resnet50 = 6.22056e12 / 256
     assert implied_rate(tasks["cifar10"])[0] == pytest.approx(938 * float(f"{resnet50:.6g}") / cifar)
-    transformer = plan.read_flops(plan.FLOPS)[("transformer", "paper")] / 2048
+    transformer = plan.read_flops(plan.FLOPS)[("transformer", "paper")]  # per token
     assert implied_rate(tasks["transformer"])[0] == pytest.approx(51057 * 1.24662e9 / transformer)
     assert "no public figure for this model" in tasks["transformer"][0].note
 

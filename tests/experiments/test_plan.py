@@ -74,9 +74,27 @@ def test_flops_basis_against_a_hand_computation(tmp_path: Path, capsys: pytest.C
 
 
 def test_bad_flops_table_is_one_line(tmp_path: Path) -> None:
-    fl = write(tmp_path / "fl.csv", "task,preset,flops_per_microbatch\ncifar10,tiny,-3\n")
+    fl = write(tmp_path / "fl.csv", "task,preset,batch_size,flops_per_microbatch\ncifar10,tiny,16,-3\n")
     with pytest.raises(UserError, match="line 2: flops_per_microbatch '-3'"):
         plan.read_flops(fl)
+    fl = write(tmp_path / "fl.csv", "task,preset,batch_size,flops_per_microbatch\ncifar10,tiny,,1e9\n")
+    with pytest.raises(UserError, match="line 2: batch_size ''"):
+        plan.read_flops(fl)
+    fl = write(tmp_path / "fl.csv", "task,preset,flops_per_microbatch\ncifar10,tiny,1e9\n")
+    with pytest.raises(UserError, match="expected columns"):
+        plan.read_flops(fl)
+
+
+def test_a_run_at_another_batch_size_is_priced_per_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """The paper matrix's logreg sweep runs b = 32 … 4096 while flops.csv counted b = 32: an example costs
+    the same at every b (3 840 FLOPs ÷ 32 = 120), so its examples/s is one figure, and the b = 4096
+    identity runs' FLOPs are their examples × 120, not ÷ 128 of that."""
+    assert plan.read_flops(plan.FLOPS)[("logreg", "paper")] == pytest.approx(3840 / 32)
+    m = matrix.load("paper")
+    cells = plan.make_plan(m, {}, None, plan.read_flops(plan.FLOPS), plan.Peak("a100", "bf16", 0.4))
+    sweep = [c for c in cells if c.task == "logreg" and c.kind == "sweep"]
+    assert len(sweep) > 1 and all(c.flops == pytest.approx([e * 120 for e in c.examples]) for c in sweep)
+    assert len({c.note for c in cells if c.task == "logreg"}) == 1
 
 
 def test_shipped_flops_table_is_what_the_counter_counts() -> None:
@@ -87,9 +105,9 @@ def test_shipped_flops_table_is_what_the_counter_counts() -> None:
     table = plan.read_flops(plan.FLOPS)
     assert set(flops.PAPER_TASKS) <= {t for t, p in table if p == "paper"}
     row = flops.count("cifar10")
-    assert float(row["flops_per_microbatch"]) == pytest.approx(table[("cifar10", "paper")], rel=1e-5)
-    assert 0.40e12 < table[("cifar10", "paper")] < 0.46e12
-    assert 6.0e12 < table[("imagenet", "paper")] < 6.5e12  # ResNet-50: 4.1 GMAC × 2 × 3 × 256
+    assert float(row["flops_per_microbatch"]) == pytest.approx(table[("cifar10", "paper")] * 128, rel=1e-5)
+    assert 0.40e12 < table[("cifar10", "paper")] * 128 < 0.46e12
+    assert 6.0e12 < table[("imagenet", "paper")] * 256 < 6.5e12  # ResNet-50: 4.1 GMAC × 2 × 3 × 256
 
 
 def test_shipped_throughput_table_has_the_paper_tasks_unmeasured() -> None:
