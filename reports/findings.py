@@ -67,8 +67,8 @@ from bench.algo.gain import steady_gain, theta
 from bench.files import OFFLINE_GAIN
 
 from . import noise
-from .collect import ELASTIC, Results, scale_order, task_info
-from .table2 import decimals, fmt_value, table_name, table_runs
+from .collect import ELASTIC, Results, scale_order
+from .table2 import decimals, fmt_value, table_runs, tables
 
 HOLDS, FAILS, NOT_TESTABLE, INCONCLUSIVE, NOT_RUN = (
     "holds",
@@ -645,21 +645,18 @@ def findings(res: Results) -> pd.DataFrame:
     df = table_runs(res.runs)
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
-    df = df.assign(preset=df["preset"].fillna(""), variant=df["variant"].fillna(""))
-    presets = df.groupby("task")["preset"].nunique()
     rows = []
-    for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):
-        _, higher = task_info(task, next(iter(t["metric"].dropna()), None), t)
-        name = table_name(task, preset, variant, presets[task] > 1)
+    for tab in tables(df):
+        t, higher = tab.runs, tab.higher
         tn = noise.task_noise(t)
         ctx = Context(t, higher, res, tn, margin_of(res, t, higher))
         for key, rule in RULES.items():
             status, detail = rule(ctx)
             rows.append(
                 {
-                    "table": name,
-                    "task": task,
-                    "preset": preset,
+                    "table": tab.name,
+                    "task": tab.task,
+                    "preset": tab.preset,
                     "check": key,
                     "finding": CHECKS[key],
                     "status": status,

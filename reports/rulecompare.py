@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from . import findings as FD
-from .collect import Results, rule_rows, scale_order, task_info
-from .table2 import fmt_value, place, table_name, table_runs
+from .collect import Results, rule_rows, scale_order
+from .table2 import fmt_value, place, table_runs, tables
 
 COLUMNS = [
     "table",
@@ -56,11 +56,9 @@ def verdicts(res: Results) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
     rows_of = rule_rows(df)
-    presets = df.groupby("task")["preset"].nunique()
     rows = []
-    for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):
-        _, higher = task_info(task, next(iter(t["metric"].dropna()), None), t)
-        name = table_name(task, preset, variant, presets[task] > 1)
+    for tab in tables(df):
+        t, higher = tab.runs, tab.higher
         margin = FD.margin_of(res, t, higher)  # the table's Δ, as finding (i) judges it
         limits = margin.bounds(higher)
         for method in sorted(set(t["method"]), key=place):
@@ -69,7 +67,8 @@ def verdicts(res: Results) -> pd.DataFrame:
             for scale, g in fixed.items():
                 if scale == "1":
                     continue
-                row = {"table": name, "task": task, "preset": preset, "variant": variant, "method": method}
+                row = {"table": tab.name, "task": tab.task, "preset": tab.preset, "variant": tab.variant}
+                row |= {"method": method}
                 row |= {"label": rows_of[method].label, "scale": scale, "speedup": _speedup(g)}
                 if base is None:
                     c = FD.compare(FD._vals(g), np.array([]), higher, margin.delta, limits)

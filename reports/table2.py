@@ -113,6 +113,32 @@ def table_name(task: str, preset: str, variant: str, several_presets: bool) -> s
     return name
 
 
+@dataclass(frozen=True)
+class Table:
+    """One of Table 2's tables: a task at one preset and variant, with its name, its metric and its runs."""
+
+    name: str
+    task: str
+    preset: str
+    variant: str
+    metric_label: str
+    higher: bool  # whether a higher metric is better
+    runs: pd.DataFrame
+
+
+def tables(df: pd.DataFrame) -> list[Table]:
+    """The tables of `table_runs`' runs, in order: the one place a table gets its name and its metric's
+    direction (Table 2's cells, the findings and the rule verdicts each read them from here)."""
+    if df.empty:
+        return []
+    presets = df.groupby("task")["preset"].nunique()
+    out = []
+    for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):
+        label, higher = task_info(task, next(iter(t["metric"].dropna()), None) if "metric" in t else None, t)
+        out.append(Table(table_name(task, preset, variant, presets[task] > 1), task, preset, variant, label, higher, t))
+    return out
+
+
 def _std(x: np.ndarray) -> float:
     return float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
 
@@ -161,12 +187,9 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=CELL_COLUMNS)
     rules = rule_rows(df)
-    presets_per_task = df.groupby("task")["preset"].nunique()
     rows = []
-    for (task, preset, variant), t in df.groupby(["task", "preset", "variant"], sort=True):
-        metric_key = next((m for m in t["metric"].dropna()), None) if "metric" in t else None
-        label, higher = task_info(task, metric_key, t)
-        name = table_name(task, preset, variant, presets_per_task[task] > 1)
+    for tab in tables(df):
+        t, higher = tab.runs, tab.higher
         done_vals: dict[tuple[str, str], pd.DataFrame] = {}
         for (scale, method), g in t.groupby(["scale", "method"]):
             done_vals[(scale, method)] = g[g["status"] == "completed"]
@@ -177,10 +200,10 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
             b = g["batch_size"].dropna()
             total = "" if scale_order(scale)[0] != 0 or b.empty else int(round(float(scale) * float(b.iloc[0])))
             row = {
-                "table": name,
-                "task": task,
-                "preset": preset,
-                "variant": variant,
+                "table": tab.name,
+                "task": tab.task,
+                "preset": tab.preset,
+                "variant": tab.variant,
                 "scale": scale,
                 "total_batch": total,
                 "method": method,
@@ -190,7 +213,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 "n_diverged": n_div,
                 "n_running": int(g["status"].isin(("running", "pending")).sum()),
                 "diverged": diverged,
-                "metric_label": label,
+                "metric_label": tab.metric_label,
                 "higher_is_better": higher,
             }
             for q in QUANTITIES:
