@@ -8,6 +8,8 @@ launched it (bench.run.launch locally, the SLURM submitter on a cluster) starts 
 
 from __future__ import annotations
 
+import gc
+import importlib
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -107,6 +109,10 @@ def from_env(device: str = "auto", timeout: float | None = None, store: Any = No
     if world > 1 and not dist.is_initialized():
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
+        # Before the group exists: torch.distributed.nn.functional's collectives take `group=group.WORLD` as
+        # a default argument, evaluated at import. Imported later (DDP's constructor does), they would hold
+        # this group for the life of the process, and destroy_process_group could not end its threads.
+        importlib.import_module("torch.distributed.nn")
         dist.init_process_group(
             "nccl" if dev.type == "cuda" else "gloo",
             rank=rank,
@@ -118,9 +124,24 @@ def from_env(device: str = "auto", timeout: float | None = None, store: Any = No
 
 
 def shutdown() -> None:
-    """Destroy the default process group, if any (torch warns at exit when it is left alive)."""
+    """Destroy the default process group, if any, and its backend's threads with it, while the interpreter
+    is whole (torch also warns at exit about a group left alive).
+
+    A group that outlives this call keeps its worker threads into interpreter finalization, where a gloo
+    worker that drops a finished work's tensors needs the GIL; Python ends such a thread with
+    pthread_exit, and that unwinding through a noexcept destructor is `terminate called without an
+    active exception`. Seen on SLURM (core dump: ProcessGroupGloo::runLoop releasing an
+    AsyncBarrierWork under Py_FinalizeEx): a rank whose run had completed aborted at exit, and srun's
+    --kill-on-bad-exit failed the job. Two things kept the group alive: torch.distributed.nn's default
+    arguments (from_env imports it first), and the DDP wrapper when the engine is reachable only from
+    garbage cycles (the frames of an exception caught under the run, or of a module's first import in
+    it). Hence: collect first (the wrappers go while the group is still registered), then destroy
+    (torch's binding releases the GIL while the group's destructor drains and joins its threads), then
+    collect what that left."""
     if dist.is_available() and dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
+        gc.collect()
 
 
 def accumulation_of(spec: dict[str, Any]) -> int | None:

@@ -6,9 +6,12 @@ Run the slow ones with `pytest tests/engine/test_distributed.py -m slow -s` to s
 
 from __future__ import annotations
 
+import json
 import math
+import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -370,3 +373,65 @@ def test_sigterm_stops_every_rank_at_the_same_iteration_and_resumes(tmp_path: Pa
     assert "resume" in err and not (run_dir / SUMMARY).exists()
     _resume_and_compare(tmp_path, run_dir, reference)
     assert math.isfinite(read_json(run_dir / SUMMARY)["train_loss"])
+
+
+# -- shutdown: the group's threads end before the interpreter does ------------------------------------------
+GLOO_WORKER = "pt_gloo_runloop"  # the name torch gives ProcessGroupGloo's worker threads
+
+
+def _threads_named(name: str) -> int:
+    return sum((t / "comm").read_text().strip() == name for t in Path("/proc/self/task").iterdir())
+
+
+def _end_group(rank: int, world: int, port: int, case: str, out: str) -> None:
+    """One rank: a DDP step, the wrapper left reachable only from a garbage cycle (as the frames of an
+    exception caught under a run leave it), then the group ended; records the gloo workers left."""
+    import gc
+
+    from bench.engine.distributed import from_env, shutdown
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    gc.disable()  # the collector must not run by chance between here and the count
+    if case == "torch's own init":
+        torch.distributed.init_process_group("gloo")
+    else:
+        from_env("cpu")
+    ddp = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))  # imports torch.distributed.nn
+    ddp(torch.randn(3, 4)).sum().backward()
+    cycle: dict[str, Any] = {"ddp": ddp}
+    cycle["self"] = cycle
+    del ddp, cycle
+    before = _threads_named(GLOO_WORKER)
+    if case == "destroy only":
+        torch.distributed.destroy_process_group()
+    else:
+        shutdown()
+    Path(out, f"rank{rank}.json").write_text(json.dumps([before, _threads_named(GLOO_WORKER)]))
+
+
+@pytest.mark.parametrize("case", ["shutdown", "destroy only", "torch's own init"])
+def test_shutdown_ends_the_groups_threads(tmp_path: Path, case: str) -> None:
+    """A group alive into finalization aborted a finished SLURM rank at exit (see shutdown()). Its threads
+    end in shutdown, and not without either half of the fix: destroy_process_group alone leaves them while
+    a garbage cycle holds DDP; a group started before torch.distributed.nn's import is held by its defaults."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_end_group, args=(r, 2, port, case, str(tmp_path))) for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(120)
+        assert [p.exitcode for p in procs] == [0, 0]
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    counts = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert all(before > 0 for before, _ in counts), counts  # the workers are there to be ended
+    left = [after for _, after in counts]
+    assert left == ([0, 0] if case == "shutdown" else [before for before, _ in counts]), counts
