@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +43,27 @@ def finished_results(out: Path) -> Path:
     name = run_dir.relative_to(out).as_posix()
     (out / MANIFEST).write_text(json.dumps({"matrices": ["m.yaml"], "runs": {name: {"preset": "tiny"}}}))
     return out
+
+
+def run_ranks(target: Callable[..., None], *args: Any, world: int = 2, timeout: float = 120) -> None:
+    """Run target(rank, world, port, *args) in `world` spawned processes that can form a gloo group on a free
+    local port; every one must exit 0 (the stragglers are killed)."""
+    import multiprocessing
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=target, args=(r, world, port, *args)) for r in range(world)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(timeout)
+        assert [p.exitcode for p in procs] == [0] * world
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()

@@ -6,8 +6,6 @@ iteration's one gather; a layer run twice in a micro-batch is refused. The end-t
 from __future__ import annotations
 
 import json
-import multiprocessing
-import socket
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from bench.engine.batchnorm import RunningStats
 from bench.engine.distributed import Dist
 from bench.engine.loop import accumulate
 from bench.experiments.syncs import count_host_syncs
+from tests.helpers import run_ranks
 
 
 class BNNet(nn.Module):
@@ -224,22 +223,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 
 def test_rows_ride_on_the_gather_and_two_ranks_end_as_one(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_rank, args=(r, 2, port, str(tmp_path))) for r in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(120)
-        assert [p.exitcode for p in procs] == [0, 0]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
+    run_ranks(_rank, str(tmp_path))
     torch.manual_seed(0)
     one = Net()
     assert _iterate(one, 0, 1) == [1, 1, 1]

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,7 +30,7 @@ from bench.run.launch import initial_ranks
 from bench.run.runner import run_dir_of
 from bench.run.spec import check_same
 from tasks import get_task
-from tests.helpers import spec_for
+from tests.helpers import run_ranks, spec_for
 
 
 # -- pairwise accumulation: .grad is the binary tree over the micro-batches, bit for bit ------------------
@@ -415,22 +413,7 @@ def test_shutdown_ends_the_groups_threads(tmp_path: Path, case: str) -> None:
     """A group alive into finalization aborted a finished SLURM rank at exit (see shutdown()). Its threads
     end in shutdown, and not without either half of the fix: destroy_process_group alone leaves them while
     a garbage cycle holds DDP; a group started before torch.distributed.nn's import is held by its defaults."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_end_group, args=(r, 2, port, case, str(tmp_path))) for r in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(120)
-        assert [p.exitcode for p in procs] == [0, 0]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
+    run_ranks(_end_group, case, str(tmp_path))
     counts = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert all(before > 0 for before, _ in counts), counts  # the workers are there to be ended
     left = [after for _, after in counts]

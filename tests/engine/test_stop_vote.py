@@ -5,8 +5,6 @@ collective of its own (what the engine did) costs a second one."""
 from __future__ import annotations
 
 import json
-import multiprocessing
-import socket
 from pathlib import Path
 
 import torch
@@ -15,6 +13,7 @@ from torch import nn
 from bench.engine.distributed import Dist
 from bench.engine.loop import StopVote, accumulate
 from bench.experiments.syncs import count_host_syncs
+from tests.helpers import run_ranks
 
 
 class Mean(nn.Module):
@@ -50,22 +49,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 
 def test_every_rank_learns_a_stop_from_the_one_gather(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_rank, args=(r, 2, port, str(tmp_path))) for r in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(120)
-        assert [p.exitcode for p in procs] == [0, 0]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
+    run_ranks(_rank, str(tmp_path))
     for r in range(2):
         got = json.loads((tmp_path / f"rank{r}.json").read_text())
         assert got["found"] == [[False, 1], [True, 1], [True, 1]]  # rank 1's wish reaches rank 0, one transfer
