@@ -34,36 +34,43 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, world: int, port: int, model: str, image: int, rounds: int, out: Any) -> None:
+    from bench.engine.distributed import from_env, shutdown
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    torch.set_num_threads(1)
+    from_env("cpu")
+    try:
+        times = _rounds(model, image, rounds)  # its DDP copies are gone when it returns: shutdown ends the group
+        if rank == 0:
+            out.put(times)
+    finally:
+        shutdown()
+
+
+def _rounds(model: str, image: int, rounds: int) -> dict[str, list[float]]:
     import torch.distributed as dist
     import torchvision
 
     from bench.engine.reduction import pairwise_allreduce_hook
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        torch.manual_seed(0)
-        nets = {}
-        for kind in ("native", "pairwise"):
-            ddp = torch.nn.parallel.DistributedDataParallel(getattr(torchvision.models, model)())
-            if kind == "pairwise":
-                ddp.register_comm_hook(None, pairwise_allreduce_hook)
-            nets[kind] = ddp
-        x = torch.randn(2, 3, image, image)
-        times: dict[str, list[float]] = {k: [] for k in nets}
-        for r in range(rounds + 1):  # the first round warms up
-            for kind in ("native", "pairwise") if r % 2 == 0 else ("pairwise", "native"):
-                dist.barrier()
-                start = time.perf_counter()
-                nets[kind](x).sum().backward()
-                elapsed = time.perf_counter() - start
-                if r:
-                    times[kind].append(elapsed)
-        if rank == 0:
-            out.put(times)
-    finally:
-        dist.destroy_process_group()
+    torch.manual_seed(0)
+    nets = {}
+    for kind in ("native", "pairwise"):
+        ddp = torch.nn.parallel.DistributedDataParallel(getattr(torchvision.models, model)())
+        if kind == "pairwise":
+            ddp.register_comm_hook(None, pairwise_allreduce_hook)
+        nets[kind] = ddp
+    x = torch.randn(2, 3, image, image)
+    times: dict[str, list[float]] = {k: [] for k in nets}
+    for r in range(rounds + 1):  # the first round warms up
+        for kind in ("native", "pairwise") if r % 2 == 0 else ("pairwise", "native"):
+            dist.barrier()
+            start = time.perf_counter()
+            nets[kind](x).sum().backward()
+            elapsed = time.perf_counter() - start
+            if r:
+                times[kind].append(elapsed)
+    return times
 
 
 def measure(world: int, model: str = "resnet50", image: int = 32, rounds: int = 5) -> dict[str, Any]:
