@@ -71,10 +71,10 @@ def verdicts(res: Results) -> pd.DataFrame:
                 row |= {"method": method}
                 row |= {"label": rows_of[method].label, "scale": scale, "speedup": _speedup(g)}
                 if base is None:
-                    c = FD.compare(FD._vals(g), np.array([]), higher, margin.delta, limits)
+                    c = FD.compare(FD._vals(g), np.array([]), higher, margin.delta, limits, margin.share)
                     status, detail = FD.NOT_RUN, "no S = 1 run to compare with"
                 else:
-                    c = FD.compare(FD._vals(g), FD._vals(base), higher, margin.delta, limits)
+                    c = FD.compare(FD._vals(g), FD._vals(base), higher, margin.delta, limits, margin.share)
                     status, detail = FD._non_inferior([(f"S={scale}", g, base)], higher, margin)
                 row |= {"n": c.n, "n_base": c.n_base, "diff": c.diff, "lo": c.lo, "hi": c.hi, "margin": c.margin}
                 rows.append(row | {"status": status, "detail": detail})
