@@ -535,6 +535,7 @@ class Warmup:
     source: str = "online"  # online | exact | offline
     why: str = ""
     memories: float = math.nan  # gain memories (1000/S iterations) the window spans
+    undecided: bool = False  # judged, but the measurement's interval straddles the rule (inconclusive)
 
 
 def settled_gain(late_noise: float, batch: float, scale: float) -> float:
@@ -583,26 +584,44 @@ def offline_points(run_dir: str, warn: Callable[[str], None]) -> pd.DataFrame | 
     except (OSError, ValueError) as e:
         warn(f"skipped {path}: {type(e).__name__}: {e}")
         return None
-    cols = [c for c in ("tau", "offline_gain", "exact_gain") if c in df]
+    cols = [c for c in ("tau", "offline_gain", "gain_lo", "gain_hi", "exact_gain") if c in df]
     if not {"tau", "offline_gain"} <= set(cols):
         warn(f"skipped {path}: no tau and offline_gain columns")
         return None
     df = df[cols].apply(pd.to_numeric, errors="coerce")
     exact = "exact_gain" in df and bool(np.isfinite(df["exact_gain"]).all())
-    out = pd.DataFrame({"tau": df["tau"], "gain": df["exact_gain"] if exact else df["offline_gain"]}).dropna()
+    gain = df["exact_gain"] if exact else df["offline_gain"]
+    lo = gain if exact or "gain_lo" not in df else df["gain_lo"].fillna(gain)
+    hi = gain if exact or "gain_hi" not in df else df["gain_hi"].fillna(gain)
+    out = pd.DataFrame({"tau": df["tau"], "gain": gain, "lo": lo, "hi": hi}).dropna()
     return out.assign(source="exact" if exact else "offline").sort_values("tau")
 
 
 def offline_warmup(points: pd.DataFrame, scale: float, T1: float, settles: float) -> Warmup:
-    """(iv) on the gain measured afresh at kept checkpoints: the first and the last point in the window."""
+    """(iv) on the gain measured afresh at kept checkpoints: the first and the last point in the window, decided
+    on the measurement's interval (the offline gain's jackknife interval; the exact gain has none): holds
+    where it holds at the interval's least favourable ends (start's upper, end's lower), fails where it fails
+    at the most favourable ones, else undecided."""
     r_hat = float(scale) if not math.isfinite(settles) else min(float(settles), float(scale))
     p = points[points["tau"] <= WARMUP_WINDOW * T1]
     source = str(points["source"].iloc[0]) if len(points) else "offline"
     if len(p) < WARMUP_MIN_POINTS or not r_hat > 1:
         why = f"{len(p)} kept checkpoint(s) in the first 10 % of τ (< {WARMUP_MIN_POINTS})"
         return Warmup(math.nan, math.nan, len(p), None, r_hat, source, why)
-    u = (p["gain"].to_numpy(float) - 1) / (r_hat - 1)
-    return Warmup(float(u[0]), float(u[-1]), len(p), _judge(float(u[0]), float(u[-1])), r_hat, source)
+
+    def u(col: str, k: int) -> float:
+        return (float(p[col].iloc[k]) - 1) / (r_hat - 1)
+
+    start, end = u("gain", 0), u("gain", -1)
+    if _judge(u("hi", 0), u("lo", -1)):
+        return Warmup(start, end, len(p), True, r_hat, source)
+    if not _judge(u("lo", 0), u("hi", -1)):
+        return Warmup(start, end, len(p), False, r_hat, source)
+    why = (
+        f"the offline interval straddles the rule (start {u('lo', 0):.2f}–{u('hi', 0):.2f}, "
+        f"end {u('lo', -1):.2f}–{u('hi', -1):.2f})"
+    )
+    return Warmup(start, end, len(p), None, r_hat, source, why, undecided=True)
 
 
 def _base_variant(variant: str) -> str:
@@ -648,7 +667,7 @@ def run_warmups(res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]
                 off = offline_warmup(points, S, T1, r_hat)
                 w = (
                     off
-                    if off.holds is not None
+                    if off.holds is not None or off.undecided
                     else Warmup(**{**w.__dict__, "why": f"{w.why}; {off.why}", "source": "few"})
                 )
         out.append((r, w))
@@ -667,27 +686,27 @@ def _seeds(runs: list[tuple[str, str]]) -> str:
 
 
 def check_iv(ctx: Context) -> tuple[str, str]:
+    """(iv) per run (online where the window spans enough gain memories, else at kept checkpoints on the
+    measurement's interval); a table's verdict needs runs of ≥ 2 seeds: one seed's gain run never decides it."""
     ws = run_warmups(ctx.res, ctx.t)
     if not ws:
         return NOT_RUN, "no completed AdaScale run with S ≥ 2 and a metrics.jsonl"
-    parts, flags = [], []
-    skipped: dict[str, list[tuple[str, int]]] = {}
+    parts, statuses, seeds_judged = [], [], set()
+    skipped: dict[str, list[tuple[str, str]]] = {}
     lagging: list[Warmup] = []
     for r, w in ws:
-        name = f"S={r['scale']} seed {r['seed']}" + (" (gain run)" if r.get("experiment_kind") == "gain" else "")
-        if w.holds is None:
+        gain_run = r.get("experiment_kind") == "gain"
+        name = f"S={r['scale']} seed {r['seed']}" + (" (gain run)" if gain_run else "")
+        if w.holds is None and not w.undecided:
             lags = math.isfinite(w.memories) and w.source == "online"
             why = f"the online gain lags, no kept checkpoints ({GROUP})" if lags else w.why
             lagging += [w] if lags else []
-            skipped.setdefault(why, []).append(
-                (str(r["scale"]), f"{r['seed']}{' (gain run)' if 'gain run' in name else ''}")
-            )
+            skipped.setdefault(why, []).append((str(r["scale"]), f"{r['seed']}{' (gain run)' if gain_run else ''}"))
             continue
-        flags.append(w.holds)
-        parts.append(
-            f"{name}: {w.start:.2f} → {w.end:.2f} ({w.source}, {w.records} point(s); r̂ {w.settles:.3g})"
-            + ("" if w.holds else " ✗")
-        )
+        seeds_judged.add(str(r["seed"]))
+        statuses.append(INCONCLUSIVE if w.undecided else HOLDS if w.holds else FAILS)
+        mark = " (undecided: " + w.why + ")" if w.undecided else "" if w.holds else " ✗"
+        parts.append(f"{name}: {w.start:.2f} → {w.end:.2f} ({w.source}, {w.records} point(s); r̂ {w.settles:.3g}){mark}")
     for why, runs in skipped.items():
         if GROUP in why:
             m = [w.memories for w in lagging]
@@ -698,11 +717,15 @@ def check_iv(ctx: Context) -> tuple[str, str]:
         f"normalised gain (r − 1)/(r̂ − 1), r̂ the steady gain of the run's late noise scale, over "
         f"τ ≤ {WARMUP_WINDOW:g}·T1; holds: start ≤ {WARMUP_START:g}, rise ≥ {WARMUP_RISE:g}; judged on the online "
         f"gain where the window spans ≥ {WARMUP_MEMORIES} gain memories (1000/S iterations), else on the exact or "
-        "offline gain at ≥ 2 kept checkpoints in it"
+        "offline gain at ≥ 2 kept checkpoints in it, on the offline interval; runs of ≥ 2 seeds decide"
     )
-    if not flags:
+    if not statuses:
         return NOT_TESTABLE, "; ".join(parts) + f"; {rule}"
-    return _aggregate(flags), "; ".join(parts) + f"; {rule}"
+    status = HOLDS if set(statuses) == {HOLDS} else FAILS if set(statuses) == {FAILS} else INCONCLUSIVE
+    if len(seeds_judged) < 2:
+        parts.append(f"judged on one seed only ({status} there): one seed's runs do not decide a table")
+        status = INCONCLUSIVE
+    return status, "; ".join(parts) + f"; {rule}"
 
 
 def check_v(ctx: Context) -> tuple[str, str]:

@@ -438,30 +438,49 @@ def test_iv_reads_the_offline_estimate_and_needs_two_checkpoints_in_the_window(t
     assert st == NOT_TESTABLE and "1 kept checkpoint(s) in the first 10 % of τ (< 2)" in detail
 
 
-def test_iv_reads_the_gain_run_of_the_same_configuration(tmp_path):
-    """The smoke keeps weights in a `gain` experiment run (its variant adds keep_checkpoints_every): its
-    checkpoints judge the table's (iv) where the Table 2 runs' windows are too short."""
-    lagging_folder(tmp_path)
+def gain_run(root, seed: int, points, column: str = "exact_gain"):
+    """A `gain` experiment run of lagging_folder's configuration (its variant adds keep_checkpoints_every)."""
     run = write_run(
-        tmp_path / "g",
-        "cifar10",
-        "adascale",
-        4,
-        0,
-        T1=1000,
-        iterations=400,
-        batch_size=16,
-        experiment={"kind": "gain"},
+        root, "cifar10", "adascale", 4, seed, T1=1000, iterations=400, batch_size=16, experiment={"kind": "gain"}
     )
     spec = json.loads((run / "spec.json").read_text())
     (run / "spec.json").write_text(json.dumps({**spec, "overrides": {"keep_checkpoints_every": 10}}))
     with_gains(run, [1.5], 1000)
-    offline(run, [(10.0, 1.5), (90.0, 3.6)])
+    offline(run, points, column)
+    return run
+
+
+def test_iv_reads_the_gain_runs_of_the_same_configuration_and_needs_two_seeds(tmp_path):
+    """The smoke keeps weights in `gain` experiment runs: their checkpoints judge the table's (iv) where the
+    Table 2 runs' windows are too short. One seed's gain run never decides a table."""
+    lagging_folder(tmp_path)
+    gain_run(tmp_path / "g", 0, [(10.0, 1.5), (90.0, 3.6)])
     st, detail = status(tmp_path, "iv")
-    assert st == HOLDS, detail
+    assert st == INCONCLUSIVE and "judged on one seed only (holds there)" in detail, detail
     assert (
         "S=4 seed 0 (gain run): 0.17 → 0.90 (exact, 2 point(s)" in detail and "not judged, S=4 seeds 0, 1: " in detail
     )
+    gain_run(tmp_path / "g", 1, [(10.0, 1.4), (90.0, 3.5)])
+    st, detail = status(tmp_path, "iv")
+    assert st == HOLDS, detail
+
+
+def test_iv_decides_on_the_offline_interval(tmp_path):
+    """offline(): the estimate g + 0.3 with the interval [g, g + 0.6]. A start whose interval reaches past half
+    the way to r̂ is undecided; one wholly past it does not hold; a clear rise holds."""
+    lagging_folder(tmp_path / "a")
+    for seed in (0, 1):
+        gain_run(tmp_path / "a" / "g", seed, [(10.0, 1.0), (90.0, 3.2)], column="offline_gain")
+    assert status(tmp_path / "a", "iv")[0] == HOLDS  # start 1.0–1.6 (u ≤ 0.21), end ≥ 3.2 (u ≥ 0.77)
+    lagging_folder(tmp_path / "b")
+    for seed in (0, 1):
+        gain_run(tmp_path / "b" / "g", seed, [(10.0, 2.1), (90.0, 3.6)], column="offline_gain")
+    st, detail = status(tmp_path / "b", "iv")  # start 2.1–2.7: u 0.38–0.59 straddles 0.5
+    assert st == INCONCLUSIVE and "undecided: the offline interval straddles the rule" in detail, detail
+    lagging_folder(tmp_path / "c")
+    for seed in (0, 1):
+        gain_run(tmp_path / "c" / "g", seed, [(10.0, 3.0), (90.0, 3.2)], column="offline_gain")
+    assert status(tmp_path / "c", "iv")[0] == FAILS  # starts settled: u ≥ 0.7 however the interval falls
 
 
 def test_nothing_to_check_is_not_run(tmp_path):
