@@ -89,6 +89,7 @@ RUN_COLUMNS = [
     "variant",
     "variant_label",
     "variant_name",
+    "pilot",
     "rule",
     "git_commit",
     "versions",
@@ -341,6 +342,11 @@ def rule_rows(df: pd.DataFrame) -> dict[str, Any]:
     return {name: recorded(name, f) for name, f in facts.items()}
 
 
+def _is_pilot(seed: Any, pilot_seeds: Any) -> bool:
+    """Whether a run's seed is one of its matrix's pilot seeds (bench.experiments.matrix: pilot_seeds)."""
+    return isinstance(pilot_seeds, list) and isinstance(seed, int) and seed in pilot_seeds
+
+
 def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
     exp = experiment_of(spec)
     sched = spec.get("lr_schedule") if isinstance(spec.get("lr_schedule"), dict) else {}
@@ -372,6 +378,7 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
         "variant_label": label_of(exp),
+        "pilot": _is_pilot(spec.get("seed"), exp.get("pilot_seeds")),
         "rule": json.dumps(spec["rule"], sort_keys=True, default=str) if isinstance(spec.get("rule"), dict) else None,
         "has_metrics": (run_dir / METRICS).exists(),
         "has_checkpoint": (run_dir / CHECKPOINT).exists(),

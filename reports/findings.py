@@ -758,6 +758,20 @@ def _max_total_batch(t: pd.DataFrame) -> float:
     return float(s.max()) if len(s) else math.nan
 
 
+def confirmatory(t: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """A table's runs less those of a pilot seed of their matrix (reports.collect `pilot`: the seeds a
+    pre-registered matrix's pilot used), and what was left out: a confirmatory cell is never judged on a
+    pilot seed."""
+    pilot = t["pilot"].fillna(False).astype(bool) if "pilot" in t else pd.Series(False, index=t.index)
+    if not pilot.any():
+        return t, ""
+    left = t[pilot]
+    seeds = ", ".join(sorted({str(v) for v in left["seed"]}, key=lambda v: (len(v), v)))
+    return t[~pilot], (
+        f"left out: {len(left)} run(s) of pilot seed(s) {seeds} (a confirmatory cell is never judged on a pilot seed)"
+    )
+
+
 def margin_of(res: Results, t: pd.DataFrame, higher: bool) -> Margin:
     """The margin of one table, from its task card and its S = 1 runs (their values and, for a loss without a
     known optimum, their evaluation curves)."""
@@ -779,11 +793,13 @@ def findings(res: Results) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     rows = []
     for tab in tables(df):
-        t, higher = tab.runs, tab.higher
+        t, refused = confirmatory(tab.runs)
+        higher = tab.higher
         tn = noise.task_noise(t)
         ctx = Context(t, higher, res, tn, margin_of(res, t, higher))
         for key, rule in RULES.items():
             status, detail = rule(ctx)
+            detail = f"{detail}; {refused}" if refused else detail
             rows.append(
                 {
                     "table": tab.name,

@@ -20,7 +20,8 @@ consecutive records' τ, which also weighs a down-sampled frame's records right)
   325–338). Weighted by τ, runs at any S weigh the same stretch of training alike;
 - *corrected*: without it μ² is low by s²/N, and on the tiny sets (N = 1 000 … 20 000) B came out too large.
 A task's noise scale is the median over its fixed-S AdaScale runs (S ≥ 2) of each window, printed as the
-range over windows and runs; (ii) is testable where S·b exceeds every window's median.
+range over windows and runs. Finding (iii) predicts each run's iterations from the other runs' noise profiles
+(`predict`, below).
 
 **Trajectory** (the curves figure): b·σ²/μ² of the moving averages AdaScale recorded (`var`, `sqr`), else
 those averages replayed with `UnbiasedGain` from sum_sq and mean_sq, with the same correction at ρ = 1.

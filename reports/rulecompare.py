@@ -58,7 +58,7 @@ def verdicts(res: Results) -> pd.DataFrame:
     rows_of = rule_rows(df)
     rows = []
     for tab in tables(df):
-        t, higher = tab.runs, tab.higher
+        t, higher = FD.confirmatory(tab.runs)[0], tab.higher
         margin = FD.margin_of(res, t, higher)  # the table's Δ, as finding (i) judges it
         limits = margin.bounds(higher)
         for method in sorted(set(t["method"]), key=place):

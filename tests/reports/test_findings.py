@@ -564,3 +564,16 @@ def test_the_relative_margins_uncertainty_keeps_the_test_at_its_size():
         x, b = rng.normal(x_mean, 0.0034, n), rng.normal(base_mean, 0.0029, n)
         naive.append(compare(x, b, False, share * (b.mean() - OPTIMUM), (math.inf, OPTIMUM)).verdict == WITHIN)
     assert np.mean(naive) > 0.058  # the old test, Δ plugged in as if known
+
+
+def test_a_pilot_seeds_run_is_left_out_of_the_confirmatory_test(tmp_path):
+    """A run whose seed is one of its matrix's pilot seeds (recorded in its experiment) is never judged: a pilot
+    run that planned the test does not sit inside it. Here the pilot's S = 4 seed would decide (i) alone."""
+    exp = {"kind": "table2", "pilot_seeds": [7]}
+    for k, v in enumerate(S1):
+        write_run(tmp_path, "cifar10", "adascale", 1, k, val=v, experiment=exp)
+    for k, v in enumerate([74.1, 73.8, 74.2]):
+        write_run(tmp_path, "cifar10", "adascale", 4, k, val=v, T1=100, iterations=30, experiment=exp)
+    write_run(tmp_path, "cifar10", "adascale", 4, 7, val=10.0, T1=100, iterations=30, experiment=exp)
+    st, detail = status(tmp_path, "i")
+    assert st == HOLDS and "left out: 1 run(s) of pilot seed(s) 7" in detail, detail
