@@ -425,8 +425,12 @@ def _sweep(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
 
 
 def _gain(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
-    _keys(path, where, body, {"tasks", "scale", "every", "seeds", "set"})
+    _keys(path, where, body, {"tasks", "scale", "every", "until", "seeds", "set"})
     exp_tasks = _list(path, f"{where}.tasks", body.get("tasks"), str, tasks)
+    until = body.get("until")  # keep weights only over this share of T1 (finding iv's window)
+    if until is not None and not (isinstance(until, int | float) and not isinstance(until, bool) and 0 < until <= 1):
+        raise _fail(path, f"{where}.until", f"a share of T1 in (0, 1], got {excerpt(until)}")
+    keep = {"keep_checkpoints_until": float(until)} if until is not None else {}
     scale = body.get("scale", 8)
     if not isinstance(scale, int) or isinstance(scale, bool) or scale < 2:
         raise _fail(path, f"{where}.scale", "an integer ≥ 2")
@@ -438,7 +442,8 @@ def _gain(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise _fail(path, f"{where}.every", f"a positive integer, or one per task (got {excerpt(k)} for {t})")
         runs += [
-            RunRequest(t, "adascale", scale, seed, {"keep_checkpoints_every": k}, {"kind": kind}) for seed in seeds
+            RunRequest(t, "adascale", scale, seed, {"keep_checkpoints_every": k, **keep}, {"kind": kind})
+            for seed in seeds
         ]
     return runs
 
