@@ -233,7 +233,8 @@ def fill(res: Results) -> pd.DataFrame:
     wanted = _wanted(runs) & runs["has_metrics"].astype(bool)
     missing = ~np.isfinite(pd.to_numeric(runs[COLUMN], errors="coerce").to_numpy(float))
     unwindowed = pd.to_numeric(runs[PER_EPOCH], errors="coerce").isna() & (runs["status"] == "completed")
-    for i in runs.index[wanted & (missing | unwindowed)]:
+    todo = runs.index[wanted & (missing | unwindowed)]
+    for i in todo:
         train, _ = res.metrics(runs.at[i, "run_dir"])
         b = float(runs.at[i, "batch_size"])
         if missing[runs.index.get_loc(i)]:
@@ -245,8 +246,10 @@ def fill(res: Results) -> pd.DataFrame:
             for col, v in windows(train, b, T1, m).items():
                 runs.at[i, col] = v
             runs.at[i, PROFILE] = profile(train, T1, m)
-    res.runs = predict(runs)
-    return res.runs
+    if len(todo) or runs[PREDICTED_FROM].isna().all():  # new profiles, or none predicted yet: (re)predict
+        runs = predict(runs)
+    res.runs = runs
+    return runs
 
 
 # ------------------------------------------------------------------- (iii)'s independent prediction
