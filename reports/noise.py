@@ -293,14 +293,14 @@ def _prediction(i: object, t: pd.DataFrame) -> dict[str, object]:
         return out
     groups = preds.groupby("_S")["_p"].median() if preds["_S"].nunique() > 1 else preds["_p"]
     b = float(t.at[i, "batch_size"])
-    B = _profile_noise(list(donors[PROFILE]), b)
+    B = _profile_noise(list(donors[PROFILE]), b) if math.isfinite(b) and b > 0 else math.nan
     out.update(
         {
             PREDICTED: float(np.median(preds["_p"])),
             PREDICTED_LO: float(groups.min()),
             PREDICTED_HI: float(groups.max()),
             PREDICTED_FROM: source,
-            SMALL_BATCH: bool(S * b <= SMALL_BATCH_SHARE * B),  # B = inf: True (μ² never above its noise)
+            SMALL_BATCH: bool(S * b <= SMALL_BATCH_SHARE * B) if B == B else None,  # B = inf: True; NaN: unknown
         }
     )
     return out
