@@ -29,6 +29,7 @@ import contextlib
 import errno
 import functools
 import hmac
+import io
 import os
 import secrets
 import shutil
@@ -277,6 +278,56 @@ def write_bytes(path: Path | str, data: bytes | memoryview, mode: int | None = N
             raise
     finally:
         os.close(dfd)
+
+
+@contextlib.contextmanager
+def writer(path: Path | str, text: bool = False, limit: int | None = None) -> Iterator[IO[Any]]:
+    """A file to stream into that becomes `path` whole when the block ends (atomic as write_bytes: a
+    temporary in the folder reached without a link, fsynced, renamed over the target), and is removed when
+    it raises. With `limit`, writing past that many bytes is refused (a tar member that grows)."""
+    root, parts, name = _leaf(path)
+    dfd = _dir_fd(root, parts, create=True)
+    try:
+        tmp, fd = _temporary(dfd, name, str(path))
+        try:
+            with os.fdopen(fd, "wb") as raw:
+                f: IO[Any] = _Bounded(raw, path, limit) if limit is not None else raw
+                if text:
+                    f = io.TextIOWrapper(f, encoding="utf-8", errors="backslashreplace", newline="")
+                yield f
+                f.flush()
+                os.fsync(raw.fileno())
+                if text:
+                    f.detach()  # type: ignore[attr-defined]
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+    finally:
+        os.close(dfd)
+
+
+class _Bounded(io.RawIOBase):
+    """A binary file that refuses to grow past `limit` bytes (TooLarge)."""
+
+    def __init__(self, raw: IO[bytes], path: Path | str, limit: int) -> None:
+        self._raw, self._path, self._limit, self._n = raw, path, limit, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self._n += len(memoryview(b).cast("B"))
+        if self._n > self._limit:
+            raise TooLarge(self._path, self._n, self._limit)
+        return self._raw.write(b)
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def flush(self) -> None:
+        self._raw.flush()
 
 
 def _temporary(dfd: int, name: str, where: str, mode: int = 0o666) -> tuple[str, int]:
