@@ -353,6 +353,20 @@ def mkdirs(path: Path | str) -> None:
         pass
 
 
+def private_dir(path: Path | str) -> None:
+    """Make (or check) the folder `path` for a tool that writes into it by path itself (submitit): reached
+    without a link, owned by this user and made private (0700), with no link, FIFO or device anywhere in
+    it; else Refused in one line. Nobody else can then plant anything in it."""
+    with folder(path, create=True) as fd:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise Refused(path, f"is a folder of uid {st.st_uid}, not this user's; not used (remove it)", errno.EPERM)
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    for _ in walk_files(path, refuse_links=True):
+        pass
+
+
 def lstat(path: Path | str) -> os.stat_result:
     """The stat of `path` itself (a link is not followed; nor is any below the root on the way). A root is
     taken as named (its link followed)."""
