@@ -36,6 +36,7 @@ from PIL import Image
 
 from bench import safefs
 from bench.errors import UserError
+from bench.yamlsafe import load_yaml
 from tasks import preparing
 from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
 
@@ -53,7 +54,8 @@ def packaged_spec() -> dict[str, Any]:
     offline.ensure()
     from ultralytics.utils import ROOT
 
-    return yaml.safe_load((ROOT / "cfg" / "datasets" / YAML_NAME).read_text())
+    path = ROOT / "cfg" / "datasets" / YAML_NAME
+    return load_yaml(safefs.read_text(path, 4 << 20), str(path))  # YAML 1.2, as every YAML the suite reads
 
 
 MAX_LIST = 64 << 20  # an image set list or an annotation: kB to a few MB
