@@ -9,6 +9,7 @@ is `missing`. Each run's τ/T1 and ETA come from its files (slurm/progress.py).
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -110,7 +111,7 @@ class RunState:
 
 # -- the files ------------------------------------------------------------------------------------------------
 def _warn(message: str) -> None:
-    print(f"adascale-bench: warning: {message}", file=sys.stderr)
+    print(f"adascale-bench: warning: {printable(message)}", file=sys.stderr)
 
 
 def _run_name(name: Any) -> bool:
@@ -415,7 +416,15 @@ def table(runs: list[RunState]) -> str:
             lines.append(f"  {r.name}{job}: {r.detail or 'no log'}")
     counts = Counter(r.state for r in runs)
     lines += ["", f"{len(runs)} runs: " + ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on (ESC, CR, BEL, …: a run folder named with an
+    escape code that clears the screen, or a log line holding one) shown escaped instead, as \\x1b."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] if len(repr(c)) > 3 else f"\\x{ord(c):02x}" for c in text)
 
 
 def as_json(out: Path, runs: list[RunState]) -> dict[str, Any]:
@@ -430,6 +439,17 @@ def as_json(out: Path, runs: list[RunState]) -> dict[str, Any]:
 
 
 ACTIVE_STATES = ("queued", "running")
+
+
+def _strict_json(obj: Any) -> Any:
+    """`obj` with every non-finite float as None, so `--json` prints JSON a strict parser reads."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_strict_json(v) for v in obj]
+    return obj
 
 
 def status(out: Path, as_json_: bool = False, watch: float | None = None) -> int:
@@ -448,7 +468,8 @@ def status(out: Path, as_json_: bool = False, watch: float | None = None) -> int
                 f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})"
             )
         if as_json_:
-            print(json.dumps(as_json(out, runs), indent=None if watch else 2), flush=True)
+            doc = _strict_json(as_json(out, runs))  # no Infinity/NaN: strict JSON, null where not finite
+            print(json.dumps(doc, indent=None if watch else 2, allow_nan=False), flush=True)
         else:
             if watch and sys.stdout.isatty():
                 print("\033[H\033[J", end="")  # a terminal: redraw in place

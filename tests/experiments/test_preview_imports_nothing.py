@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from tests.experiments.test_method_table import EVIL, SMALL, user_modules, write  # noqa: F401 (fixture)
+from tests.experiments.test_method_table import EVIL, SMALL, write
 
 MATRIX = SMALL + "  - table2: {tasks: [logreg], methods: [adascale, evil.module:X], scales: [1, 4]}\n"
 
@@ -23,13 +23,14 @@ MATRIX = SMALL + "  - table2: {tasks: [logreg], methods: [adascale, evil.module:
     ids=["matrix", "plan", "submit-dry-run"],
 )
 def test_a_preview_never_imports_a_rule_the_matrix_names(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, user_modules: None, command: list[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, command: list[str]
 ) -> None:
     (tmp_path / "evil").mkdir()
     write(tmp_path / "evil" / "__init__.py", "")
     write(tmp_path / "evil" / "module.py", EVIL)
     marker = tmp_path / "evil" / "IMPORTED"
     path = write(tmp_path / "m.yaml", MATRIX)
+    monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # importable twice over: nothing may import it
     argv = [command[0], str(path), *command[1:]]
