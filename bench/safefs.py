@@ -470,6 +470,34 @@ def walk_files(path: Path | str, refuse_links: bool = False) -> Iterator[Path]:
             raise Refused(p, "is a symbolic link or not a regular file; not followed (remove it)", errno.ELOOP)
 
 
+MAX_DEPTH = 100  # nesting of anything parsed from a file (the suite's deepest, a spec, is under 10)
+MAX_VALUES = 2_000_000  # values once shared references are expanded (a paper checkpoint's: a few hundred)
+
+
+def check_shape(obj: Any, where: object, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> Any:
+    """`obj` (parsed from a file: JSON, a checkpoint) when its lists, tuples and dicts nest at most
+    `max_depth` deep and hold at most `max_values` values counted as every later walk, copy or dump sees them
+    (a list shared nine levels deep is 10⁹ values in 3 kB); else Refused in one line, before anything
+    recurses into it (a RecursionError) or expands it (a MemoryError). Walked without recursion."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    values = 1
+    while stack:
+        o, depth = stack.pop()
+        if isinstance(o, dict):
+            children: Any = o.values()
+        elif isinstance(o, list | tuple):
+            children = o
+        else:
+            continue
+        if depth > max_depth:
+            raise Refused(where, f"nests deeper than {max_depth} levels; refused (damaged or crafted)")
+        values += len(children)
+        if values > max_values:
+            raise Refused(where, f"holds more than {max_values} values (shared references expanded); refused")
+        stack.extend((c, depth + 1) for c in children)
+    return obj
+
+
 class Seal:
     """A keyed digest (HMAC-SHA256, 32 bytes) in front of a file this user's suite wrote into a shared folder
     (the report's caches), so that what it holds is taken only if this user wrote it and nobody changed

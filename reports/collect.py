@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench import safefs
 from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
 from bench.files import (
     CHECKPOINT,
@@ -171,6 +172,10 @@ def _read_json(path: Path) -> tuple[dict | None, str | None]:
         return None, "corrupt JSON (nested too deep)"
     if not isinstance(obj, dict):
         return None, f"not a JSON object ({type(obj).__name__})"
+    try:
+        safefs.check_shape(obj, path)  # a 980-deep value would crash whatever walks it next
+    except OSError as e:
+        return None, f"corrupt JSON ({e.strerror})"
     return obj, None
 
 
