@@ -145,3 +145,28 @@ def finite_or_none(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [finite_or_none(v) for v in obj]
     return obj
+
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string starting with = + - @ (a rule label
+    `=HYPERLINK(…)`, a run name) gets a leading ' (OWASP's escape), unless it is a number or a lone "-"."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA) or value == "-":
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with its text cells (and column names) escaped by `cell`: every CSV the report writes goes
+    through this, so no cell from a run folder becomes a formula."""
+    text = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype)]
+    out = df.copy() if text else df
+    for c in text:
+        out[c] = df[c].map(cell)
+    return out.rename(columns=lambda c: cell(c) if isinstance(c, str) else c)

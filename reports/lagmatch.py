@@ -269,4 +269,5 @@ def write_csv(res: Results, path: Path) -> None:
 
     t = table(res)
     if not t.empty:
-        atomic_write_bytes(path, t.to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace"))
+        text = guards.csv_safe(t).to_csv(index=False, float_format="%.6g")  # no cell a formula
+        atomic_write_bytes(path, text.encode(errors="backslashreplace"))

@@ -10,6 +10,7 @@ is `missing`. Each run's τ/T1 and ETA come from its files (slurm/progress.py).
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -177,9 +178,20 @@ def last_line(path: Path | str | None) -> str | None:
 
 # -- the scheduler --------------------------------------------------------------------------------------------
 def _pid_is_submitit(pid: str) -> bool:
+    return _own_python(pid, b"submitit")
+
+
+def _own_python(pid: Any, word: bytes = b"python") -> bool:
+    """Whether `pid` (from a job.json another user may have written) is a process of this user's whose
+    command line holds `word`: pid 1, or any process of someone else's that never ends, is no job of the
+    user's (a job.json naming it kept `status --watch` waiting for ever)."""
     try:
-        return b"submitit" in Path(f"/proc/{int(pid)}/cmdline").read_bytes()
-    except (OSError, ValueError):
+        n = int(pid)
+        if isinstance(pid, bool) or n <= 1:
+            return False
+        proc = Path(f"/proc/{n}")
+        return proc.stat().st_uid == os.geteuid() and word in (proc / "cmdline").read_bytes()[:65536]
+    except (OSError, ValueError, TypeError, OverflowError):
         return False
 
 
@@ -221,7 +233,11 @@ def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
         states.update({k: v for k, v in _squeue(unknown).items() if k in unknown})
     for j in jobs:
         if j.get("executor") == "local" and j.get("job_id") and "pid" in j:  # a run of submit's local pool
-            alive = _seconds(j.get("pid_start")) > 0 and process_start(j["pid"]) == j.get("pid_start")
+            alive = (
+                _seconds(j.get("pid_start")) > 0
+                and _own_python(j["pid"])
+                and process_start(j["pid"]) == j.get("pid_start")
+            )
             states[j["job_id"]] = ("RUNNING" if j.get("started") else "PENDING") if alive else "ENDED"
         elif j.get("executor") == "local" and j.get("job_id"):  # a submitit local job (before the pool)
             states[j["job_id"]] = "RUNNING" if _pid_is_submitit(j["job_id"]) else "ENDED"
