@@ -108,3 +108,31 @@ def test_a_checkpoint_nesting_too_deep_is_refused_on_resume(tmp_path: Path, caps
     assert main(argv) == 2
     err = one_line(capsys)
     assert str(run / CHECKPOINT) in err and "deeper than" in err
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [("scale", 0, "scale"), ("scale", -8, "scale"), ("scale", 1e30, "scale"), ("iteration", -50, "iteration"),
+     ("tau", float("nan"), "tau"), ("copy", None, "iteration")],
+)  # fmt: skip
+def test_a_kept_checkpoints_numbers_are_checked_where_gain_reads_them(
+    finished: Path, tmp_path: Path, capsys, field: str, value: object, said: str
+) -> None:
+    """Degenerate numbers in kept weights (issue 42): a scale of 0 gave a gain of 1.000 beside the S = 2 rows,
+    and iterABC.pt (a copy) duplicated iteration 10; each is now one line naming the file and the field."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    run = run_dir_of(out, spec_for("logreg", "adascale", 2, **SETS))
+    kept = run / KEPT / kept_name(10)
+    if field == "copy":
+        shutil.copy(kept, kept.with_name("iterABC.pt"))
+        kept = kept.with_name("iterABC.pt")
+    else:
+        state = torch.load(kept, weights_only=True)
+        state[field] = value
+        torch.save(state, kept)
+    assert main(["gain", str(run), "--batches", "2"]) == 2
+    err = one_line(capsys)
+    assert str(kept) in err and said in err and len(err.strip().splitlines()) == 1, err
