@@ -51,3 +51,28 @@ def test_status_escapes_control_characters_in_names(tmp_path: Path, capsys) -> N
     main(["status", str(out)])
     text = capsys.readouterr()
     assert "\x1b" not in text.out and "\x07" not in text.out and "\x1b" not in text.err
+
+
+def test_status_watch_ends_when_a_job_json_names_pid_1(tmp_path: Path) -> None:
+    """A colleague's job.json naming pid 1 (with its true start time) made a run look alive for ever, so
+    `status --watch` never ended; a pid counts only as a python process of this user's."""
+    import os
+    import subprocess
+    import sys
+
+    from slurm.records import JOB, process_start
+
+    out = finished_results(tmp_path / "out")
+    (summary,) = out.rglob(SUMMARY)
+    run = summary.parent
+    summary.unlink()
+    job = {"executor": "local", "job_id": "local-1", "pid": 1, "pid_start": process_start(1), "started": True,
+           "submitted_at": 0, "stderr": None}  # fmt: skip
+    (run / JOB).write_text(json.dumps(job))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    res = subprocess.run(
+        [sys.executable, "-m", "bench", "status", str(out), "--watch", "0.2"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in res.stderr and res.returncode in (0, 1), res.stderr
+    assert "running" not in res.stdout.split("runs:")[-1], res.stdout
