@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import findings as FD
+from . import guards
 from .collect import Results, rule_rows, scale_order
 from .table2 import fmt_value, place, table_runs, tables
 
@@ -186,4 +187,4 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
 
 
 def to_csv(f: pd.DataFrame) -> str:
-    return f.to_csv(index=False, float_format="%.6g")
+    return guards.csv_safe(f).to_csv(index=False, float_format="%.6g")  # no cell a formula
