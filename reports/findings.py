@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,7 @@ from scipy import stats
 from bench.algo.gain import steady_gain, theta
 from bench.files import OFFLINE_GAIN
 
-from . import noise
+from . import lagmatch, noise
 from .collect import ELASTIC, Results, scale_order
 from .significance import worse_than
 from .table2 import decimals, fmt_value, table_runs, tables
@@ -573,28 +574,22 @@ def warmup(train: pd.DataFrame, scale: float, T1: float, settles: float | None =
     return Warmup(start, end, n, _judge(start, end), r_hat)
 
 
-def offline_points(run_dir: str, warn: Callable[[str], None]) -> pd.DataFrame | None:
-    """(tau, gain, source) of a run's offline_gain.csv: the exact gain where the file has it, else the offline
-    estimate; None where there is no usable file (a damaged one: with a warning naming it)."""
-    path = Path(run_dir) / OFFLINE_GAIN
-    if not path.is_file():
+def offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
+    """(tau, gain, lo, hi, source) of a run's offline_gain.csv, read once by reports.lagmatch (through
+    bench.safefs: no link, no FIFO, bounded; every value in range): the exact gain where the file has it
+    (lo = hi: no interval), else the offline estimate with its jackknife interval; None where there is no
+    file (silently) or no usable one (with lagmatch's warning naming it)."""
+    if not os.path.lexists(Path(run_dir) / OFFLINE_GAIN):
         return None
-    try:
-        df = pd.read_csv(path, nrows=100_000)
-    except (OSError, ValueError) as e:
-        warn(f"skipped {path}: {type(e).__name__}: {e}")
+    df = lagmatch.offline_points(res, run_dir)
+    if df is None:
         return None
-    cols = [c for c in ("tau", "offline_gain", "gain_lo", "gain_hi", "exact_gain") if c in df]
-    if not {"tau", "offline_gain"} <= set(cols):
-        warn(f"skipped {path}: no tau and offline_gain columns")
-        return None
-    df = df[cols].apply(pd.to_numeric, errors="coerce")
     exact = "exact_gain" in df and bool(np.isfinite(df["exact_gain"]).all())
     gain = df["exact_gain"] if exact else df["offline_gain"]
     lo = gain if exact or "gain_lo" not in df else df["gain_lo"].fillna(gain)
     hi = gain if exact or "gain_hi" not in df else df["gain_hi"].fillna(gain)
     out = pd.DataFrame({"tau": df["tau"], "gain": gain, "lo": lo, "hi": hi}).dropna()
-    return out.assign(source="exact" if exact else "offline").sort_values("tau")
+    return out.assign(source="exact" if exact else "offline").sort_values("tau") if len(out) else None
 
 
 def offline_warmup(points: pd.DataFrame, scale: float, T1: float, settles: float) -> Warmup:
@@ -662,7 +657,7 @@ def run_warmups(res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]
         r_hat = settled_gain(late.get(r["run_dir"], math.nan), b, S)
         w = warmup(res.metrics(r["run_dir"])[0], S, T1, r_hat)
         if w.holds is None:
-            points = offline_points(r["run_dir"], res.warn)
+            points = offline_points(res, r["run_dir"])
             if points is not None:
                 off = offline_warmup(points, S, T1, r_hat)
                 w = (

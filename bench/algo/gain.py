@@ -37,8 +37,10 @@ def clamp(var: float, sqr: float) -> tuple[float, float]:
 
 
 def gain_from(var: float, sqr: float, scale: int) -> float:
-    """The gain r = (σ² + μ²)/(σ²/S + μ²) of scale S."""
-    return (var + sqr) / (var / scale + sqr)
+    """The gain r = (σ² + μ²)/(σ²/S + μ²) of scale S; NaN where σ²/S + μ² = 0, which clamped moments never
+    reach (σ² ≥ VAR_FLOOR) but unclamped replays of degenerate statistics can (reports.lagmatch)."""
+    den = var / scale + sqr
+    return (var + sqr) / den if den else math.nan
 
 
 def b_simple(var: float, sqr: float, batch_size: float) -> float:

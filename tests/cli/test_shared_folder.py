@@ -281,13 +281,8 @@ SITES = [
     # ultralytics' label cache (in a data root)
     Site("yolo:labels cache", lambda o: o / "labels" / "train.cache", label_cache, LINK_FIFO_BIG, "refuse", 2 << 30),
 ]
-# findings.offline_points reads offline_gain.csv with pd.read_csv(path), which follows a planted link
-FINDINGS_READS_THROUGH_LINK = pytest.mark.xfail(
-    strict=False, reason="findings.py: fixed on the verdicts branch (offline_points: pd.read_csv(path))"
-)
 CASES = [
-    pytest.param(site, plant, id=f"{site.name}-{plant}",
-                 marks=FINDINGS_READS_THROUGH_LINK if (site.name, plant) == ("report:offline_gain.csv", "link") else ())
+    pytest.param(site, plant, id=f"{site.name}-{plant}")
     for site in SITES
     for plant in site.plants
 ]  # fmt: skip
