@@ -60,6 +60,7 @@ class Built:
     written: list[Path] = field(default_factory=list)
     findings: str = ""
     rules: str = ""  # the rules at a glance, printed after the findings
+    flags: str = ""  # B_crit fits that disagree, time-to-target speed-ups that are unresolved: printed last
 
     @property
     def html(self) -> Path | None:
@@ -121,6 +122,7 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
     fits = CT.critical_table(res, ttt) if tables else pd.DataFrame()
+    built.flags = CT.flags_text(fits, CT.ttt_summary(ttt)) if tables else ""
 
     if "md" in formats:
         _write(dest / "table2.md", markdown(c, std), built)

@@ -297,6 +297,23 @@ def speedup_text(r: Any) -> str:
     return f"unresolved ({r.speedup_lo:.2g}×–{hi}×)"
 
 
+def flags_text(fits: pd.DataFrame, summary: pd.DataFrame) -> str:
+    """What `report` prints after the rules: each B_crit fit that disagrees with the other source's fit of
+    the same series, and each time-to-target speed-up that is unresolved, one line each ('' when none)."""
+    lines = []
+    for r in fits.itertuples() if not fits.empty else ():
+        if isinstance(r.agrees, str) and r.agrees.startswith("no"):
+            what = f"{r.task}{f' [{r.variant}]' if r.variant else ''} {r.method}, {r.source}"
+            value = f"{r.B_crit:,.0f} [{r.B_crit_lo:,.0f}, {r.B_crit_hi:,.0f}]"
+            lines.append(f"B_crit {what} {value} DISAGREES with {r.agrees[4:]}")
+    for r in summary.itertuples() if not summary.empty else ():
+        if str(r.speedup_status).startswith(UNRESOLVED):
+            what = f"{r.task}{f' [{r.variant}]' if r.variant else ''} S = {r.scale} {r.method}"
+            why = str(r.speedup_status).partition(": ")[2]
+            lines.append(f"time to target {what}: speed-up {speedup_text(r)}, {why}")
+    return "".join(f"{line}\n" for line in lines)
+
+
 def critical_table(res: Results, ttt: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every B_crit fit of the results (reports.critical COLUMNS): the sweep's, then Table 2's, each with
     whether it agrees with the other source's fit of the same task, variant, method and target."""

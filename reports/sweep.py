@@ -87,9 +87,10 @@ def sweep_table(res: Results) -> pd.DataFrame:
 
 
 def noise_scales(g: pd.DataFrame) -> np.ndarray:
-    """The gradient-noise scales B_simple the sweep's AdaScale runs measured (the predicted critical batch):
-    each run's training average (reports.noise), else — a run from before it was recorded and not filled —
-    the moving averages' value at its end (summary.json `noise_scale`)."""
+    """The gradient-noise scales B_simple the sweep's AdaScale runs measured (McCandlish et al.'s proxy for a
+    critical batch, not a measured one): each run's training average (reports.noise), else — a run from
+    before it was recorded and not filled — the moving averages' value at its end (summary.json
+    `noise_scale`)."""
     ada = g[(g["sweep_method"] == "adascale") | (g["method"] == "adascale")]
     end = pd.to_numeric(ada["noise_scale"], errors="coerce")
     avg = pd.to_numeric(ada["B_simple"], errors="coerce") if "B_simple" in ada else end * math.nan

@@ -211,3 +211,18 @@ def test_a_speed_up_above_s_is_unresolved(tmp_path: Path) -> None:
     assert r["speedup_lo"] == pytest.approx(5.0) and r["speedup_hi"] == pytest.approx(1000 / 90)
     assert control.speedup_status(3.9, 3.8, 3.95, "4") == control.RESOLVED
     assert control.speedup_status(3.9, 3.8, 3.95, "elastic-up") == control.RESOLVED  # no S to exceed
+
+
+def test_report_prints_the_unresolved_and_the_disagreeing(tmp_path: Path) -> None:
+    """`report` prints, after the rules, each unresolved speed-up with its range and each B_crit fit that
+    disagrees with the other source's; nothing where all resolve and agree."""
+    summary_of(tmp_path, every(500, 1000, 1500), every(10, 100, 120))
+    summary = control.ttt_summary(control.time_to_target(quiet_load(tmp_path)))
+    fits = pd.DataFrame(
+        [("sweep", 420.0, 412.0, 428.0, "no: table2 203 [196, 212]"), ("table2", 203.0, 196.0, 212.0, "")],
+        columns=["source", "B_crit", "B_crit_lo", "B_crit_hi", "agrees"],
+    ).assign(task="logreg", variant="", method="adascale")
+    text = control.flags_text(fits, summary)
+    assert "cifar10 S = 4 adascale: speed-up unresolved (5×–11×), above S = 4" in text
+    assert "B_crit logreg adascale, sweep 420 [412, 428] DISAGREES with table2 203 [196, 212]" in text
+    assert control.flags_text(fits.assign(agrees="yes"), summary[summary["scale"] == "1"]) == ""
