@@ -34,10 +34,10 @@ misfit in two ways. (1) A residual bootstrap: τ² = Σr²/(n − 2) less what t
 (`lack_of_fit`), and each replicate's log means get the fit's own residuals resampled, scaled to sd τ;
 τ = 0 leaves the seeds' interval. (2) The halves: B_crit refitted on the lower and the upper half of the
 batches; where they differ beyond the seeds (`_halves_differ`) the value depends on the range measured,
-and the interval is stretched to hold both. On trade-off data (100 draws, 3 seeds, 5–20 % noise) the
-result held the truth in 92–93 % (seeds alone: 90–91 %), 94 % at 5 seeds; on steps S_min(1 + (B_c/B)^0.6)
-(5 % noise; all-range refit 152, halves 76 and 404) the seeds' interval was [141, 163] and the halves
-differed in every draw, the reported interval holding both.
+and the interval is stretched to hold both. On trade-off data (100 draws, 3 seeds, 5–20 % noise) (1)
+held the truth in 92–93 % (seeds alone: 90–91 %), 94 % at 5 seeds, and (2) can only widen it; on steps
+S_min(1 + (B_c/B)^0.6) (5 % noise; all-range refit 152, halves 76 and 404) the seeds' interval was
+[141, 163] and the halves differed in every draw, the reported interval holding both.
 
 Degenerate: B_crit outside [smallest, largest fitted batch] means the data show no knee — steps flat in B
 (the fixed-lr sweep: B_crit → 0) or ∝ 1/B throughout (B_crit → ∞); `degenerate` says which ("below the data",
