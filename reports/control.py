@@ -230,7 +230,9 @@ def speedup_status(point: float, lo: float, hi: float, scale: object) -> str:
     s = pd.to_numeric(pd.Series([scale]), errors="coerce").iloc[0]
     if np.isfinite(s) and point > s:
         return f"{UNRESOLVED}: above S = {s:g}"
-    if not hi - lo <= RESOLUTION_LIMIT * point:  # an infinite or unknown bound: unresolved too
+    if not math.isfinite(hi - lo):  # the cell's window reaches back to iteration 0, or a bound is unknown
+        return f"{UNRESOLVED}: the windows leave it unbounded"
+    if hi - lo > RESOLUTION_LIMIT * point:
         return f"{UNRESOLVED}: the windows allow {(hi - lo) / point:.0%} of it (over {RESOLUTION_LIMIT:.0%})"
     return RESOLVED
 
@@ -564,7 +566,9 @@ def critical_html(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None
         "B_crit = E_min/S_min of McCandlish et al.'s steps–examples trade-off S = S_min(1 + B_crit/B), fitted on "
         "log steps to the batches every seed reached; interval: 95 % percentile bootstrap over seeds and "
         "evaluation windows plus a residual bootstrap of the fit's misfit beyond them (τ, in log steps), so a curve "
-        "the data do not follow gets a wide interval; 'seeds alone' is the interval without it. Fits of the same "
+        "the data do not follow gets a wide interval; where B_crit refitted on each half of the batches differs beyond "
+        "the seeds, the value depends on the range measured and the interval is stretched to hold both; 'seeds "
+        "alone' is the interval without either. Fits of the same "
         "task, method and target from the sweep and Table 2 whose intervals do not overlap are flagged. A fit "
         "whose B_crit lies outside the batches measured is degenerate (no knee in the data) and only bounded. "
         f"{NO_CRITICAL} All fits: b_crit.csv."

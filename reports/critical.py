@@ -327,7 +327,7 @@ def describe(r: pd.Series | dict | object) -> str:
         seeds = get("seeds_min") if get("seeds_min") == get("seeds_max") else f"{get('seeds_min')}–{get('seeds_max')}"
         s_lo, s_hi, tau = get("B_crit_seeds_lo"), get("B_crit_seeds_hi"), get("misfit_log")
         if isinstance(tau, float) and tau > 0:
-            text += f" [95 % bootstrap {lo:,.0f}, {hi:,.0f} with the misfit (τ = {tau:.2f} in log steps);"
+            text += f" [95 % bootstrap {lo:,.0f}, {hi:,.0f} with the misfit (τ = {tau:.2g} in log steps);"
             text += f" seeds alone {s_lo:,.0f}, {s_hi:,.0f}; {seeds} seeds a point]"
         else:
             text += f" [95 % bootstrap {lo:,.0f}, {hi:,.0f}; no misfit beyond the seeds; {seeds} seeds a point]"

@@ -211,6 +211,8 @@ def test_a_speed_up_above_s_is_unresolved(tmp_path: Path) -> None:
     assert r["speedup_lo"] == pytest.approx(5.0) and r["speedup_hi"] == pytest.approx(1000 / 90)
     assert control.speedup_status(3.9, 3.8, 3.95, "4") == control.RESOLVED
     assert control.speedup_status(3.9, 3.8, 3.95, "elastic-up") == control.RESOLVED  # no S to exceed
+    # the smoke's speech S = 4: its first evaluation reached, so the crossing may lie anywhere after 0
+    assert control.speedup_status(2.09, 0.0, math.inf, "4") == "unresolved: the windows leave it unbounded"
 
 
 def test_report_prints_the_unresolved_and_the_disagreeing(tmp_path: Path) -> None:
