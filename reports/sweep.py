@@ -208,7 +208,7 @@ def critical_text(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None
         agrees = getattr(r, "agrees", "")
         agrees = f"; DISAGREES with {agrees[4:]}" if str(agrees).startswith("no") else ""
         lines.append(
-            f"critical batch {r.task} [{SWEEP_METHODS.get(r.method, r.method)}]: {describe(r)} (S_min = "
+            f"trade-off fit {r.task} [{SWEEP_METHODS.get(r.method, r.method)}]: {describe(r)} (S_min = "
             f"{r.S_min:,.1f} steps, E_min = {r.E_min:,.0f} examples, {r.n_points} points, rms log-residual "
             f"{r.rms_log:.2f}) — {r.measures}{agrees}"
         )
