@@ -61,6 +61,7 @@ class Built:
     written: list[Path] = field(default_factory=list)
     findings: str = ""
     rules: str = ""  # the rules at a glance, printed after the findings
+    flags: str = ""  # B_crit fits that disagree, time-to-target speed-ups that are unresolved: printed last
 
     @property
     def html(self) -> Path | None:
@@ -122,6 +123,7 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
     fits = CT.critical_table(res, ttt) if tables else pd.DataFrame()
+    built.flags = CT.flags_text(fits, CT.ttt_summary(ttt)) if tables else ""
 
     if "md" in formats:
         _write(dest / "table2.md", markdown(c, std), built)
@@ -157,7 +159,8 @@ def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
         write_sweep_csv(sweep_tab, dest / "sweep.csv")
         built.written.append(dest / "sweep.csv")
     CT.write_csvs(res, dest, ttt, fits)
-    built.written += [dest / "time_to_target.csv", dest / "speedup.csv", dest / "b_crit.csv"]
+    built.written += [dest / "time_to_target.csv", dest / "time_to_target_cells.csv", dest / "speedup.csv"]
+    built.written += [dest / "b_crit.csv"]
     LM.write_csv(res, dest / "figure2.csv")  # only where a run has offline gains
     built.written += [dest / "figure2.csv"] if (dest / "figure2.csv").exists() else []
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -203,14 +204,70 @@ def _median_with_misses(values: pd.Series, reached: pd.Series) -> float:
     return float(np.median(v)) if len(v) else math.nan
 
 
+RESOLVED, UNRESOLVED = "resolved", "unresolved"
+# Issue #39's bound, fixed before looking at any speed-up: a speed-up whose evaluation windows allow values
+# spread over more than a quarter of it cannot tell a scale's ideal S from 0.8·S (efficiency 1 from 0.8).
+RESOLUTION_LIMIT = 0.25
+
+
+def speedup_bounds(base: tuple[float, float], cell: tuple[float, float]) -> tuple[float, float]:
+    """The speed-up's range that the evaluation windows allow: a cell's median crossing lies in [median of
+    (iterations − resolution), median of iterations] (each run crossed within its window; the median is
+    monotone), so base/cell lies in [base_lo/cell_hi, base_hi/cell_lo] (inf where cell_lo is 0)."""
+    (b_lo, b_hi), (c_lo, c_hi) = base, cell
+    lo = b_lo / c_hi if 0 < c_hi < math.inf else math.nan
+    hi = b_hi / c_lo if c_lo > 0 else math.inf
+    return lo, hi if math.isfinite(lo) else math.nan
+
+
+def speedup_status(point: float, lo: float, hi: float, scale: object) -> str:
+    """`resolved`, or `unresolved` with why: above S (AdaScale's τ advances by its gain r ≤ S an iteration and
+    the other rules' by S, so more than S in iterations is the evaluation grid's artefact, e.g. S = 1
+    evaluated every 500 iterations), or windows that allow a range over RESOLUTION_LIMIT of the value; ''
+    where there is no speed-up (not reached, or no S = 1 cell)."""
+    if not (0 < point < math.inf):
+        return ""
+    s = pd.to_numeric(pd.Series([scale]), errors="coerce").iloc[0]
+    if np.isfinite(s) and point > s:
+        return f"{UNRESOLVED}: above S = {s:g}"
+    if not math.isfinite(hi - lo):  # the cell's window reaches back to iteration 0, or a bound is unknown
+        return f"{UNRESOLVED}: the windows leave it unbounded"
+    if hi - lo > RESOLUTION_LIMIT * point:
+        return f"{UNRESOLVED}: the windows allow {(hi - lo) / point:.0%} of it (over {RESOLUTION_LIMIT:.0%})"
+    return RESOLVED
+
+
+def _cell_speedups(out: pd.DataFrame) -> pd.DataFrame:
+    """speedup (S = 1's median iterations over this cell's), its window bounds and status, per cell of
+    `out` (its `iterations` and `iterations_lo`: medians with misses of the first evaluation that reached
+    and of the one before it). S = 1's own row is 1 exactly: the same runs on both sides of the ratio."""
+    key = ["task", "variant", "method"]
+    base = out[out["scale"].astype(str) == "1"].set_index(key)[["iterations", "iterations_lo"]]
+    sp, lo, hi, status = [], [], [], []
+    for r in out.itertuples():
+        k = (r.task, r.variant, r.method)
+        b = (base.at[k, "iterations_lo"], base.at[k, "iterations"]) if k in base.index else (math.nan, math.nan)
+        point = b[1] / r.iterations if 0 < r.iterations < math.inf else math.nan
+        bounds = (1.0, 1.0) if str(r.scale) == "1" else speedup_bounds(b, (r.iterations_lo, r.iterations))
+        sp.append(point)
+        lo.append(bounds[0] if math.isfinite(point) else math.nan)
+        hi.append(bounds[1] if math.isfinite(point) else math.nan)
+        status.append(speedup_status(point, *bounds, r.scale))
+    return out.assign(speedup=sp, speedup_lo=lo, speedup_hi=hi, speedup_status=status)
+
+
+TTT_SUMMARY_COLUMNS = ["task", "variant", "scale", "method", "target", "reached", "fraction", "iterations"]
+TTT_SUMMARY_COLUMNS += ["resolution", "examples", "speedup", "speedup_lo", "speedup_hi", "speedup_status", "seconds"]
+
+
 def ttt_summary(ttt: pd.DataFrame) -> pd.DataFrame:
     """Per task, variant, S and method: seeds that reached the target (k/n and the fraction), the median
     iterations, examples and seconds with misses as not reached ("not reached" where half or more missed),
     the largest resolution (iterations between the evaluation that reached and the one before), the
-    speed-up in iterations over S = 1 of the same method, and seconds only where every run computed its
-    S in parallel ("simulated" otherwise: S micro-batches in sequence are no time to compare)."""
-    cols = ["task", "variant", "scale", "method", "target", "reached", "fraction", "iterations", "resolution"]
-    cols += ["examples", "speedup", "seconds"]
+    speed-up in iterations over S = 1 of the same method with the range its windows allow and its status
+    (`speedup_status`), and seconds only where every run computed its S in parallel ("simulated" otherwise:
+    S micro-batches in sequence are no time to compare)."""
+    cols = TTT_SUMMARY_COLUMNS
     if ttt.empty:
         return pd.DataFrame(columns=cols)
     rows = []
@@ -220,35 +277,63 @@ def ttt_summary(ttt: pd.DataFrame) -> pd.DataFrame:
         row |= {"reached": f"{int(ok.sum())}/{len(g)}", "fraction": float(ok.mean())}
         for k in ("iterations", "examples", "seconds"):
             row[k] = _median_with_misses(g[k], ok)
+        before = pd.to_numeric(g["iterations"], errors="coerce") - pd.to_numeric(g["resolution"], errors="coerce")
+        row["iterations_lo"] = _median_with_misses(before.clip(lower=0), ok)
         row["resolution"] = float(g.loc[ok, "resolution"].max()) if ok.any() else math.nan
         if not g["parallel"].astype(bool).all():
             row["seconds"] = SIMULATED
         rows.append(row)
-    out = pd.DataFrame(rows)
-    base = out[out["scale"].astype(str) == "1"].set_index(["task", "variant", "method"])["iterations"]
-    out["speedup"] = [
-        base.get((r.task, r.variant, r.method), math.nan) / r.iterations if 0 < r.iterations < math.inf else math.nan
-        for r in out.itertuples()
-    ]
+    out = _cell_speedups(pd.DataFrame(rows))
     for k in ("iterations", "examples", "speedup"):
         out[k] = out[k].astype(object).where(np.isfinite(out[k].astype(float)), NOT_REACHED)
     order = out["scale"].map(lambda s: float(s) if str(s).replace(".", "").isdigit() else math.inf)
     return out.assign(_o=order).sort_values(["task", "variant", "_o", "method"]).drop(columns="_o")[cols]
 
 
+def speedup_text(r: Any) -> str:
+    """A summary row's speed-up as a reader may take it: the number where resolved, else 'unresolved
+    (3.1×–12×)' with the range its windows allow, never a plain number."""
+    if isinstance(r.speedup, str) or not str(r.speedup_status).startswith(UNRESOLVED):
+        return _cell(r.speedup, ".2f")
+    hi = "∞" if r.speedup_hi == math.inf else format(r.speedup_hi, ".2g")
+    return f"unresolved ({r.speedup_lo:.2g}×–{hi}×)"
+
+
+def flags_text(fits: pd.DataFrame, summary: pd.DataFrame) -> str:
+    """What `report` prints after the rules: each B_crit fit that disagrees with the other source's fit of
+    the same series, and each time-to-target speed-up that is unresolved, one line each ('' when none)."""
+    lines = []
+    for r in fits.itertuples() if not fits.empty else ():
+        if isinstance(r.agrees, str) and r.agrees.startswith("no"):
+            what = f"{r.task}{f' [{r.variant}]' if r.variant else ''} {r.method}, {r.source}"
+            value = f"{r.B_crit:,.0f} [{r.B_crit_lo:,.0f}, {r.B_crit_hi:,.0f}]"
+            lines.append(f"B_crit {what} {value} DISAGREES with {r.agrees[4:]}")
+    for r in summary.itertuples() if not summary.empty else ():
+        if str(r.speedup_status).startswith(UNRESOLVED):
+            what = f"{r.task}{f' [{r.variant}]' if r.variant else ''} S = {r.scale} {r.method}"
+            why = str(r.speedup_status).partition(": ")[2]
+            lines.append(f"time to target {what}: speed-up {speedup_text(r)}, {why}")
+    return "".join(f"{line}\n" for line in lines)
+
+
 def critical_table(res: Results, ttt: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every B_crit fit of the results (reports.critical COLUMNS): the sweep's, then Table 2's."""
-    from .critical import COLUMNS
+    """Every B_crit fit of the results (reports.critical COLUMNS): the sweep's, then Table 2's, each with
+    whether it agrees with the other source's fit of the same task, variant, method and target."""
+    from .critical import COLUMNS, agreement
     from .sweep import critical_batches
 
     sweep = critical_batches(res).assign(source="sweep", variant="")
     t2 = table2_critical(time_to_target(res) if ttt is None else ttt)
     parts = [p for p in (sweep.reindex(columns=COLUMNS), t2) if not p.empty]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    if not parts:
+        return pd.DataFrame(columns=COLUMNS)
+    fits = pd.concat(parts, ignore_index=True)
+    return fits.assign(agrees=agreement(fits))
 
 
 def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None, fits: pd.DataFrame | None = None) -> None:
-    """time_to_target.csv (one row per run), speedup.csv and b_crit.csv under `dest`."""
+    """time_to_target.csv (one row per run), time_to_target_cells.csv (ttt_summary: one row per cell, with
+    the speed-up's status), speedup.csv and b_crit.csv under `dest`."""
     from bench.files import atomic_write_bytes
 
     from .critical import write_csv as write_critical
@@ -256,6 +341,10 @@ def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None, fits: 
     ttt = time_to_target(res) if ttt is None else ttt
     atomic_write_bytes(
         dest / "time_to_target.csv", ttt.to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace")
+    )
+    atomic_write_bytes(
+        dest / "time_to_target_cells.csv",
+        ttt_summary(ttt).to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace"),
     )
     atomic_write_bytes(
         dest / "speedup.csv", speedups(res).to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace")
@@ -411,7 +500,8 @@ def ttt_html(summary: pd.DataFrame, variants: dict[str, str] | None = None) -> s
         name = f"{r.task}{f' [{(variants or {}).get(r.variant, r.variant)}]' if r.variant else ''}"
         cells = [name, f"{r.target:g}", str(r.scale), str(r.method), r.reached]
         cells += [_cell(r.iterations, ",.0f"), _cell(r.resolution, ",.0f"), _cell(r.examples, ",.0f")]
-        cells += [_cell(r.speedup, ".2f"), _cell(r.seconds, ",.1f")]
+        why = str(r.speedup_status).partition(": ")[2]
+        cells += [speedup_text(r) + (f": {why}" if why else ""), _cell(r.seconds, ",.1f")]
         out.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     out.append("</table>")
     legend = (
@@ -420,7 +510,11 @@ def ttt_html(summary: pd.DataFrame, variants: dict[str, str] | None = None) -> s
         "a previous round's S = 1 runs, less a margin — or the matrix's for a variant; never these runs' own mean). "
         "Iterations and examples (Σ S_t·b) are the measure; medians over every seed with a miss counted as never "
         "(not reached where half or more missed); ± resolution: iterations since the evaluation before, within "
-        "which the target was crossed. Speed-up: S = 1's median iterations over this one's. Seconds only where "
+        "which the target was crossed. Speed-up: S = 1's median iterations over this one's; 'unresolved' with the "
+        "range the windows allow (S = 1's median crossing over this one's, each anywhere in its window) where that "
+        "range spans more than a quarter of the value or the value exceeds S (more than S in iterations is the "
+        "evaluation grid's, not the rule's): not a number to compare (time_to_target_cells.csv: speedup_status). "
+        "Seconds only where "
         "every run computed its S micro-batches in parallel (W = S ranks, or accumulation 1); otherwise "
         "'simulated': S micro-batches one after another are not a time to compare. Per run: time_to_target.csv."
     )
@@ -431,7 +525,7 @@ def ttt_html(summary: pd.DataFrame, variants: dict[str, str] | None = None) -> s
 def table2_critical(ttt: pd.DataFrame) -> pd.DataFrame:
     """B_crit (reports.critical COLUMNS) of every table and method with ≥ 3 fixed scales whose seeds all
     reached the target: steps to target = time-to-target iterations, batch = S·b."""
-    from .critical import COLUMNS, fit_series
+    from .critical import COLUMNS, fit_series, measures
 
     rows = []
     if ttt.empty:
@@ -440,16 +534,21 @@ def table2_critical(ttt: pd.DataFrame) -> pd.DataFrame:
     for (task, variant, method), g in fixed.groupby(["task", "variant", "method"], sort=False):
         fit = fit_series(g.assign(steps=g["iterations"], window=g["resolution"]))
         if fit is not None:
+            targets = pd.to_numeric(g["target"], errors="coerce").unique()
+            fit |= {"target": float(targets[0]) if len(targets) == 1 else math.nan, "agrees": ""}
+            fit["measures"] = measures("table2", str(method))
             rows.append({"source": "table2", "task": task, "variant": variant, "method": method, **fit})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def critical_html(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
-    """Every fitted critical batch (report/b_crit.csv), one line each (nothing without fits)."""
+    """Every B_crit fit (report/b_crit.csv), one line each with what it measures and whether it agrees with
+    the other source's fit of the same series; then the B_simple notes and that no critical batch was
+    measured (nothing without fits)."""
     import html
 
-    from .critical import describe
-    from .sweep import SWEEP_METHODS
+    from .critical import NO_CRITICAL, describe
+    from .sweep import SWEEP_METHODS, b_simple_note
 
     if fits.empty:
         return ""
@@ -458,14 +557,21 @@ def critical_html(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None
         variant = f" [{r.variant}]" if isinstance(r.variant, str) and r.variant else ""
         where = "sweep" if r.source == "sweep" else "Table 2 time to target"
         name = SWEEP_METHODS.get(r.method, r.method) if r.source == "sweep" else title(r.method)
-        b = (noise or {}).get(r.task, np.array([])) if r.source == "sweep" else np.array([])
-        beside = f"; B_simple (median of {len(b)} AdaScale runs) = {np.median(b):,.0f}" if len(b) else ""
-        lines.append(f"{r.task}{variant}, {name} ({where}, {r.n_points} batches): {describe(r)}{beside}")
+        agrees = str(r.agrees) if isinstance(r.agrees, str) else ""
+        flag = f" — DISAGREES with {agrees[4:]} (beyond both intervals)" if agrees.startswith("no") else ""
+        flag = flag or (" — agrees with the other source's fit" if agrees == "yes" else "")
+        lines.append(f"{r.task}{variant}, {name} ({where}, {r.n_points} batches): {describe(r)} — {r.measures}{flag}")
+    lines += [f"{task}: {b_simple_note(b)}" for task, b in (noise or {}).items() if len(b)]
     legend = (
-        "Critical batch B_crit = E_min/S_min of McCandlish et al.'s steps–examples trade-off S = S_min(1 + B_crit/B), "
-        "fitted on log steps to the batches every seed reached; interval: 95 % percentile bootstrap over seeds "
-        "(each batch's seeds resampled); a fit whose B_crit lies outside the batches measured is degenerate (no knee "
-        "in the data) and only bounded. All fits: b_crit.csv."
+        "B_crit = E_min/S_min of McCandlish et al.'s steps–examples trade-off S = S_min(1 + B_crit/B), fitted on "
+        "log steps to the batches every seed reached; interval: 95 % percentile bootstrap over seeds and "
+        "evaluation windows plus a residual bootstrap of the fit's misfit beyond them (τ, in log steps), so a curve "
+        "the data do not follow gets a wide interval; where B_crit refitted on each half of the batches differs beyond "
+        "the seeds, the value depends on the range measured and the interval is stretched to hold both; 'seeds "
+        "alone' is the interval without either. Fits of the same "
+        "task, method and target from the sweep and Table 2 whose intervals do not overlap are flagged. A fit "
+        "whose B_crit lies outside the batches measured is degenerate (no knee in the data) and only bounded. "
+        f"{NO_CRITICAL} All fits: b_crit.csv."
     )
     items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     return f'<h3 id="b-crit">Critical batch</h3><ul>{items}</ul><p class="legend">{html.escape(legend)}</p>'

@@ -17,7 +17,7 @@ import pandas as pd
 from . import guards
 from .collect import Results
 from .critical import COLUMNS as _CRITICAL_COLUMNS
-from .critical import describe, fit_series
+from .critical import NO_CRITICAL, describe, fit_series, measures
 
 COLUMNS_FIT = [c for c in _CRITICAL_COLUMNS if c not in ("source", "task", "variant", "method")]
 
@@ -88,9 +88,10 @@ def sweep_table(res: Results) -> pd.DataFrame:
 
 
 def noise_scales(g: pd.DataFrame) -> np.ndarray:
-    """The gradient-noise scales B_simple the sweep's AdaScale runs measured (the predicted critical batch):
-    each run's training average (reports.noise), else — a run from before it was recorded and not filled —
-    the moving averages' value at its end (summary.json `noise_scale`)."""
+    """The gradient-noise scales B_simple the sweep's AdaScale runs measured (McCandlish et al.'s proxy for a
+    critical batch, not a measured one): each run's training average (reports.noise), else — a run from
+    before it was recorded and not filled — the moving averages' value at its end (summary.json
+    `noise_scale`)."""
     ada = g[(g["sweep_method"] == "adascale") | (g["method"] == "adascale")]
     end = pd.to_numeric(ada["noise_scale"], errors="coerce")
     avg = pd.to_numeric(ada["B_simple"], errors="coerce") if "B_simple" in ada else end * math.nan
@@ -161,11 +162,15 @@ def fit_points(g: pd.DataFrame, task: str, res: Results | None = None) -> pd.Dat
     done = g[(g["status"] == "completed") & (pd.to_numeric(g["epochs"], errors="coerce") > 0)]
     per_epoch = done["iterations"].astype(float) * done["sweep_batch"].astype(float) / done["epochs"].astype(float)
     epoch_examples = float(per_epoch.median()) if len(per_epoch) else math.nan  # N, to draw E in epochs
+    targets = _finite(g["sweep_target"]) if "sweep_target" in g else np.array([])
+    target = float(targets[0]) if len(targets) and (targets == targets[0]).all() else math.nan
     rows = []
     for method, p in steps_examples(g, res).groupby("method"):
         fit = fit_series(p)
         if fit is not None:
+            what = measures("sweep", str(method))
             rows.append({"task": task, "method": method, **fit, "epoch_examples": epoch_examples})
+            rows[-1] |= {"target": target, "measures": what, "agrees": ""}
     return pd.DataFrame(rows, columns=FIT_COLUMNS)
 
 
@@ -183,18 +188,31 @@ def noise_by_task(res: Results) -> dict[str, np.ndarray]:
     return {task: noise_scales(g) for task, g in df.groupby("task")} if not df.empty else {}
 
 
+def b_simple_note(b: np.ndarray) -> str:
+    """The AdaScale runs' training-average B_simple, said for what it is: McCandlish et al.'s proxy for the
+    critical batch at a tuned lr (which no series here runs), an average no verdict uses."""
+    if not len(b):
+        return ""
+    return (
+        f"training-average B_simple (median of {len(b)} AdaScale runs) = {np.median(b):,.0f}: McCandlish et al.'s "
+        "proxy for a critical batch at a tuned lr, not a measured one; no verdict uses it"
+    )
+
+
 def critical_text(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
-    """One line per fit: B_crit with its interval (or its degenerate bound), S_min, E_min, beside the median
-    B_simple of the task's AdaScale runs."""
+    """One line per fit: what its B_crit is (reports.critical.measures), the value with its intervals (or its
+    degenerate bound), S_min, E_min, rms, whether it agrees with another source's fit of the same series;
+    then each task's B_simple note and the line that no critical batch was measured."""
     if fits.empty:
-        return "critical batch: no sweep method with 3 reached points to fit"
+        return "critical batch: no sweep method with 3 reached points to fit\n" + NO_CRITICAL
     lines = []
     for r in fits.itertuples():
-        b = (noise or {}).get(r.task, np.array([]))
-        beside = f"; B_simple (median of {len(b)} AdaScale runs) = {np.median(b):,.0f}" if len(b) else ""
+        agrees = getattr(r, "agrees", "")
+        agrees = f"; DISAGREES with {agrees[4:]}" if str(agrees).startswith("no") else ""
         lines.append(
-            f"critical batch {r.task} [{SWEEP_METHODS.get(r.method, r.method)}]: {describe(r)} (S_min = "
+            f"trade-off fit {r.task} [{SWEEP_METHODS.get(r.method, r.method)}]: {describe(r)} (S_min = "
             f"{r.S_min:,.1f} steps, E_min = {r.E_min:,.0f} examples, {r.n_points} points, rms log-residual "
-            f"{r.rms_log:.2f}){beside}"
+            f"{r.rms_log:.2f}) — {r.measures}{agrees}"
         )
-    return "\n".join(lines)
+    lines += [f"{task}: {b_simple_note(b)}" for task, b in (noise or {}).items() if len(b)]
+    return "\n".join([*lines, NO_CRITICAL])

@@ -153,6 +153,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     built = build(out, formats, std=args.std)
     print(built.findings, end="")  # the paper's findings, checked: the report's first table
     print(built.rules, end="")  # then every rule against S = 1
+    print(built.flags, end="")  # then what must not be read as a number: disagreeing B_crit, unresolved speed-ups
     if built.html is not None:
         print(f"report: {built.html}")
     else:

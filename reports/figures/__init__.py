@@ -16,7 +16,8 @@ Kinds (each function returns the figures it wrote; no data -> an empty list, nev
   gain`): the online gain of metrics.jsonl against τ, and the offline estimates at the kept checkpoints.
 - `sweep`: per task, data epochs to reach the target against global batch (log–log), one line per
   method; points not reached (by every finished seed) are open markers at the epoch cap; the gradient
-  noise scale (median over the sweep's AdaScale runs) is a vertical line: the critical-batch estimate.
+  noise scale (median over the sweep's AdaScale runs) is a vertical line, labelled a proxy (no series tunes
+  its lr per batch: no critical batch is measured); each fit's B_crit says what it measures.
 
 Modules: `style` (house style, `Figure`, saving), `render` (the renderer and its plan cache), `bands` (mean
 and band over seeds), one module per kind: `heatmap`, `curve`, `elastic_scaling`, `figure2` (gain),

@@ -19,8 +19,9 @@ def _sweep_plot(
     pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, path: Path, fits: pd.DataFrame | None = None
 ) -> Path:
     """Epochs to target against global batch (log–log), one line per method; unreached points as open
-    markers at the cap; the median noise scale as the predicted critical batch; each fitted steps–examples
-    trade-off (reports.sweep.critical_batches) as a dotted curve with its B_crit."""
+    markers at the cap; the median training-average noise scale, labelled a proxy (no series tunes its lr per
+    batch, so no critical batch is measured); each fitted steps–examples trade-off
+    (reports.sweep.critical_batches) as a dotted curve with its B_crit and what it measures."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(9.5, 6.2), constrained_layout=True)
         methods = [m for m in SWEEP_METHODS if m in set(pts["method"])]
@@ -59,8 +60,8 @@ def _sweep_plot(
                 color="tab:red",
                 ls="--",
                 lw=2,
-                label=f"gradient-noise scale B_simple ≈ {b_crit:,.0f}\n(median over {len(noise)} "
-                "AdaScale runs): predicted critical batch",
+                label=f"training-average B_simple ≈ {b_crit:,.0f} (median of {len(noise)} AdaScale runs):\n"
+                "a proxy for the critical batch at a tuned lr, not a measured one",
             )
         for r in (fits if fits is not None else pd.DataFrame()).itertuples():
             p = pts[(pts["method"] == r.method) & pts["reached"].astype(bool)]
@@ -75,7 +76,8 @@ def _sweep_plot(
                 ls=":",
                 lw=1.5,
                 label=f"fit, {SWEEP_METHODS.get(r.method, r.method)}: B_crit = E_min/S_min ≈ {r.B_crit:,.0f}"
-                + (f" [{r.B_crit_lo:,.0f}, {r.B_crit_hi:,.0f}]" if np.isfinite(r.B_crit_lo) else ""),
+                + (f" [{r.B_crit_lo:,.0f}, {r.B_crit_hi:,.0f}]" if np.isfinite(r.B_crit_lo) else "")
+                + ("\n(its noise scale read back)" if r.method == "adascale" else "\n(lr not tuned per batch)"),
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -88,7 +90,12 @@ def _sweep_plot(
         return _save(fig, path)
 
 
-SWEEP_CAPTION = "Filled markers: mean epochs over seeds that all reached the target; open markers: not reached."
+SWEEP_CAPTION = (
+    "Filled markers: mean epochs over seeds that all reached the target; open markers: not reached. No series "
+    "tunes its lr per batch, so no critical batch (McCandlish et al. 2018) is measured: AdaScale's fitted B_crit "
+    "is its own noise scale read back, the others' the knee of their lr rule; intervals include the fit's misfit "
+    "(report/b_crit.csv)."
+)
 
 
 def sweep(res: Results, outdir: Path) -> list[Figure]:
@@ -109,7 +116,7 @@ def sweep(res: Results, outdir: Path) -> list[Figure]:
 
         fits = fit_points(g, task, res)
         path = _sweep_plot(pts, cap, noise, title, outdir / f"sweep_{_slug(task)}.png", fits)
-        note = "" if len(noise) else " No AdaScale run recorded a noise scale: no critical-batch line."
+        note = "" if len(noise) else " No AdaScale run recorded a noise scale: no B_simple line."
         for r in fits[fits["degenerate"].astype(bool)].itertuples():
             note += f" {SWEEP_METHODS.get(r.method, r.method)}: {describe(r)}; no line drawn."
         figs.append(Figure("sweep", task, path, SWEEP_CAPTION + note))

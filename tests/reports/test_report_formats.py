@@ -15,6 +15,7 @@ ALL = {
     "tex": {"table2.tex"},
     "txt": {"findings.txt", "rules.txt"},
     "csv": {"table2.csv", "paper_comparison.csv", "findings.csv", "scalefree.csv", "time_to_target.csv", "speedup.csv"}
+    | {"time_to_target_cells.csv"}
     | {"rule_verdicts.csv", "rules_at_a_glance.csv", "b_crit.csv"},
 }
 

@@ -436,7 +436,7 @@ def test_sweep_figure_renders(tmp_path):
     assert len(table) == 12 and (~table["reached"]).sum() == 2
     figs = figures.sweep(res, tmp_path / "out")
     assert len(figs) == 1 and figs[0].path.read_bytes().startswith(PNG)
-    assert "noise scale" not in figs[0].caption  # the critical-batch line is drawn
+    assert "recorded a noise scale" not in figs[0].caption  # the B_simple line is drawn
     report = build_report(tmp_path, ["csv", "html"])
     assert (report.parent / "sweep_logreg.png").exists()
     csv = pd.read_csv(report.parent / "sweep.csv")

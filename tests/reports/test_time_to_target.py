@@ -164,3 +164,67 @@ def test_table2_cells_give_a_critical_batch(tmp_path: Path) -> None:
     t = pd.read_csv(tmp_path / "b_crit.csv")
     assert len(t) == 1 and {"B_crit", "B_crit_lo", "B_crit_hi", "degenerate"} <= set(t.columns)
     assert "Critical batch" in control.critical_html(fits)
+
+
+def every(step: int, hit: int, end: int) -> list[tuple[int, float]]:
+    """Evaluations every `step` iterations up to `end`, at or over 60 from the first at or past `hit`."""
+    return [(i, 61.0 if i >= hit else 55.0) for i in range(step, end + 1, step)]
+
+
+def summary_of(tmp_path: Path, base: list[tuple[int, float]], at4: list[tuple[int, float]]) -> pd.Series:
+    """The S = 4 AdaScale cell's summary row, S = 1 evaluated at `base`, S = 4 at `at4` (two seeds each)."""
+    for seed in (0, 1):
+        ttt_run(tmp_path, "adascale", 1, seed, base, ttt_target=60.0)
+        ttt_run(tmp_path, "adascale", 4, seed, at4, ttt_target=60.0)
+    s = control.ttt_summary(control.time_to_target(quiet_load(tmp_path)))
+    return s.set_index(["scale", "method"]).loc[("4", "adascale")]
+
+
+def test_a_speed_up_the_windows_pin_down_is_resolved(tmp_path: Path) -> None:
+    """S = 1 reaches at 100 (every 5: crossed in 95–100), S = 4 at 30 (every 2: 28–30): 3.33 within
+    3.17–3.57, 12 % of it: resolved, printed as the number."""
+    r = summary_of(tmp_path, every(5, 100, 120), every(2, 30, 40))
+    assert r["speedup"] == pytest.approx(100 / 30) and r["speedup_status"] == control.RESOLVED
+    assert (r["speedup_lo"], r["speedup_hi"]) == pytest.approx((95 / 30, 100 / 28))
+    assert control.speedup_text(r) == "3.33"  # a Series reads as the row it is
+
+
+def test_a_speed_up_wider_than_its_windows_allow_is_unresolved(tmp_path: Path) -> None:
+    """S = 1 evaluated every 50 (crossed in 50–100), S = 4 at 30 (every 5: 25–30): 3.33 could be 1.7–4:
+    unresolved, printed with its range, never as a plain number, in the HTML and the cells' CSV."""
+    r = summary_of(tmp_path, every(50, 100, 150), every(5, 30, 40))
+    assert r["speedup_status"].startswith("unresolved: the windows allow")
+    assert (r["speedup_lo"], r["speedup_hi"]) == pytest.approx((50 / 30, 100 / 25))
+    ttt = control.time_to_target(quiet_load(tmp_path))
+    html = control.ttt_html(control.ttt_summary(ttt))
+    assert "unresolved (1.7×–4×)" in html and "3.33" not in html
+    control.write_csvs(quiet_load(tmp_path), tmp_path)
+    cells = pd.read_csv(tmp_path / "time_to_target_cells.csv")
+    assert cells.loc[cells["scale"] == 4, "speedup_status"].str.startswith("unresolved").all()
+
+
+def test_a_speed_up_above_s_is_unresolved(tmp_path: Path) -> None:
+    """The issue's imagenet case: S = 1 evaluated every 500 iterations reaches at 1 000, S = 4 at 100 (every
+    10): 10× at S = 4 is the evaluation grid's, not the rule's: unresolved, above S."""
+    r = summary_of(tmp_path, every(500, 1000, 1500), every(10, 100, 120))
+    assert r["speedup"] == pytest.approx(10.0) and r["speedup_status"] == "unresolved: above S = 4"
+    assert r["speedup_lo"] == pytest.approx(5.0) and r["speedup_hi"] == pytest.approx(1000 / 90)
+    assert control.speedup_status(3.9, 3.8, 3.95, "4") == control.RESOLVED
+    assert control.speedup_status(3.9, 3.8, 3.95, "elastic-up") == control.RESOLVED  # no S to exceed
+    # the smoke's speech S = 4: its first evaluation reached, so the crossing may lie anywhere after 0
+    assert control.speedup_status(2.09, 0.0, math.inf, "4") == "unresolved: the windows leave it unbounded"
+
+
+def test_report_prints_the_unresolved_and_the_disagreeing(tmp_path: Path) -> None:
+    """`report` prints, after the rules, each unresolved speed-up with its range and each B_crit fit that
+    disagrees with the other source's; nothing where all resolve and agree."""
+    summary_of(tmp_path, every(500, 1000, 1500), every(10, 100, 120))
+    summary = control.ttt_summary(control.time_to_target(quiet_load(tmp_path)))
+    fits = pd.DataFrame(
+        [("sweep", 420.0, 412.0, 428.0, "no: table2 203 [196, 212]"), ("table2", 203.0, 196.0, 212.0, "")],
+        columns=["source", "B_crit", "B_crit_lo", "B_crit_hi", "agrees"],
+    ).assign(task="logreg", variant="", method="adascale")
+    text = control.flags_text(fits, summary)
+    assert "cifar10 S = 4 adascale: speed-up unresolved (5×–11×), above S = 4" in text
+    assert "B_crit logreg adascale, sweep 420 [412, 428] DISAGREES with table2 203 [196, 212]" in text
+    assert control.flags_text(fits.assign(agrees="yes"), summary[summary["scale"] == "1"]) == ""
