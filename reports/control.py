@@ -6,9 +6,9 @@ speed-ups against S beside the paper's, AdaScale's speed-up against S·b / B_sim
   construction) and S, beside the ideal S and the paper's own speed-up of the same task and method (its
   S = 1 iterations over its iterations at S, paper/table2.csv).
 - AdaScale's efficiency (speed-up ÷ S) beside what finding (iii) predicts for the same run: T1 over the
-  iterations of a gain that follows the run's own noise scale (reports.noise.predicted_iterations: the steady
-  gain bench.algo.gain.steady_gain through the estimator's moving average) — one formula for the panel and
-  the finding;
+  iterations of a gain that follows the noise the table's other runs measured (reports.noise.predict, through
+  bench.algo.predict: the estimator's moving average and steady gain) — one formula for the panel and the
+  finding;
   S·b/B with B the run's late noise scale (reports.noise: per window, τ-weighted, corrected for drawing
   without replacement).
 - Time to target (AlgoPerf's measure): per run, the first evaluation whose metric reaches the threshold fixed
@@ -33,7 +33,7 @@ import pandas as pd
 
 from bench.algo.rules import title
 
-from . import noise
+from . import guards, noise
 from .collect import Results, rule_rows
 from .findings import table_margin
 from .paper import load_paper
@@ -339,16 +339,13 @@ def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None, fits: 
     from .critical import write_csv as write_critical
 
     ttt = time_to_target(res) if ttt is None else ttt
-    atomic_write_bytes(
-        dest / "time_to_target.csv", ttt.to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace")
-    )
-    atomic_write_bytes(
-        dest / "time_to_target_cells.csv",
-        ttt_summary(ttt).to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace"),
-    )
-    atomic_write_bytes(
-        dest / "speedup.csv", speedups(res).to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace")
-    )
+    for name, table in (
+        ("time_to_target.csv", ttt),
+        ("time_to_target_cells.csv", ttt_summary(ttt)),
+        ("speedup.csv", speedups(res)),
+    ):  # no cell a formula (reports.guards)
+        text = guards.csv_safe(table).to_csv(index=False, float_format="%.6g")
+        atomic_write_bytes(dest / name, text.encode(errors="backslashreplace"))
     write_critical(critical_table(res, ttt) if fits is None else fits, dest / "b_crit.csv")
 
 
@@ -364,7 +361,7 @@ SPEEDUP_CAPTION = (
     "other paper tasks in grey; a red ✗ marks a cell whose metric misses S = 1's by more than the findings' "
     "margin (no success, whatever its speed-up). Right: AdaScale's scaling "
     "efficiency (speed-up ÷ S) against S, beside what finding (iii) predicts for the same runs: T1 over the "
-    "iterations of a gain at the steady value S(B/b + 1)/(B/b + S) of each run's own noise scale, per tenth of "
+    "iterations of a gain at the steady value S(B/b + 1)/(B/b + S) of the noise the other runs measured, per tenth of "
     "τ through the estimator's moving average (one formula for the panel and the finding); each point labelled "
     "with S·b/B, B its late noise scale. "
     "Past the noise scale a larger batch buys fewer steps."

@@ -405,5 +405,7 @@ def write_csv(fits: pd.DataFrame, path: Path) -> None:
     """report/b_crit.csv: COLUMNS, one row per fitted series (written even when empty: a header)."""
     from bench.files import atomic_write_bytes
 
-    out = fits.reindex(columns=COLUMNS)
+    from .guards import csv_safe
+
+    out = csv_safe(fits.reindex(columns=COLUMNS))  # no cell a formula
     atomic_write_bytes(path, out.to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace"))
