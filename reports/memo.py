@@ -182,7 +182,10 @@ def replay(out: Path, fp: dict[str, Any] | None) -> dict[str, Any] | None:
     seal = seal_of(cache) if fp is not None and safefs.is_dir(cache) else None
     if seal is None:
         return None
-    got, _ = read_sealed_json(cache / RECORD, seal, MAX_RECORD_BYTES)
+    got, why = read_sealed_json(cache / RECORD, seal, MAX_RECORD_BYTES)
+    if why is not None:
+        why = f"ignored damaged report record {cache / RECORD} ({why}); report built again"
+        warnings.warn(why, ReportWarning, stacklevel=2)
     if not isinstance(got, dict) or not isinstance(got.get("inputs"), dict) or not isinstance(got.get("printed"), dict):
         return None
     inputs, outputs = got["inputs"], got.get("outputs")

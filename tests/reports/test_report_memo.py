@@ -94,6 +94,21 @@ def test_a_deleted_output_or_a_racily_clean_record_builds_again(tmp_path: Path, 
     assert memo.replay(out, inputs) is None  # racily clean: the stats cannot vouch for the contents
 
 
+def test_a_forged_or_fifo_record_is_a_warning_and_the_report_is_built(tmp_path: Path, capsys) -> None:
+    out = _folder(tmp_path)
+    _report(out, capsys)
+    record = out / "report" / "cache" / memo.RECORD
+    record.write_bytes(b"x" * 32 + json.dumps({"inputs": {}, "outputs": {}, "printed": {"stdout": "FORGED"}}).encode())
+    with pytest.warns(memo.ReportWarning, match="damaged report record"):
+        assert main(["report", str(out), "--format", "csv,txt"]) == 0
+    assert "FORGED" not in capsys.readouterr().out
+    record.unlink()
+    os.mkfifo(record)
+    with pytest.warns(memo.ReportWarning, match="FIFO"):
+        assert main(["report", str(out), "--format", "csv,txt"]) == 0
+    assert record.is_file()  # the FIFO replaced by the new record, never opened
+
+
 def test_the_seal_key_lives_in_the_users_config_folder(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     seal = safefs.Seal(tmp_path / "shared" / "report" / "cache")
