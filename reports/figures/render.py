@@ -88,8 +88,8 @@ class Renderer:
     """Where figures are drawn. Outside a report build (the default): at once. Inside `rendering` (what
     `report` uses): handed to parallel processes as they come (collected by `flush`), and skipped for a
     figure whose PNG on disk was drawn from the same plan by the same code, per an index of content hashes
-    (report/cache/figures.json, written atomically; a damaged index is ignored with a warning and every
-    figure drawn again)."""
+    (report/cache/figures.json, written atomically and sealed; a damaged or foreign index is ignored with
+    a warning and every figure drawn again)."""
 
     def __init__(self, index_file: Path | None = None, workers: int = 1, warn=None) -> None:
         self.index_file, self.workers, self.warn = index_file, workers, warn or (lambda m: None)
@@ -228,7 +228,7 @@ def current() -> Renderer:
 
 def _inputs(kind: str, g: pd.DataFrame) -> str:
     """A digest of what a figure of the runs `g` is computed from: their rows (every column, as CSV: floats
-    in full) and each run's metrics file as reports.runcache tells it unchanged (size and mtime)."""
+    in full) and each run's metrics file as reports.runcache tells it unchanged (size, mtime, ctime, inode)."""
     stats = [(str(run_dir), _stat(Path(run_dir) / METRICS)) for run_dir in g["run_dir"]]
     return digest((kind, g.to_csv(index=False), stats))
 
