@@ -24,5 +24,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 
+# Only what the build made: results (runs/, the README's --out runs/paper) are a user's, never a target's.
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	find . -path ./runs -prune -o -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -257,9 +257,10 @@ def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> Any:
     is a ValueError."""
     with open_regular(path, "r", limit) as f:
         try:
-            return json.load(f)
+            obj = json.load(f)
         except RecursionError:
             raise ValueError(f"{path}: JSON nests too deep") from None
+    return safefs.check_shape(obj, path)  # depth and size bounded before any caller walks it
 
 
 def read_json_object(path: Path) -> dict[str, Any] | None:

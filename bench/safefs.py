@@ -29,6 +29,7 @@ import contextlib
 import errno
 import functools
 import hmac
+import io
 import os
 import secrets
 import shutil
@@ -279,6 +280,56 @@ def write_bytes(path: Path | str, data: bytes | memoryview, mode: int | None = N
         os.close(dfd)
 
 
+@contextlib.contextmanager
+def writer(path: Path | str, text: bool = False, limit: int | None = None) -> Iterator[IO[Any]]:
+    """A file to stream into that becomes `path` whole when the block ends (atomic as write_bytes: a
+    temporary in the folder reached without a link, fsynced, renamed over the target), and is removed when
+    it raises. With `limit`, writing past that many bytes is refused (a tar member that grows)."""
+    root, parts, name = _leaf(path)
+    dfd = _dir_fd(root, parts, create=True)
+    try:
+        tmp, fd = _temporary(dfd, name, str(path))
+        try:
+            with os.fdopen(fd, "wb") as raw:
+                f: IO[Any] = _Bounded(raw, path, limit) if limit is not None else raw
+                if text:
+                    f = io.TextIOWrapper(f, encoding="utf-8", errors="backslashreplace", newline="")
+                yield f
+                f.flush()
+                os.fsync(raw.fileno())
+                if text:
+                    f.detach()  # type: ignore[attr-defined]
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+    finally:
+        os.close(dfd)
+
+
+class _Bounded(io.RawIOBase):
+    """A binary file that refuses to grow past `limit` bytes (TooLarge)."""
+
+    def __init__(self, raw: IO[bytes], path: Path | str, limit: int) -> None:
+        self._raw, self._path, self._limit, self._n = raw, path, limit, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self._n += len(memoryview(b).cast("B"))
+        if self._n > self._limit:
+            raise TooLarge(self._path, self._n, self._limit)
+        return self._raw.write(b)
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+
 def _temporary(dfd: int, name: str, where: str, mode: int = 0o666) -> tuple[str, int]:
     """Create `.<name>.<random>.tmp` in `dfd` (O_EXCL: never an existing file or link): its name and fd."""
     for _ in range(100):
@@ -299,6 +350,20 @@ def write_text(path: Path | str, text: str) -> None:
 def mkdirs(path: Path | str) -> None:
     """Make the folder `path` and its parents below the root, refusing a link or a file on the way."""
     with folder(path, create=True):
+        pass
+
+
+def private_dir(path: Path | str) -> None:
+    """Make (or check) the folder `path` for a tool that writes into it by path itself (submitit): reached
+    without a link, owned by this user and made private (0700), with no link, FIFO or device anywhere in
+    it; else Refused in one line. Nobody else can then plant anything in it."""
+    with folder(path, create=True) as fd:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise Refused(path, f"is a folder of uid {st.st_uid}, not this user's; not used (remove it)", errno.EPERM)
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    for _ in walk_files(path, refuse_links=True):
         pass
 
 
@@ -403,6 +468,34 @@ def walk_files(path: Path | str, refuse_links: bool = False) -> Iterator[Path]:
             yield p
         elif refuse_links:
             raise Refused(p, "is a symbolic link or not a regular file; not followed (remove it)", errno.ELOOP)
+
+
+MAX_DEPTH = 100  # nesting of anything parsed from a file (the suite's deepest, a spec, is under 10)
+MAX_VALUES = 2_000_000  # values once shared references are expanded (a paper checkpoint's: a few hundred)
+
+
+def check_shape(obj: Any, where: object, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> Any:
+    """`obj` (parsed from a file: JSON, a checkpoint) when its lists, tuples and dicts nest at most
+    `max_depth` deep and hold at most `max_values` values counted as every later walk, copy or dump sees them
+    (a list shared nine levels deep is 10⁹ values in 3 kB); else Refused in one line, before anything
+    recurses into it (a RecursionError) or expands it (a MemoryError). Walked without recursion."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    values = 1
+    while stack:
+        o, depth = stack.pop()
+        if isinstance(o, dict):
+            children: Any = o.values()
+        elif isinstance(o, list | tuple):
+            children = o
+        else:
+            continue
+        if depth > max_depth:
+            raise Refused(where, f"nests deeper than {max_depth} levels; refused (damaged or crafted)")
+        values += len(children)
+        if values > max_values:
+            raise Refused(where, f"holds more than {max_values} values (shared references expanded); refused")
+        stack.extend((c, depth + 1) for c in children)
+    return obj
 
 
 def config_dir() -> Path:

@@ -110,9 +110,10 @@ def load(source: Path | bytes, *, what: str, objects: bool = False, name: Path |
     label = name if name is not None else source
     try:
         if isinstance(source, bytes):
-            return _Restricted(io.BytesIO(source), objects).load()
-        with safefs.open_file(source, "rb", MAX_BYTES) as f:  # no link below its root, no FIFO, bounded
-            return _Restricted(f, objects).load()
+            obj = _Restricted(io.BytesIO(source), objects).load()
+        else:
+            with safefs.open_file(source, "rb", MAX_BYTES) as f:  # no link below its root, no FIFO, bounded
+                obj = _Restricted(f, objects).load()
     except _Refused as e:
         raise PickleRefused(
             f"{label}: refused: this {what} names {_short(e.name)}, which no {what} needs "
@@ -124,3 +125,4 @@ def load(source: Path | bytes, *, what: str, objects: bool = False, name: Path |
         raise UserError(f"{label}: unreadable ({type(e).__name__}: {_short(str(e))})") from None
     except (EOFError, MemoryError, OverflowError, IndexError, KeyError, AttributeError, RecursionError) as e:
         raise UserError(f"{label}: not a {what} (unreadable: {type(e).__name__})") from None
+    return safefs.check_shape(obj, label)  # depth and shared references bounded before anything walks it

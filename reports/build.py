@@ -33,6 +33,7 @@ from bench.files import atomic_write_bytes
 from . import control as CT
 from . import figures as F
 from . import findings as FD
+from . import guards
 from . import html as H
 from . import lagmatch as LM
 from . import rulecompare as RC
@@ -147,8 +148,8 @@ def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
     critical batches and Figure 2's gains."""
     c, comp, found, sf, sweep_tab, ttt, verdicts, glance, fits = tables
     _write(dest / "table2.csv", to_csv(c), built)
-    _write(dest / "paper_comparison.csv", comp.to_csv(index=False, float_format="%.6g"), built)
-    _write(dest / "findings.csv", FD.to_csv(found), built)
+    _write(dest / "paper_comparison.csv", guards.csv_safe(comp).to_csv(index=False, float_format="%.6g"), built)
+    _write(dest / "findings.csv", FD.to_csv(guards.csv_safe(found)), built)  # no cell a formula
     _write(dest / "scalefree.csv", SF.to_csv(sf), built)
     _write(dest / "rule_verdicts.csv", RC.to_csv(verdicts), built)
     _write(dest / "rules_at_a_glance.csv", RC.to_csv(glance), built)

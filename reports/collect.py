@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench import safefs
 from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
 from bench.files import (
     CHECKPOINT,
@@ -35,7 +36,7 @@ from bench.files import (
     open_regular,
 )
 
-from . import runcache
+from . import guards, runcache
 from .memo import ReportWarning  # defined where `report` replays warnings (reports.memo)
 from .variants import label_of
 from .variants import names as variant_names
@@ -90,6 +91,7 @@ RUN_COLUMNS = [
     "variant",
     "variant_label",
     "variant_name",
+    "pilot",
     "rule",
     "git_commit",
     "versions",
@@ -168,6 +170,10 @@ def _read_json(path: Path) -> tuple[dict | None, str | None]:
         return None, "corrupt JSON (nested too deep)"
     if not isinstance(obj, dict):
         return None, f"not a JSON object ({type(obj).__name__})"
+    try:
+        safefs.check_shape(obj, path)  # a 980-deep value would crash whatever walks it next
+    except OSError as e:
+        return None, f"corrupt JSON ({e.strerror})"
     return obj, None
 
 
@@ -287,6 +293,7 @@ class Results:
                     self.warn(f"skipped {path}: cannot read ({e.strerror or e})")
                     self._metrics[key] = (pd.DataFrame(), pd.DataFrame())
                     return self._metrics[key]
+                train, evals = guards.frame(train, path, self.warn), guards.frame(evals, path, self.warn)
                 problem = _problem(int(meta.get("records") or 0) + len(evals), int(meta.get("bad") or 0))
                 if problem:
                     what = "skipped" if train.empty and evals.empty else "partly read"
@@ -338,6 +345,11 @@ def rule_rows(df: pd.DataFrame) -> dict[str, Any]:
     return {name: recorded(name, f) for name, f in facts.items()}
 
 
+def _is_pilot(seed: Any, pilot_seeds: Any) -> bool:
+    """Whether a run's seed is one of its matrix's pilot seeds (bench.experiments.matrix: pilot_seeds)."""
+    return isinstance(pilot_seeds, list) and isinstance(seed, int) and seed in pilot_seeds
+
+
 def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
     exp = experiment_of(spec)
     sched = spec.get("lr_schedule") if isinstance(spec.get("lr_schedule"), dict) else {}
@@ -369,6 +381,7 @@ def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
         "variant_label": label_of(exp),
+        "pilot": _is_pilot(spec.get("seed"), exp.get("pilot_seeds")),
         "rule": json.dumps(spec["rule"], sort_keys=True, default=str) if isinstance(spec.get("rule"), dict) else None,
         "has_metrics": (run_dir / METRICS).exists(),
         "has_checkpoint": (run_dir / CHECKPOINT).exists(),
@@ -407,12 +420,17 @@ def load(out: Path) -> Results:
             res.warn(f"skipped {spec_path}: {why}")
             continue
         spec = checked(spec, SPEC_FIELDS, spec_path, res.warn)
+        spec, dropped = guards.check(spec, guards.SPEC_RANGES, spec_path, res.warn)  # finite, in range
+        if set(dropped) & set(guards.IDENTITY):
+            res.warn(f"skipped {run_dir}: its spec's {', '.join(dropped)} out of range (run left out of the tables)")
+            continue
         summary_path = run_dir / SUMMARY
         summary = None
         if summary_path.exists():
             summary, why = _read_json(summary_path)
             if summary is not None:
                 summary = checked(summary, SUMMARY_FIELDS, summary_path, res.warn)
+                summary, _ = guards.check(summary, guards.SUMMARY_RANGES, summary_path, res.warn)
             if summary is not None and summary.get("status") not in STATUSES:
                 status = summary.get("status")
                 why = "no status" if status is None else f"unknown status {status!r}"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import safefs
 from bench.algo.rules import paper_methods
 from bench.files import METRICS, SPEC, SUMMARY, write_json
 
@@ -58,7 +59,7 @@ def write_run(out: Path, task: str, method: str, scale: int, seed: int, records:
         metric = float(90 * (1 - np.exp(-tau[i] / max(tau[-1] / 4, 1))))
         record = {"eval": True, "iteration": i + 1, "tau": float(tau[i] + gain[i]), "epochs": i / 100}
         lines.append(json.dumps(record | {"metric": metric, "accuracy": metric, "wall_time": i * 0.01}))
-    (run_dir / METRICS).write_text("\n".join(lines) + "\n")
+    safefs.write_text(run_dir / METRICS, "\n".join(lines) + "\n")
     spec = {"task": task, "method": method, "scale": scale, "seed": seed, "preset": "paper", "T1": float(tau[-1]),
             "batch_size": 128, "lr_schedule": {"kind": "step", "lr0": 0.1, "gamma": 0.1}, "overrides": {},
             "experiment": {"kind": "table2"}}  # fmt: skip

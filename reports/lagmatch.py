@@ -27,15 +27,18 @@ terms stay together). `lag_share` = lag / gap.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bench import safefs
 from bench.algo.gain import UnbiasedGain, moments
 from bench.files import OFFLINE_GAIN
 
+from . import guards
 from .collect import Results
 
 COLUMNS = [
@@ -62,19 +65,24 @@ COLUMNS = [
 ]
 
 
+MAX_OFFLINE_BYTES = 64 << 20
+MAX_OFFLINE_ROWS = 100_000  # kept checkpoints of one run (the paper's: under 100)
+
+
 def offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
     """A run's offline_gain.csv with every column numeric, sorted by iteration (the interval and exact
     columns only where written); None (with a warning) when unusable."""
     path = Path(run_dir) / OFFLINE_GAIN
-    try:
-        df = pd.read_csv(path)
+    try:  # no link, no FIFO, bounded (bench.safefs); rows bounded too (a kept checkpoint per row)
+        df = pd.read_csv(io.BytesIO(safefs.read_bytes(path, MAX_OFFLINE_BYTES)), nrows=MAX_OFFLINE_ROWS)
     except (OSError, ValueError) as e:
         res.warn(f"skipped {path}: {type(e).__name__}: {e}")
         return None
     if not {"tau", "offline_gain"} <= set(df.columns):
         res.warn(f"skipped {path}: no tau and offline_gain columns")
         return None
-    df = df.apply(pd.to_numeric, errors="coerce").dropna(subset=["tau", "offline_gain"])
+    df = df.apply(pd.to_numeric, errors="coerce")
+    df = guards.frame(df, path, res.warn, guards.OFFLINE_RANGES).dropna(subset=["tau", "offline_gain"])
     if "iteration" in df:
         df = df.sort_values("iteration", kind="stable")
     return df if not df.empty else None
@@ -155,6 +163,8 @@ def points(train: pd.DataFrame, offline: pd.DataFrame) -> tuple[pd.DataFrame, di
     """(one row per measured iteration with COLUMNS' measurements, the lag-matched curves per iteration
     0 … the last measured one: `iteration`, `lag_matched`, `exact_lag_matched`) of one run."""
     its = _col(offline, "iteration")
+    trained = pd.to_numeric(train["iteration"], errors="coerce").max() if "iteration" in train else np.nan
+    its = np.where(its <= (trained + 1 if np.isfinite(trained) else 0), its, np.nan)  # only iterations run
     last = int(np.nanmax(its)) if np.isfinite(its).any() else -1
     scales = scales_by_iteration(train, last) if last >= 0 else np.array([], dtype=int)
     curve = {"iteration": np.arange(len(scales))}
@@ -259,4 +269,5 @@ def write_csv(res: Results, path: Path) -> None:
 
     t = table(res)
     if not t.empty:
-        atomic_write_bytes(path, t.to_csv(index=False, float_format="%.6g").encode(errors="backslashreplace"))
+        text = guards.csv_safe(t).to_csv(index=False, float_format="%.6g")  # no cell a formula
+        atomic_write_bytes(path, text.encode(errors="backslashreplace"))

@@ -93,7 +93,9 @@ def read_sealed_json(path: Path, seal: safefs.Seal, limit: int) -> tuple[Any, st
             return None, None
         return None, "not sealed by this user's report: written or changed by someone else"
     try:
-        return json.loads(bytes(body)), None
+        return safefs.check_shape(json.loads(bytes(body)), path), None  # nesting and size bounded
+    except safefs.Refused as e:
+        return None, e.strerror
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError included; nesting past the parser's depth
         return None, f"not JSON ({type(e).__name__})"
 

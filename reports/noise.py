@@ -20,7 +20,8 @@ consecutive records' τ, which also weighs a down-sampled frame's records right)
   325–338). Weighted by τ, runs at any S weigh the same stretch of training alike;
 - *corrected*: without it μ² is low by s²/N, and on the tiny sets (N = 1 000 … 20 000) B came out too large.
 A task's noise scale is the median over its fixed-S AdaScale runs (S ≥ 2) of each window, printed as the
-range over windows and runs; (ii) is testable where S·b exceeds every window's median.
+range over windows and runs. Finding (iii) predicts each run's iterations from the other runs' noise profiles
+(`predict`, below).
 
 **Trajectory** (the curves figure): b·σ²/μ² of the moving averages AdaScale recorded (`var`, `sqr`), else
 those averages replayed with `UnbiasedGain` from sum_sq and mean_sq, with the same correction at ρ = 1.
@@ -40,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from bench.algo.gain import UnbiasedGain, b_simple, moments, pair_fraction, population_moments
+from bench.algo.predict import iterations_following
 
 from .collect import Results, scale_order
 
@@ -47,7 +49,6 @@ COLUMN = "B_simple"  # the training average (summary.json), kept for the record
 WINDOWS = (("early", 0.0, 1 / 3), ("middle", 1 / 3, 2 / 3), ("late", 2 / 3, 1.0))  # fractions of T1
 WINDOW_COLUMNS = tuple(f"B_{name}" for name, _, _ in WINDOWS)  # a run's B per window, set by `fill`
 PER_EPOCH = "per_epoch"  # a run's micro-batches per epoch M = N/b (inf: unknown, no correction), set by `fill`
-PREDICTED = "predicted_iterations"  # a fixed-S run's iterations as its noise scale predicts them, set by `fill`
 
 
 def _stats(train: pd.DataFrame) -> pd.DataFrame:
@@ -146,24 +147,11 @@ def windows(train: pd.DataFrame, batch_size: float, T1: float, m: float) -> dict
 PREDICTION_PARTS = 10  # (iii)'s prediction follows the noise scale per tenth of τ
 
 
-def predicted_iterations(train: pd.DataFrame, scale: int, T1: float, m: float) -> float:
-    """The iterations of an AdaScale run at a fixed S whose gain follows this run's noise scale (finding iii and
-    the efficiency panel): the estimator's own moving average (bench.algo.gain.UnbiasedGain, θ = 1 − S/1000)
-    fed, iteration by iteration, the run's τ-weighted σ² and μ² of the tenth of τ it is in (`window_moments`),
-    its gain — the steady gain S(B/b + 1)/(B/b + S) of the noise scale the average holds
-    (bench.algo.gain.steady_gain) — advancing τ until T1. Through the same average as the run, so its memory
-    of 1000/S iterations lags a rising noise scale as the run does (the smoke's logreg S = 8: +4 % against
-    +34 % for the gain taken at each tenth's own noise scale). NaN where a tenth has no statistics."""
+def profile(train: pd.DataFrame, T1: float, m: float) -> tuple[tuple[float, float], ...] | None:
+    """A run's noise profile: (σ², μ²) per tenth of τ (`window_moments`), what another run's prediction is fed
+    (bench.algo.predict); None where a tenth has no statistics."""
     parts = window_moments(train, T1, m, PREDICTION_PARTS)
-    if scale < 2 or not all(math.isfinite(a + b) for a, b in parts):
-        return math.nan
-    est, tau, iterations = UnbiasedGain(), 0.0, 0
-    while tau < T1 * (1 - 1e-9) and iterations < 100 * T1:
-        sigma2, mu2 = parts[min(int(tau / T1 * PREDICTION_PARTS), PREDICTION_PARTS - 1)]
-        mean_sq = mu2 + sigma2 / scale  # the statistics whose `moments` are (σ², μ²)
-        tau += est.update(sigma2 * (scale - 1) + scale * mean_sq, mean_sq, scale)
-        iterations += 1
-    return float(iterations)
+    return tuple(parts) if all(math.isfinite(a + b) for a, b in parts) else None
 
 
 def average(train: pd.DataFrame, batch_size: float) -> float:
@@ -233,16 +221,20 @@ def _wanted(runs: pd.DataFrame) -> pd.Series:
 
 def fill(res: Results) -> pd.DataFrame:
     """res.runs with, for every AdaScale run with S ≥ 2: `B_simple` (the training average) where its summary
-    lacks one, and for the completed ones `per_epoch` (M) and the noise scale per window (`B_early`,
-    `B_middle`, `B_late`: `windows`), from its metrics.jsonl. Idempotent."""
+    lacks one, and for the completed ones `per_epoch` (M), the noise scale per window (`B_early`, `B_middle`,
+    `B_late`: `windows`) and the noise profile per tenth of τ (`profile`), from its metrics.jsonl; then every
+    fixed-S run's prediction from the other runs' profiles (`predict`). Idempotent."""
     runs = res.runs
-    for col in (COLUMN, PER_EPOCH, PREDICTED, *WINDOW_COLUMNS):
+    for col in (COLUMN, PER_EPOCH, PREDICTED, PREDICTED_LO, PREDICTED_HI, *WINDOW_COLUMNS):
         if col not in runs:
             runs[col] = math.nan
+    for col in (PROFILE, PREDICTED_FROM, SMALL_BATCH):
+        runs[col] = runs[col].astype(object) if col in runs else pd.Series(None, index=runs.index, dtype=object)
     wanted = _wanted(runs) & runs["has_metrics"].astype(bool)
     missing = ~np.isfinite(pd.to_numeric(runs[COLUMN], errors="coerce").to_numpy(float))
     unwindowed = pd.to_numeric(runs[PER_EPOCH], errors="coerce").isna() & (runs["status"] == "completed")
-    for i in runs.index[wanted & (missing | unwindowed)]:
+    todo = runs.index[wanted & (missing | unwindowed)]
+    for i in todo:
         train, _ = res.metrics(runs.at[i, "run_dir"])
         b = float(runs.at[i, "batch_size"])
         if missing[runs.index.get_loc(i)]:
@@ -253,10 +245,106 @@ def fill(res: Results) -> pd.DataFrame:
             T1 = float(runs.at[i, "T1"])
             for col, v in windows(train, b, T1, m).items():
                 runs.at[i, col] = v
-            S = scale_order(runs.at[i, "scale"])
-            if S[0] == 0 and S[1] >= 2:
-                runs.at[i, PREDICTED] = predicted_iterations(train, int(S[1]), T1, m)
+            runs.at[i, PROFILE] = profile(train, T1, m)
+    if len(todo) or runs[PREDICTED_FROM].isna().all():  # new profiles, or none predicted yet: (re)predict
+        runs = predict(runs)
     res.runs = runs
+    return runs
+
+
+# ------------------------------------------------------------------- (iii)'s independent prediction
+
+PROFILE = "profile"  # a run's (σ², μ²) per tenth of τ, set by `fill`
+PREDICTED = "predicted_iterations"  # a fixed-S run's iterations as the other runs' noise predicts them
+PREDICTED_LO, PREDICTED_HI = "predicted_lo", "predicted_hi"  # … the range over the donors' scales
+PREDICTED_FROM = "predicted_from"  # which runs the prediction comes from, as printed
+SMALL_BATCH = "small_batch"  # S·b ≤ SMALL_BATCH_SHARE × every tenth's noise scale (the paper's S·b ≪ B)
+PREDICTION_COLUMNS = (PREDICTED, PREDICTED_LO, PREDICTED_HI, PREDICTED_FROM, SMALL_BATCH)
+SMALL_BATCH_SHARE = 0.1  # "S·b ≪ B": at most a tenth of it, where the steady gain is ≥ 0.9·S (any S ≤ 128)
+
+
+def _donors(t: pd.DataFrame, i: object) -> tuple[pd.DataFrame, str]:
+    """The runs whose noise predicts run i's iterations, never run i itself: the table's runs at other scales
+    (the noise scale is the task's along τ, whatever S measured it); where there are none, the other seeds
+    at run i's scale."""
+    S = t.at[i, "_S"]
+    other = t[t["_S"] != S]
+    if len(other):
+        scales = ", ".join(f"{s:g}" for s in sorted(other["_S"].unique()))
+        return other, f"S = {scales} ({len(other)} run{'s' if len(other) > 1 else ''})"
+    same = t.drop(index=i)
+    n = len(same)
+    return same, (f"other seeds at S = {S:g} ({n} run{'s' if n > 1 else ''})" if n else "")
+
+
+def _prediction(i: object, t: pd.DataFrame) -> dict[str, object]:
+    """Run i's prediction from its donors: the median over every donor of `iterations_following` at run i's S
+    and T1, and the range of the per-scale medians (per seed where the donors share one scale)."""
+    donors, source = _donors(t, i)
+    S, T1 = int(t.at[i, "_S"]), float(t.at[i, "T1"])
+    out: dict[str, object] = {PREDICTED: math.nan, PREDICTED_LO: math.nan, PREDICTED_HI: math.nan}
+    out |= {PREDICTED_FROM: source, SMALL_BATCH: None}
+    if donors.empty or not (math.isfinite(T1) and T1 > 0):
+        out[PREDICTED_FROM] = "no other run of the table measured the noise scale"
+        return out
+    preds = donors.assign(_p=[_cached(p, S, T1) for p in donors[PROFILE]])
+    preds = preds[np.isfinite(preds["_p"])]
+    if preds.empty:
+        return out
+    groups = preds.groupby("_S")["_p"].median() if preds["_S"].nunique() > 1 else preds["_p"]
+    b = float(t.at[i, "batch_size"])
+    B = _profile_noise(list(donors[PROFILE]), b) if math.isfinite(b) and b > 0 else math.nan
+    out.update(
+        {
+            PREDICTED: float(np.median(preds["_p"])),
+            PREDICTED_LO: float(groups.min()),
+            PREDICTED_HI: float(groups.max()),
+            PREDICTED_FROM: source,
+            SMALL_BATCH: bool(S * b <= SMALL_BATCH_SHARE * B) if B == B else None,  # B = inf: True; NaN: unknown
+        }
+    )
+    return out
+
+
+def _profile_noise(profiles: list[tuple[tuple[float, float], ...]], batch_size: float) -> float:
+    """The smallest over tenths of the donors' median noise scale b·σ²/μ² (inf where μ² ≤ 0)."""
+    arr = np.asarray(profiles, float)  # donors × tenths × (σ², μ²)
+    sigma2, mu2 = np.median(arr[:, :, 0], axis=0), np.median(arr[:, :, 1], axis=0)
+    return float(np.min(b_simple_of(sigma2, mu2, batch_size)))
+
+
+_PREDICTIONS: dict[tuple[tuple[tuple[float, float], ...], int, float], float] = {}
+
+
+def _cached(p: tuple[tuple[float, float], ...], scale: int, T1: float) -> float:
+    """iterations_following, memoised: every run of a table is predicted from the same donors' profiles."""
+    key = (p, scale, T1)
+    if key not in _PREDICTIONS:
+        if len(_PREDICTIONS) > 100_000:
+            _PREDICTIONS.clear()
+        _PREDICTIONS[key] = iterations_following(p, scale, T1)
+    return _PREDICTIONS[key]
+
+
+def predict(runs: pd.DataFrame) -> pd.DataFrame:
+    """PREDICTION_COLUMNS of every completed fixed-S AdaScale run (S ≥ 2) with a noise profile, from the other
+    runs of its table (task, preset, variant) — never from its own statistics: finding (iii)'s prediction
+    (docs/design.md §5)."""
+    fixed = runs["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
+    ok = fixed & (runs["method"] == "adascale") & (runs["status"] == "completed") & runs[PROFILE].notna()
+    kind = runs["experiment_kind"] if "experiment_kind" in runs else pd.Series(None, index=runs.index)
+    ok &= kind.isna() | kind.isin(("table2",))
+    if not ok.any():
+        return runs
+    keys = runs.loc[ok, ["task", "preset", "variant"]].fillna("").astype(str)
+    pool = runs[ok].assign(
+        _S=runs.loc[ok, "scale"].map(lambda s: float(scale_order(s)[1])),
+        _key=["\x1f".join(k) for k in keys.itertuples(index=False)],
+    )
+    for _, t in pool.groupby("_key", sort=False):
+        for i in t.index:
+            for col, v in _prediction(i, t).items():
+                runs.at[i, col] = v
     return runs
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from . import findings as FD
+from . import guards
 from .collect import Results, rule_rows, scale_order
 from .table2 import fmt_value, place, table_runs, tables
 
@@ -58,7 +59,7 @@ def verdicts(res: Results) -> pd.DataFrame:
     rows_of = rule_rows(df)
     rows = []
     for tab in tables(df):
-        t, higher = tab.runs, tab.higher
+        t, higher = FD.confirmatory(tab.runs)[0], tab.higher
         margin = FD.margin_of(res, t, higher)  # the table's Δ, as finding (i) judges it
         limits = margin.bounds(higher)
         for method in sorted(set(t["method"]), key=place):
@@ -71,10 +72,10 @@ def verdicts(res: Results) -> pd.DataFrame:
                 row |= {"method": method}
                 row |= {"label": rows_of[method].label, "scale": scale, "speedup": _speedup(g)}
                 if base is None:
-                    c = FD.compare(FD._vals(g), np.array([]), higher, margin.delta, limits)
+                    c = FD.compare(FD._vals(g), np.array([]), higher, margin.delta, limits, margin.share)
                     status, detail = FD.NOT_RUN, "no S = 1 run to compare with"
                 else:
-                    c = FD.compare(FD._vals(g), FD._vals(base), higher, margin.delta, limits)
+                    c = FD.compare(FD._vals(g), FD._vals(base), higher, margin.delta, limits, margin.share)
                     status, detail = FD._non_inferior([(f"S={scale}", g, base)], higher, margin)
                 row |= {"n": c.n, "n_base": c.n_base, "diff": c.diff, "lo": c.lo, "hi": c.hi, "margin": c.margin}
                 rows.append(row | {"status": status, "detail": detail})
@@ -186,4 +187,4 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
 
 
 def to_csv(f: pd.DataFrame) -> str:
-    return f.to_csv(index=False, float_format="%.6g")
+    return guards.csv_safe(f).to_csv(index=False, float_format="%.6g")  # no cell a formula

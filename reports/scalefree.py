@@ -23,6 +23,7 @@ import pandas as pd
 
 from bench.algo.rules import method_order
 
+from . import guards
 from .collect import scale_order
 from .findings import table_margin
 from .table2 import table_runs
@@ -204,4 +205,4 @@ def text(sf: pd.DataFrame) -> str:
 
 
 def to_csv(sf: pd.DataFrame) -> str:
-    return sf.to_csv(index=False, float_format="%.6g")
+    return guards.csv_safe(sf).to_csv(index=False, float_format="%.6g")  # no cell a formula

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import guards
 from .collect import Results
 from .critical import COLUMNS as _CRITICAL_COLUMNS
 from .critical import describe, fit_series
@@ -101,7 +102,8 @@ def write_csv(table: pd.DataFrame, path: Path) -> None:
     from bench.files import atomic_write_bytes
 
     atomic_write_bytes(
-        path, table.to_csv(index=False, float_format="%.6g", na_rep="").encode(errors="backslashreplace")
+        path,
+        guards.csv_safe(table).to_csv(index=False, float_format="%.6g", na_rep="").encode(errors="backslashreplace"),
     )
 
 

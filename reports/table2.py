@@ -32,6 +32,7 @@ from scipy import stats
 
 from bench.algo.rules import SHARED_AT_S1, method_order, shares_s1
 
+from . import guards
 from .collect import LOSS_RANGE, metric_range, rule_rows, scale_order, task_info
 from .noise import fmt as noise_fmt
 from .significance import ALPHA, worse_than
@@ -428,4 +429,4 @@ def markdown(c: pd.DataFrame, std: bool = False) -> str:
 
 
 def to_csv(c: pd.DataFrame) -> str:
-    return c.to_csv(index=False, float_format="%.6g")
+    return guards.csv_safe(c).to_csv(index=False, float_format="%.6g")  # no cell a formula

@@ -201,7 +201,8 @@ class LocalBackend(Backend):
 
             slots = max(1, int(self.capacity))
             context = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(slots, mp_context=context, initializer=worker_init)
+            # the workers die with this submit (SIGKILLed, it leaves no worker or resource tracker waiting)
+            self.pool = ProcessPoolExecutor(slots, mp_context=context, initializer=worker_init, initargs=(os.getpid(),))
         return self.pool
 
     def hand_over(self, runs: list[Planned], shape: Shape, after: list[str]) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import submitit
 
+from bench import safefs
 from bench.algo.schedules import scale_steps
 from bench.errors import UserError
 from bench.experiments.slots import default_slots
@@ -202,7 +203,11 @@ def require_slurm() -> None:
 def make_executor(
     res: Resources, shape: Shape, folder: Path, name: str, after: list[str] | None = None
 ) -> submitit.Executor:
-    """A submitit executor for jobs of one shape; `after` are job ids that must end before these start."""
+    """A submitit executor for jobs of one shape; `after` are job ids that must end before these start.
+    submitit writes its pickles and logs into `folder` by path itself, so the folder is made (or checked)
+    through bench.safefs first: no link on the way or inside, this user's, private (a link planted at
+    OUT/.submitit is refused in one line)."""
+    safefs.private_dir(folder)
     kind = res.executor
     if kind == "debug":
         return submitit.AutoExecutor(folder=folder, cluster="debug")

@@ -16,6 +16,7 @@ has no rate yet (no ETA, never a guess).
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -124,10 +125,15 @@ def progress(run_dir: Path, summary: dict[str, Any] | None, running: bool, now: 
     return Progress(tau, T1, rate, eta)
 
 
+MAX_SHOWN_S = 1000 * 86400
+
+
 def duration(seconds: float | None) -> str:
     """3h05m, 12m, 40s; '-' for None."""
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
         return "-"
+    if seconds >= MAX_SHOWN_S:  # an ETA of 10^20 s is no number of hours worth printing (nor an int to make)
+        return f">{MAX_SHOWN_S // 86400}d"
     s = int(round(seconds))
     if s >= 3600:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"

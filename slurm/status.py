@@ -9,6 +9,8 @@ is `missing`. Each run's τ/T1 and ETA come from its files (slurm/progress.py).
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import shutil
 import subprocess
@@ -110,7 +112,7 @@ class RunState:
 
 # -- the files ------------------------------------------------------------------------------------------------
 def _warn(message: str) -> None:
-    print(f"adascale-bench: warning: {message}", file=sys.stderr)
+    print(f"adascale-bench: warning: {printable(message)}", file=sys.stderr)
 
 
 def _run_name(name: Any) -> bool:
@@ -176,9 +178,20 @@ def last_line(path: Path | str | None) -> str | None:
 
 # -- the scheduler --------------------------------------------------------------------------------------------
 def _pid_is_submitit(pid: str) -> bool:
+    return _own_python(pid, b"submitit")
+
+
+def _own_python(pid: Any, word: bytes = b"python") -> bool:
+    """Whether `pid` (from a job.json another user may have written) is a process of this user's whose
+    command line holds `word`: pid 1, or any process of someone else's that never ends, is no job of the
+    user's (a job.json naming it kept `status --watch` waiting for ever)."""
     try:
-        return b"submitit" in Path(f"/proc/{int(pid)}/cmdline").read_bytes()
-    except (OSError, ValueError):
+        n = int(pid)
+        if isinstance(pid, bool) or n <= 1:
+            return False
+        proc = Path(f"/proc/{n}")
+        return proc.stat().st_uid == os.geteuid() and word in (proc / "cmdline").read_bytes()[:65536]
+    except (OSError, ValueError, TypeError, OverflowError):
         return False
 
 
@@ -220,7 +233,11 @@ def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
         states.update({k: v for k, v in _squeue(unknown).items() if k in unknown})
     for j in jobs:
         if j.get("executor") == "local" and j.get("job_id") and "pid" in j:  # a run of submit's local pool
-            alive = _seconds(j.get("pid_start")) > 0 and process_start(j["pid"]) == j.get("pid_start")
+            alive = (
+                _seconds(j.get("pid_start")) > 0
+                and _own_python(j["pid"])
+                and process_start(j["pid"]) == j.get("pid_start")
+            )
             states[j["job_id"]] = ("RUNNING" if j.get("started") else "PENDING") if alive else "ENDED"
         elif j.get("executor") == "local" and j.get("job_id"):  # a submitit local job (before the pool)
             states[j["job_id"]] = "RUNNING" if _pid_is_submitit(j["job_id"]) else "ENDED"
@@ -415,7 +432,15 @@ def table(runs: list[RunState]) -> str:
             lines.append(f"  {r.name}{job}: {r.detail or 'no log'}")
     counts = Counter(r.state for r in runs)
     lines += ["", f"{len(runs)} runs: " + ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on (ESC, CR, BEL, …: a run folder named with an
+    escape code that clears the screen, or a log line holding one) shown escaped instead, as \\x1b."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] if len(repr(c)) > 3 else f"\\x{ord(c):02x}" for c in text)
 
 
 def as_json(out: Path, runs: list[RunState]) -> dict[str, Any]:
@@ -430,6 +455,17 @@ def as_json(out: Path, runs: list[RunState]) -> dict[str, Any]:
 
 
 ACTIVE_STATES = ("queued", "running")
+
+
+def _strict_json(obj: Any) -> Any:
+    """`obj` with every non-finite float as None, so `--json` prints JSON a strict parser reads."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_strict_json(v) for v in obj]
+    return obj
 
 
 def status(out: Path, as_json_: bool = False, watch: float | None = None) -> int:
@@ -448,7 +484,8 @@ def status(out: Path, as_json_: bool = False, watch: float | None = None) -> int
                 f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})"
             )
         if as_json_:
-            print(json.dumps(as_json(out, runs), indent=None if watch else 2), flush=True)
+            doc = _strict_json(as_json(out, runs))  # no Infinity/NaN: strict JSON, null where not finite
+            print(json.dumps(doc, indent=None if watch else 2, allow_nan=False), flush=True)
         else:
             if watch and sys.stdout.isatty():
                 print("\033[H\033[J", end="")  # a terminal: redraw in place

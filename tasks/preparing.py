@@ -19,6 +19,14 @@ class id in a ground-truth file, an image id in a list) passes `safe_id` (one pa
 characters, else a one-line error naming the file and the id). Two `prepare` into one `--out` exclude
 each other (the runs' OS lock, bench.files.file_lock, on `.<name>.lock` beside it), and a staging folder
 left by a run with another source is started over, never mixed (its source is recorded in it).
+
+A staging folder is made by this user's prepare, private (mode 0700, so nobody else can plant anything
+in it) and opened without following a link; one already there is reused only when it is this user's and
+private (an interrupted run of theirs), and refused in one line otherwise (a colleague's, holding the
+`.source` line the user's prepare would write, and links inside). It gets the umask's mode when it
+becomes `--out`. Archives are extracted member by member by `extract_member`, which checks every member
+itself (never relying on tarfile's "data" filter, CVE-2025-4517): only regular files and folders, a
+relative path with no `..`, a bounded size and count, written through bench.safefs.
 """
 
 from __future__ import annotations
@@ -32,8 +40,9 @@ import re
 import shutil
 import stat
 import sys
+import tarfile
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from tqdm import tqdm
@@ -45,6 +54,9 @@ from bench.files import file_lock
 MARKER = "PREPARED.json"
 SOURCE = ".source"  # in the staging folder: the source it is being prepared from
 T = TypeVar("T")
+MAX_MEMBERS = 5_000_000  # members of one archive (ImageNet's train tar of tars: 1.28 M images in all)
+MAX_MEMBER_BYTES = 1 << 30  # one extracted file (the largest in the supported sets is ~100 MB)
+MAX_ARCHIVE_BYTES = 1 << 40  # all extracted files of one archive (1 TB; ImageNet's is 150 GB)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
 
 
@@ -106,19 +118,37 @@ def staged(out: Path, task: str, source: Path | None = None) -> Iterator[Path]:
         except UserError:  # a bad source: nothing half-written stays behind
             discard(stage)
             raise
-        (stage / SOURCE).unlink(missing_ok=True)
+        safefs.unlink(stage / SOURCE)
         if out.exists():
             out.rmdir()
+        os.chmod(stage, 0o777 & ~_umask())  # private while staged; the mode any folder gets once prepared
         os.replace(stage, out)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _same_source(stage: Path, task: str, source: Path | None) -> None:
-    """Create the staging folder, or keep one left by an interrupted run from the same task and source;
-    one left from another source is removed (a warning) so the two never mix."""
+    """Create the staging folder fresh and private (0700), or keep one left by an interrupted run of this
+    user's from the same task and source; one from another source is removed (a warning) so the two never
+    mix. One that is not this user's and private (a colleague's, planted with the `.source` line this
+    prepare would write and links inside) is refused in one line: its contents are not the user's."""
     origin = f"{task} {Path(source).resolve()}" if source is not None else task
-    if stage.is_symlink() or (stage.exists() and not stage.is_dir()):  # a planted link: writes would land there
-        raise UserError(f"{stage}: not a staging folder (a link or a file); remove it and run prepare again")
-    if stage.is_dir():
+    try:
+        st = os.lstat(stage)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISDIR(st.st_mode):  # a planted link: writes would land there
+        raise UserError(f"{stage}: not a staging folder ({safefs.kind(st.st_mode)}); remove it and run prepare again")
+    if st is not None and (st.st_uid != os.geteuid() or st.st_mode & 0o077):
+        raise UserError(
+            f"{stage}: a staging folder this user's prepare did not make (owner uid {st.st_uid}, mode "
+            f"{stat.S_IMODE(st.st_mode):o}); not used: remove it and run prepare again"
+        )
+    if st is not None:
         try:
             before = safefs.read_text(stage / SOURCE, 1 << 16)
         except (OSError, UnicodeDecodeError):
@@ -130,6 +160,13 @@ def _same_source(stage: Path, task: str, source: Path | None) -> None:
                 file=sys.stderr,
             )
             discard(stage)
+            st = None
+    if st is None:
+        try:
+            os.mkdir(stage, 0o700)  # fresh: O_EXCL-like, a folder planted meanwhile is an error, not reused
+        except FileExistsError:
+            raise UserError(f"{stage}: appeared while prepare started; remove it and run prepare again") from None
+        os.chmod(stage, 0o700)  # whatever the umask
     safefs.write_text(stage / SOURCE, origin)
 
 
@@ -140,8 +177,10 @@ def finish(stage: Path, task: str, source: Path, summary: dict[str, Any]) -> Non
 
 
 def discard(stage: Path) -> None:
-    """Remove a staging folder after a user error, so nothing half-written is left behind."""
-    shutil.rmtree(stage, ignore_errors=True)
+    """Remove a staging folder after a user error, so nothing half-written is left behind (no link in it
+    followed)."""
+    with contextlib.suppress(OSError):
+        safefs.rmtree(stage)
 
 
 def progress(items: Iterable[T], desc: str, total: int | None = None, unit: str = "file") -> Iterable[T]:
@@ -210,33 +249,103 @@ def children(folder: Path, take: Callable[[str, str], bool]) -> list[tuple[Path,
 def link_or_copy(src: Path, dst: Path) -> str:
     """Hard-link `src` to `dst` where the file system allows, else symlink, else copy; returns which.
     ImageNet's 1.28 M files are then not copied. `src` must be a regular file reached without a link
-    below the source (`regular`): a link is refused, not placed."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if dst.exists() or dst.is_symlink():
-        return "exists"
+    below the source (`regular`): a link is refused, not placed. `dst` is placed from its folder's fd,
+    reached through bench.safefs (no link followed on the way)."""
+    dst = Path(dst)
+    safefs.mkdirs(dst.parent)
     src = Path(src)
-    with safefs.folder(src.parent) as fd:
-        st = os.stat(src.name, dir_fd=fd, follow_symlinks=False)
-        if not stat.S_ISREG(st.st_mode):
-            raise _refused(src, st.st_mode)
+    with safefs.folder(dst.parent) as dfd:
+        with contextlib.suppress(FileNotFoundError):
+            os.stat(dst.name, dir_fd=dfd, follow_symlinks=False)
+            return "exists"
+        with safefs.folder(src.parent) as fd:
+            st = os.stat(src.name, dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                raise _refused(src, st.st_mode)
+            try:  # the entry itself, never a target
+                os.link(src.name, dst.name, src_dir_fd=fd, dst_dir_fd=dfd, follow_symlinks=False)
+            except OSError:
+                pass
+            else:
+                placed = os.stat(dst.name, dir_fd=dfd, follow_symlinks=False)
+                if placed.st_ino != st.st_ino:  # swapped for something else in between
+                    os.unlink(dst.name, dir_fd=dfd)
+                    raise _refused(src, placed.st_mode)
+                return "hardlink"
         try:
-            os.link(src.name, dst, src_dir_fd=fd, follow_symlinks=False)  # the entry itself, never a target
+            os.symlink(os.path.realpath(src), dst.name, dir_fd=dfd)  # links only in the root (none below it)
+            return "symlink"
         except OSError:
             pass
-        else:
-            placed = os.lstat(dst)
-            if placed.st_ino != st.st_ino:  # swapped for something else in between
-                dst.unlink()
-                raise _refused(src, placed.st_mode)
-            return "hardlink"
-    try:
-        dst.symlink_to(os.path.realpath(src))  # links only in the root (checked above: none below it)
-        return "symlink"
-    except OSError:
-        with safefs.open_file(src) as f, open(dst, "wb") as g:
-            shutil.copyfileobj(f, g)
-        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
-        return "copy"
+    with safefs.open_file(src) as f, safefs.writer(dst) as g:
+        shutil.copyfileobj(f, g)
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+    return "copy"
+
+
+class Extraction:
+    """The running count and bytes of one archive's extraction, refused past MAX_MEMBERS/MAX_ARCHIVE_BYTES."""
+
+    def __init__(self, where: Path | str) -> None:
+        self.where, self.count, self.bytes = str(where), 0, 0
+
+    def add(self, m: tarfile.TarInfo) -> None:
+        self.count += 1
+        self.bytes += max(m.size, 0)
+        if self.count > MAX_MEMBERS or self.bytes > MAX_ARCHIVE_BYTES:
+            raise UserError(
+                f"{self.where}: more than {MAX_MEMBERS} members or {human_bytes(MAX_ARCHIVE_BYTES)} extracted; refused"
+            )
+
+
+def member_path(m: tarfile.TarInfo, where: Path | str) -> PurePosixPath:
+    """The relative path of a regular-file or folder member of an archive, checked here (not by tarfile's
+    filter): a link, device or FIFO member, an absolute path, `..`, or a file past MAX_MEMBER_BYTES is
+    a one-line UserError naming the archive and the member."""
+    shown = repr(m.name) if len(m.name) <= 120 else repr(m.name[:117]) + "..."
+    if not (m.isfile() or m.isdir()):
+        what = "a link" if m.issym() or m.islnk() else "a device or FIFO" if m.isdev() else "not a file"
+        raise UserError(f"{where}: member {shown} is {what}; only files and folders are extracted (refused)")
+    path = PurePosixPath(m.name)
+    if (
+        not m.name
+        or path.is_absolute()
+        or "\\" in m.name
+        or "\0" in m.name
+        or any(part == ".." for part in path.parts)
+        or os.path.normpath(m.name).startswith((os.sep, ".."))
+    ):
+        raise UserError(f"{where}: member {shown} is not a plain relative path; refused")
+    if m.isfile() and not 0 <= m.size <= MAX_MEMBER_BYTES:
+        raise UserError(f"{where}: member {shown} claims {m.size} bytes (at most {MAX_MEMBER_BYTES}); refused")
+    return path
+
+
+def extract_member(tar: tarfile.TarFile, m: tarfile.TarInfo, dest: Path, rel: str | None, job: Extraction) -> None:
+    """Write the member `m` (checked by member_path) to `dest/rel` (its own path when None) through
+    bench.safefs: folders made and files written atomically without following a link below the root,
+    never more bytes than the member claims."""
+    path = member_path(m, job.where)
+    job.add(m)
+    target = Path(dest) / (rel if rel is not None else str(path))
+    if m.isdir():
+        safefs.mkdirs(target)
+        return
+    src = tar.extractfile(m)
+    if src is None:
+        raise UserError(f"{job.where}: member {m.name!r} has no data; refused")
+    with src, safefs.writer(target, limit=m.size) as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+
+
+def extract_all(tar: tarfile.TarFile, dest: Path, where: Path | str) -> int:
+    """Every member of `tar` (streamed) into `dest`, each checked by member_path: the files written."""
+    job = Extraction(where)
+    files = 0
+    for m in tar:
+        extract_member(tar, m, dest, None, job)
+        files += m.isfile()
+    return files
 
 
 def human_bytes(n: float) -> str:

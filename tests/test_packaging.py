@@ -105,3 +105,15 @@ def test_a_module_level_import_of_ultralytics_is_caught(tmp_path: Path) -> None:
         env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"},
     )
     assert "FAILED planted.detector ModuleNotFoundError" in res.stdout, res.stdout + res.stderr
+
+
+def test_make_clean_never_removes_results() -> None:
+    """`make clean` removes what the build made (.venv, caches), never `runs/`: the README suggests
+    `--out runs/paper`, and one habitual command must not delete a user's results."""
+    dry = subprocess.run(["make", "-n", "clean"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert ".venv" in dry
+    for line in dry.splitlines():
+        if line.lstrip().startswith("rm "):
+            assert not re.search(r"(^|[\s/])runs(/|\s|$)", line), line
+        if line.lstrip().startswith("find "):
+            assert "-path ./runs -prune" in line, line

@@ -183,7 +183,7 @@ CLAIMS = [
         r"over τ ≤ ([\d.]+)·T1, normalised gain \(r − 1\)/\(r̂ − 1\) starts ≤ ([\d.]+), rises ≥ ([\d.]+)",
         _warmup_check,
     ),  # fmt: skip
-    Claim("finding (iii)", r"iterations within ±(\d+) % of those of a gain following", _tolerance),
+    Claim("finding (iii)", r"iterations within the range ±(\d+) % of those of a gain following", _tolerance),
     Claim(
         "plan's peak and MFU",
         r"the GPU's dense peak, ([\d.]+) TFLOP/s bf16 on\s+the A100 SXM `plan` prices by default, "

@@ -11,6 +11,8 @@ folder records its name and source digest, and nothing that reads run folders ev
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import importlib
 import inspect
@@ -18,7 +20,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -397,7 +399,9 @@ def load_rule(name: str) -> Method:
         raise UserError(f"method {name!r}: a user's rule is named package.module:NAME (Python identifiers)")
     module_name, attr = name.split(":")
     if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` would: the user's module beside the command
+        # last, never first: the user's module beside the command is found, but a planted soundfile.py or
+        # numpy.py in the working folder can never shadow an installed package imported after it
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as e:
@@ -440,10 +444,39 @@ def check_row(row: Method, T1: float = 1000.0) -> str | None:
     return None
 
 
+_PREVIEW: contextvars.ContextVar[bool] = contextvars.ContextVar("rules_preview", default=False)
+
+
+@contextlib.contextmanager
+def previewing() -> Iterator[None]:
+    """Inside, a user's rule is shown as named and never imported (`matrix`, `plan`, `submit --dry-run`:
+    a preview of a matrix someone else wrote must not run its code): `method` gives a stand-in row."""
+    token = _PREVIEW.set(True)
+    try:
+        yield
+    finally:
+        _PREVIEW.reset(token)
+
+
+def _not_imported(ctx: RuleContext) -> Rule:
+    raise UserError("a user's rule in a preview is not imported; run or submit the matrix to use it")
+
+
+def stand_in(name: str) -> Method:
+    """A preview's row of a user's rule: its name, no facts of its module (pace "gain": the widest bounds a
+    plan can give; its own S = 1 run; needs nothing)."""
+    if not USER_RULE.fullmatch(name):
+        raise UserError(f"method {name!r}: a user's rule is named package.module:NAME (Python identifiers)")
+    return Method(name=name, label=name, title=f"{name} (not imported)", build=_not_imported, pace="gain")
+
+
 def method(name: str) -> Method:
-    """The row of a method: a row of METHODS, or a user's rule (imported: see load_rule)."""
+    """The row of a method: a row of METHODS, or a user's rule (imported: see load_rule; in a preview, a
+    stand-in row, nothing imported)."""
     if name in METHODS:
         return METHODS[name]
+    if is_user_rule(name) and _PREVIEW.get() and name not in _LOADED:
+        return stand_in(name)
     if is_user_rule(name):
         return load_rule(name)
     raise UserError(
@@ -457,6 +490,8 @@ def record(name: str) -> dict[str, Any] | None:
     if name in METHODS:
         return None
     row = method(name)
+    if name not in _DIGESTS:  # a preview's stand-in: shown as named
+        return {"name": name, "sha256": None, "label": row.label, "title": row.title, "preview": "not imported"}
     return {
         "name": name,
         "sha256": _DIGESTS[name],

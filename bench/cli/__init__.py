@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import errno
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench import safefs
-from bench.cli.argtypes import non_negative_int, positive_float, positive_int
+from bench.cli.argtypes import batches, non_negative_int, positive_int, watch_seconds
 from bench.errors import UserError
 from bench.experiments.slots import default_slots
 from bench.files import SUMMARY
@@ -98,9 +99,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from bench.algo.rules import previewing
     from bench.experiments.matrix import describe, load
 
-    print(describe(load(args.matrix)))
+    with previewing():  # a matrix's user rules are shown as named, never imported
+        print(describe(load(args.matrix)))
     return 0
 
 
@@ -115,9 +118,11 @@ def typed(cls: type[T], args: argparse.Namespace) -> T:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from bench.algo.rules import previewing
     from bench.experiments.plan import PlanOptions, plan
 
-    return plan(typed(PlanOptions, args))
+    with previewing():  # a matrix's user rules are shown as named, never imported
+        return plan(typed(PlanOptions, args))
 
 
 def cmd_flops(args: argparse.Namespace) -> int:
@@ -230,10 +235,12 @@ def cmd_gain(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from bench.algo.rules import previewing
     from slurm.executors import SubmitOptions
     from slurm.submit import submit
 
-    return submit(typed(SubmitOptions, args))
+    with previewing() if args.dry_run else contextlib.nullcontext():  # --dry-run imports no user rule
+        return submit(typed(SubmitOptions, args))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -389,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder with kept checkpoints (keep_checkpoints_every)")
     p.add_argument(
-        "--batches", type=_positive_int, default=None, help="micro-batches per checkpoint (default: 1000; tiny: 256)"
+        "--batches", type=batches, default=None, help="micro-batches per checkpoint (default: 1000; tiny: 256)"
     )
     p.set_defaults(func=cmd_gain)
 
@@ -404,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir")
     p.add_argument("--json", action="store_true", help="every run as JSON: state, τ, T1, progress, ETA, job ids")
     p.add_argument(
-        "--watch", type=positive_float, default=None, metavar="N", help="refresh every N s until no run is active"
+        "--watch", type=watch_seconds, default=None, metavar="N", help="refresh every N s until no run is active"
     )
     p.set_defaults(func=cmd_status)
     return parser

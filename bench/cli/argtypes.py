@@ -22,3 +22,8 @@ def _bounded(convert: Callable[[str], float], ok: Callable[[float], bool], what:
 positive_int = _bounded(int, lambda v: v >= 1, "a positive integer")
 non_negative_int = _bounded(int, lambda v: v >= 0, "a non-negative integer")
 positive_float = _bounded(float, lambda v: v > 0, "a positive number")
+
+MAX_WATCH_S = 86400.0  # `status --watch N`: at most a day between refreshes (inf would sleep for ever)
+watch_seconds = _bounded(float, lambda v: 0 < v <= MAX_WATCH_S, f"a number of seconds in (0, {MAX_WATCH_S:g}]")
+MAX_BATCHES = 1_000_000  # `gain --batches`: 1000× the paper's 1000 micro-batches per checkpoint
+batches = _bounded(int, lambda v: 1 <= v <= MAX_BATCHES, f"an integer in [1, {MAX_BATCHES}]")

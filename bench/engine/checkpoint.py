@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from bench import safefs
 from bench.errors import UserError
 from bench.files import atomic_write_bytes, open_regular
 
@@ -62,7 +63,7 @@ def safe_load(path: Path, device: torch.device | str, what: str, mmap: bool = Fa
         f.seek(0)
         source: Any = f"/proc/self/fd/{f.fileno()}" if mmap else f  # mmap needs a path: the file opened here
         try:
-            return torch.load(source, map_location=device, weights_only=True, mmap=mmap)
+            loaded = torch.load(source, map_location=device, weights_only=True, mmap=mmap)
         except pickle.UnpicklingError as e:  # weights_only's refusal of a global, a __reduce__, a class
             text = str(e)
             if "Unsupported operand" in text:  # not a pickle at all (bytes that are no opcode): damaged, not hostile
@@ -75,6 +76,9 @@ def safe_load(path: Path, device: torch.device | str, what: str, mmap: bool = Fa
             ) from None
         except Exception as e:  # torch raises many types for a damaged file
             raise UserError(f"{what} {path} is unreadable ({type(e).__name__}); delete it") from None
+    # depth and shared references bounded before the spec in it is compared, copied or dumped (a 3 kB file
+    # nesting a shared list nine deep is 10⁹ values; 100 000 levels a RecursionError)
+    return safefs.check_shape(loaded, f"{what} {path}")
 
 
 def check_members(f: Any, path: Path, what: str) -> None:

@@ -16,11 +16,14 @@ by τ's rate over that interval, so it follows the gain (AdaScale's τ advances 
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TextIO
+
+MAX_ETA_S = 1000 * 86400
 
 
 class Heartbeat:
@@ -67,7 +70,15 @@ class Heartbeat:
         rate = (iteration - it0) / elapsed if elapsed > 0 else 0.0
         tau_rate = (tau - tau0) / elapsed if elapsed > 0 else 0.0
         left = max(self.total - tau, 0.0)
-        eta = str(timedelta(seconds=round(left / tau_rate))) if tau_rate > 0 else "unknown"
+        seconds = left / tau_rate if tau_rate > 0 else math.inf
+        # a T_AS of 1e20 is an ETA past what timedelta holds: said, not an OverflowError that fails the run
+        eta = (
+            str(timedelta(seconds=round(seconds)))
+            if seconds < MAX_ETA_S
+            else "unknown"
+            if tau_rate <= 0
+            else ">1000 days"
+        )
         share = min(tau / self.total, 1.0) if self.total > 0 else 0.0
         line = (
             f"heartbeat {self.label}: iteration {iteration}, τ {tau:.0f}/{self.total:.0f} ({share:.1%}), S {scale}, "

@@ -534,6 +534,7 @@ class Engine:
         by_epochs = spec["eval_unit"] == "epochs"
         ckpt_every = int(spec["checkpoint_every"])
         keep_every = int(spec.get("keep_checkpoints_every") or 0)
+        keep_until = float(spec.get("keep_checkpoints_until") or 1.0) * self.T1  # τ past it: no more kept weights
         status = "completed"
         here: AtScale | None = None
         scale = 0
@@ -586,7 +587,7 @@ class Engine:
                 if self._done(state) or math.floor(clock / eval_every) > math.floor(clock_before / eval_every):
                     self._evaluate(state)
                 done = self._done(state)
-                if keep_every and state.iteration % keep_every == 0:
+                if keep_every and state.iteration % keep_every == 0 and state.tau <= keep_until:
                     self._keep(state)
                 # W = 1: the signal as it stands now; W > 1: every rank stops in the same iteration, on the vote
                 # that rode on this iteration's gather (a signal that came during the step: at the next one)

@@ -3,7 +3,12 @@ to checkpoint at the end of the current iteration and raise Interrupted."""
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
+import sys
+import threading
+import time
 from typing import Any
 
 _stop_signal: int | None = None
@@ -44,3 +49,32 @@ def stop_requested() -> bool:
 def clear_stop() -> None:
     global _stop_signal
     _stop_signal = None
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent(parent: int) -> None:
+    """In a pool's worker (forked or spawned): be SIGKILLed when `parent` dies (prctl PR_SET_PDEATHSIG on
+    Linux, else a thread watching the parent id), and exit at once if it is gone already. A worker waiting on
+    its call queue never sees its parent's SIGKILL otherwise: it (and multiprocessing's resource tracker,
+    which waits for every holder of its pipe) would wait for ever. The pools start their workers from the
+    thread that lives as long as the pool (the parent's main thread)."""
+    if not (sys.platform.startswith("linux") and _prctl_deathsig()):
+        threading.Thread(target=_watch, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # it died before the request took effect
+        os._exit(1)
+
+
+def _prctl_deathsig() -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)

@@ -9,14 +9,24 @@ epochs), at global step = the iteration. metrics.jsonl stays the record of the r
 of it. A resumed run purges the events past its checkpoint's iteration (SummaryWriter's `purge_step`), as
 metrics.jsonl is truncated there, so nothing is shown twice. Without the package, asking for it prints one
 line and the run goes on without it.
+
+The run folder may be shared, so the events never go through a link (docs/design.md §4): the folder is
+made and opened through bench.safefs (a link or file planted at `RUN_DIR/tensorboard`, also between a
+SIGTERM and the resume, is refused in one line), the writer is handed that open folder
+(`/proc/self/fd/N`, so swapping the path afterwards changes nothing), and the events file's name ends in
+random bytes, so no link can wait under it.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
+
+from bench import safefs
 
 DIRNAME = "tensorboard"
 _SKIP = ("iteration", "eval", "diverged")  # the step, and flags
@@ -25,8 +35,9 @@ _SKIP = ("iteration", "eval", "diverged")  # the step, and flags
 class TensorBoardSink:
     """Scalars of metrics records to a SummaryWriter (see the module docstring)."""
 
-    def __init__(self, writer: Any) -> None:
+    def __init__(self, writer: Any, dir_fd: int | None = None) -> None:
         self.writer = writer
+        self._dir_fd = dir_fd  # the events' folder, held open while the writer writes into it
 
     @classmethod
     def for_run(cls, spec: dict[str, Any], run_dir: Path, is_main: bool, first_step: int) -> TensorBoardSink | None:
@@ -43,7 +54,15 @@ class TensorBoardSink:
                 flush=True,
             )
             return None
-        return cls(SummaryWriter(log_dir=str(Path(run_dir) / DIRNAME), purge_step=first_step or None))
+        fd = _events_folder(Path(run_dir) / DIRNAME)
+        try:
+            writer = SummaryWriter(
+                log_dir=f"/proc/self/fd/{fd}", purge_step=first_step or None, filename_suffix=f".{secrets.token_hex(8)}"
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(writer, fd)
 
     def write(self, record: dict[str, Any]) -> None:
         step = int(record.get("iteration", 0))
@@ -55,4 +74,17 @@ class TensorBoardSink:
                 self.writer.add_scalar(f"{prefix}/{key}", value, global_step=step)
 
     def close(self) -> None:
-        self.writer.close()
+        try:
+            self.writer.close()
+        finally:
+            if self._dir_fd is not None:
+                os.close(self._dir_fd)
+                self._dir_fd = None
+
+
+def _events_folder(path: Path) -> int:
+    """An fd of the folder `path`, made if missing, reached without following a link (safefs.Refused, one
+    line, when a link, FIFO or file is there)."""
+    safefs.mkdirs(path)
+    with safefs.folder(path) as fd:
+        return os.dup(fd)

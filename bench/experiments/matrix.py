@@ -139,6 +139,9 @@ def locate(name: str | Path) -> Path:
     raise UserError(f"matrix {name}: no such file, and not a shipped matrix ({names})")
 
 
+TOP_KEYS = ("preset", "seeds", "experiments", "data_roots", "set", "pilot_seeds")
+
+
 def load(name: str | Path) -> Matrix:
     """The matrix with its runs expanded and ordered. Reads the tasks' cards (plain data): no torch."""
     path = locate(name)
@@ -153,9 +156,13 @@ def load(name: str | Path) -> Matrix:
     doc = load_yaml(text, str(path))  # aliases bounded (bench.run.yamlread)
     if not isinstance(doc, dict):
         raise _fail(path, "top level", "a mapping with preset, seeds and experiments")
-    unknown = set(doc) - {"preset", "seeds", "experiments", "data_roots", "set"}
+    unknown = set(doc) - {"preset", "seeds", "experiments", "data_roots", "set", "pilot_seeds"}
     if unknown:
-        raise _fail(path, f"key {excerpt(sorted(unknown)[0])}", "one of preset, seeds, experiments, data_roots, set")
+        raise _fail(
+            path,
+            f"key {excerpt(sorted(unknown)[0])}",
+            "one of preset, seeds, experiments, data_roots, set, pilot_seeds",
+        )
     preset = doc.get("preset", "tiny")
     if preset not in ("tiny", "paper"):
         raise _fail(path, "preset", "tiny or paper")
@@ -167,6 +174,7 @@ def load(name: str | Path) -> Matrix:
     from tasks import available
 
     tasks = available()
+    pilot = _pilot_seeds(path, doc.get("pilot_seeds"), tasks)
     runs: list[RunRequest] = []
     experiments = doc.get("experiments")
     if not isinstance(experiments, list) or not experiments:
@@ -187,6 +195,10 @@ def load(name: str | Path) -> Matrix:
         named = _variant(path, where, body.pop("variant", None), extra)
         for r in expand(path, where, kind, body, exp_seeds, tuple(tasks), preset):
             exp = {**r.experiment, "variant": named} if named else r.experiment
+            if r.task in pilot:
+                if r.seed in pilot[r.task]:
+                    raise _fail(path, f"{where}.seeds", f"seeds other than {r.task}'s pilot seeds (seed {r.seed})")
+                exp = {**exp, "pilot_seeds": pilot[r.task]}
             runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, exp))
         if len(runs) > MAX_RUNS:
             raise _fail(path, where, f"at most {MAX_RUNS} runs in all; the matrix reaches {len(runs)} here")
@@ -199,6 +211,23 @@ def load(name: str | Path) -> Matrix:
         dict(doc.get("set") or {}),
         tuple(named),
     )
+
+
+def _pilot_seeds(path: Path, value: Any, tasks: Any) -> dict[str, list[int]]:
+    """`pilot_seeds: {task: [seeds]}`: the seeds a pre-registered matrix's pilot used (to measure spreads and
+    fix thresholds) for each task. Its confirmatory runs must use other seeds — a pilot run never sits inside
+    the test it planned — and each run records its task's pilot seeds, so that the report refuses a run of a
+    pilot seed placed in the folder (reports.findings)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(path, "pilot_seeds", f"a mapping of task names to lists of seeds, got {excerpt(value)}")
+    out = {}
+    for task, seeds in value.items():
+        if task not in tasks:
+            raise _fail(path, f"pilot_seeds.{excerpt(task)}", f"a task among {', '.join(tasks)}")
+        out[task] = sorted(set(_list(path, f"pilot_seeds.{task}", seeds, int)))
+    return out
 
 
 def cell_methods(doc: dict) -> set[str]:
@@ -396,8 +425,12 @@ def _sweep(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
 
 
 def _gain(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
-    _keys(path, where, body, {"tasks", "scale", "every", "seeds", "set"})
+    _keys(path, where, body, {"tasks", "scale", "every", "until", "seeds", "set"})
     exp_tasks = _list(path, f"{where}.tasks", body.get("tasks"), str, tasks)
+    until = body.get("until")  # keep weights only over this share of T1 (finding iv's window)
+    if until is not None and not (isinstance(until, int | float) and not isinstance(until, bool) and 0 < until <= 1):
+        raise _fail(path, f"{where}.until", f"a share of T1 in (0, 1], got {excerpt(until)}")
+    keep = {"keep_checkpoints_until": float(until)} if until is not None else {}
     scale = body.get("scale", 8)
     if not isinstance(scale, int) or isinstance(scale, bool) or scale < 2:
         raise _fail(path, f"{where}.scale", "an integer ≥ 2")
@@ -409,7 +442,8 @@ def _gain(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise _fail(path, f"{where}.every", f"a positive integer, or one per task (got {excerpt(k)} for {t})")
         runs += [
-            RunRequest(t, "adascale", scale, seed, {"keep_checkpoints_every": k}, {"kind": kind}) for seed in seeds
+            RunRequest(t, "adascale", scale, seed, {"keep_checkpoints_every": k, **keep}, {"kind": kind})
+            for seed in seeds
         ]
     return runs
 

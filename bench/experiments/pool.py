@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from tqdm import tqdm
 
-from bench.engine.signals import Interrupted, install_signal_handlers, stop_requested
+from bench.engine.signals import Interrupted, die_with_parent, install_signal_handlers, stop_requested
 from bench.experiments import matrix as matrices
 from bench.run.runner import run_spec
 
@@ -106,9 +106,12 @@ def _run_one(spec: dict, out: Path, progress: bool = False) -> tuple[str, str | 
         return "failed", str(e)
 
 
-def worker_init() -> None:
+def worker_init(parent: int | None = None) -> None:
     """Workers stop on SIGTERM (checkpoint, Interrupted) as a run in the main process does; Ctrl-C goes
-    to the parent, which passes it on as SIGTERM, so no run dies between two checkpoints."""
+    to the parent, which passes it on as SIGTERM, so no run dies between two checkpoints. With `parent`,
+    a worker dies with it (a SIGKILLed submit or sweep leaves no worker, nor resource tracker, behind)."""
+    if parent is not None:
+        die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     install_signal_handlers()
 
@@ -126,7 +129,8 @@ def _run_parallel(m: matrices.Matrix, out: Path, jobs: int, ended: Callable[...,
     queue = ReadyQueue(m.runs, key=lambda r: r.key, needs=lambda r: [d.key for d in matrices.depends_on(r, m.runs)])
     running: dict[Future, matrices.RunRequest] = {}
     stop: BaseException | None = None
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=worker_init)
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=worker_init, initargs=(os.getpid(),))
     try:
         while (queue and stop is None) or running:
             if stop is None:

@@ -76,6 +76,7 @@ from bench.files import (
     OFFLINE_GAIN,
     atomic_write_bytes,
     identity_differs,
+    kept_name,
     read_jsonl,
 )
 from bench.run.data import prepare_data
@@ -361,11 +362,31 @@ def _weights(model: nn.Module, paths: list[Path], spec: dict[str, Any], device: 
         check_kept(path, kept, spec)
         try:
             model.load_state_dict(kept["model"])
-            point = int(kept["iteration"]), float(kept["tau"]), int(kept["scale"])
         except (RuntimeError, TypeError, ValueError) as e:
             first = " ".join(str(e).split())[:160]
             raise UserError(f"kept checkpoint {path} does not fit this run's model ({first})") from None
-        yield point
+        yield kept_point(path, kept, scale_schedule(spec).max_scale())
+
+
+def kept_point(path: Path, kept: dict[str, Any], max_scale: float) -> tuple[int, float, int]:
+    """(iteration, τ, S) of a kept checkpoint, each checked where it is read: the iteration a count that
+    its file name states (iterABC.pt or a copy under another name would duplicate a point), τ finite and
+    not negative, S an integer in [1, the run's largest scale]; else one line naming the file and field
+    (a scale of 0 gave a gain of 1.000 beside the S = 8 rows)."""
+    it, tau, scale = kept.get("iteration"), kept.get("tau"), kept.get("scale")
+
+    def bad(field: str, value: Any, want: str) -> UserError:
+        return UserError(f"kept checkpoint {path}: {field} {value!r:.40} is not {want}; delete the file")
+
+    if isinstance(it, bool) or not isinstance(it, int) or it < 0 or path.name != kept_name(it):
+        raise bad("iteration", it, f"a count its file name states ({path.name})")
+    if isinstance(tau, bool) or not isinstance(tau, int | float) or not math.isfinite(tau) or tau < 0:
+        raise bad("tau", tau, "a finite number >= 0")
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or not float(scale).is_integer():
+        raise bad("scale", scale, "an integer")
+    if not 1 <= scale <= max_scale:
+        raise bad("scale", scale, f"in [1, {max_scale:g}] (the run's scales)")
+    return it, float(tau), int(scale)
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

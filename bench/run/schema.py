@@ -105,6 +105,9 @@ class Settings(_Strict):
     keep_checkpoints_every: PositiveInt | None = Field(
         None, description="also keep the model weights every k iterations (checkpoints/), for `gain`"
     )
+    keep_checkpoints_until: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = Field(
+        None, description="keep them only while τ ≤ this share of T1 (finding iv's window: 0.1), for `gain`"
+    )
     experiment: dict[str, Any] | None = Field(None, description="the matrix experiment the run belongs to")
     # Sized for the longest wait between collectives: an evaluation, a checkpoint written by rank 0, a
     # data-loader start on a cold file system (minutes on the paper presets).

@@ -4,6 +4,7 @@ a PNG, and small axis helpers (thinning, log axes with plain tick labels)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import re
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
+
+from bench import safefs
 
 STYLE = {
     "font.size": 12,
@@ -49,11 +52,16 @@ def _slug(*parts: object) -> str:
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
-    """PNG at 100 dpi. Every figure is laid out by constrained_layout, which already keeps its contents
-    inside the canvas: no bbox_inches="tight", which draws the whole figure a second time to measure it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, facecolor="white")
-    plt.close(fig)
+    """PNG at 100 dpi, drawn into memory and placed by bench.safefs (atomic, no link followed): matplotlib
+    opening the path itself would write through a link a colleague planted at it. Every figure is laid out
+    by constrained_layout, which already keeps its contents inside the canvas: no bbox_inches="tight",
+    which draws the whole figure a second time to measure it."""
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=100, facecolor="white")
+    finally:
+        plt.close(fig)
+    safefs.write_bytes(path, buf.getbuffer())
     return path
 
 

@@ -60,8 +60,9 @@ def extract(archive: Path, dest: Path, verify_md5: bool, show: bool) -> Counter:
             missing = [n for n in NEEDED if n not in names]
             if missing:
                 raise UserError(f"{archive}: no {data.BASE_FOLDER}/{', '.join(missing)} inside; expected {SOURCES}")
+            job = preparing.Extraction(archive)
             for m in preparing.progress(members, f"extract {archive.name}") if show else members:
-                tar.extract(m, dest, filter="data")
+                preparing.extract_member(tar, m, dest, None, job)
     except safefs.Refused:
         raise
     except (tarfile.TarError, EOFError, OSError) as e:

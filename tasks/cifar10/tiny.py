@@ -8,12 +8,12 @@ noise is strong, so the loss falls gradually and the gradient has real noise (wh
 
 from __future__ import annotations
 
-import os
 import pickle
 from pathlib import Path
 
 import numpy as np
 
+from bench import safefs
 from bench.errors import UserError
 from bench.files import read_json_object, write_json
 
@@ -49,11 +49,9 @@ def _images(rng: np.random.Generator, labels: np.ndarray, colours: np.ndarray, n
 
 
 def _dump(obj: dict, path: Path) -> None:
-    """Pickle atomically (protocol 2, as the official Python 2 files): concurrent writers are safe."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump(obj, f, protocol=2)
-    os.replace(tmp, path)
+    """Pickle atomically (protocol 2, as the official Python 2 files) through bench.safefs: concurrent
+    writers are safe, and a link planted at the path is replaced, not followed."""
+    safefs.write_bytes(path, pickle.dumps(obj, protocol=2))
 
 
 def write_tiny(root: Path, noise: float = 1.0, test_size: int = TEST_SIZE, train_size: int = TRAIN_SIZE) -> Path:

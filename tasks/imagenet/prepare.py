@@ -30,7 +30,6 @@ import csv
 import io
 import os
 import re
-import shutil
 import tarfile
 from collections import Counter
 from collections.abc import Iterable
@@ -156,17 +155,19 @@ def val_labels(path: Path) -> dict[str, str]:
 
 
 def _extract_class_tar(fileobj: Any, name: str, dest: Path) -> int:
-    """Extract one per-class tar (streamed) into `dest`, via a temporary sibling: a class folder exists
-    only once complete, so an interrupted run resumes at the next class."""
+    """Extract one per-class tar (streamed) into `dest`, via a temporary sibling made fresh: a class folder
+    exists only once complete, so an interrupted run resumes at the next class. Every member is checked by
+    preparing.member_path (files and folders only, no link, no `..`), never by tarfile's filter."""
     tmp = dest.with_name(f".{dest.name}.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
+    safefs.rmtree(tmp)  # inside the private staging folder: what an interrupted run of this user left
+    safefs.mkdirs(tmp)
     try:
         with tarfile.open(fileobj=fileobj, mode="r|*") as inner:
-            inner.extractall(tmp, filter="data")
+            files = preparing.extract_all(inner, tmp, name)
     except (tarfile.TarError, EOFError) as e:
         raise UserError(f"{name}: not a readable tar archive ({e.__class__.__name__})") from None
     os.replace(tmp, dest)
-    return sum(1 for f in dest.rglob("*") if f.is_file())
+    return files
 
 
 def _link_class(folder: Path, dest: Path, placed: Counter) -> None:
@@ -225,6 +226,7 @@ def write_val(src: Path, dest: Path, labels: dict[str, str], labels_file: Path, 
 
     if safefs.is_file(src):
         try:
+            job = preparing.Extraction(src)
             with safefs.open_file(src) as f, tarfile.open(fileobj=f) as tar:
                 for m in _bar(tar, "val images", show, total=len(labels)):
                     name = Path(m.name).name
@@ -234,11 +236,7 @@ def write_val(src: Path, dest: Path, labels: dict[str, str], labels_file: Path, 
                     if out.exists():  # an interrupted run got this far
                         placed["exists"] += 1
                         continue
-                    out.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = out.with_name(f".{name}.partial")
-                    with tar.extractfile(m) as f, open(tmp, "wb") as g:
-                        shutil.copyfileobj(f, g)
-                    os.replace(tmp, out)
+                    preparing.extract_member(tar, m, dest, f"{labels[name]}/{name}", job)
                     placed["extracted"] += 1
         except (tarfile.TarError, EOFError) as e:
             raise UserError(f"{src}: not a readable tar archive ({e.__class__.__name__}); expected {VAL_TAR}") from None
@@ -281,15 +279,13 @@ def write_index(stage: Path, classes: list[str]) -> dict[str, int]:
     """index.csv: split, path relative to the prepared folder, class index, in ImageFolder's order."""
     class_to_idx = {c: i for i, c in enumerate(classes)}
     counts = {}
-    tmp = stage / f".{INDEX}.tmp"
-    with open(tmp, "w", newline="") as f:
+    with safefs.writer(stage / INDEX, text=True) as f:
         w = csv.writer(f)
         w.writerow(["split", "path", "class_index"])
         for split in ("train", "val"):
             items = make_dataset(str(stage / split), class_to_idx, extensions=IMG_EXTENSIONS)
             w.writerows((split, os.path.relpath(path, stage), idx) for path, idx in items)
             counts[split] = len(items)
-    os.replace(tmp, stage / INDEX)
     return counts
 
 

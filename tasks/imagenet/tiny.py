@@ -8,10 +8,13 @@ well above chance (20 %) within ~100 iterations of 16 images, so the tiny run's 
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+
+from bench import safefs
 
 CLASSES = ("checker", "disk", "hstripes", "square", "vstripes")  # sorted: ImageFolder's label order
 TRAIN_PER_CLASS = 60
@@ -67,7 +70,8 @@ def write_tiny(root: Path) -> None:
     for split, count in (("train", TRAIN_PER_CLASS), ("val", VAL_PER_CLASS)):
         for name in CLASSES:
             folder = root / split / name
-            folder.mkdir(parents=True, exist_ok=True)
             for i in range(count):
                 # ".JPEG" as in ImageNet's own file names; ImageFolder matches extensions case-blind.
-                _image(name, rng).save(folder / f"{name}_{i:04d}.JPEG", format="JPEG", quality=90)
+                buf = io.BytesIO()
+                _image(name, rng).save(buf, format="JPEG", quality=90)
+                safefs.write_bytes(folder / f"{name}_{i:04d}.JPEG", buf.getbuffer())  # no link followed

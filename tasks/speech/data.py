@@ -33,7 +33,6 @@ noise augmentation needs a noise corpus LibriSpeech does not have), so the items
 from __future__ import annotations
 
 import csv
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ import soundfile as sf
 import torch
 import torchaudio
 
+from bench import safefs
 from bench.errors import UserError
 
 from .text import encode
@@ -124,14 +124,12 @@ def parse_transcripts(trans: Path, name: str | None = None) -> list[tuple[str, s
 
 
 def write_manifest(path: Path, root: Path, utts: Sequence[Utterance], sample_rate: int) -> None:
-    """Write a split's manifest (format in the module docstring) atomically: a temporary file renamed."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
+    """Write a split's manifest (format in the module docstring) atomically, through bench.safefs."""
+    with safefs.writer(path, text=True) as f:
         w = csv.writer(f, delimiter="\t", lineterminator="\n")
         w.writerow(MANIFEST_COLUMNS)
         for u in utts:
             w.writerow((u.uid, Path(u.path).relative_to(root).as_posix(), u.num_samples, sample_rate, u.text))
-    os.replace(tmp, path)
 
 
 def read_manifest(root: Path, manifest: Path, sample_rate: int) -> list[Utterance]:

@@ -42,6 +42,7 @@ import soundfile as sf
 
 from bench import safefs
 from bench.errors import UserError
+from tasks import preparing
 from tasks.preparing import (
     children,
     confining,
@@ -188,6 +189,7 @@ def _extract(
     splits: list[str] = []
     usable = False
     try:
+        job = preparing.Extraction(tarball)
         with safefs.open_file(tarball) as f, tarfile.open(fileobj=f, mode="r:gz") as tar:
             for member in show(tar, f"extract {tarball.name}"):
                 parts = PurePosixPath(member.name).parts
@@ -212,7 +214,7 @@ def _extract(
                 if dst.is_file() and dst.stat().st_size == member.size:
                     counts["exists"] = counts.get("exists", 0) + 1
                     continue
-                tar.extract(member.replace(name=key, deep=False), stage, filter="data")
+                preparing.extract_member(tar, member, stage, key, job)
                 counts["extracted"] = counts.get("extracted", 0) + 1
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise UserError(f"{tarball}: not a readable LibriSpeech .tar.gz ({e})") from None

@@ -15,10 +15,13 @@ The corpus is written as real 16-bit FLAC (soundfile) in LibriSpeech's folder la
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+
+from bench import safefs
 
 SAMPLE_RATE = 8000
 LOW_HZ = (420.0, 600.0, 780.0, 960.0, 1140.0, 1320.0)
@@ -77,16 +80,13 @@ def write_tiny(root: Path) -> None:
         pitch, char_s, level = rng.uniform(0.98, 1.02), rng.uniform(0.035, 0.05), rng.uniform(0.25, 0.45)
         for chapter in chapters:
             folder = root / split / str(speaker) / str(chapter)
-            folder.mkdir(parents=True, exist_ok=True)
+            safefs.mkdirs(folder)
             lines = []
             for utt in range(count):
                 uid = f"{speaker}-{chapter}-{utt:04d}"
                 text = " ".join(rng.choice(WORDS, size=int(rng.integers(1, 4))))
-                sf.write(
-                    str(folder / f"{uid}.flac"),
-                    render(text, rng, pitch, char_s, level),
-                    SAMPLE_RATE,
-                    subtype="PCM_16",
-                )
+                flac = io.BytesIO()
+                sf.write(flac, render(text, rng, pitch, char_s, level), SAMPLE_RATE, subtype="PCM_16", format="FLAC")
+                safefs.write_bytes(folder / f"{uid}.flac", flac.getbuffer())  # no link followed (bench.safefs)
                 lines.append(f"{uid} {text}\n")
-            (folder / f"{speaker}-{chapter}.trans.txt").write_text("".join(lines), encoding="utf-8")
+            safefs.write_text(folder / f"{speaker}-{chapter}.trans.txt", "".join(lines))

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from bench import safefs
 from bench.errors import UserError
 
 BOS, PAD, EOS, UNK = "<s>", "<pad>", "</s>", "<unk>"
@@ -131,7 +132,7 @@ class Dictionary:
     def save(self, path: Path) -> None:
         """Write the non-special symbols, one '<symbol> <count>' per line (fairseq's `save`)."""
         lines = [f"{s} {c}\n" for s, c in zip(self.symbols[self.nspecial :], self.count[self.nspecial :], strict=True)]
-        Path(path).write_text("".join(lines), encoding="utf-8")
+        safefs.write_text(path, "".join(lines))
 
     @classmethod
     def from_symbols(cls, symbols: Sequence[str]) -> Dictionary:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import safefs
 from bench.errors import UserError
 
 MAGIC = b"MMIDIDX\x00\x00"
@@ -69,7 +70,7 @@ def write_indexed(prefix: Path | str, sequences: Iterable[Iterable[int]], dtype:
     prefix = str(prefix)
     itemsize = np.dtype(dtype).itemsize
     sizes: list[int] = []
-    with open(prefix + ".bin", "wb") as f:
+    with safefs.writer(prefix + ".bin") as f:
         for seq in sequences:
             arr = np.asarray(list(seq), dtype=dtype)
             f.write(arr.tobytes(order="C"))
@@ -78,7 +79,7 @@ def write_indexed(prefix: Path | str, sequences: Iterable[Iterable[int]], dtype:
     pointers = np.zeros(len(sizes), dtype=np.int64)
     if sizes:
         pointers[1:] = np.cumsum(size_arr[:-1].astype(np.int64) * itemsize)
-    with open(prefix + ".idx", "wb") as f:
+    with safefs.writer(prefix + ".idx") as f:
         f.write(MAGIC)
         f.write(struct.pack("<Q", VERSION))
         f.write(struct.pack("<B", dtype_code(dtype)))

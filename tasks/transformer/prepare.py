@@ -275,9 +275,7 @@ def _from_raw(
             info[f"{lang}_tokens"], info[f"{lang}_unk"] = stats["tokens"], stats["unk"]
         if split != "train":
             refs = stage / D.REFS.format(split=split, lang=tgt)
-            tmp = refs.with_name(f".{refs.name}.tmp")
-            tmp.write_text("".join(line + "\n" for line in _lines(tgt_file)), encoding="utf-8")
-            os.replace(tmp, refs)
+            safefs.write_text(refs, "".join(line + "\n" for line in _lines(tgt_file)))
         splits[split] = info
     joint = Dictionary()
     for sym, c in zip(pieces.symbols[pieces.nspecial :], counts[pieces.nspecial :].tolist(), strict=True):

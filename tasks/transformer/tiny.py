@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import safefs
+
 from .dictionary import Dictionary, tokenize_line
 from .indexed import best_fitting_int_dtype, write_indexed
 
@@ -80,7 +82,7 @@ def write_raw(root: Path, pairs: dict[str, list[tuple[str, str]]], src: str = SR
     for split, ps in pairs.items():
         for side, lang in ((0, src), (1, tgt)):
             text = "".join((p[side] + " ").replace("@@ ", "").rstrip() + "\n" for p in ps)
-            (root / f"{split}.{lang}").write_text(text, encoding="utf-8")
+            safefs.write_text(root / f"{split}.{lang}", text)
 
 
 def write_tiny(root: Path) -> None:

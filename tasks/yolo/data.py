@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from bench import safefs, safepickle
 from bench.errors import UserError
+from bench.yamlsafe import load_yaml
 from tasks.base import seeded
 
 from . import offline
@@ -95,8 +95,10 @@ def _find_yaml(root: Path, name: str) -> tuple[Path, dict]:
             raise UserError(f"{own}: dataset YAML not found; expected {LAYOUT}")
         path = packaged
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
+        data = load_yaml(safefs.read_text(path, MAX_YAML), str(path))  # YAML 1.2, duplicate keys refused
+    except safefs.Refused:
+        raise
+    except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: unreadable YAML ({e.__class__.__name__}); expected {LAYOUT}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: not a mapping; expected {LAYOUT}")
@@ -172,6 +174,7 @@ def ultralytics_cfg(data_cfg: dict[str, Any], **overrides: Any):
     return get_cfg(overrides=args)
 
 
+MAX_YAML = 4 << 20  # a dataset YAML (VOC.yaml is 4 kB)
 MAX_LABEL_CACHE = 2 << 30  # VOC's caches are a few MB; COCO's ~100 MB
 
 

@@ -34,6 +34,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from bench import safefs
+
 _HOME: Path | None = None
 
 
@@ -85,8 +87,8 @@ def ensure() -> None:
     root = Path(tempfile.mkdtemp(prefix="adascale-ultralytics-"))
     atexit.register(shutil.rmtree, root, True)
     config = root / "Ultralytics"  # get_user_config_dir() appends this sub dir to YOLO_CONFIG_DIR
-    config.mkdir()
-    (config / "settings.json").write_text(json.dumps(_settings(root), indent=2))
+    safefs.mkdirs(config)  # in a fresh private mkdtemp folder, but through the one writer all the same
+    safefs.write_text(config / "settings.json", json.dumps(_settings(root), indent=2))
     os.environ["YOLO_OFFLINE"] = "1"
     os.environ["YOLO_CONFIG_DIR"] = str(root)
     os.environ["YOLO_AUTOINSTALL"] = "0"

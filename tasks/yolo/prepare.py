@@ -36,6 +36,7 @@ from PIL import Image
 
 from bench import safefs
 from bench.errors import UserError
+from bench.yamlsafe import load_yaml
 from tasks import preparing
 from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
 
@@ -53,7 +54,8 @@ def packaged_spec() -> dict[str, Any]:
     offline.ensure()
     from ultralytics.utils import ROOT
 
-    return yaml.safe_load((ROOT / "cfg" / "datasets" / YAML_NAME).read_text())
+    path = ROOT / "cfg" / "datasets" / YAML_NAME
+    return load_yaml(safefs.read_text(path, 4 << 20), str(path))  # YAML 1.2, as every YAML the suite reads
 
 
 MAX_LIST = 64 << 20  # an image set list or an annotation: kB to a few MB
@@ -159,7 +161,7 @@ def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[
         safe_id(i, listing, "image id")  # it names files under --out
     folder = f"{image_set}{year}"
     images, labels = stage / "images" / folder, stage / "labels" / folder
-    labels.mkdir(parents=True, exist_ok=True)
+    safefs.mkdirs(labels)
     placed: Counter = Counter()
     boxes = difficult = empty = 0
     for i in preparing.progress(ids, folder) if show else ids:
@@ -169,7 +171,7 @@ def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[
                 raise UserError(f"{f}: not found; {listing} lists {i}")
             preparing.regular(f)  # a link is refused, never read or placed
         lines, skipped = convert(xml, jpg, names)
-        (labels / f"{i}.txt").write_text("".join(line + "\n" for line in lines))
+        safefs.write_text(labels / f"{i}.txt", "".join(line + "\n" for line in lines))
         placed[link_or_copy(jpg, images / jpg.name)] += 1
         boxes, difficult, empty = boxes + len(lines), difficult + skipped, empty + (not lines)
     return {"folder": folder, "images": len(ids), "boxes": boxes, "difficult": difficult, "empty": empty, **placed}
@@ -205,7 +207,7 @@ def prepare(
         # ultralytics' own split lists (train2012, train2007, val2012, val2007 / test2007), less absent years
         spec = {split: [f for f in packaged[split] if (stage / f).is_dir()] for split in ("train", "val", "test")}
         spec["names"] = dict(enumerate(names))
-        (stage / YAML_NAME).write_text(yaml.safe_dump(spec, sort_keys=False))
+        safefs.write_text(stage / YAML_NAME, yaml.safe_dump(spec, sort_keys=False))
         read_spec(stage, YAML_NAME, nc=len(names))  # the task's own check of the written layout
         placed = Counter()
         for d in done:

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from bench import safefs
+
 CLASSES = ("red_square", "green_circle", "blue_triangle")
 COLOURS_BGR = ((40, 40, 220), (40, 200, 40), (220, 60, 40))
 IMAGE_SIZE = 64
@@ -78,15 +80,17 @@ def write_tiny(root: Path) -> None:
     rng = np.random.default_rng(0)
     for split, count in SPLITS.items():
         images, labels = root / "images" / split, root / "labels" / split
-        images.mkdir(parents=True, exist_ok=True)
-        labels.mkdir(parents=True, exist_ok=True)
+        safefs.mkdirs(images)
+        safefs.mkdirs(labels)
         for i in range(count):
             img, boxes = make_image(rng)
             stem = f"{split}_{i:04d}"
-            if not cv2.imwrite(str(images / f"{stem}.jpg"), img, [cv2.IMWRITE_JPEG_QUALITY, 95]):
-                raise OSError(f"could not write {images / f'{stem}.jpg'}")
+            ok, jpg = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 95])
+            if not ok:
+                raise OSError(f"could not encode {images / f'{stem}.jpg'}")
+            safefs.write_bytes(images / f"{stem}.jpg", jpg.tobytes())  # a data root may be shared: no link followed
             lines = "".join(f"{c} {cx:.6f} {cy:.6f} {w:.6f} {h:.6f}\n" for c, cx, cy, w, h in boxes)
-            (labels / f"{stem}.txt").write_text(lines)
+            safefs.write_text(labels / f"{stem}.txt", lines)
     # No `path` key: ultralytics then takes the YAML's own folder, so the set stays valid when moved
     # (the engine writes it into a temporary folder and renames that into place).
     spec = {
@@ -94,4 +98,4 @@ def write_tiny(root: Path) -> None:
         "val": "images/val",
         "names": dict(enumerate(CLASSES)),
     }
-    (root / YAML_NAME).write_text(yaml.safe_dump(spec, sort_keys=False))
+    safefs.write_text(root / YAML_NAME, yaml.safe_dump(spec, sort_keys=False))

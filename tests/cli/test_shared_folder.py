@@ -72,7 +72,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (out / MANIFEST).write_text(json.dumps({"matrices": ["m.yaml"], "runs": {name: {"preset": "tiny"}}}))
     stopped_run(stopped_dir(out))  # T1 = 100 (STOPPED)
     (out.parent / "m.yaml").write_text(MATRIX)
-    build.build_report(out, ["md", "csv"])
+    build.build_report(out, ["md", "csv", "html"])  # its figures too: a site plants at one
     return out
 
 
@@ -159,6 +159,33 @@ def rehearse(out: Path) -> list[str]:
             "--out", str(out)]  # fmt: skip
 
 
+def figure(out: Path) -> Path:
+    """A figure the report draws (curves_<task>_<preset>_<variant>_<method>.png), as the base drew it."""
+    return sorted((out / "report").glob("curves_*.png"))[0]
+
+
+def report_afresh(out: Path) -> Callable[[], int]:
+    """`report` after its cache is deleted (the issue's reproduction: every figure is drawn again)."""
+
+    def call() -> int:
+        shutil.rmtree(out / "report" / "cache")
+        return main(report(out))
+
+    return call
+
+
+def run_tensorboard(out: Path) -> list[str]:
+    return [*run_stopped(out), "--set", "tensorboard=true"]  # not part of the identity: it resumes
+
+
+def submit_debug(out: Path) -> list[str]:
+    return ["submit", str(out.parent / "m.yaml"), "--executor", "debug", "--out", str(out)]
+
+
+def status_json(out: Path) -> list[str]:
+    return ["status", str(out), "--json"]
+
+
 def failure_log(out: Path) -> Callable[[], int]:
     from bench import safefs
     from bench.run.summary import record_failure
@@ -216,6 +243,20 @@ SITES = [
     ),  # fmt: skip
     # report: writes
     Site("report:table2.csv", lambda o: o / "report" / "table2.csv", report, ("link", "fifo"), "replace"),
+    Site("report:figure", figure, report_afresh, ("link", "fifo"), "replace"),  # matplotlib draws to memory
+    # damaged files: each command says one line (or goes on), never a traceback
+    Site("report:spec.json damaged", lambda o: R(o) / SPEC, report, ("damaged",), "survive"),
+    Site("report:summary.json damaged", lambda o: R(o) / SUMMARY, report, ("damaged",), "survive"),
+    Site("report:metrics.jsonl damaged", lambda o: R(o) / METRICS, report, ("damaged",), "survive"),
+    Site("report:offline_gain.csv", lambda o: R(o) / OFFLINE_GAIN, report, ("link", "fifo", "damaged"), "survive"),
+    Site("status:summary.json damaged", lambda o: R(o) / SUMMARY, status_json, ("damaged",), "survive"),
+    Site("status:job.json damaged", lambda o: R(o) / JOB, status_json, ("damaged",), "survive"),
+    Site("run:checkpoint.pt damaged", lambda o: S(o) / CHECKPOINT, run_stopped, ("damaged",), "survive"),
+    Site("gain:kept weights damaged", lambda o: R(o) / KEPT / kept_name(10), gain, ("damaged",), "survive"),
+    # run resuming with TensorBoard on: its events folder
+    Site("run:tensorboard/", lambda o: S(o) / "tensorboard", run_tensorboard, ("link", "fifo"), "refuse"),
+    # submit on an existing --out: submitit's folder
+    Site("submit:.submitit/", lambda o: o / ".submitit", submit_debug, ("link", "fifo"), "refuse"),
     # status
     Site("status:job.json", lambda o: R(o) / JOB, status, LINK_FIFO_BIG, "survive", 64 << 20),
     Site("status:matrix.json", lambda o: o / MANIFEST, status, LINK_FIFO_BIG, "survive", 64 << 20),
@@ -240,7 +281,16 @@ SITES = [
     # ultralytics' label cache (in a data root)
     Site("yolo:labels cache", lambda o: o / "labels" / "train.cache", label_cache, LINK_FIFO_BIG, "refuse", 2 << 30),
 ]
-CASES = [(site, plant) for site in SITES for plant in site.plants]
+# findings.offline_points reads offline_gain.csv with pd.read_csv(path), which follows a planted link
+FINDINGS_READS_THROUGH_LINK = pytest.mark.xfail(
+    strict=False, reason="findings.py: fixed on the verdicts branch (offline_points: pd.read_csv(path))"
+)
+CASES = [
+    pytest.param(site, plant, id=f"{site.name}-{plant}",
+                 marks=FINDINGS_READS_THROUGH_LINK if (site.name, plant) == ("report:offline_gain.csv", "link") else ())
+    for site in SITES
+    for plant in site.plants
+]  # fmt: skip
 
 
 def plant(path: Path, how: str, limit: int, private: Path, stopped_checkpoint: Path) -> Path | None:
@@ -262,6 +312,8 @@ def plant(path: Path, how: str, limit: int, private: Path, stopped_checkpoint: P
     path.parent.mkdir(parents=True, exist_ok=True)
     if how == "fifo":
         os.mkfifo(path)
+    elif how == "damaged":  # cut short, with bytes that are no JSON, CSV, zip or UTF-8
+        path.write_bytes(b'{"status": "completed", "iterations": [1, 2\x00\xff\xfe,,PK\x03\x04')
     elif limit:
         with open(path, "wb") as f:
             f.truncate(limit + 1)  # sparse: no disk
@@ -311,7 +363,7 @@ def test_the_untouched_folder_is_the_control(base: Path, tmp_path: Path, capsys)
         assert "symbolic link" not in err and "FIFO" not in err, (site.name, err[-2000:])
 
 
-@pytest.mark.parametrize(("site", "how"), CASES, ids=[f"{s.name}-{p}" for s, p in CASES])
+@pytest.mark.parametrize(("site", "how"), CASES)
 def test_a_planted_link_fifo_or_huge_file(base: Path, checkpoint_copy: Path, tmp_path: Path, capsys, site, how) -> None:
     out = tmp_path / "out"
     shutil.copytree(base, out, symlinks=True)
@@ -319,7 +371,8 @@ def test_a_planted_link_fifo_or_huge_file(base: Path, checkpoint_copy: Path, tmp
     path = site.where(out)
     target = plant(path, how, site.limit, tmp_path / "private", checkpoint_copy)
     before = digest(target) if target is not None else None
-    watch = Watch(target) if target is not None else None
+    outside = {p: digest(p) for p in tmp_path.rglob("*") if p.is_file() and out not in p.parents}
+    watch = Watch(target) if target is not None else None  # (after the digests: they read the target)
     command = site.command(out)
     if how == "big" and not site.limit:  # a deflate bomb: in a process of its own, to see its peak RSS
         rc, err, peak_mb = run_isolated(command)
@@ -330,7 +383,14 @@ def test_a_planted_link_fifo_or_huge_file(base: Path, checkpoint_copy: Path, tmp
     if watch is not None:
         assert watch.events() == [], "the link's target was opened, read or written"
         assert digest(target) == before
+    now = {p: digest(p) for p in tmp_path.rglob("*") if p.is_file() and out not in p.parents}
+    assert now == outside, "a file outside --out changed"
     expect = site.expect if isinstance(site.expect, str) else site.expect[how]
+    if how == "damaged":  # a one-line cause, or the command goes on (a warning)
+        assert rc in (0, 1, 2), err[-3000:]
+        if rc == 2:
+            assert len([line for line in err.splitlines() if "error:" in line]) == 1, err[-3000:]
+        return
     if expect == "refuse":
         assert str(path) in err, err[-3000:]
         if rc:

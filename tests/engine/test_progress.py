@@ -187,3 +187,36 @@ def test_a_resumed_run_purges_the_events_past_its_checkpoint(tmp_path: Path) -> 
     assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [(i, 1.0) for i in range(5)] + [
         (i, 2.0) for i in range(5, 8)
     ]
+
+
+def test_a_link_at_the_events_folder_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    """A colleague who can write the run folder plants `RUN/tensorboard` as a link to a folder of theirs
+    or the user's (also between a SIGTERM and the resume): the sink refuses it in one line and no events
+    file lands in the folder it names."""
+    from bench import safefs
+
+    spec = spec_for("logreg", "adascale", 2, tensorboard=True)
+    private = tmp_path / "private"
+    private.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / DIRNAME).symlink_to(private)
+    with pytest.raises(safefs.Refused, match="symbolic link"):
+        TensorBoardSink.for_run(spec, run, True, 5)
+    assert list(private.iterdir()) == []
+    (run / DIRNAME).unlink()
+    (run / DIRNAME).write_text("not a folder")
+    with pytest.raises(safefs.Refused, match="not a folder"):
+        TensorBoardSink.for_run(spec, run, True, 0)
+
+
+def test_the_events_file_name_cannot_be_guessed(tmp_path: Path) -> None:
+    """The events file ends in random bytes, so a link planted under the name it will have cannot exist."""
+    spec = spec_for("logreg", "adascale", 2, tensorboard=True)
+    for _ in range(2):
+        sink = TensorBoardSink.for_run(spec, tmp_path, True, 0)
+        assert sink is not None
+        sink.write({"iteration": 0, "loss": 1.0})
+        sink.close()
+    names = sorted(p.name for p in (tmp_path / DIRNAME).iterdir())
+    assert len(names) == 2 and names[0].split(".")[-1] != names[1].split(".")[-1]

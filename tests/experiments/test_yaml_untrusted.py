@@ -108,3 +108,43 @@ def test_experiment_set_with_list_and_mapping_values(tmp_path: Path, capsys: pyt
     assert main(["matrix", str(path)]) == 0
     assert main(["plan", str(path)]) == 0
     assert "unhashable" not in capsys.readouterr().err
+
+
+MATRIX_TWICE = "preset: tiny\nseeds: [0]\nseeds: [0, 1, 2]\n" + EXPERIMENTS
+
+
+@pytest.mark.parametrize("command", [["matrix"], ["plan"], ["submit", "--dry-run"]])
+def test_a_key_given_twice_is_one_line_naming_the_file_and_key(tmp_path: Path, capsys, command: list[str]) -> None:
+    """PyYAML keeps the last of two equal keys without a word (here three seeds for the one the user read
+    first); every command that reads a matrix refuses it instead."""
+    path = tmp_path / "m.yaml"
+    path.write_text(MATRIX_TWICE)
+    argv = [command[0], str(path), *command[1:]]
+    if command[0] == "submit":
+        argv += ["--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    line = one_short_line(capsys)
+    assert str(path) in line and "duplicate key 'seeds'" in line and "line 3" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_set_values_are_yaml_1_2(tmp_path: Path, capsys) -> None:
+    """`--set T1=1:20` is not sexagesimal 80 (YAML 1.1): it is the string "1:20", refused as T1 in one line."""
+    assert parse_overrides(["T1=1:20", "flag=yes", "n=017", "m=0o17", "t=2e3"]) == {
+        "T1": "1:20",
+        "flag": "yes",
+        "n": 17,
+        "m": 15,
+        "t": 2000,
+    }
+    argv = ["run", "--task", "logreg", "--method", "adascale", "--scale", "2", "--set", "T1=1:20"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    line = one_short_line(capsys)
+    assert "T1" in line and "80" not in line
+    assert not list((tmp_path / "out").rglob("summary.json"))
+
+
+def test_duplicate_keys_in_a_nested_mapping_and_merge_keys() -> None:
+    with pytest.raises(UserError, match=r"f.yaml: duplicate key 'lr0' \(line 3\)"):
+        load_yaml("set:\n  lr0: 0.1\n  lr0: 0.2\n", "f.yaml")
+    assert load_yaml("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  a: 3\n", "f.yaml")["x"] == {"a": 3, "b": 2}

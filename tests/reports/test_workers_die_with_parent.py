@@ -86,3 +86,48 @@ def test_workers_die_when_their_parent_is_sigkilled(tmp_path: Path, script: str)
         for p in pids:  # what the test started, so a failure leaves nothing behind
             if alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+LONG = (
+    "preset: tiny\nseeds: [0]\nset: {T1: 1000000}\n"
+    "experiments:\n  - table2: {tasks: [logreg], methods: [adascale], scales: [2]}\n"
+)
+
+
+def descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        kids = children(todo.pop())
+        found |= kids
+        todo += list(kids)
+    return found
+
+
+def test_submit_local_workers_and_resource_tracker_die_with_a_sigkilled_submit(tmp_path: Path) -> None:
+    """`submit --executor local` runs its runs in a spawn pool (bench.experiments.pool.worker_init): SIGKILLed
+    mid-run, it leaves neither the training worker nor multiprocessing's resource tracker behind."""
+    (tmp_path / "m.yaml").write_text(LONG)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    argv = [sys.executable, "-m", "bench", "submit", str(tmp_path / "m.yaml"), "--executor", "local"]
+    proc = subprocess.Popen([*argv, "--out", str(tmp_path / "out")], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    pids: set[int] = set()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not list((tmp_path / "out").rglob("metrics.jsonl")):
+            time.sleep(0.2)
+        assert list((tmp_path / "out").rglob("metrics.jsonl")), "the run never started"
+        pids = descendants(proc.pid)
+        assert pids and all(alive(p) for p in pids)  # the control: alive while the parent is
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.1)
+        left = [p for p in pids if alive(p)]
+        assert not left, f"processes {left} outlived their SIGKILLed submit"
+    finally:
+        proc.kill()
+        for p in pids:
+            if alive(p):
+                os.kill(p, signal.SIGKILL)

@@ -47,6 +47,15 @@ def test_kept_checkpoints_stay_and_the_resume_checkpoint_goes(logreg_run: Path) 
     assert kept["tau"] == pytest.approx(recs[2 * KEEP]["tau"])  # τ before iteration N = the record of N
 
 
+def test_kept_checkpoints_stop_at_their_window(tmp_path: Path) -> None:
+    """keep_checkpoints_until: weights kept only while τ ≤ that share of T1 (finding iv's first 10 %), so a gain
+    run pays the offline measurement only where (iv) reads it."""
+    run_dir = tmp_path / "run"
+    train(spec_for("logreg", "adascale", 8, T1=1250, keep_checkpoints_every=5, keep_checkpoints_until=0.1), run_dir)
+    taus = [load_weights(p, torch.device("cpu"))["tau"] for p in sorted((run_dir / KEPT).iterdir())]
+    assert len(taus) >= 2 and max(taus) <= 125 and len(records(run_dir)) > 5 * len(taus) + 5
+
+
 def _logreg_model(seed: int = 3) -> nn.Module:
     torch.manual_seed(seed)
     model = get_task("logreg").build_model({})

@@ -383,6 +383,7 @@ def test_imagenet_resumes_an_interrupted_run(tmp_path: Path) -> None:
         (done / f"kept_{j}.JPEG").write_bytes(jpeg(1, j))
     (tmp_path / ".out.partial" / "train" / ".n01443537.partial").mkdir()  # a class cut off mid-way
     (tmp_path / ".out.partial" / SOURCE).write_text(f"imagenet {src.resolve()}")  # what the cut-off run recorded
+    (tmp_path / ".out.partial").chmod(0o700)  # as the user's prepare makes it: private
     summary = prepare_imagenet(src, out, progress=False)
     assert summary["placed"] == {"extracted": (len(SYNSETS) - 1) * TRAIN_PER_CLASS + len(val_truth())}
     assert sorted(p.name for p in (out / "train" / "n01440764").iterdir())[0] == "kept_0.JPEG"

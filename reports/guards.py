@@ -1,0 +1,172 @@
+"""The report's numeric guards: the one home (issue 42) for the range every number read from a run folder
+must lie in before a formula sees it.
+
+Each field of spec.json, summary.json and each metrics.jsonl column is checked once, where collect reads
+it: a value of the right type but not finite or not in range (a noise scale of -3, T1 of 0, an
+iteration count of 1e400, a NaN gain) is data, not a crash: the field is dropped as if absent, with one
+warning naming the file, the field and the range; a record's column gets NaN with one warning per file
+and column. A spec whose identity numbers (scale, T1, batch_size) are out of range leaves its run out
+of the tables. Formulas downstream then meet NaN (shown "n/a" or "not testable"), never a division by 0
+or an int() of infinity. `finite_or_none` turns what a JSON writer would print as Infinity/NaN into null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+Rule = tuple[Callable[[Any], Any], str]  # the test works on a float and, elementwise, on an array
+POSITIVE: Rule = (lambda v: v > 0, "> 0")
+AT_LEAST_ONE: Rule = (lambda v: v >= 1, ">= 1")
+NON_NEGATIVE: Rule = (lambda v: v >= 0, ">= 0")
+ANY: Rule = (lambda v: v == v, "finite")
+MAX_COUNT = 1e15  # iterations, epochs, T1: past it a typo or a forged file (the paper's longest T1 is 1.55 M)
+COUNT: Rule = (lambda v: (v >= 0) & (v <= MAX_COUNT), f"in [0, {MAX_COUNT:g}]")
+POSITIVE_COUNT: Rule = (lambda v: (v > 0) & (v <= MAX_COUNT), f"in (0, {MAX_COUNT:g}]")
+
+# spec.json: a run whose identity number is out of range is left out of the tables (IDENTITY)
+SPEC_RANGES: dict[str, Rule] = {
+    "scale": (lambda v: (v >= 1) & (v <= 1 << 20) & (np.floor(v) == v), "an integer in [1, 2^20]"),
+    "batch_size": POSITIVE_COUNT,
+    "T1": POSITIVE_COUNT,
+    "T_AS": POSITIVE_COUNT,
+    "max_epochs": POSITIVE_COUNT,
+    "ttt_target": ANY,
+    "seed": COUNT,
+    "ranks": AT_LEAST_ONE,
+    "accumulation": AT_LEAST_ONE,
+}
+IDENTITY = ("scale", "batch_size", "T1")
+SUMMARY_RANGES: dict[str, Rule] = {
+    "val_metric": ANY,
+    "train_loss": ANY,
+    "iterations": POSITIVE_COUNT,
+    "tau": COUNT,
+    "wall_time_s": NON_NEGATIVE,
+    "epochs": COUNT,
+    "target_epochs": COUNT,
+    "mean_gain": (lambda v: (v > 0) & (v <= 1 << 20), "in (0, 2^20]"),
+    "noise_scale": NON_NEGATIVE,
+    "B_simple": NON_NEGATIVE,
+    "T_AS": POSITIVE_COUNT,
+}
+METRICS_RANGES: dict[str, Rule] = {
+    "scale": SPEC_RANGES["scale"],
+    "gain": (lambda v: v > 0, "> 0"),
+    "tau": COUNT,
+    "iteration": COUNT,
+    "var": NON_NEGATIVE,
+    "sqr": NON_NEGATIVE,
+    "sum_sq": NON_NEGATIVE,
+    "mean_sq": NON_NEGATIVE,
+    "lr": ANY,
+    "loss": ANY,
+    "progress": NON_NEGATIVE,
+    "epochs": COUNT,
+}
+OFFLINE_RANGES: dict[str, Rule] = {  # offline_gain.csv (bench.run.offline_gain writes it)
+    "iteration": COUNT,
+    "tau": COUNT,
+    "offline_gain": POSITIVE,
+    "gain_lo": ANY,
+    "gain_hi": ANY,
+    "var": NON_NEGATIVE,
+    "sqr": NON_NEGATIVE,
+    "batches": AT_LEAST_ONE,
+    "scale": SPEC_RANGES["scale"],
+    "batch_size": POSITIVE_COUNT,
+    "exact_gain": POSITIVE,
+    "exact_var": NON_NEGATIVE,
+    "exact_sqr": NON_NEGATIVE,
+}
+
+
+def ok(value: Any, rule: Rule) -> bool:
+    """Whether a number (not a bool) is finite and passes `rule`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        v = float(value)
+    except OverflowError:  # an int past a float
+        return False
+    return math.isfinite(v) and bool(rule[0](v))
+
+
+def shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check(obj: dict, ranges: dict[str, Rule], path: object, warn: Callable[[str], None]) -> tuple[dict, list[str]]:
+    """(`obj` less its numbers out of range, the fields dropped), each named in one warning."""
+    out, dropped = dict(obj), []
+    for key, rule in ranges.items():
+        value = out.get(key)
+        if value is None or isinstance(value, str | dict | list):  # absent, or a label (elastic scales)
+            continue
+        if not ok(value, rule):
+            warn(f"{path}: field {key!r} is {shown(value)}, not {rule[1]}; ignored")
+            del out[key]
+            dropped.append(key)
+    return out, dropped
+
+
+def frame(
+    df: pd.DataFrame, path: object, warn: Callable[[str], None], ranges: dict[str, Rule] | None = None
+) -> pd.DataFrame:
+    """`df` (metrics records; offline_gain.csv's rows with OFFLINE_RANGES) with each value of a column out of
+    range set to NaN, one warning per column naming the file; the frame is copied only when something changed."""
+    changed = None
+    for col, rule in (METRICS_RANGES if ranges is None else ranges).items():
+        if col not in df or df.empty:
+            continue
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        with np.errstate(invalid="ignore"):
+            good = np.isfinite(values) & np.asarray(rule[0](values), dtype=bool)
+        bad = ~good & ~pd.isna(df[col]).to_numpy()
+        if bad.any():
+            first = df[col].to_numpy()[bad.argmax()]
+            warn(f"{path}: field {col!r} is {shown(first)} in {int(bad.sum())} record(s), not {rule[1]}; ignored")
+            changed = df.copy() if changed is None else changed
+            changed[col] = np.where(bad, np.nan, values)
+    return df if changed is None else changed
+
+
+def finite_or_none(obj: Any) -> Any:
+    """`obj` with every non-finite float (and int past a float) replaced by None: what strict JSON holds."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite_or_none(v) for v in obj]
+    return obj
+
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string starting with = + - @ (a rule label
+    `=HYPERLINK(…)`, a run name) gets a leading ' (OWASP's escape), unless it is a number or a lone "-"."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA) or value == "-":
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with its text cells (and column names) escaped by `cell`: every CSV the report writes goes
+    through this, so no cell from a run folder becomes a formula."""
+    text = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype)]
+    out = df.copy() if text else df
+    for c in text:
+        out[c] = df[c].map(cell)
+    return out.rename(columns=lambda c: cell(c) if isinstance(c, str) else c)

@@ -1,0 +1,43 @@
+"""bench.algo.predict against the engine's own estimator stepped iteration by iteration: the closed form per
+window must give the same iterations as folding each iteration's moments into UnbiasedGain."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bench.algo.gain import UnbiasedGain
+from bench.algo.predict import iterations_following
+
+
+def stepped(parts, scale: int, T1: float) -> int:
+    """The definition: fold the moments of the tenth τ is in, advance τ by the gain, until T1."""
+    est, tau, iterations = UnbiasedGain(), 0.0, 0
+    while tau < T1 * (1 - 1e-9):
+        sigma2, mu2 = parts[min(int(tau / T1 * len(parts)), len(parts) - 1)]
+        tau += est.fold(sigma2, mu2, scale)
+        iterations += 1
+    return iterations
+
+
+def test_the_closed_form_equals_the_stepped_estimator():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        parts = [(float(rng.lognormal(0, 2)), float(rng.lognormal(-2, 2)) * (rng.random() > 0.1)) for _ in range(10)]
+        scale, T1 = int(rng.choice([2, 4, 8, 64, 128, 1000, 2000])), float(rng.choice([100, 2000, 7777]))
+        assert iterations_following(parts, scale, T1) == stepped(parts, scale, T1)
+
+
+def test_the_limits_of_the_steady_gain():
+    """S·b ≪ B (μ² ≈ 0): ≈ T1/S plus the average's warm-up; b ≫ B (σ² ≈ 0): T1."""
+    assert iterations_following([(1.0, 0.0)] * 10, 8, 2000) == pytest.approx(250, rel=0.02)
+    assert iterations_following([(0.0, 1.0)] * 10, 8, 2000) == 2000
+
+
+@pytest.mark.parametrize("bad", [[(math.nan, 1.0)] * 10, [(math.inf, 1.0)] * 10, []])
+def test_no_prediction_without_finite_moments(bad):
+    assert math.isnan(iterations_following(bad, 8, 2000))
+    assert math.isnan(iterations_following([(1.0, 1.0)] * 10, 1, 2000))
+    assert math.isnan(iterations_following([(1.0, 1.0)] * 10, 8, -5.0))
