@@ -40,13 +40,13 @@ from . import rulecompare as RC
 from . import scalefree as SF
 from .collect import load
 from .latex import latex
+from .memo import FORMATS
 from .noise import fill as fill_noise
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
 from .sweep import noise_by_task, sweep_table
 from .sweep import write_csv as write_sweep_csv
 from .table2 import cells, markdown, to_csv
 
-FORMATS = ("md", "tex", "html", "csv", "txt")
 REPORT_DIR = "report"
 FIGURE_INDEX = "figures.json"  # content hashes of the figures drawn (reports.figures.Renderer)
 FIGURE_WORKERS = min(2, os.cpu_count() or 1)  # processes drawing figures

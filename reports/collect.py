@@ -37,6 +37,7 @@ from bench.files import (
 )
 
 from . import guards, runcache
+from .memo import ReportWarning  # defined where `report` replays warnings (reports.memo)
 from .variants import label_of
 from .variants import names as variant_names
 
@@ -148,10 +149,6 @@ def checked(obj: dict, fields: dict[str, tuple[type, ...]], path: Path, warn: An
             warn(f"{path}: field {key!r} is {type(value).__name__}, not {'/'.join(t.__name__ for t in types)}; ignored")
             del out[key]
     return out
-
-
-class ReportWarning(UserWarning):
-    """A file of the results folder that the report skipped or could only partly use."""
 
 
 def _read_json(path: Path) -> tuple[dict | None, str | None]:

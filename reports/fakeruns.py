@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -87,20 +88,37 @@ def uniform_shape(runs: int, records: int) -> list[tuple]:
     return [(*cells[i % len(cells)], i // len(cells), records) for i in range(runs)]
 
 
+def _timed(argv: list[str]) -> tuple[float, float, int, str]:
+    """(wall s, CPU s of the child, exit status, stderr) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return seconds, cpu, proc.returncode, proc.stderr
+
+
 def bench(out: Path) -> None:
-    """`adascale-bench report OUT` twice (a fresh cache, then nothing changed): seconds and peak RSS. An
+    """`adascale-bench report OUT` twice (a fresh cache, then nothing changed): seconds, CPU seconds and peak
+    RSS, each against the same process's baseline: importing the report's libraries (`reports.build`),
+    which every report pays, measured in the same run (so a load on the machine hits both alike). An
     earlier report folder (its cache, its figures) is removed first, so the first report builds it all."""
     import shutil
 
     shutil.rmtree(out / "report", ignore_errors=True)
+    floor, floor_cpu, _, _ = _timed([sys.executable, "-c", "import reports.build"])
+    print(f"baseline, importing the report's libraries: {floor:.1f} s ({floor_cpu:.1f} s CPU)")
     for label in ("first report (cache built)", "second report (nothing changed)"):
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "bench", "report", str(out)], capture_output=True, text=True)
-        seconds = time.perf_counter() - start
+        seconds, cpu, rc, err = _timed([sys.executable, "-m", "bench", "report", str(out)])
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # MiB, the largest child so far
-        print(f"{label}: {seconds:.1f} s, peak RSS {peak:.0f} MiB, exit {proc.returncode}")
-        if proc.returncode:
-            print(proc.stderr[-2000:], file=sys.stderr)
+        print(
+            f"{label}: {seconds:.1f} s ({cpu:.1f} s CPU), {seconds / floor:.1f}× the baseline, "
+            f"peak RSS {peak:.0f} MiB, exit {rc}"
+        )
+        if rc:
+            print(err[-2000:], file=sys.stderr)
+    print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,13 +13,17 @@ averages) at a few thousand points. So, per run:
   for the cost of a scan;
 - the result is written atomically as <report>/cache/<hash of the run folder>.npz (JSON text and the
   training columns as one float64 2-D array), keyed as git's index keys a file by the metrics file's
-  size, mtime_ns, ctime_ns and inode (a write sets ctime, which no user can set back: an edit with its
-  size and mtime put back by `touch -r`, `cp -p` or `rsync -a` changes it) and a digest of its first
-  and last 64 kB, all checked on every read; reused while they hold. The cache is not trusted: it is
-  sealed (bench.safefs.Seal: a keyed digest of the whole file, whose key only this user can read), so
-  one with other numbers and matching stamps is refused; then np.load(allow_pickle=False), its inflated
-  size bounded, dtypes, shapes and counts checked. A damaged, hostile or disagreeing one is ignored
-  with a one-line warning naming it (`frames`' warn) and rebuilt.
+  size, mtime_ns, ctime_ns and inode, all checked on every read (one fstat); reused while they hold. A
+  write sets ctime, which no user can set back (only the clock's owner can), so an edit with its size
+  and mtime put back by `touch -r`, `cp -p` or `rsync -a` changes the stamp, and a file replaced by
+  another has another inode: nothing of the file's contents need be read to trust a matching stamp.
+  Except a racily clean one (git's term): a file changed within RACY_NS of the moment it was summarised
+  may have changed again in the same clock tick with the same stamp, so such a summary is checked
+  against the file's contents before it is used. The cache is not trusted: it is sealed
+  (bench.safefs.Seal: a keyed digest of the whole file, whose key lives in the user's own config folder),
+  so one with other numbers and matching stamps is refused; then np.load(allow_pickle=False), its
+  inflated size bounded, dtypes, shapes and counts checked. A damaged, hostile or disagreeing one is
+  ignored with a one-line warning naming it (`frames`' warn) and rebuilt.
 
 Training records are counted exactly (lines that are not evaluations; an undecodable line among those
 not sampled counts as one); `attrs["records"]` of the frame says
@@ -47,13 +51,14 @@ import pandas as pd
 from bench import safefs
 from bench.files import atomic_write_bytes, open_regular
 
-VERSION = 3  # 3: keyed by size, mtime, ctime, inode and a digest of the ends; sealed (2: one 2-D array)
+from .memo import seal_of  # the cache folder's Seal (its key in the user's own config folder)
+
+VERSION = 4  # 4: keyed by size, mtime, ctime and inode (3: and a digest of the ends; 2: one 2-D array)
 SMALL_BYTES = 4 << 20  # files up to this size are read whole (~15 000 records)
 POINTS = 4096  # training records sampled from a larger file
 _EVAL = b'"eval"'
 
 
-PROBE = 64 << 10  # bytes at each end of a metrics file whose digest is part of its stamp
 # A file changed within this long of its summary being read may carry the same stamp as before the change:
 # the kernel's file times tick at the scheduler's clock (1-10 ms), so a same-size edit in the same tick
 # leaves size, mtime and ctime as they were. As git does with a "racily clean" index entry, such a cached
@@ -67,34 +72,21 @@ def cache_file(cache_dir: Path, run_dir: Path) -> Path:
     return Path(cache_dir) / (hashlib.sha256(key).hexdigest()[:24] + ".npz")
 
 
+def stamp_of(st: os.stat_result) -> dict[str, Any]:
+    """What a summary of a metrics file of stat `st` is keyed by: size, mtime_ns, ctime_ns, inode (as git's index)."""
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino}
+
+
 def stamp(fd: int) -> dict[str, Any]:
-    """What a summary of the open metrics file `fd` is keyed by: size, mtime_ns, ctime_ns, inode (as git's
-    index) and a digest of its first and last PROBE bytes (the whole file when it is that small)."""
-    st = os.fstat(fd)
-    h = hashlib.sha256()
-    if st.st_size <= 2 * PROBE:
-        h.update(os.pread(fd, st.st_size, 0))
-    else:
-        h.update(os.pread(fd, PROBE, 0))
-        h.update(os.pread(fd, PROBE, st.st_size - PROBE))
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
-            "ends": h.hexdigest()[:32]}  # fmt: skip
+    """stamp_of the open metrics file `fd` (one fstat: none of its contents is read)."""
+    return stamp_of(os.fstat(fd))
 
 
-_SEALS: dict[str, safefs.Seal | None] = {}
-
-
-def seal_of(cache_dir: Path) -> safefs.Seal | None:
-    """The cache folder's Seal (made once per process, before `warm` forks), or None where the folder
-    cannot be written (a read-only results folder: the report reads every file, uncached)."""
-    key = os.path.abspath(cache_dir)
-    if key not in _SEALS:
-        try:
-            safefs.mkdirs(cache_dir)
-            _SEALS[key] = safefs.Seal(cache_dir)
-        except OSError:
-            _SEALS[key] = None
-    return _SEALS[key]
+def racy(st: dict[str, Any], read_ns: Any) -> bool:
+    """Whether a file stamped `st` was changed so close to `read_ns` (when it was read) that a change in the
+    same clock tick would have left the stamp as it was (git's racily clean entry): then only its contents
+    can vouch for it."""
+    return not isinstance(read_ns, int) or max(st["ctime_ns"], st["mtime_ns"]) >= read_ns - RACY_NS
 
 
 def _decode(line: bytes) -> dict[str, Any] | None:
@@ -303,8 +295,7 @@ def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], 
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, AttributeError, TypeError) as e:
         raise Damaged(f"{type(e).__name__}: {e}") from None
     got = _checked(train, evals, meta)
-    read_ns = meta.get("read_ns")
-    if not isinstance(read_ns, int) or max(now["ctime_ns"], now["mtime_ns"]) >= read_ns - RACY_NS:
+    if racy(now, meta.get("read_ns")):
         _same_as_file(got, path)  # racily clean: the stamp cannot vouch for the contents
     return got
 
@@ -322,9 +313,9 @@ def _same_as_file(got: tuple[dict[str, np.ndarray], list[dict], dict[str, Any]],
 
 def _stale(was: Any, now: dict[str, Any]) -> None:
     """None (rebuild without a word) for an ordinary change; Changed when only what a user cannot set back
-    (ctime, inode, the digest of the ends) differs: someone put the size and mtime back."""
+    (ctime, inode) differs: someone put the size and mtime back."""
     if isinstance(was, dict) and all(was.get(k) == now[k] for k in ("size", "mtime_ns")) and was != now:
-        differ = ", ".join(k for k in ("ctime_ns", "ino", "ends") if was.get(k) != now[k])
+        differ = ", ".join(k for k in ("ctime_ns", "ino") if was.get(k) != now[k])
         raise Changed(f"{differ} differ")
     return None
 

@@ -14,6 +14,12 @@ def _tiny_data_root(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["ADASCALE_BENCH_DATA"] = str(tmp_path_factory.mktemp("tiny-data"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_config_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The report's seal key (bench.safefs.Seal) goes to a per-session config folder, never the user's."""
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
+
+
 @pytest.fixture(scope="module")
 def one_thread() -> Iterator[None]:
     """One intra-op thread for a module of tiny models (`pytestmark = pytest.mark.usefixtures("one_thread")`):

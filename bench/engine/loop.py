@@ -299,6 +299,9 @@ class Engine:
         self.lr = lr_schedule(spec["lr_schedule"], self.T1)
         self.vote = StopVote(False)  # the last iteration's stop vote (Engine.step)
         self.sink: TensorBoardSink | None = None  # spec tensorboard: the records as TensorBoard events (run())
+        # the spec's values `step` reads every iteration, looked up once (the hot path: see `adascale-bench perf`)
+        self._track, self._seed = bool(spec["track_stats"]), spec["seed"]
+        self._warmup = spec["warmup_iterations"]
         for s in self.scales.scales:
             ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
 
@@ -414,11 +417,10 @@ class Engine:
         """One iteration at scale S on this rank's next A micro-batches from `batches`: gradients,
         statistics, gain, the rule's step, the metrics record, and the clocks. False if it diverged
         (nothing is stepped then)."""
-        spec, dist = self.spec, self.dist
+        dist, track = self.dist, self._track
         accum = scale // dist.world
-        track = bool(spec["track_stats"])
         micro: Iterable[Any] = (to_device(next(batches), dist.device) for _ in range(accum))  # one at a time
-        seeds = dropout_seeds(spec["seed"], state.microbatch + dist.rank * accum, accum)
+        seeds = dropout_seeds(self._seed, state.microbatch + dist.rank * accum, accum)
         self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
         result = None
         self.vote = StopVote(stop_requested())  # answered by this iteration's gather (W = 1: at once)
@@ -451,7 +453,7 @@ class Engine:
             return False
         gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
         m, p, w = self.rule.factors(state.iteration, scale, gain)
-        w *= extra_warmup(state.iteration, spec["warmup_iterations"])
+        w *= extra_warmup(state.iteration, self._warmup)
         lr = m * w * self.lr(math.floor(state.tau))
         for group in self.optimizer.param_groups:
             group["lr"] = lr

@@ -43,9 +43,9 @@ class TreeSum:
     CPU, see bench.engine.gradstats). With `track` the taken gradients are g_i alone, so they give the
     statistics too, and no SquaredNormHooks are needed: a small model's g_i are kept (merged out of
     place) for accumulate's one fused norm at the end, a larger one's normed after each pass (one fused
-    op) before a merge adds into them, as bench.engine.gradstats does. Without `track` the last pass adds
-    its g_A into the top partial sum through autograd's own accumulation: that partial is put back into
-    `.grad` before the pass (one merge fewer). A GradientObserver: `take()` leaves the sum in `.grad`."""
+    op) before a merge adds into them, as bench.engine.gradstats does. Without `track` autograd's own accumulation
+    adds each pair of micro-batches (the tree's first level), and only every second pass takes `.grad`
+    out (`_pairs`). A GradientObserver: `take()` leaves the sum in `.grad`."""
 
     synced = False
 
@@ -63,8 +63,9 @@ class TreeSum:
 
     def end_backward(self) -> None:  # (gradients do not require grad: no no_grad() needed, ~3 µs a call)
         self._passes += 1
-        if not self.tracks and self._passes == self.accum:
-            return  # autograd has added g_A into the partial put back below
+        if not self.tracks:
+            self._pairs()
+            return
         grads = [p.grad for p in self.params]
         for p in self.params:
             p.grad = None
@@ -78,9 +79,25 @@ class TreeSum:
         elif self.tracks:
             self._norms.extend(torch._foreach_norm(grads))
         tree.push(self._stack, grads, self._add)
-        if not self.tracks and self._passes == self.accum - 1:
-            for p, g in zip(self.params, self._stack.pop()[1], strict=True):
-                p.grad = g
+
+    def _pairs(self) -> None:
+        """Without statistics: autograd's own accumulation adds each odd micro-batch's gradient into the even
+        one before it (g_2k + g_2k+1, the tree's first level: the counter merges every such pair at once,
+        and an add is the same bits either way round), so only every second pass takes `.grad` out, as a
+        level-1 node; the last pass's `.grad` stays for `take`. Half the passes and the adds of TreeSum's
+        tracking path, for the same tree."""
+        if self._passes % 2 or self._passes == self.accum:
+            return  # the next pass adds into .grad (or take() folds it, the newest node)
+        grads = [p.grad for p in self.params]
+        if any(g is None for g in grads):
+            raise RuntimeError(
+                f"reduction=pairwise: a parameter got no gradient from micro-batches {self._passes - 1} and "
+                f"{self._passes} of {self.accum}; it needs every parameter used by every micro-batch "
+                "(use --set reduction=native)"
+            )
+        for p in self.params:
+            p.grad = None
+        tree.push(self._stack, grads, self._add, level=1)
 
     def take(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Fold what is left, smaller subtrees first, into `.grad`; return (the g_i kept, the norms taken)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
+import os
+import stat
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -14,8 +15,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from bench.files import METRICS, atomic_write_bytes
+from bench.files import METRICS
 
+from ..memo import read_sealed_json, seal_of, write_sealed_json
 from ..workers import pool
 
 CODE_FOLDERS = ("reports", "bench/algo", "tasks/presets")  # what a figure and its caption are computed by
@@ -39,7 +41,8 @@ def _code(root: Path = ROOT) -> str:
 
 # A figure is drawn again when its data or this code changes.
 CODE = _code()
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: sealed, each PNG's stat (size, mtime_ns, ctime_ns, inode)
+MAX_INDEX_BYTES = 64 << 20  # ~500 B a figure
 
 
 def digest(obj: object) -> str:
@@ -85,8 +88,8 @@ class Renderer:
     """Where figures are drawn. Outside a report build (the default): at once. Inside `rendering` (what
     `report` uses): handed to parallel processes as they come (collected by `flush`), and skipped for a
     figure whose PNG on disk was drawn from the same plan by the same code, per an index of content hashes
-    (report/cache/figures.json, written atomically; a damaged index is ignored with a warning and every
-    figure drawn again)."""
+    (report/cache/figures.json, written atomically and sealed; a damaged or foreign index is ignored with
+    a warning and every figure drawn again)."""
 
     def __init__(self, index_file: Path | None = None, workers: int = 1, warn=None) -> None:
         self.index_file, self.workers, self.warn = index_file, workers, warn or (lambda m: None)
@@ -98,16 +101,19 @@ class Renderer:
         self.drawn = self.skipped = 0
 
     def _read_index(self) -> dict:
-        try:
-            index = json.loads(Path(self.index_file).read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        """The figures of the last build: from the index behind this user's seal (reports.memo), read through
+        bench.safefs with a bound (a link, FIFO or device refused unopened); a damaged, foreign or
+        hostile one is named in a warning and every figure drawn again."""
+        seal = seal_of(Path(self.index_file).parent)
+        if seal is None:
             return {}
-        except (OSError, ValueError) as e:
-            self.warn(f"ignored damaged figure index {self.index_file} ({type(e).__name__}); figures drawn again")
-            return {}
+        index, why = read_sealed_json(Path(self.index_file), seal, MAX_INDEX_BYTES)
         figs = index.get("figures") if isinstance(index, dict) and index.get("version") == INDEX_VERSION else None
-        if not isinstance(figs, dict):
-            self.warn(f"ignored damaged figure index {self.index_file} (not a figure index); figures drawn again")
+        if why is None and index is None:  # none yet, or from before this key
+            return {}
+        if not isinstance(figs, dict) or not all(isinstance(e, dict) for e in figs.values()):
+            why = why or "not a figure index"
+            self.warn(f"ignored damaged figure index {self.index_file} ({why}); figures drawn again")
             return {}
         return figs
 
@@ -159,11 +165,7 @@ class Renderer:
         entry = self.index.get(path.name)
         if not isinstance(entry, dict) or entry.get(field) != key:
             return False
-        try:
-            st = path.stat()
-        except OSError:
-            return False
-        return (entry.get("size"), entry.get("mtime_ns")) == (st.st_size, st.st_mtime_ns)
+        return entry.get("stat") == _stat(path)
 
     def flush(self) -> dict[Path, str]:
         """Draw what was submitted; the figures that failed, with why. Then write the index."""
@@ -180,21 +182,21 @@ class Renderer:
         failed = {job[2]: why for job, why in results if why}
         self.drawn += len(results) - len(failed)
         if self.index_file is not None:
-            figs = {}
-            for path_s, entry in self.keys.items():
-                path = Path(path_s)
-                if path in failed or not path.exists():
-                    continue
-                st = path.stat()
-                figs[path.name] = entry | {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-            try:
-                Path(self.index_file).parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(
-                    Path(self.index_file), json.dumps({"version": INDEX_VERSION, "figures": figs}).encode()
-                )
-            except OSError:
-                pass  # a read-only results folder: figures are drawn every time
+            self._write_index(failed)
         return failed
+
+    def _write_index(self, failed: dict[Path, str]) -> None:
+        """The index of the figures on disk now, each with its PNG's stat, sealed (reports.memo)."""
+        figs = {}
+        for path_s, entry in self.keys.items():
+            path = Path(path_s)
+            st = _stat(path)
+            if path not in failed and st is not None:
+                figs[path.name] = entry | {"stat": st}
+        seal = seal_of(Path(self.index_file).parent)
+        if seal is not None:
+            with contextlib.suppress(OSError):  # a read-only results folder: figures are drawn every time
+                write_sealed_json(Path(self.index_file), seal, {"version": INDEX_VERSION, "figures": figs})
 
     def close(self) -> None:
         """Stop the pool (drawing that has not finished is abandoned: a build that failed before flush)."""
@@ -226,12 +228,17 @@ def current() -> Renderer:
 
 def _inputs(kind: str, g: pd.DataFrame) -> str:
     """A digest of what a figure of the runs `g` is computed from: their rows (every column, as CSV: floats
-    in full) and each run's metrics file as reports.runcache tells it unchanged (size and mtime)."""
-    stats = []
-    for run_dir in g["run_dir"]:
-        try:
-            st = (Path(run_dir) / METRICS).stat()
-            stats.append((str(run_dir), st.st_size, st.st_mtime_ns))
-        except OSError:
-            stats.append((str(run_dir), None, None))
+    in full) and each run's metrics file as reports.runcache tells it unchanged (size, mtime, ctime, inode)."""
+    stats = [(str(run_dir), _stat(Path(run_dir) / METRICS)) for run_dir in g["run_dir"]]
     return digest((kind, g.to_csv(index=False), stats))
+
+
+def _stat(path: Path) -> list[int] | None:
+    """A file's size, mtime_ns, ctime_ns and inode (as reports.runcache stamps a metrics file: a same-size
+    edit with its mtime put back changes ctime, which no user can set back), not following a link; None
+    when it is not a regular file."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino] if stat.S_ISREG(st.st_mode) else None

@@ -226,11 +226,11 @@ SITES = [
         256 << 20,
     ),  # fmt: skip
     Site(
-        "report:cache key",
+        "report:old cache key",  # the key lives in the user's config folder now: this path is never touched
         lambda o: o / "report" / "cache" / f".seal-{os.geteuid()}",
         report,
         LINK_FIFO_BIG,
-        "replace",
+        "survive",
         32,
     ),  # fmt: skip
     Site("report:report/", lambda o: o / "report", report, ("link", "fifo"), "refuse"),
