@@ -33,6 +33,7 @@ from bench.files import atomic_write_bytes
 from . import control as CT
 from . import figures as F
 from . import findings as FD
+from . import glance as G
 from . import html as H
 from . import lagmatch as LM
 from . import rulecompare as RC
@@ -114,10 +115,10 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     tables = bool({"csv", "html"} & set(formats))  # the sweep's and the time-to-target tables: csv and html
     sweep_tab = sweep_table(res) if tables else pd.DataFrame()
     found = FD.findings(res)
-    built.findings = FD.text(found) + "\n"
+    built.findings = G.claims_text(found, res) + "\n" + FD.text(found) + "\n"
     verdicts = RC.verdicts(res)
     glance = RC.at_a_glance(verdicts, res)
-    built.rules = RC.text(glance) + "\n"
+    built.rules = G.rules_text(verdicts, res) + "\n" + RC.text(glance) + "\n"
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
     fits = CT.critical_table(res, ttt) if tables else pd.DataFrame()
@@ -201,6 +202,7 @@ class Parts:
 
 
 SECTIONS = {  # the page's sections, in order: its <h2> ids, each with its link in the nav bar
+    "glance": ("At a glance", "At a glance: the paper's claims (i)–(v) and the rules"),
     "findings": ("Findings", "The paper's findings, checked"),
     "table2": ("Table 2", "Table 2"),
     "rules": ("Rules", "The rules compared with S = 1"),
@@ -223,8 +225,11 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
     v = res.variants
     body = [
         "<h1>AdaScale SGD benchmark report</h1>",
-        H.meta_html(out, res.runs, len(res.warnings), generated),
         f"<nav>{nav}</nav>",
+        G.banner_html(res),
+        _h2("glance"),
+        G.grid_html(p.findings, p.rules[1], res),
+        H.meta_html(out, res.runs, len(res.warnings), generated),
         _h2("findings"),
         H.findings_html(p.findings, FD.LEGEND, v),
         _h2("table2"),

@@ -55,6 +55,20 @@ figcaption { color: #444; margin-top: 4px; }
 .legend { color: #333; font-size: 14px; }
 .grey-swatch { background: #c4c4c4; padding: 0 8px; border: 1px solid #999; }
 nav a { margin-right: 16px; }
+.banner { background: #eef3fb; border-left: 5px solid #3b6db3; padding: 8px 14px; margin: 8px 0; }
+table.grid { margin: 4px 0 8px; font-size: 14px; }
+table.grid th { font-size: 13px; line-height: 1.2; }
+table.grid th small { font-weight: normal; color: #444; }
+table.grid td { padding: 2px 8px; }
+table.grid td.v { text-align: center; white-space: nowrap; font-weight: 600; line-height: 1.15; }
+table.grid td.v small { display: block; font-weight: normal; font-size: 11px; color: #444; }
+table.grid td.ok { background: #cdebc9; }
+table.grid td.bad { background: #f4c2c2; }
+table.grid td.open { background: #fbe7b5; }
+table.grid td.none { background: #e6e6e6; color: #555; }
+table.grid td.blank { color: #999; }
+table.grid td.sum { font-size: 13px; max-width: 34em; }
+table.grid td.best { font-weight: 600; white-space: nowrap; }
 code { background: #f4f4f4; padding: 1px 4px; overflow-wrap: anywhere; }
 """
 
