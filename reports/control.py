@@ -268,7 +268,8 @@ def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None, fits: 
 SPEEDUP_CAPTION = (
     "Left: speed-up T1/iterations against S (mean over seeds) for every Table 2 rule with runs (LSW+ runs "
     "AdaScale's iterations; a rule whose τ advances by S, LSW, √S, LEGW, lies on the ideal line by "
-    "construction; where rules coincide, the later ones in the method table are drawn wide and pale beneath, "
+    "construction; where rules coincide (within 3 % at some S), the later ones in the method table are drawn wide "
+    "and pale beneath, "
     "so LSW+ is drawn wide and pale under AdaScale), the ideal line (speed-up = S) "
     "and the paper's own speed-ups (paper/table2.csv: its S = 1 "
     "iterations over its iterations at S), dashed: the same task's rules in their colour, AdaScale of the "
@@ -286,10 +287,23 @@ def _floats(values) -> list[float]:
     return [float(v) for v in values]
 
 
+COINCIDE = 0.03  # relative difference of two rules' speed-ups at one S under which their points overlap
+
+
+def _covered(m: pd.DataFrame, above: pd.DataFrame) -> bool:
+    """Whether a rule's speed-ups `m` coincide at some S with those of a rule drawn over it (`above`)."""
+    for r in m.itertuples():
+        other = above[above["scale"] == r.scale]["speedup"].astype(float)
+        if math.isfinite(r.speedup) and len(other) and (abs(other - r.speedup) <= COINCIDE * abs(r.speedup)).any():
+            return True
+    return False
+
+
 def speedup_plan(g: pd.DataFrame, paper: pd.DataFrame, task: str, name: str, rows: dict, colors: dict) -> dict:
     """What one speed-up figure shows, as plain data (reports.figures.render draws it, or keeps the PNG drawn
     from the same plan). Rules that coincide (LSW+ on AdaScale, √S on LSW) stay visible: the later ones in
-    the method table are drawn first, wide and pale, AdaScale last, narrow, on top."""
+    the method table are drawn first, wide and pale where they coincide with a rule drawn over them (within 3 %
+    at some S), AdaScale last, narrow, on top; a rule that coincides with none is drawn as plainly as AdaScale."""
     mine = sorted(set(g["method"]), key=place)
     lines, other = [], True
     for (ptask, method), p in paper.groupby(["task", "method"]):
@@ -308,9 +322,10 @@ def speedup_plan(g: pd.DataFrame, paper: pd.DataFrame, task: str, name: str, row
     drawn = mine[::-1]
     for j, method in enumerate(drawn):
         m = g[g["method"] == method].sort_values("scale")
-        width = 1.5 + 4.5 * (len(drawn) - 1 - j) / max(1, len(drawn) - 1)
+        hidden = _covered(m, g[g["method"].isin(drawn[j + 1 :])])  # under a rule drawn later: wide and pale
+        width = 1.5 + 4.5 * (len(drawn) - 1 - j) / max(1, len(drawn) - 1) if hidden else 1.5
         style = {"marker": MARKERS[mine.index(method) % len(MARKERS)], "ms": 3 + 2 * width, "lw": width}
-        style |= {"alpha": 1.0 if j == len(drawn) - 1 else 0.45, "zorder": 3 + j}
+        style |= {"alpha": 0.45 if hidden else 1.0, "zorder": 3 + j}
         bad = (m["quality"].fillna("") != "").to_list()
         methods.append((rows[method].title, colors[method], _floats(m["scale"]), _floats(m["speedup"]), bad, style))
     ada = g[g["method"] == "adascale"].sort_values("scale")
