@@ -45,6 +45,7 @@ from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
 from .sweep import noise_by_task, sweep_table
 from .sweep import write_csv as write_sweep_csv
 from .table2 import cells, markdown, to_csv
+from .variants import named
 
 FORMATS = ("md", "tex", "html", "csv", "txt")
 REPORT_DIR = "report"
@@ -115,18 +116,18 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     tables = bool({"csv", "html"} & set(formats))  # the sweep's and the time-to-target tables: csv and html
     sweep_tab = sweep_table(res) if tables else pd.DataFrame()
     found = FD.findings(res)
-    built.findings = G.claims_text(found, res) + "\n" + FD.text(found) + "\n"
+    built.findings = G.claims_text(found, res) + "\n" + FD.text(named(found, res.variants)) + "\n"
     verdicts = RC.verdicts(res)
     glance = RC.at_a_glance(verdicts, res)
-    built.rules = G.rules_text(verdicts, res) + "\n" + RC.text(glance) + "\n"
+    built.rules = G.rules_text(verdicts, res) + "\n" + RC.text(named(glance, res.variants)) + "\n"
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
     fits = CT.critical_table(res, ttt) if tables else pd.DataFrame()
 
-    if "md" in formats:
-        _write(dest / "table2.md", markdown(c, std), built)
+    if "md" in formats:  # a variant by its short name; its overrides in table2.csv's `variant` column
+        _write(dest / "table2.md", markdown(named(c, res.variants), std), built)
     if "tex" in formats:
-        _write(dest / "table2.tex", latex(c, std), built)
+        _write(dest / "table2.tex", latex(named(c, res.variants), std), built)
     if "csv" in formats:
         _csvs(dest, res, (c, comp, found, sf, sweep_tab, ttt, verdicts, glance, fits), built)
     if "txt" in formats:
@@ -147,12 +148,17 @@ def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
     rule's verdicts and the rules at a glance, the sweep (when it ran), time to target, speed-up, the
     critical batches and Figure 2's gains."""
     c, comp, found, sf, sweep_tab, ttt, verdicts, glance, fits = tables
-    _write(dest / "table2.csv", to_csv(c), built)
-    _write(dest / "paper_comparison.csv", comp.to_csv(index=False, float_format="%.6g"), built)
-    _write(dest / "findings.csv", FD.to_csv(found), built)
-    _write(dest / "scalefree.csv", SF.to_csv(sf), built)
-    _write(dest / "rule_verdicts.csv", RC.to_csv(verdicts), built)
-    _write(dest / "rules_at_a_glance.csv", RC.to_csv(glance), built)
+    v = res.variants  # `table` names a variant by its short name, the `variant` column holds its overrides
+
+    def csv(df: pd.DataFrame) -> pd.DataFrame:
+        return named(df, v, keep=True)
+
+    _write(dest / "table2.csv", to_csv(csv(c)), built)
+    _write(dest / "paper_comparison.csv", csv(comp).to_csv(index=False, float_format="%.6g"), built)
+    _write(dest / "findings.csv", FD.to_csv(csv(found)), built)
+    _write(dest / "scalefree.csv", SF.to_csv(csv(sf)), built)
+    _write(dest / "rule_verdicts.csv", RC.to_csv(csv(verdicts)), built)
+    _write(dest / "rules_at_a_glance.csv", RC.to_csv(csv(glance)), built)
     if not sweep_tab.empty:
         write_sweep_csv(sweep_tab, dest / "sweep.csv")
         built.written.append(dest / "sweep.csv")
@@ -246,7 +252,7 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
         _h2("figures"),
         H.figures_html(p.sections),
         H.sweep_table_html(sweep_tab),
-        CT.critical_html(fits, noise_by_task(res)),
+        CT.critical_html(fits, noise_by_task(res), v),
         _h2("ttt"),
         CT.ttt_html(CT.ttt_summary(ttt), v),
         _h2("warnings", f" ({len(res.warnings)})"),

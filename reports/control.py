@@ -397,7 +397,7 @@ def speedup_figures(res: Results, outdir: Path) -> list:
     order = sorted(set(sp["method"]) | {"adascale"}, key=place)
     colors = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(order)}
     for (task, variant), g in sp.groupby(["task", "variant"]):
-        path = outdir / f"speedup_{F._slug(task, variant)}.png"
+        path = outdir / f"speedup_{F._slug(task, res.variants.get(variant, variant))}.png"
         name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}"
         plan = speedup_plan(g, paper, task, name, rows, colors)
         F.render.current().submit(_draw_speedup, plan, path, caption=SPEEDUP_CAPTION)
@@ -459,8 +459,11 @@ def table2_critical(ttt: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def critical_html(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
-    """Every fitted critical batch (report/b_crit.csv), one line each (nothing without fits)."""
+def critical_html(
+    fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None, variants: dict[str, str] | None = None
+) -> str:
+    """Every fitted critical batch (report/b_crit.csv), one line each (nothing without fits); a variant by its
+    short name (reports.variants)."""
     import html
 
     from .critical import describe
@@ -470,7 +473,7 @@ def critical_html(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None
         return ""
     lines = []
     for r in fits.itertuples():
-        variant = f" [{r.variant}]" if isinstance(r.variant, str) and r.variant else ""
+        variant = f" [{(variants or {}).get(r.variant, r.variant)}]" if isinstance(r.variant, str) and r.variant else ""
         where = "sweep" if r.source == "sweep" else "Table 2 time to target"
         name = SWEEP_METHODS.get(r.method, r.method) if r.source == "sweep" else title(r.method)
         b = (noise or {}).get(r.task, np.array([])) if r.source == "sweep" else np.array([])

@@ -75,7 +75,7 @@ def verdicts(res: Results) -> pd.DataFrame:
                     status, detail = FD.NOT_RUN, "no S = 1 run to compare with"
                 else:
                     c = FD.compare(FD._vals(g), FD._vals(base), higher, margin.delta, limits)
-                    status, detail = FD._non_inferior([(f"S={scale}", g, base)], higher, margin)
+                    status, detail = FD._non_inferior([(f"S = {scale}", g, base)], higher, margin)
                 row |= {"n": c.n, "n_base": c.n_base, "diff": c.diff, "lo": c.lo, "hi": c.hi, "margin": c.margin}
                 rows.append(row | {"status": status, "detail": detail})
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -101,7 +101,7 @@ def at_a_glance(v: pd.DataFrame, res: Results) -> pd.DataFrame:
             blank = dict.fromkeys(("n", "n_base", "diff", "lo", "hi", "margin", "speedup"), math.nan)
             out.append(
                 {**first.to_dict(), **blank, "method": method, "label": labels[method].label, "scale": top}
-                | {"status": FD.NOT_RUN, "detail": f"no run at S={top}"}
+                | {"status": FD.NOT_RUN, "detail": f"no run at S = {top}"}
             )
     return pd.DataFrame(out, columns=COLUMNS)
 
@@ -143,7 +143,7 @@ def text(glance: pd.DataFrame) -> str:
         return "rules at a glance: no Table 2 rule with runs at an S > 1 and at S = 1"
     out = []
     for table, t in glance.groupby("table", sort=False):
-        out.append(f"{table}: rules at S={t['scale'].iloc[0]} against S = 1 (Δ, positive = better; −Δ margin)")
+        out.append(f"{table}: rules at S = {t['scale'].iloc[0]} against S = 1 (Δ, positive = better; −Δ margin)")
         width = max(len(str(x)) for x in t["label"])
         for _, r in t.iterrows():
             seeds = "" if not math.isfinite(r["n"]) else f"  n={int(r['n'])}/{int(r['n_base'])}"

@@ -424,12 +424,18 @@ def describe(m: Matrix) -> str:
     for r in m.runs:
         counts[r.experiment["kind"]] = counts.get(r.experiment["kind"], 0) + 1
     lines.append("  " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    from .names import label_of, short_form  # a variant by its name, else its overrides written short
+
     for r in m.runs:
-        extra = ",".join(f"{k}={v}" for k, v in sorted(r.overrides.items()))
+        extra = label_of(r.experiment) or short_form(r.overrides, every=True)
+        method = r.method
+        if r.experiment["kind"] == "sweep":  # its rule and batch say which run it is; the rest is the sweep's
+            method, extra = str(r.experiment.get("method", method)), f"batch {r.experiment.get('batch', '?')}"
+        extra = f"[{extra}]" if extra else ""
         after = WAITS.get(rules.method(r.method).needs or "", "")
         after = f" ({shared_note(m.methods)})" if is_shared(r.method, r.scale, r.experiment["kind"]) else after
         lines.append(
-            f"  {r.experiment['kind']:8s} {r.task:12s} {r.method:9s} {str(r.scale):13s} seed{r.seed}"
+            f"  {r.experiment['kind']:8s} {r.task:12s} {method:9s} {str(r.scale):13s} seed{r.seed}"
             f"{' ' + extra if extra else ''}{after}"
         )
     lines.append(f"{len(m.runs)} runs")

@@ -43,7 +43,7 @@ def warmup_caption(res: Results, g: pd.DataFrame) -> str:
             if held == 0
             else f"warms up in {held} of {len(ws)} runs"
         )
-        parts.append(f"S={s}: {start:.2f} → {end:.2f} ({verdict})")
+        parts.append(f"S = {s}: {start:.2f} → {end:.2f} ({verdict})")
     return (
         f" AdaScale's normalised gain (r − 1)/(r̂ − 1), r̂ the steady gain of the run's late noise scale, over the "
         f"first {WARMUP_WINDOW:.0%} of τ, start and end averaged over the seeds — " + "; ".join(parts) + f" (warm-up: "
@@ -85,7 +85,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
             continue
         row = rule_rows(g)[str(method)]  # a user's rule as its specs recorded it: its title, whether it uses the gain
         name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}: {row.title}"
-        path = outdir / f"curves_{_slug(task, preset, variant, method)}.png"
+        path = outdir / f"curves_{_slug(task, preset, res.variants.get(variant, variant), method)}.png"
         inputs = _inputs("curves", g)
         caption = render.current().reuse(path, inputs)
         if caption is not None:  # drawn from these very runs and metrics files before: kept as it is
@@ -107,7 +107,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
         for s, metrics, runs in picked:
             n_div = int((runs["status"] == "diverged").sum())
             seeds = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}" + (f", {n_div} diverged" if n_div else "")
-            label_s = f"S={s} ({seeds})"
+            label_s = f"S = {s} ({seeds})"
             trains = [_thin(t) for t, _ in metrics]
             bands = {
                 "metric": _band_plan(eval_band([e for _, e in metrics])),

@@ -59,7 +59,8 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
             shown = rule_rows(g)[str(method)].title  # a user's rule by the title its specs recorded
             name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}: {shown}"
             fig.suptitle(f"{name} — elastic scaling ({preset} preset)")
-            path = _save(fig, outdir / f"elastic_{_slug(task, preset, variant, method)}.png")
+            short = res.variants.get(variant, variant)  # a file named as the page names it (reports.variants)
+            path = _save(fig, outdir / f"elastic_{_slug(task, preset, short, method)}.png")
         figs.append(
             Figure(
                 "elastic",

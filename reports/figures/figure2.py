@@ -73,7 +73,7 @@ def _gain_panel(ax, r: pd.Series, p: pd.DataFrame, curve: dict, train: pd.DataFr
     ax.set_xlabel("scale-invariant iterations τ")
     ax.set_ylabel("gain r")
     variant = f" [{variants.get(r['variant'], r['variant'])}]" if r["variant"] else ""
-    head = f"{r['task']} {title(r['method'])} S={r['scale']} seed {r['seed']}{variant}"
+    head = f"{r['task']} {title(r['method'])} S = {r['scale']} seed {r['seed']}{variant}"
     ax.set_title(f"{head}\n{gap_text(p)}\n{_lag_share(p)}", fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     return bars

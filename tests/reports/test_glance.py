@@ -110,3 +110,58 @@ def test_a_user_rule_that_uses_the_gain_gets_its_gain_panel_and_its_title(tmp_pa
     caption = re.search(r": my gain rule(?:</span>)?\.</b>(.*?)</figcaption>", page, re.S)
     assert caption, "the curves figure is titled by the rule's recorded title"
     assert "B_simple" in caption.group(1) and "No gain panel" not in caption.group(1)
+
+
+OVERRIDES = {"data.conditioning": 10.0, "lr_schedule.lr0": 1.0, "lr_schedule.decay": 0.01, "microbatch_mode": "batched"}
+KEYS = re.compile(r"(?:conditioning|lr0|decay|microbatch_mode|tiny_noise|T1)=")  # an override string's pieces
+
+
+def _visible(text: str) -> str:
+    """A page less what is meant to hold the overrides: its tooltips and its list of variants."""
+    text = re.sub(r'title="[^"]*"', "", text)
+    return re.sub(r"<li><b>[^<]*</b>: <code>[^<]*</code></li>", "", text)
+
+
+def test_no_file_the_report_writes_nor_status_nor_matrix_names_a_variant_by_its_overrides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A variant is named by its short name everywhere; its overrides only in a tooltip, the page's list of
+    variants, or a CSV's `variant` / `overrides` column."""
+    import json
+
+    import pandas as pd
+
+    from bench.cli import main
+
+    out = tmp_path / "out"
+    for overrides in ({}, OVERRIDES, {"data.tiny_noise": 4.0}):
+        for scale in (1, 4):
+            for seed in (0, 1):
+                run = write_run(out / str(len(overrides)), "logreg", "adascale", scale, seed, metric="loss", val=0.25)
+                spec = json.loads((run / "spec.json").read_text())
+                (run / "spec.json").write_text(json.dumps(spec | {"overrides": overrides}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        done = build(out)
+    assert any(p.suffix == ".png" for p in done.written)
+    for path in done.written:
+        assert "=" not in path.name and "conditioning" not in path.name, path.name
+        if path.suffix == ".csv":
+            df = pd.read_csv(path, dtype=str).fillna("")
+            for col in set(df.columns) - {"variant", "overrides"}:
+                assert not df[col].str.contains(KEYS).any(), (path.name, col)
+        elif path.suffix in (".html", ".md", ".tex", ".txt"):
+            assert not KEYS.search(_visible(path.read_text())), (path.name, KEYS.search(_visible(path.read_text())))
+    page = (done.folder / "report.html").read_text()
+    assert "tiny_noise 4" in page and "conditioning=10" in page  # the short name shown, the overrides on hover
+    assert main(["status", str(out / "1")]) == 0 and main(["status", str(out / "4")]) == 0
+    printed = capsys.readouterr().out
+    assert "tiny_noise 4" in printed and "conditioning 10, decay 0.01" in printed and not KEYS.search(printed)
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "preset: tiny\nseeds: [0]\nexperiments:\n  - table2: {tasks: [logreg], methods: [adascale], scales: [4]"
+        ", set: {data.conditioning: 10.0, lr_schedule.decay: 1.0}}\n"
+    )
+    assert main(["matrix", str(matrix)]) == 0
+    printed = capsys.readouterr().out
+    assert "[conditioning 10, decay 1]" in printed and not KEYS.search(printed)  # and 1.0 written as 1
