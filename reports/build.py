@@ -62,6 +62,7 @@ class Built:
     written: list[Path] = field(default_factory=list)
     findings: str = ""
     rules: str = ""  # the rules at a glance, printed after the findings
+    glance: str = ""  # the verdict grids alone (reports.glance), what `report` prints when no txt was asked for
 
     @property
     def html(self) -> Path | None:
@@ -116,10 +117,13 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     tables = bool({"csv", "html"} & set(formats))  # the sweep's and the time-to-target tables: csv and html
     sweep_tab = sweep_table(res) if tables else pd.DataFrame()
     found = FD.findings(res)
-    built.findings = G.claims_text(found, res) + "\n" + FD.text(named(found, res.variants)) + "\n"
+    claims = G.claims_text(found, res)
+    built.findings = claims + "\n" + FD.text(named(found, res.variants)) + "\n"
     verdicts = RC.verdicts(res)
     glance = RC.at_a_glance(verdicts, res)
-    built.rules = G.rules_text(verdicts, res) + "\n" + RC.text(named(glance, res.variants)) + "\n"
+    rules = G.rules_text(verdicts, res)
+    built.rules = rules + "\n" + RC.text(named(glance, res.variants)) + "\n"
+    built.glance = claims + rules
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
     fits = CT.critical_table(res, ttt) if tables else pd.DataFrame()

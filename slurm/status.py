@@ -148,6 +148,9 @@ def add_to_manifest(out: Path, runs: dict[str, dict[str, Any]], matrix: str) -> 
     write_json(Path(out) / MANIFEST, {"matrices": matrices, "runs": dict(sorted(merged.items()))})
 
 
+RUN_LEAF = re.compile(r"[^/]+/[^/]+/(s\d+|elastic-[a-z]+)/seed\d+([,_].*)?")  # task/method/s4/seed0[,overrides]
+
+
 def run_names(out: Path) -> list[str]:
     """Every run the folder knows of: submitted by a matrix, or a folder holding a run's files."""
     out = Path(out)
@@ -155,7 +158,7 @@ def run_names(out: Path) -> list[str]:
     for marker in (SPEC, SUMMARY, JOB, LOCK):  # the lock: a run is there from its first second
         for path in out.rglob(marker):
             rel = path.parent.relative_to(out)
-            if rel.parts and rel.parts[0] != SUBMITIT_DIR and len(rel.parts) == 4:
+            if rel.parts and rel.parts[0] != SUBMITIT_DIR and len(rel.parts) == 4 and RUN_LEAF.match(rel.as_posix()):
                 names.add(rel.as_posix())
     return sorted(names)
 
@@ -461,7 +464,8 @@ def status(out: Path, as_json_: bool = False, watch: float | None = None) -> int
         runs = collect(out)
         if not runs:
             raise UserError(
-                f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})"
+                f"{out} is not a results folder: no run folders (TASK/METHOD/sS/seedN) and no matrix.json in it; "
+                f"submit a matrix there first (adascale-bench submit MATRIX --out {out})"
             )
         if as_json_:
             print(json.dumps(as_json(out, runs), indent=None if watch else 2), flush=True)

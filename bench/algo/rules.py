@@ -11,6 +11,7 @@ folder records its name and source digest, and nothing that reads run folders ev
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import inspect
@@ -449,8 +450,11 @@ def method(name: str) -> Method:
         return METHODS[name]
     if is_user_rule(name):
         return load_rule(name)
+    close = difflib.get_close_matches(name, list(METHODS), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
     raise UserError(
-        f"unknown method {name!r}; expected one of: {', '.join(METHODS)}, or a rule of yours as package.module:NAME"
+        f"unknown method {name!r}{hint}; expected one of: {', '.join(METHODS)}, or a rule of yours as "
+        "package.module:NAME"
     )
 
 
