@@ -225,6 +225,13 @@ SECTIONS = {  # the page's sections, in order: its <h2> ids, each with its link 
 }
 
 
+def _presets(runs: pd.DataFrame) -> dict[str, list[str]]:
+    """task -> the presets its runs used (what "differs from the paper" describes)."""
+    if runs.empty:
+        return {}
+    return {str(t): sorted(set(g["preset"].dropna()) - {""}) for t, g in runs.groupby("task")}
+
+
 def _h2(key: str, suffix: str = "") -> str:
     return f'<h2 id="{key}">{H.E(SECTIONS[key][1])}{suffix}</h2>'
 
@@ -252,7 +259,7 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
         _h2("paper"),
         H.absolute_html(p.comparison, header_note(p.comparison), p.without_paper, v),
         _h2("differs"),
-        H.differs_html(p.tasks),
+        H.differs_html(p.tasks, _presets(res.runs)),
         _h2("figures"),
         H.figures_html(p.sections),
         H.sweep_table_html(sweep_tab),

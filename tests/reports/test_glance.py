@@ -165,3 +165,10 @@ def test_no_file_the_report_writes_nor_status_nor_matrix_names_a_variant_by_its_
     assert main(["matrix", str(matrix)]) == 0
     printed = capsys.readouterr().out
     assert "[conditioning 10, decay 1]" in printed and not KEYS.search(printed)  # and 1.0 written as 1
+
+
+def test_what_differs_from_the_paper_describes_the_presets_that_ran(built) -> None:
+    page = (built.folder / "report.html").read_text()
+    differs = page[page.index('id="differs"') : page.index('id="figures"')]
+    assert "cifar10 — the tiny preset" in differs and "batch_size: 8 (paper preset: 128)" in differs
+    assert "He et al." not in differs  # the paper preset's own lines: only where it ran
