@@ -264,6 +264,54 @@ def rules_grid(verdicts: pd.DataFrame, variants: dict[str, str]) -> str:
     return "\n".join(out)
 
 
+NEAR_S = 0.8  # a gain at iteration 0 of at least this share of S starts near S: no warm-up at all
+
+
+def warmup_notes(res: Results) -> list[str]:
+    """Where the data contradicts the paper's Figure 3 (the gain starts near 1 and rises): per task and S, the
+    AdaScale runs whose first recorded gain is already near S (the lr starts near S·lr0)."""
+    t = table_runs(res.runs)
+    if t.empty:
+        return []
+    ada = t[(t["method"] == "adascale") & t["scale"].map(lambda s: scale_order(s)[0] == 0 and s != "1")]
+    ada = ada[ada["has_metrics"].astype(bool) & ~ada["shared_s1"].astype(bool)]
+    notes = []
+    for (task, scale), g in ada.groupby(["task", "scale"], sort=True):
+        first = []
+        for d in g["run_dir"]:
+            train = res.metrics(d)[0]
+            if "gain" in train and len(train):
+                first.append(float(pd.to_numeric(train["gain"], errors="coerce").iloc[0]))
+        first = [x for x in first if math.isfinite(x)]
+        if first and min(first) >= NEAR_S * float(scale):
+            lo, hi = min(first), max(first)
+            at = f"{lo:.2f}" if round(lo, 2) == round(hi, 2) else f"{lo:.2f}–{hi:.2f}"
+            notes.append(f"{task} S = {scale}: the gain at iteration 0 is {at}, near S (the lr starts near S·lr0)")
+    return notes
+
+
+def extras_html(res: Results) -> str:
+    """Under the grids: Figure 2's verdict per run, and where the curves contradict the paper's warm-up."""
+    from . import lagmatch as LM
+
+    out = []
+    fig2 = LM.summary_lines(res)
+    if fig2:
+        items = "".join(f"<li>{E(x)}</li>" for x in fig2)
+        out.append(
+            '<p class="legend"><b>Figure 2</b> — the online gain against the offline one at kept checkpoints '
+            f'(the paper: they align closely):</p><ul class="legend">{items}</ul>'
+        )
+    warm = warmup_notes(res)
+    if warm:
+        items = "".join(f"<li>{E(x)}</li>" for x in warm)
+        out.append(
+            "<p class=\"legend\"><b>Warm-up</b> — against the paper's Figure 3, where AdaScale's gain starts "
+            f'near 1 and rises (see the curves):</p><ul class="legend">{items}</ul>'
+        )
+    return "\n".join(out)
+
+
 def banner_html(res: Results) -> str:
     """What kind of folder this is, and what it can and cannot show."""
     how, kind = folder_kind(res)
@@ -281,6 +329,7 @@ def grid_html(found: pd.DataFrame, verdicts: pd.DataFrame, res: Results) -> str:
             "<h3>The rules against S = 1, at each S</h3>",
             rules_grid(verdicts, res.variants),
             f'<p class="legend">{E(LEGEND)} Details below; hover a cell for its numbers.</p>',
+            extras_html(res),
         ]
     )
 
@@ -304,6 +353,10 @@ def claims_text(found: pd.DataFrame, res: Results) -> str:
         row = "".join(f"{words.get(k, 'not run'):<15}" for k in CHECK_HEADS)
         out.append(f"{names[table]:<{width}}  {row}".rstrip())
     out.append("(ii) holds = LSW degrades, as the paper says; details below")
+    from . import lagmatch as LM
+
+    for x in [f"Figure 2: {x}" for x in LM.summary_lines(res)] + [f"warm-up: {x}" for x in warmup_notes(res)]:
+        out += textwrap.wrap(x, 120, subsequent_indent="  ")
     return "\n".join(out) + "\n"
 
 
