@@ -240,7 +240,8 @@ def rules_grid(verdicts: pd.DataFrame, variants: dict[str, str]) -> str:
     head = "".join(f"<th>{E(labels[m])}</th>" for m in methods)
     out = [f'<table class="grid"><tr><th>table</th><th>S</th>{head}<th>best rule at this S</th></tr>']
     for table, t in verdicts.groupby("table", sort=False):
-        for scale in sorted(set(t["scale"]), key=scale_order):
+        scales = sorted(set(t["scale"]), key=scale_order)
+        for k, scale in enumerate(scales):
             g = t[t["scale"] == scale]
             tds = []
             for m in methods:
@@ -255,11 +256,9 @@ def rules_grid(verdicts: pd.DataFrame, variants: dict[str, str]) -> str:
                 tds.append(_cell(word, cls, under, str(r["detail"])))
             label, speed = best_at(g)
             best = f"{label} {speed:.2f}×" if label else "none keeps quality"
-            name = _name(str(table), variants)
-            out.append(
-                f'<tr><td class="label">{name}</td><td class="label">S = {E(str(scale))}</td>{"".join(tds)}'
-                f'<td class="best">{E(best)}</td></tr>'
-            )
+            name = f'<td class="label" rowspan="{len(scales)}">{_name(str(table), variants)}</td>' if k == 0 else ""
+            at = f'<td class="label">S = {E(str(scale))}</td>'
+            out.append(f'<tr>{name}{at}{"".join(tds)}<td class="best">{E(best)}</td></tr>')
     out.append("</table>")
     return "\n".join(out)
 

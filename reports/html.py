@@ -6,6 +6,7 @@ import base64
 import html
 import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -210,13 +211,26 @@ def figures_html(sections: list[tuple[str, str, list[Figure], str]]) -> str:
         out.append(f'<h3 id="{anchor}">{E(heading)}</h3>')
         if not figs:
             out.append(f'<p class="note">Omitted: {E(note)}.</p>')
+        shared = shared_caption([f.caption for f in figs])
+        if shared:  # what every figure of the family says: once, above them
+            out.append(f'<p class="legend">{E(shared)}</p>')
         for f in figs:
             title = f'<span class="variant" title="{E(f.variant)}">{E(f.title)}</span>' if f.variant else E(f.title)
+            own = f.caption[len(shared) :].strip()
             out.append(
-                f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{title}.</b> {E(f.caption)} "
+                f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{title}.</b> {E(own)} "
                 f"<code>{E(f.path.name)}</code></figcaption></figure>"
             )
     return "\n".join(out)
+
+
+def shared_caption(captions: list[str]) -> str:
+    """The sentences every caption of a figure family begins with ("" for one figure or none in common)."""
+    if len(captions) < 2:
+        return ""
+    common = os.path.commonprefix(captions)
+    cut = common.rfind(". ") + 1 if not all(c == common for c in captions) else len(common)
+    return common[:cut] if cut > 0 else ""
 
 
 def sweep_table_html(st: pd.DataFrame) -> str:

@@ -107,9 +107,8 @@ def test_a_user_rule_that_uses_the_gain_gets_its_gain_panel_and_its_title(tmp_pa
         warnings.simplefilter("ignore")
         page = (build(out, ["html"]).folder / "report.html").read_text()
     assert "my_gain_rule" not in sys.modules
-    caption = re.search(r": my gain rule(?:</span>)?\.</b>(.*?)</figcaption>", page, re.S)
-    assert caption, "the curves figure is titled by the rule's recorded title"
-    assert "B_simple" in caption.group(1) and "No gain panel" not in caption.group(1)
+    assert re.search(r": my gain rule(?:</span>)?\.</b>", page), "the curves figure is titled by the recorded title"
+    assert "No gain panel" not in page and "B_simple" in page  # both rules' figures have the gain panels
 
 
 OVERRIDES = {"data.conditioning": 10.0, "lr_schedule.lr0": 1.0, "lr_schedule.decay": 0.01, "microbatch_mode": "batched"}
