@@ -229,6 +229,15 @@ def best_at(g: pd.DataFrame) -> tuple[str, float]:
     return str(r["label"]), float(r["speedup"])
 
 
+def best_text(g: pd.DataFrame) -> str:
+    """'LSW 8.00×' (the fastest rule that keeps quality), 'none keeps quality' where every rule is worse, else
+    'undecided' (no rule shown to keep it, not all shown worse)."""
+    label, speed = best_at(g)
+    if label:
+        return f"{label} {speed:.2f}×"
+    return "none keeps quality" if (g["status"] == "does not hold").all() else "undecided"
+
+
 def rules_grid(verdicts: pd.DataFrame, variants: dict[str, str]) -> str:
     """Table and S × rule: keeps / worse / inconclusive / not run, and the best rule at that S."""
     if verdicts.empty:
@@ -254,8 +263,7 @@ def rules_grid(verdicts: pd.DataFrame, variants: dict[str, str]) -> str:
                 n = r["n"]
                 under = f"{int(n)} vs {int(r['n_base'])} seeds" if isinstance(n, float) and math.isfinite(n) else ""
                 tds.append(_cell(word, cls, under, str(r["detail"])))
-            label, speed = best_at(g)
-            best = f"{label} {speed:.2f}×" if label else "none keeps quality"
+            best = best_text(g)
             name = f'<td class="label" rowspan="{len(scales)}">{_name(str(table), variants)}</td>' if k == 0 else ""
             at = f'<td class="label">S = {E(str(scale))}</td>'
             out.append(f'<tr>{name}{at}{"".join(tds)}<td class="best">{E(best)}</td></tr>')
@@ -322,8 +330,14 @@ def banner_html(res: Results) -> str:
 
 def grid_html(found: pd.DataFrame, verdicts: pd.DataFrame, res: Results) -> str:
     """The top of the page under its heading: the findings grid, the rules grid and one legend."""
+    swatches = "".join(
+        f'<span class="sw {cls}">{E(word)}</span>'
+        for cls, word in (("ok", "holds / keeps"), ("bad", "does not hold / worse"), ("open", "inconclusive"))
+    )
+    key = f'<p class="key">{swatches}<span class="sw none">not testable / not run</span> — (ii) holds: LSW degrades</p>'
     return "\n".join(
         [
+            key,
             findings_grid(found, res),
             "<h3>The rules against S = 1, at each S</h3>",
             rules_grid(verdicts, res.variants),
@@ -368,7 +382,7 @@ def rules_text(verdicts: pd.DataFrame, res: Results) -> str:
         for scale in sorted(set(t["scale"]), key=scale_order):
             g = t[t["scale"] == scale]
             cells = ", ".join(f"{r.label} {RULE_WORDS.get(r.status, (r.status, ''))[0]}" for r in g.itertuples())
-            label, speed = best_at(g)
-            best = f"best {label} {speed:.2f}×" if label else "none keeps quality"
+            best = best_text(g)
+            best = f"best {best}" if best_at(g)[0] else best
             out.append(f"  {_short(str(table), res.variants)} S = {scale}: {cells}; {best}"[:120])
     return "\n".join(out) + "\n"

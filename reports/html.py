@@ -70,6 +70,12 @@ table.grid td.none { background: #e6e6e6; color: #555; }
 table.grid td.blank { color: #999; }
 table.grid td.sum { font-size: 13px; max-width: 34em; }
 table.grid td.best { font-weight: 600; white-space: nowrap; }
+p.key { margin: 2px 0; font-size: 13px; }
+p.key .sw { padding: 1px 8px; margin-right: 6px; border: 1px solid #bbb; }
+.sw.ok { background: #cdebc9; } .sw.bad { background: #f4c2c2; } .sw.open { background: #fbe7b5; }
+.sw.none { background: #e6e6e6; }
+h2#glance { margin-top: 14px; }
+h1 { margin-top: 0; }
 code { background: #f4f4f4; padding: 1px 4px; overflow-wrap: anywhere; }
 """
 
