@@ -97,7 +97,7 @@ def gain(res: Results, outdir: Path) -> list[Figure]:
             bars |= _gain_panel(ax, r, p, curve, res.metrics(r["run_dir"])[0], res.variants)
             texts.append(f"{r['task']} seed {r['seed']}: {gap_text(p)}; {LM.decomposition_text(p)}")
         fig.suptitle("Online gain against offline estimates at kept checkpoints (paper Figure 2)")
-        path = _save(fig, outdir / "gain_online_offline.png")
+        path = _save(fig, outdir / "figure2_gain_online_offline.png")  # named by the paper figure it rebuilds
     caption = (
         "Blue line: the gain AdaScale used at each iteration, from its moving averages of σ² and μ² (memory "
         "about 1000/S iterations). Red points: the gain from σ², μ² estimated afresh at the initial weights and "

@@ -187,7 +187,7 @@ def _heatmap(g: pd.DataFrame, pts: pd.DataFrame, task: str, grid: str, outdir: P
         if handles:
             fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
         fig.suptitle(f"Figure 5 (heat map) — {task}: validation {label} over exponential-decay schedules")
-        path = _save(fig, outdir / f"heatmap_{_slug(task, grid)}.png")
+        path = _save(fig, outdir / f"figure5_heatmap_{_slug(task, grid)}.png")  # the paper figure it rebuilds
     return Figure(
         "heatmap",
         f"Figure 5 — {task} heat map" + (f" ({grid})" if grid not in (f"{task}-grid", "grid") else ""),
