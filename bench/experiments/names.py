@@ -8,11 +8,12 @@ name is never mistaken for one. Numbers are written one way everywhere: 1.0 is 1
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from bench.files import identity_of
 
-from .matrix import VARIANT_NAME
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+-]{0,31}")  # what a matrix's `variant:` may say
 
 DIGITS = 4  # significant digits of a float in a name
 
