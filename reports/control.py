@@ -291,8 +291,8 @@ COINCIDE = 0.03  # relative difference of two rules' speed-ups at one S under wh
 
 
 def _covered(m: pd.DataFrame, above: pd.DataFrame) -> bool:
-    """Whether a rule's speed-ups `m` coincide at some S with those of a rule drawn over it (`above`)."""
-    for r in m.itertuples():
+    """Whether a rule's speed-ups `m` coincide at some S > 1 with those of a rule drawn over it (`above`)."""
+    for r in m[m["scale"].astype(float) != 1].itertuples():  # at S = 1 every rule is at 1: no overlap to avoid
         other = above[above["scale"] == r.scale]["speedup"].astype(float)
         if math.isfinite(r.speedup) and len(other) and (abs(other - r.speedup) <= COINCIDE * abs(r.speedup)).any():
             return True
@@ -357,7 +357,7 @@ def _draw_speedup(plan: dict, path: Path) -> None:
                 ax.scatter(*zip(*flagged, strict=True), marker="x", s=80, color="tab:red", zorder=9)
         ax.set(xscale="log", yscale="log", xlabel="scale S", ylabel="speed-up T1 / iterations")
         ax.set_title(f"{plan['name']}: speed-up")
-        ax.legend(fontsize=9)
+        ax.legend(fontsize=11)
         _draw_efficiency(bx, plan["eff"])
         F._save(fig, path)
 
@@ -375,10 +375,24 @@ def _draw_efficiency(bx, e: dict) -> None:
             bx.plot(e["scale"], e["predicted"], color="black", ls=":", marker="o", mfc="none", label="predicted (iii)")
         for x, y, ratio in zip(e["scale"], e["eff"], e["ratio"], strict=True):
             if math.isfinite(ratio):
-                bx.annotate(f"S·b/B={ratio:.2g}", (x, y), textcoords="offset points", xytext=(5, 5), fontsize=9)
+                bx.annotate(  # below and right of its marker, clear of the line through it
+                    f"S·b/B {ratio:.2g}", (x, y), textcoords="offset points", xytext=(8, -14), fontsize=11
+                )
         bx.set(xscale="log", xlabel="scale S", ylabel="efficiency: speed-up ÷ S", ylim=(0, 1.05))
-        bx.legend(fontsize=9)
-    bx.set_title("AdaScale against the noise scale")
+        _plain_s_ticks(bx, e["scale"])
+        bx.legend(fontsize=11)
+    bx.set_title("AdaScale's efficiency against S (labels: S·b/B, B the late noise scale)")
+
+
+def _plain_s_ticks(ax, scales: list[float]) -> None:
+    """S's own values as ticks (4, 64), not a log axis' 2×10⁰ minor labels."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    ticks = sorted({float(v) for v in scales if math.isfinite(v) and v > 0})
+    if ticks:
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def speedup_figures(res: Results, outdir: Path) -> list:
