@@ -67,3 +67,18 @@ def test_plan_json_has_the_paper_point_estimate(capsys: pytest.CaptureFixture[st
     assert main(["plan", "paper"]) == 0
     out = capsys.readouterr().out
     assert all(len(line) <= 120 for line in out.splitlines())
+
+
+def test_status_names_a_sweep_run_by_its_rule_and_a_finished_run_at_100_percent() -> None:
+    from bench.experiments.names import method_name, variant_name
+    from slurm.progress import Progress
+    from slurm.status import RunState, _cell_progress
+
+    spec = {"method": "identity", "experiment": {"kind": "sweep", "method": "linear", "batch": 1024}}
+    spec["overrides"] = {"target": 0.2565547538056714, "batch_size": 1024}
+    assert (method_name(spec), variant_name(spec)) == ("sweep linear", "batch 1024")
+    assert variant_name({"overrides": {"lr_schedule.decay": 1.0, "target": 0.2565547538056714}}) == (
+        "decay 1, target 0.2566"
+    )
+    done = RunState("logreg/adascale/s8/seed0", "done", progress=Progress(tau=2040.0, T1=2000.0))
+    assert _cell_progress([done])[0] == "100%"
