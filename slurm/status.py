@@ -419,7 +419,8 @@ def table(runs: list[RunState]) -> str:
         seeds = ",".join(str(r.parts[3]) for r in members)
         state = _cell_state([r.state for r in members])
         method, variant = shown[key]
-        method = f"{method} {shared}" if is_shared(key[1], key[2], None) else method
+        sweep = method.startswith("sweep ")  # a sweep's run at S = 1 stands for no Table 2 rule
+        method = f"{method} {shared}" if is_shared(key[1], key[2], None) and not sweep else method
         jobs = _jobs([r.job_id or "" for r in members])
         rows.append((key[0], method, key[2], variant or "-", seeds, state, *_cell_progress(members), jobs, key[4]))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
