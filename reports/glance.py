@@ -120,7 +120,8 @@ def folder_kind(res: Results) -> tuple[str, Kind]:
     """(how the kind was told, the kind): matrix.json's matrix names where `submit` wrote them, else the runs'
     presets and variant names (a smoke has tiny runs of several kinds, a control only its `control` cells)."""
     manifest = read_json_object(res.root / "matrix.json") or {}
-    named = [m for m in manifest.get("matrices", []) if isinstance(m, str)] if isinstance(manifest, dict) else []
+    listed = manifest.get("matrices") if isinstance(manifest, dict) else None  # a damaged file names none
+    named = [m for m in listed if isinstance(m, str)] if isinstance(listed, list) else []
     stems = sorted({m.rsplit("/", 1)[-1].removesuffix(".yaml") for m in named})
     if len(stems) == 1 and stems[0] in KINDS:
         return f"matrix {stems[0]}", KINDS[stems[0]]

@@ -47,7 +47,7 @@ def variant_name(spec: dict) -> str:
     exp = spec.get("experiment")
     if isinstance(exp, dict) and exp.get("kind") == "sweep" and "batch" in exp:
         return f"batch {number(exp['batch'])}"
-    overrides = dict(spec.get("overrides") or {})
+    overrides = dict(spec["overrides"]) if isinstance(spec.get("overrides"), dict) else {}  # damaged: none
     if isinstance(exp, dict) and exp.get("kind") == "heatmap":  # every grid run decays exponentially: not news
         overrides.pop("lr_schedule.kind", None)
     return label_of(exp) or short_form(overrides)
