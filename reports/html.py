@@ -15,6 +15,7 @@ import pandas as pd
 from bench import safefs
 from bench.algo.rules import label
 
+from . import findings as FD
 from .figures import Figure
 from .scalefree import _delta
 from .table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
@@ -355,9 +356,11 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
         "iterations (S = 1 runs T1 iterations; ours: the runs' T1, the paper's: its S = 1 row). Efficiency: "
         "T1 / (S · iterations), 1 = perfect linear scaling. These ratios compare across run sizes, so tiny "
         "runs are compared with the paper here (and only here). Diverged cells: N/A, their speed-up from the "
-        "planned iterations.</p>"
+        "planned iterations. A grey paper Δmetric: the paper's own degraded cell (below −Δ of its preset's "
+        "margin).</p>"
     ]
     for table, t in sf.groupby("table", sort=False):
+        paper_margin = FD.card_margin(str(t["task"].iloc[0]), "paper")[0]  # Δ of the paper preset, on its points
         out.append(f"<h3>{name_html(table, variants)}</h3><table>")
         out.append(
             '<tr><th rowspan="2">method</th><th rowspan="2">S</th><th rowspan="2">seeds</th>'
@@ -375,8 +378,8 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
                 _td(str(r.scale), "label"),
                 _td(_num(r.n_seeds, ".0f")),
             ]
-            for text in (d_ours[k], d_paper[k]):
-                tds.append(_td(text, "na" if text == NA else "missing" if text == MISSING else "num"))
+            tds.append(_td(d_ours[k], "na" if d_ours[k] == NA else "missing" if d_ours[k] == MISSING else "num"))
+            tds.append(_paper_delta(d_paper[k], r.paper_d_metric, paper_margin))
             for a, b in ((r.speedup, r.paper_speedup), (r.efficiency, r.paper_efficiency)):
                 for v in (a, b):
                     text = _num(v, ".2f")
@@ -386,6 +389,17 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
             out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
         out.append("</table>")
     return "\n".join(out)
+
+
+def _paper_delta(text: str, value: float, margin: float | None) -> str:
+    """The paper's Δmetric cell, grey where the paper's own cell is worse than its S = 1 by more than the paper
+    preset's margin (the degradations the paper reports, cifar10 LSW S = 64's −17.50 among them)."""
+    if text in (NA, MISSING):
+        return _td(text, "na" if text == NA else "missing")
+    worse = margin is not None and isinstance(value, float) and math.isfinite(value) and value < -margin
+    if not worse:
+        return _td(text)
+    return f'<td class="grey num" title="the paper\'s own degraded cell: below −Δ = −{margin:g}">{E(text)}</td>'
 
 
 def absolute_html(

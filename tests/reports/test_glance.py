@@ -171,3 +171,10 @@ def test_what_differs_from_the_paper_describes_the_presets_that_ran(built) -> No
     differs = page[page.index('id="differs"') : page.index('id="figures"')]
     assert "cifar10 — the tiny preset" in differs and "batch_size: 8 (paper preset: 128)" in differs
     assert "He et al." not in differs  # the paper preset's own lines: only where it ran
+
+
+def test_the_papers_own_degraded_cells_are_marked_in_the_scale_free_table(built) -> None:
+    page = (built.folder / "report.html").read_text()
+    scalefree = page[page.index('id="scalefree"') : page.index('id="paper"')]
+    marked = re.findall(r'<td class="grey num" title="the paper\'s own degraded cell[^"]*">([^<]*)</td>', scalefree)
+    assert marked and all(float(v.replace("−", "-")) < -0.5 for v in marked)  # cifar10's LSW cells past S = 16
