@@ -57,6 +57,7 @@ figcaption { color: #444; margin-top: 4px; }
 .legend { color: #333; font-size: 14px; }
 .grey-swatch { background: #c4c4c4; padding: 0 8px; border: 1px solid #999; }
 nav a { margin-right: 16px; }
+details > summary { cursor: pointer; color: #2a4d8f; font-weight: 600; margin: 6px 0; }
 .banner { background: #eef3fb; border-left: 5px solid #3b6db3; padding: 8px 14px; margin: 8px 0; }
 table.grid { margin: 4px 0 8px; font-size: 14px; }
 table.grid th { font-size: 13px; line-height: 1.2; }
@@ -295,6 +296,11 @@ def warnings_html(items: Sequence[str]) -> str:
         return '<p class="note">None: every file was read.</p>'
     lis = "".join(f"<li><code>{E(w)}</code></li>" for w in items)
     return f'<div class="warn-box"><ul>{lis}</ul></div>'
+
+
+def on_demand(summary: str, body: str) -> str:
+    """A detail the grid at the top already sums up: folded, opened on a click (<details>)."""
+    return f"<details><summary>{E(summary)}</summary>\n{body}\n</details>"
 
 
 def page(title: str, body: str) -> str:
