@@ -33,6 +33,7 @@ from bench.files import atomic_write_bytes
 from . import control as CT
 from . import figures as F
 from . import findings as FD
+from . import glance as G
 from . import guards
 from . import html as H
 from . import lagmatch as LM
@@ -46,6 +47,7 @@ from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
 from .sweep import noise_by_task, sweep_table
 from .sweep import write_csv as write_sweep_csv
 from .table2 import cells, markdown, to_csv
+from .variants import named
 
 REPORT_DIR = "report"
 FIGURE_INDEX = "figures.json"  # content hashes of the figures drawn (reports.figures.Renderer)
@@ -62,6 +64,7 @@ class Built:
     findings: str = ""
     rules: str = ""  # the rules at a glance, printed after the findings
     flags: str = ""  # B_crit fits that disagree, time-to-target speed-ups that are unresolved: printed last
+    glance: str = ""  # the verdict grids alone (reports.glance), what `report` prints when no txt was asked for
 
     @property
     def html(self) -> Path | None:
@@ -116,19 +119,22 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     tables = bool({"csv", "html"} & set(formats))  # the sweep's and the time-to-target tables: csv and html
     sweep_tab = sweep_table(res) if tables else pd.DataFrame()
     found = FD.findings(res)
-    built.findings = FD.text(found) + "\n"
+    claims = G.claims_text(found, res)
+    built.findings = claims + "\n" + FD.text(named(found, res.variants)) + "\n"
     verdicts = RC.verdicts(res)
     glance = RC.at_a_glance(verdicts, res)
-    built.rules = RC.text(glance) + "\n"
+    rules = G.rules_text(verdicts, res)
+    built.rules = rules + "\n" + RC.text(named(glance, res.variants)) + "\n"
+    built.glance = claims + rules
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
     fits = CT.critical_table(res, ttt) if tables else pd.DataFrame()
     built.flags = CT.flags_text(fits, CT.ttt_summary(ttt)) if tables else ""
 
-    if "md" in formats:
-        _write(dest / "table2.md", markdown(c, std), built)
+    if "md" in formats:  # a variant by its short name; its overrides in table2.csv's `variant` column
+        _write(dest / "table2.md", markdown(named(c, res.variants), std), built)
     if "tex" in formats:
-        _write(dest / "table2.tex", latex(c, std), built)
+        _write(dest / "table2.tex", latex(named(c, res.variants), std), built)
     if "csv" in formats:
         _csvs(dest, res, (c, comp, found, sf, sweep_tab, ttt, verdicts, glance, fits), built)
     if "txt" in formats:
@@ -149,12 +155,17 @@ def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
     rule's verdicts and the rules at a glance, the sweep (when it ran), time to target, speed-up, the
     critical batches and Figure 2's gains."""
     c, comp, found, sf, sweep_tab, ttt, verdicts, glance, fits = tables
-    _write(dest / "table2.csv", to_csv(c), built)
-    _write(dest / "paper_comparison.csv", guards.csv_safe(comp).to_csv(index=False, float_format="%.6g"), built)
-    _write(dest / "findings.csv", FD.to_csv(guards.csv_safe(found)), built)  # no cell a formula
-    _write(dest / "scalefree.csv", SF.to_csv(sf), built)
-    _write(dest / "rule_verdicts.csv", RC.to_csv(verdicts), built)
-    _write(dest / "rules_at_a_glance.csv", RC.to_csv(glance), built)
+    v = res.variants  # `table` names a variant by its short name, the `variant` column holds its overrides
+
+    def csv(df: pd.DataFrame) -> pd.DataFrame:
+        return named(df, v, keep=True)
+
+    _write(dest / "table2.csv", to_csv(csv(c)), built)
+    _write(dest / "paper_comparison.csv", guards.csv_safe(csv(comp)).to_csv(index=False, float_format="%.6g"), built)
+    _write(dest / "findings.csv", FD.to_csv(guards.csv_safe(csv(found))), built)  # no cell a formula
+    _write(dest / "scalefree.csv", SF.to_csv(csv(sf)), built)
+    _write(dest / "rule_verdicts.csv", RC.to_csv(csv(verdicts)), built)
+    _write(dest / "rules_at_a_glance.csv", RC.to_csv(csv(glance)), built)
     if not sweep_tab.empty:
         write_sweep_csv(sweep_tab, dest / "sweep.csv")
         built.written.append(dest / "sweep.csv")
@@ -205,6 +216,7 @@ class Parts:
 
 
 SECTIONS = {  # the page's sections, in order: its <h2> ids, each with its link in the nav bar
+    "glance": ("At a glance", "At a glance: the paper's claims (i)–(v) and the rules"),
     "findings": ("Findings", "The paper's findings, checked"),
     "table2": ("Table 2", "Table 2"),
     "rules": ("Rules", "The rules compared with S = 1"),
@@ -217,6 +229,13 @@ SECTIONS = {  # the page's sections, in order: its <h2> ids, each with its link 
 }
 
 
+def _presets(runs: pd.DataFrame) -> dict[str, list[str]]:
+    """task -> the presets its runs used (what "differs from the paper" describes)."""
+    if runs.empty:
+        return {}
+    return {str(t): sorted(set(g["preset"].dropna()) - {""}) for t, g in runs.groupby("task")}
+
+
 def _h2(key: str, suffix: str = "") -> str:
     return f'<h2 id="{key}">{H.E(SECTIONS[key][1])}{suffix}</h2>'
 
@@ -227,25 +246,30 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
     v = res.variants
     body = [
         "<h1>AdaScale SGD benchmark report</h1>",
-        H.meta_html(out, res.runs, len(res.warnings), generated),
         f"<nav>{nav}</nav>",
+        G.banner_html(res),
+        _h2("glance"),
+        G.grid_html(p.findings, p.rules[1], res),
+        H.meta_html(out, res.runs, len(res.warnings), generated),
         _h2("findings"),
-        H.findings_html(p.findings, FD.LEGEND, v),
+        H.on_demand("what each finding compared, per table", H.findings_html(p.findings, FD.LEGEND, v)),
         _h2("table2"),
         H.table2_html(p.cells, p.std, v),
         H.variants_html(v),
         _h2("rules"),
-        RC.glance_html(*p.rules, v),
+        H.on_demand(
+            "every rule at the largest S, with Δ and its interval; every rule × S", RC.glance_html(*p.rules, v)
+        ),
         _h2("scalefree"),
         H.scalefree_html(p.scalefree, v),
         _h2("paper"),
         H.absolute_html(p.comparison, header_note(p.comparison), p.without_paper, v),
         _h2("differs"),
-        H.differs_html(p.tasks),
+        H.differs_html(p.tasks, _presets(res.runs)),
         _h2("figures"),
         H.figures_html(p.sections),
         H.sweep_table_html(sweep_tab),
-        CT.critical_html(fits, noise_by_task(res)),
+        CT.critical_html(fits, noise_by_task(res), v),
         _h2("ttt"),
         CT.ttt_html(CT.ttt_summary(ttt), v),
         _h2("warnings", f" ({len(res.warnings)})"),

@@ -354,7 +354,8 @@ def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None, fits: 
 SPEEDUP_CAPTION = (
     "Left: speed-up T1/iterations against S (mean over seeds) for every Table 2 rule with runs (LSW+ runs "
     "AdaScale's iterations; a rule whose τ advances by S, LSW, √S, LEGW, lies on the ideal line by "
-    "construction; where rules coincide, the later ones in the method table are drawn wide and pale beneath, "
+    "construction; where rules coincide (within 3 % at some S), the later ones in the method table are drawn wide "
+    "and pale beneath, "
     "so LSW+ is drawn wide and pale under AdaScale), the ideal line (speed-up = S) "
     "and the paper's own speed-ups (paper/table2.csv: its S = 1 "
     "iterations over its iterations at S), dashed: the same task's rules in their colour, AdaScale of the "
@@ -372,10 +373,23 @@ def _floats(values) -> list[float]:
     return [float(v) for v in values]
 
 
+COINCIDE = 0.03  # relative difference of two rules' speed-ups at one S under which their points overlap
+
+
+def _covered(m: pd.DataFrame, above: pd.DataFrame) -> bool:
+    """Whether a rule's speed-ups `m` coincide at some S > 1 with those of a rule drawn over it (`above`)."""
+    for r in m[m["scale"].astype(float) != 1].itertuples():  # at S = 1 every rule is at 1: no overlap to avoid
+        other = above[above["scale"] == r.scale]["speedup"].astype(float)
+        if math.isfinite(r.speedup) and len(other) and (abs(other - r.speedup) <= COINCIDE * abs(r.speedup)).any():
+            return True
+    return False
+
+
 def speedup_plan(g: pd.DataFrame, paper: pd.DataFrame, task: str, name: str, rows: dict, colors: dict) -> dict:
     """What one speed-up figure shows, as plain data (reports.figures.render draws it, or keeps the PNG drawn
     from the same plan). Rules that coincide (LSW+ on AdaScale, √S on LSW) stay visible: the later ones in
-    the method table are drawn first, wide and pale, AdaScale last, narrow, on top."""
+    the method table are drawn first, wide and pale where they coincide with a rule drawn over them (within 3 %
+    at some S), AdaScale last, narrow, on top; a rule that coincides with none is drawn as plainly as AdaScale."""
     mine = sorted(set(g["method"]), key=place)
     lines, other = [], True
     for (ptask, method), p in paper.groupby(["task", "method"]):
@@ -394,9 +408,10 @@ def speedup_plan(g: pd.DataFrame, paper: pd.DataFrame, task: str, name: str, row
     drawn = mine[::-1]
     for j, method in enumerate(drawn):
         m = g[g["method"] == method].sort_values("scale")
-        width = 1.5 + 4.5 * (len(drawn) - 1 - j) / max(1, len(drawn) - 1)
+        hidden = _covered(m, g[g["method"].isin(drawn[j + 1 :])])  # under a rule drawn later: wide and pale
+        width = 1.5 + 4.5 * (len(drawn) - 1 - j) / max(1, len(drawn) - 1) if hidden else 1.5
         style = {"marker": MARKERS[mine.index(method) % len(MARKERS)], "ms": 3 + 2 * width, "lw": width}
-        style |= {"alpha": 1.0 if j == len(drawn) - 1 else 0.45, "zorder": 3 + j}
+        style |= {"alpha": 0.45 if hidden else 1.0, "zorder": 3 + j}
         bad = (m["quality"].fillna("") != "").to_list()
         methods.append((rows[method].title, colors[method], _floats(m["scale"]), _floats(m["speedup"]), bad, style))
     ada = g[g["method"] == "adascale"].sort_values("scale")
@@ -428,7 +443,7 @@ def _draw_speedup(plan: dict, path: Path) -> None:
                 ax.scatter(*zip(*flagged, strict=True), marker="x", s=80, color="tab:red", zorder=9)
         ax.set(xscale="log", yscale="log", xlabel="scale S", ylabel="speed-up T1 / iterations")
         ax.set_title(f"{plan['name']}: speed-up")
-        ax.legend(fontsize=9)
+        ax.legend(fontsize=11)
         _draw_efficiency(bx, plan["eff"])
         F._save(fig, path)
 
@@ -446,10 +461,24 @@ def _draw_efficiency(bx, e: dict) -> None:
             bx.plot(e["scale"], e["predicted"], color="black", ls=":", marker="o", mfc="none", label="predicted (iii)")
         for x, y, ratio in zip(e["scale"], e["eff"], e["ratio"], strict=True):
             if math.isfinite(ratio):
-                bx.annotate(f"S·b/B={ratio:.2g}", (x, y), textcoords="offset points", xytext=(5, 5), fontsize=9)
+                bx.annotate(  # below and right of its marker, clear of the line through it
+                    f"S·b/B {ratio:.2g}", (x, y), textcoords="offset points", xytext=(8, -14), fontsize=11
+                )
         bx.set(xscale="log", xlabel="scale S", ylabel="efficiency: speed-up ÷ S", ylim=(0, 1.05))
-        bx.legend(fontsize=9)
-    bx.set_title("AdaScale against the noise scale")
+        _plain_s_ticks(bx, e["scale"])
+        bx.legend(fontsize=11)
+    bx.set_title("AdaScale's efficiency against S (labels: S·b/B, B the late noise scale)")
+
+
+def _plain_s_ticks(ax, scales: list[float]) -> None:
+    """S's own values as ticks (4, 64), not a log axis' 2×10⁰ minor labels."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    ticks = sorted({float(v) for v in scales if math.isfinite(v) and v > 0})
+    if ticks:
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def speedup_figures(res: Results, outdir: Path) -> list:
@@ -468,7 +497,7 @@ def speedup_figures(res: Results, outdir: Path) -> list:
     order = sorted(set(sp["method"]) | {"adascale"}, key=place)
     colors = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(order)}
     for (task, variant), g in sp.groupby(["task", "variant"]):
-        path = outdir / f"speedup_{F._slug(task, variant)}.png"
+        path = outdir / f"speedup_{F._slug(task, res.variants.get(variant, variant))}.png"
         name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}"
         plan = speedup_plan(g, paper, task, name, rows, colors)
         F.render.current().submit(_draw_speedup, plan, path, caption=SPEEDUP_CAPTION)
@@ -538,10 +567,12 @@ def table2_critical(ttt: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def critical_html(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None) -> str:
+def critical_html(
+    fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None, variants: dict[str, str] | None = None
+) -> str:
     """Every B_crit fit (report/b_crit.csv), one line each with what it measures and whether it agrees with
     the other source's fit of the same series; then the B_simple notes and that no critical batch was
-    measured (nothing without fits)."""
+    measured (nothing without fits). A variant by its short name (reports.variants)."""
     import html
 
     from .critical import NO_CRITICAL, describe
@@ -551,7 +582,7 @@ def critical_html(fits: pd.DataFrame, noise: dict[str, np.ndarray] | None = None
         return ""
     lines = []
     for r in fits.itertuples():
-        variant = f" [{r.variant}]" if isinstance(r.variant, str) and r.variant else ""
+        variant = f" [{(variants or {}).get(r.variant, r.variant)}]" if isinstance(r.variant, str) and r.variant else ""
         where = "sweep" if r.source == "sweep" else "Table 2 time to target"
         name = SWEEP_METHODS.get(r.method, r.method) if r.source == "sweep" else title(r.method)
         agrees = str(r.agrees) if isinstance(r.agrees, str) else ""

@@ -6,6 +6,7 @@ import base64
 import html
 import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pandas as pd
 from bench import safefs
 from bench.algo.rules import label
 
+from . import findings as FD
 from .figures import Figure
 from .scalefree import _delta
 from .table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
@@ -55,6 +57,27 @@ figcaption { color: #444; margin-top: 4px; }
 .legend { color: #333; font-size: 14px; }
 .grey-swatch { background: #c4c4c4; padding: 0 8px; border: 1px solid #999; }
 nav a { margin-right: 16px; }
+details > summary { cursor: pointer; color: #2a4d8f; font-weight: 600; margin: 6px 0; }
+.banner { background: #eef3fb; border-left: 5px solid #3b6db3; padding: 8px 14px; margin: 8px 0; }
+table.grid { margin: 4px 0 8px; font-size: 14px; }
+table.grid th { font-size: 13px; line-height: 1.2; }
+table.grid th small { font-weight: normal; color: #444; }
+table.grid td { padding: 2px 8px; }
+table.grid td.v { text-align: center; white-space: nowrap; font-weight: 600; line-height: 1.15; }
+table.grid td.v small { display: block; font-weight: normal; font-size: 11px; color: #444; }
+table.grid td.ok { background: #cdebc9; }
+table.grid td.bad { background: #f4c2c2; }
+table.grid td.open { background: #fbe7b5; }
+table.grid td.none { background: #e6e6e6; color: #555; }
+table.grid td.blank { color: #999; }
+table.grid td.sum { font-size: 13px; max-width: 34em; }
+table.grid td.best { font-weight: 600; white-space: nowrap; }
+p.key { margin: 2px 0; font-size: 13px; }
+p.key .sw { padding: 1px 8px; margin-right: 6px; border: 1px solid #bbb; }
+.sw.ok { background: #cdebc9; } .sw.bad { background: #f4c2c2; } .sw.open { background: #fbe7b5; }
+.sw.none { background: #e6e6e6; }
+h2#glance { margin-top: 14px; }
+h1 { margin-top: 0; }
 code { background: #f4f4f4; padding: 1px 4px; overflow-wrap: anywhere; }
 """
 
@@ -196,13 +219,26 @@ def figures_html(sections: list[tuple[str, str, list[Figure], str]]) -> str:
         out.append(f'<h3 id="{anchor}">{E(heading)}</h3>')
         if not figs:
             out.append(f'<p class="note">Omitted: {E(note)}.</p>')
+        shared = shared_caption([f.caption for f in figs])
+        if shared:  # what every figure of the family says: once, above them
+            out.append(f'<p class="legend">{E(shared)}</p>')
         for f in figs:
             title = f'<span class="variant" title="{E(f.variant)}">{E(f.title)}</span>' if f.variant else E(f.title)
+            own = f.caption[len(shared) :].strip()
             out.append(
-                f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{title}.</b> {E(f.caption)} "
+                f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{title}.</b> {E(own)} "
                 f"<code>{E(f.path.name)}</code></figcaption></figure>"
             )
     return "\n".join(out)
+
+
+def shared_caption(captions: list[str]) -> str:
+    """The sentences every caption of a figure family begins with ("" for one figure or none in common)."""
+    if len(captions) < 2:
+        return ""
+    common = os.path.commonprefix(captions)
+    cut = common.rfind(". ") + 1 if not all(c == common for c in captions) else len(common)
+    return common[:cut] if cut > 0 else ""
 
 
 def sweep_table_html(st: pd.DataFrame) -> str:
@@ -260,6 +296,11 @@ def warnings_html(items: Sequence[str]) -> str:
         return '<p class="note">None: every file was read.</p>'
     lis = "".join(f"<li><code>{E(w)}</code></li>" for w in items)
     return f'<div class="warn-box"><ul>{lis}</ul></div>'
+
+
+def on_demand(summary: str, body: str) -> str:
+    """A detail the grid at the top already sums up: folded, opened on a click (<details>)."""
+    return f"<details><summary>{E(summary)}</summary>\n{body}\n</details>"
 
 
 def page(title: str, body: str) -> str:
@@ -321,9 +362,11 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
         "iterations (S = 1 runs T1 iterations; ours: the runs' T1, the paper's: its S = 1 row). Efficiency: "
         "T1 / (S · iterations), 1 = perfect linear scaling. These ratios compare across run sizes, so tiny "
         "runs are compared with the paper here (and only here). Diverged cells: N/A, their speed-up from the "
-        "planned iterations.</p>"
+        "planned iterations. A grey paper Δmetric: the paper's own degraded cell (below −Δ of its preset's "
+        "margin).</p>"
     ]
     for table, t in sf.groupby("table", sort=False):
+        paper_margin = FD.card_margin(str(t["task"].iloc[0]), "paper")[0]  # Δ of the paper preset, on its points
         out.append(f"<h3>{name_html(table, variants)}</h3><table>")
         out.append(
             '<tr><th rowspan="2">method</th><th rowspan="2">S</th><th rowspan="2">seeds</th>'
@@ -341,8 +384,8 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
                 _td(str(r.scale), "label"),
                 _td(_num(r.n_seeds, ".0f")),
             ]
-            for text in (d_ours[k], d_paper[k]):
-                tds.append(_td(text, "na" if text == NA else "missing" if text == MISSING else "num"))
+            tds.append(_td(d_ours[k], "na" if d_ours[k] == NA else "missing" if d_ours[k] == MISSING else "num"))
+            tds.append(_paper_delta(d_paper[k], r.paper_d_metric, paper_margin))
             for a, b in ((r.speedup, r.paper_speedup), (r.efficiency, r.paper_efficiency)):
                 for v in (a, b):
                     text = _num(v, ".2f")
@@ -352,6 +395,17 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
             out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
         out.append("</table>")
     return "\n".join(out)
+
+
+def _paper_delta(text: str, value: float, margin: float | None) -> str:
+    """The paper's Δmetric cell, grey where the paper's own cell is worse than its S = 1 by more than the paper
+    preset's margin (the degradations the paper reports, cifar10 LSW S = 64's −17.50 among them)."""
+    if text in (NA, MISSING):
+        return _td(text, "na" if text == NA else "missing")
+    worse = margin is not None and isinstance(value, float) and math.isfinite(value) and value < -margin
+    if not worse:
+        return _td(text)
+    return f'<td class="grey num" title="the paper\'s own degraded cell: below −Δ = −{margin:g}">{E(text)}</td>'
 
 
 def absolute_html(
@@ -377,17 +431,70 @@ def absolute_html(
     return "\n".join(out)
 
 
-def differs_html(tasks: Sequence[str]) -> str:
-    """Per task, the card's `differs` lines (tasks.presets: plain data)."""
+SHOWN_KEYS = ("T1", "batch_size", "lr_schedule", "model", "data", "elastic", "scales")  # what a reader compares
+SKIPPED = ("verify_md5", "eval_batch_size", "num_workers", "checkpoint_every", "eval_every", "ttt_target")
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        if k in SKIPPED:
+            continue
+        if isinstance(v, dict) and k not in ("elastic",):
+            out |= _flat(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _value(v: object) -> str:
+    from bench.experiments.names import number
+
+    if isinstance(v, dict) and set(v) <= {"up", "down"}:  # an elastic schedule: its scales in order
+        return " → ".join(str(s) for _, s in v.get("up", []))
+    if isinstance(v, list):
+        return ", ".join(number(x) for x in v)
+    return number(v)
+
+
+def preset_lines(task: str, preset: str) -> list[str]:
+    """How the preset that ran differs from the paper: the paper preset's own `differs` lines (the card's), or
+    for another preset each value of it that is not the paper preset's (tasks.presets: plain data)."""
     from tasks.presets import card
 
+    c = card(task)
+    if preset == "paper" or "paper" not in c.presets:
+        return list(c.differs)
+    mine = _flat({k: v for k, v in c.presets.get(preset, {}).items() if k in SHOWN_KEYS})
+    paper = _flat({k: v for k, v in c.presets["paper"].items() if k in SHOWN_KEYS})
+    lines = (
+        ["data: the tiny set of the task's real format, written on first use (no download)"] if preset == "tiny" else []
+    )
+    lines += [
+        f"{key}: {_value(v)} (paper preset: {_value(paper[key]) if key in paper else 'not set'})"
+        for key, v in mine.items()
+        if paper.get(key) != v
+    ]
+    return lines
+
+
+def differs_html(tasks: Sequence[str], presets: dict[str, list[str]] | None = None) -> str:
+    """Per task and preset that ran: what differs from the paper — a tiny preset's values beside the paper
+    preset's, the paper preset's necessary differences (the card's `differs`)."""
     out = []
     for task in tasks:
-        try:
-            lines = card(task).differs
-        except Exception:  # a task without a card: nothing to list
-            continue
-        if lines:
+        for preset in (presets or {}).get(task) or ["paper"]:
+            try:
+                lines = preset_lines(task, preset)
+            except Exception:  # a task without a card: nothing to list
+                continue
+            if not lines:
+                continue
+            what = (
+                "the paper preset, by necessity"
+                if preset == "paper"
+                else f"the {preset} preset (a miniature: its numbers compare with the paper's only scale-free)"
+            )
             items = "".join(f"<li>{E(x)}</li>" for x in lines)
-            out.append(f"<h3>{E(task)}</h3><ul>{items}</ul>")
+            out.append(f"<h3>{E(task)} — {E(what)}</h3><ul>{items}</ul>")
     return "\n".join(out) or '<p class="note">No task of this folder lists a difference.</p>'

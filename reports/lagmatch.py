@@ -271,3 +271,36 @@ def write_csv(res: Results, path: Path) -> None:
     if not t.empty:
         text = guards.csv_safe(t).to_csv(index=False, float_format="%.6g")  # no cell a formula
         atomic_write_bytes(path, text.encode(errors="backslashreplace"))
+
+
+AGREE_SHARE = 0.5  # the paper's "align closely": at most half of the kept checkpoints outside the offline interval
+LAG_EXPLAINS = 0.8  # a gap the averages' lag accounts for at least this share of is the lag's
+
+
+def verdict(p: pd.DataFrame) -> tuple[str, str]:
+    """(word, line) of one Figure 2 panel, as a finding reads: does the online gain align with the offline one
+    at the kept checkpoints (the paper: closely), and where it does not, does the averages' lag explain it."""
+    k = p[(p["iteration"] > 0) & np.isfinite(p["online"]) & np.isfinite(p["lo"]) & np.isfinite(p["hi"])]
+    d = decomposition(p)
+    if k.empty or not d["n"]:
+        return "not testable here", "no kept checkpoint with an offline interval"
+    outside = int(((k["online"] < k["lo"]) | (k["online"] > k["hi"])).sum())
+    line = f"online − offline {d['gap']:+.2f}, {outside} of {len(k)} checkpoints outside the offline 95 % interval"
+    share = d["lag_share"]
+    line += f"; the averages' lag explains {share:.0%}" if math.isfinite(share) else ""
+    if outside <= AGREE_SHARE * len(k):
+        return "aligns", line
+    if math.isfinite(share) and share >= LAG_EXPLAINS:
+        return "lags", line + " (a lag the paper's Figure 2 does not show)"
+    return "differs", line + " (not the lag alone)"
+
+
+def summary_lines(res: Results) -> list[str]:
+    """One line per Figure 2 panel: 'logreg AdaScale S = 8 seed 0: lags — online − offline −1.97, …'."""
+    from bench.algo.rules import title
+
+    lines = []
+    for r, pts, _ in panels(res):
+        word, line = verdict(pts)
+        lines.append(f"{r['task']} {title(r['method'])} S = {r['scale']} seed {r['seed']}: {word} — {line}")
+    return lines

@@ -142,8 +142,9 @@ def _walk(fd: int, prefix: str, out: list[list[Any]], unfinished: list[str]) -> 
         unfinished.append(prefix)
 
 
-def fingerprint(out: Path, formats: list[str], std: bool) -> dict[str, Any] | None:
-    """What the report of `out` depends on, as above; None where the folder cannot be walked."""
+def fingerprint(out: Path, formats: list[str], std: bool, quiet: bool = False) -> dict[str, Any] | None:
+    """What the report of `out` depends on, as above (`quiet`: what it printed); None where the folder cannot be
+    walked."""
     from bench.files import lock_is_held
 
     taken = time.time_ns()
@@ -156,7 +157,8 @@ def fingerprint(out: Path, formats: list[str], std: bool) -> dict[str, Any] | No
         return None
     locks = {rel: lock_is_held(out / rel) for rel in unfinished}
     return {"version": VERSION, "out": os.path.abspath(out), "formats": sorted(formats), "std": bool(std),
-            "code": code_identity(), "files": files, "locks": locks, "taken_ns": taken}  # fmt: skip
+            "quiet": bool(quiet), "code": code_identity(), "files": files, "locks": locks,
+            "taken_ns": taken}  # fmt: skip
 
 
 def _racy(fp: dict[str, Any]) -> bool:

@@ -22,7 +22,7 @@ import pandas as pd
 from . import findings as FD
 from . import guards
 from .collect import Results, rule_rows, scale_order
-from .table2 import fmt_value, place, table_runs, tables
+from .table2 import place, table_runs, tables
 
 COLUMNS = [
     "table",
@@ -76,7 +76,7 @@ def verdicts(res: Results) -> pd.DataFrame:
                     status, detail = FD.NOT_RUN, "no S = 1 run to compare with"
                 else:
                     c = FD.compare(FD._vals(g), FD._vals(base), higher, margin.delta, limits, margin.share)
-                    status, detail = FD._non_inferior([(f"S={scale}", g, base)], higher, margin)
+                    status, detail = FD._non_inferior([(f"S = {scale}", g, base)], higher, margin)
                 row |= {"n": c.n, "n_base": c.n_base, "diff": c.diff, "lo": c.lo, "hi": c.hi, "margin": c.margin}
                 rows.append(row | {"status": status, "detail": detail})
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -102,7 +102,7 @@ def at_a_glance(v: pd.DataFrame, res: Results) -> pd.DataFrame:
             blank = dict.fromkeys(("n", "n_base", "diff", "lo", "hi", "margin", "speedup"), math.nan)
             out.append(
                 {**first.to_dict(), **blank, "method": method, "label": labels[method].label, "scale": top}
-                | {"status": FD.NOT_RUN, "detail": f"no run at S={top}"}
+                | {"status": FD.NOT_RUN, "detail": f"no run at S = {top}"}
             )
     return pd.DataFrame(out, columns=COLUMNS)
 
@@ -120,7 +120,22 @@ def _delta(r: pd.Series) -> str:
 
 
 def _speed(v: float) -> str:
-    return "–" if not math.isfinite(v) else f"{fmt_value(v)}×"
+    return "–" if not math.isfinite(v) else f"{v:.2f}×"
+
+
+KEEPS = "keeps S = 1's quality"
+VERDICT = {  # a rule's status as the rules' own vocabulary writes it (the findings keep theirs)
+    FD.HOLDS: KEEPS,
+    FD.FAILS: "worse",
+    FD.INCONCLUSIVE: "inconclusive",
+    FD.NOT_RUN: "not run",
+}
+VERDICT_CLASS = {FD.HOLDS: "holds", FD.FAILS: "fails", FD.INCONCLUSIVE: "seeds", FD.NOT_RUN: "notrun"}
+
+
+def verdict(status: str) -> str:
+    """'keeps S = 1's quality', 'worse', 'inconclusive' or 'not run'."""
+    return VERDICT.get(status, status)
 
 
 def text(glance: pd.DataFrame) -> str:
@@ -129,11 +144,12 @@ def text(glance: pd.DataFrame) -> str:
         return "rules at a glance: no Table 2 rule with runs at an S > 1 and at S = 1"
     out = []
     for table, t in glance.groupby("table", sort=False):
-        out.append(f"{table}: rules at S={t['scale'].iloc[0]} against S = 1 (Δ, positive = better; −Δ margin)")
+        out.append(f"{table}: rules at S = {t['scale'].iloc[0]} against S = 1 (Δ, positive = better; −Δ margin)")
         width = max(len(str(x)) for x in t["label"])
         for _, r in t.iterrows():
             seeds = "" if not math.isfinite(r["n"]) else f"  n={int(r['n'])}/{int(r['n_base'])}"
-            line = f"  {r['label']:<{width}}  {r['status']:<17}  Δ {_delta(r):<24} speed-up {_speed(r['speedup'])}"
+            said = verdict(r["status"])
+            line = f"  {r['label']:<{width}}  {said:<21}  Δ {_delta(r):<24} speed-up {_speed(r['speedup'])}"
             out.append(line + seeds)
     return "\n".join(out) + "\n" + LEGEND
 
@@ -141,7 +157,8 @@ def text(glance: pd.DataFrame) -> str:
 LEGEND = (
     "Each rule against its own S = 1 (the shared run where the rule is identity scaling at S = 1) by finding "
     "(i)'s rule: the Welch interval of the difference (one-sided 95 % bounds) against the margin −Δ, "
-    f"≥ {FD.MIN_SEEDS} seeds a side; a diverged seed does not hold. Speed-up: T1 / iterations."
+    f"≥ {FD.MIN_SEEDS} seeds a side: keeps S = 1's quality (within the margin), worse (below it, or a seed "
+    "diverged), inconclusive (fewer seeds, or an interval across the margin), not run. Speed-up: T1 / iterations."
 )
 
 
@@ -164,8 +181,9 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
             seeds = "–" if not math.isfinite(r["n"]) else f"{int(r['n'])} vs {int(r['n_base'])}"
             cells = [r["label"], _delta(r), _speed(r["speedup"])]
             tds = "".join(f'<td class="num">{E(str(c))}</td>' for c in cells[1:])
-            verdict = f'<td class="label" title="{E(str(r["detail"]))}">{E(str(r["status"]))}</td>'
-            out.append(f'<tr><td class="label">{E(str(cells[0]))}</td>{tds}{verdict}<td>{E(seeds)}</td></tr>')
+            cls = VERDICT_CLASS.get(str(r["status"]), "label")
+            said = f'<td class="{cls}" title="{E(str(r["detail"]))}">{E(verdict(str(r["status"])))}</td>'
+            out.append(f'<tr><td class="label">{E(str(cells[0]))}</td>{tds}{said}<td>{E(seeds)}</td></tr>')
         out.append("</table>")
         every = v[v["table"] == table]
         scales = sorted(set(every["scale"]), key=scale_order)
@@ -178,7 +196,8 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
                     tds.append('<td class="missing">–</td>')
                     continue
                 r = mine.loc[s]
-                tds.append(f'<td title="{E(str(r["detail"]))}">{E(str(r["status"]))}</td>')
+                cls = VERDICT_CLASS.get(str(r["status"]), "label")
+                tds.append(f'<td class="{cls}" title="{E(str(r["detail"]))}">{E(verdict(str(r["status"])))}</td>')
             out.append(f'<tr><td class="label">{E(str(mine["label"].iloc[0]))}</td>{"".join(tds)}</tr>')
         out.append("</table>")
     note = f"{LEGEND} Hover a verdict for its numbers; every rule × S in rule_verdicts.csv."

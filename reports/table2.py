@@ -356,7 +356,7 @@ def noise_note(t: pd.DataFrame) -> str:
         return ""
     a = a.assign(_o=a["scale"].map(scale_order)).sort_values("_o")
     parts = [
-        f"S={r.scale} {noise_fmt(float(r.B_early))} → {noise_fmt(float(r.B_late))} (n={int(r.n_seeds)})"
+        f"S = {r.scale} {noise_fmt(float(r.B_early))} → {noise_fmt(float(r.B_late))} (n={int(r.n_seeds)})"
         for r in a.itertuples()
     ]
     return (
@@ -384,7 +384,7 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
                     elif rows.loc[m, "diverged"]:
                         r = rows.loc[m]
                         plan = "planned" if math.isfinite(r["iterations"]) else "no planned count (AdaScale)"
-                        view.notes.append(f"S={scale} {label}: diverged ({r['diverged_at']}); {plan}")
+                        view.notes.append(f"S = {scale} {label}: diverged ({r['diverged_at']}); {plan}")
                         text = fmt_iterations(r["iterations"])
                         kind = "missing" if text == MISSING else "value"
                         line.append(Cell(text, kind=kind, note=str(len(view.notes)), n=int(r["n_runs"])))

@@ -4,13 +4,14 @@ long widens every table and figure title it is in. The report shows each variant
 with the overrides on hover and in a list under Table 2:
 
 - the name a matrix gave its experiment (`variant: NAME` beside `set`, kept in the run's spec.json);
-- else the overrides written short (the last part of each key: `tiny_noise=4.0`) when that is at most
-  SHORT characters;
+- else the overrides written short (the last part of each key and its value: `tiny_noise 4`) when that is
+  at most SHORT characters;
 - else `variant 1`, `variant 2`, … in the order of their overrides.
 
 Two variants never share a name (a repeated one gets ` (2)`). Only the variants of Table 2, elastic and
 gain runs (and ad-hoc runs) are named: a heat map's or sweep's runs differ by the lr, decay or batch their
-figure plots. The CSVs keep the full overrides.
+figure plots. The CSVs keep the full overrides (in their `variant` column); every other file names a variant
+by its short name (its PNGs too).
 """
 
 from __future__ import annotations
@@ -21,26 +22,14 @@ from collections import Counter
 import pandas as pd
 
 from bench.experiments.matrix import VARIANT_NAME
-from bench.files import identity_of
+from bench.experiments.names import label_of, number, short_form
 
 SHORT = 28  # the longest automatic name written from the overrides (keep_checkpoints_every=100)
 SHOWN = ("table2", "elastic", "gain")  # the experiment kinds whose variants the report names (and ad-hoc runs)
 LABEL = VARIANT_NAME  # what a matrix may call a variant (bench.experiments.matrix)
 
 
-def label_of(experiment: dict) -> str:
-    """The name a matrix gave a run's variant ("" when none, or when it is not a plain short name)."""
-    label = experiment.get("variant")
-    return label if isinstance(label, str) and LABEL.fullmatch(label) else ""
-
-
-def short_form(overrides: dict) -> str:
-    """The overrides that name a run (bench.files.identity_of) with each key's last part: `lr0=1.0, batched=…`."""
-    keep = identity_of({"overrides": overrides})["overrides"]
-    return ", ".join(
-        f"{k.rsplit('.', 1)[-1]}={v if isinstance(v, str) else json.dumps(v, sort_keys=True)}"
-        for k, v in sorted(keep.items())
-    )
+__all__ = ["display", "label_of", "named", "names", "number", "short_form"]  # the names: bench.experiments.names
 
 
 def names(runs: pd.DataFrame) -> dict[str, str]:
@@ -84,3 +73,16 @@ def display(name: str, variants: dict[str, str]) -> tuple[str, str]:
         if variant and name.endswith(f" [{variant}]"):
             return f"{name[: -len(variant) - 2]}[{short}]", variant
     return name, ""
+
+
+def named(df: pd.DataFrame, variants: dict[str, str], keep: bool = False) -> pd.DataFrame:
+    """`df` with its `table` column (`task [overrides]`) naming each variant by its short name; `keep`: the
+    overrides in a `variant` column of their own where there is none (a CSV's column meant for them)."""
+    if df.empty or "table" not in df:
+        return df
+    out = df.copy()
+    shown = out["table"].map(lambda n: display(str(n), variants))
+    out["table"] = shown.map(lambda d: d[0])
+    if keep and "variant" not in out:
+        out.insert(out.columns.get_loc("table") + 1, "variant", shown.map(lambda d: d[1]))
+    return out

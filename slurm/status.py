@@ -25,6 +25,7 @@ from bench import safefs
 from bench.algo.rules import method_order, shared_note
 from bench.errors import UserError
 from bench.experiments.matrix import is_shared
+from bench.experiments.names import method_name, variant_name
 from bench.files import (
     CHECKPOINT,
     LOCK,
@@ -77,6 +78,7 @@ class RunState:
     preset: str | None = None
     progress: Progress = field(default_factory=Progress)
     job_ids: list[str] = field(default_factory=list)  # every job that started the run (attempts.json), then job.json's
+    shown: tuple[str, str] = ("", "")  # (method, variant) for humans (bench.experiments.names); ("", "") unread
 
     def as_json(self) -> dict[str, Any]:
         task, method, scale, seed, variant = self.parts
@@ -88,6 +90,7 @@ class RunState:
             "scale": scale,
             "seed": seed,
             "variant": variant,
+            "variant_name": self.shown[1] or None,
             "preset": self.preset,
             "state": self.state,
             "scheduler": self.scheduler,
@@ -147,6 +150,9 @@ def add_to_manifest(out: Path, runs: dict[str, dict[str, Any]], matrix: str) -> 
     write_json(Path(out) / MANIFEST, {"matrices": matrices, "runs": dict(sorted(merged.items()))})
 
 
+RUN_LEAF = re.compile(r"[^/]+/[^/]+/(s\d+|elastic-[a-z]+)/seed\d+([,_].*)?")  # task/method/s4/seed0[,overrides]
+
+
 def run_names(out: Path) -> list[str]:
     """Every run the folder knows of: submitted by a matrix, or a folder holding a run's files."""
     out = Path(out)
@@ -154,7 +160,7 @@ def run_names(out: Path) -> list[str]:
     for marker in (SPEC, SUMMARY, JOB, LOCK):  # the lock: a run is there from its first second
         for path in out.rglob(marker):
             rel = path.parent.relative_to(out)
-            if rel.parts and rel.parts[0] != SUBMITIT_DIR and len(rel.parts) == 4:
+            if rel.parts and rel.parts[0] != SUBMITIT_DIR and len(rel.parts) == 4 and RUN_LEAF.match(rel.as_posix()):
                 names.add(rel.as_posix())
     return sorted(names)
 
@@ -364,6 +370,8 @@ def collect(out: Path) -> list[RunState]:
         spec = read_json_object(out / name / SPEC) or {}
         preset = spec.get("preset") or manifest.get(name, {}).get("preset")
         state.preset = preset if isinstance(preset, str) else None
+        if spec:
+            state.shown = (method_name(spec), variant_name(spec))
         if state.state != "missing":
             summary = read_json_object(out / name / SUMMARY) if state.state in ("done", "diverged") else None
             state.progress = progress(out / name, summary, state.state == "running", now)
@@ -389,9 +397,15 @@ def _jobs(ids: list[str]) -> str:
     return ",".join(unique[:4]) + (f",… ({len(unique)})" if len(unique) > 4 else "") if unique else "-"
 
 
+def _leaf_name(variant: str) -> str:
+    """A run folder's override suffix (`key=value,…`, no spec to read) written as a name: `key value, …`."""
+    return ", ".join(part.rsplit(".", 1)[-1].replace("=", " ", 1) for part in variant.split(",") if part)
+
+
 def _cell_progress(members: list[RunState]) -> tuple[str, str]:
-    """τ/T1 of a cell's runs (one percentage, or the least and the most) and the ETA of its last one."""
-    done = [f for r in members if (f := r.progress.fraction) is not None]
+    """τ/T1 of a cell's runs (one percentage, or the least and the most; a finished run is at 100 %, though
+    its last step may pass T1) and the ETA of its last one."""
+    done = [1.0 if r.state == "done" else f for r in members if (f := r.progress.fraction) is not None]
     if not done:
         share = "-"
     else:
@@ -407,9 +421,13 @@ def table(runs: list[RunState]) -> str:
     runs, each with the last line of its log. The S = 1 adascale run is shown once, as shared: at S = 1 the
     Table 2 rules that are identity scaling there are one computation (bench.experiments.matrix)."""
     cells: dict[tuple, list[RunState]] = {}
+    shown: dict[tuple, tuple[str, str]] = {}  # a cell's method and variant as a human reads them
     for r in runs:
         task, method, scale, _, variant = r.parts
-        cells.setdefault((task, method, scale, variant, r.preset or "-"), []).append(r)
+        key = (task, method, scale, variant, r.preset or "-")
+        cells.setdefault(key, []).append(r)
+        if r.shown[0] or key not in shown:
+            shown[key] = (r.shown[0] or method, r.shown[1] if r.shown[0] else _leaf_name(variant))
     order = sorted(cells, key=lambda k: (k[0], method_order(k[1]), k[1], _scale_key(k[2]), k[3]))
     shared = f"({shared_note(k[1] for k in cells)})"  # the rules of this folder that its S = 1 run stands for
     rows = [("task", "method", "scale", "variant", "seeds", "state", "τ/T1", "ETA", "jobs", "preset")]
@@ -417,9 +435,11 @@ def table(runs: list[RunState]) -> str:
         members = sorted(cells[key], key=lambda r: r.parts[3])
         seeds = ",".join(str(r.parts[3]) for r in members)
         state = _cell_state([r.state for r in members])
-        method = f"{key[1]} {shared}" if is_shared(key[1], key[2], None) else key[1]
+        method, variant = shown[key]
+        sweep = method.startswith("sweep ")  # a sweep's run at S = 1 stands for no Table 2 rule
+        method = f"{method} {shared}" if is_shared(key[1], key[2], None) and not sweep else method
         jobs = _jobs([r.job_id or "" for r in members])
-        rows.append((key[0], method, key[2], key[3] or "-", seeds, state, *_cell_progress(members), jobs, key[4]))
+        rows.append((key[0], method, key[2], variant or "-", seeds, state, *_cell_progress(members), jobs, key[4]))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -481,7 +501,8 @@ def status(out: Path, as_json_: bool = False, watch: float | None = None) -> int
         runs = collect(out)
         if not runs:
             raise UserError(
-                f"no runs under {out}: submit a matrix there first (adascale-bench submit MATRIX --out {out})"
+                f"{out} is not a results folder: no run folders (TASK/METHOD/sS/seedN) and no matrix.json in it; "
+                f"submit a matrix there first (adascale-bench submit MATRIX --out {out})"
             )
         if as_json_:
             doc = _strict_json(as_json(out, runs))  # no Infinity/NaN: strict JSON, null where not finite

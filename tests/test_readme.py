@@ -228,3 +228,20 @@ def test_a_changed_number_is_caught(claim: Claim) -> None:
     changed = text[: m.start(1)] + _bump(m.group(1)) + text[m.end(1) :]
     assert [line for line in mismatches(changed, [claim])] != []
     assert mismatches(text.replace(m.group(0), ""), [claim]) != []
+
+
+def test_readme_has_the_sections_a_new_user_needs_and_its_matrix_example_expands(tmp_path: Path) -> None:
+    """Install, workloads, how to read the report (with its screenshot), the matrix format (whose example is
+    a matrix that loads), the relation to fairscale's AdaScale and a citation."""
+    from bench.experiments import matrix
+
+    text = (ROOT / "README.md").read_text()
+    for head in ("## Install and requirements", "## Workloads", "## How to read the report", "## Matrix files"):
+        assert f"\n{head}\n" in text, head
+    assert "fairscale" in text and "@inproceedings{johnson2020adascale" in text
+    shot = re.search(r"!\[[^\]]*\]\(([^)]+\.png)\)", text)
+    assert shot and (ROOT / shot.group(1)).is_file() and (ROOT / shot.group(1)).stat().st_size < 300_000
+    example = re.search(r"## Matrix files.*?```yaml\n(.*?)```", text, re.S).group(1)
+    (tmp_path / "m.yaml").write_text(example)
+    kinds = {r.experiment["kind"] for r in matrix.load(tmp_path / "m.yaml").runs}
+    assert kinds == set(matrix.KINDS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import hashlib
 import importlib
 import inspect
@@ -331,14 +332,17 @@ def method_order(name: str) -> int:
     return list(METHODS).index(name) if name in METHODS else len(METHODS)
 
 
-def title(name: str) -> str:
-    """A method's name in figures and prose (a user's rule by its name)."""
-    return METHODS[name].title if name in METHODS else name
+def title(name: str, facts: Any = None) -> str:
+    """A method's name in figures and prose: a user's rule by the title it recorded (`facts`, a spec's `rule`)
+    or, loaded in this process, its row's; else by its name. Never imports anything."""
+    row = METHODS.get(name) or _LOADED.get(name) or (recorded(name, facts) if facts is not None else None)
+    return row.title if row is not None else name
 
 
-def label(name: str) -> str:
-    """A method's Table 2 column label (a user's rule by its name)."""
-    return METHODS[name].label if name in METHODS else name
+def label(name: str, facts: Any = None) -> str:
+    """A method's Table 2 column label (a user's rule as `title` finds it)."""
+    row = METHODS.get(name) or _LOADED.get(name) or (recorded(name, facts) if facts is not None else None)
+    return row.label if row is not None else name
 
 
 def shared_note(methods: Iterable[str] | None = None) -> str:
@@ -479,8 +483,11 @@ def method(name: str) -> Method:
         return stand_in(name)
     if is_user_rule(name):
         return load_rule(name)
+    close = difflib.get_close_matches(name, list(METHODS), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
     raise UserError(
-        f"unknown method {name!r}; expected one of: {', '.join(METHODS)}, or a rule of yours as package.module:NAME"
+        f"unknown method {name!r}{hint}; expected one of: {', '.join(METHODS)}, or a rule of yours as "
+        "package.module:NAME"
     )
 
 

@@ -43,7 +43,7 @@ def describe_os_error(e: OSError) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bench.engine.signals import install_signal_handlers
-    from bench.run.runner import run_dir_of, run_spec
+    from bench.run.runner import existing_summary, run_dir_of, run_spec
     from bench.run.spec import parse_overrides, resolve
     from bench.run.summary import describe
     from tasks import available, require
@@ -61,8 +61,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return launch_local(spec, Path(args.out))
     install_signal_handlers()
+    run_dir = run_dir_of(Path(args.out), spec)
+    already = existing_summary(run_dir) is not None  # finished before: run_spec returns its summary untrained
     summary = run_spec(spec, Path(args.out))
-    print(describe(summary, run_dir_of(Path(args.out), spec)))
+    print(describe(summary, run_dir, already))
     return 0
 
 
@@ -150,7 +152,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not any(out.rglob(SUMMARY)):
         print(f"{PROG}: error: no runs found under {out}", file=sys.stderr)
         return 1
-    inputs = memo.fingerprint(out, formats, args.std)  # before the build: a change during it shows next time
+    inputs = memo.fingerprint(out, formats, args.std, args.quiet)  # before the build: a change shows next time
     printed = memo.replay(out, inputs)
     if printed is not None:  # nothing changed since the last report: say what it said, build nothing
         memo.show(printed)
@@ -160,10 +162,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     memo.forget(out)
     with memo.capture() as warned:
         built = build(out, formats, std=args.std)
-    # the paper's findings, checked (the report's first table), then every rule against S = 1, then what must not
-    # be read as a number: disagreeing B_crit, unresolved speed-ups
-    said = built.findings + built.rules + built.flags
-    said += f"report: {built.html}\n" if built.html is not None else f"report: {', '.join(map(str, built.written))}\n"
+    if args.quiet:
+        said = f"{built.html or built.folder}\n"
+    elif "txt" in formats:
+        # the paper's findings, checked (the report's first table), then every rule against S = 1, then what
+        # must not be read as a number: disagreeing B_crit, unresolved speed-ups
+        said = built.findings + built.rules + built.flags
+    else:
+        said = built.glance + built.flags  # the grids alone: the findings in full are in findings.txt
+    if not args.quiet:
+        said += (
+            f"report: {built.html}\n" if built.html is not None else f"report: {', '.join(map(str, built.written))}\n"
+        )
     memo.record(out, inputs, built.written, {"warnings": warned, "stdout": said})
     print(said, end="")
     return 0
@@ -253,8 +263,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from bench import __version__
     from bench.algo.rules import METHODS
+    from bench.experiments.matrix import PRESET_DIR
     from tasks import available
 
+    shipped = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))  # the matrices shipped (control too)
     parser = _Parser(prog=PROG, description="AdaScale SGD benchmark suite")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -268,8 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"one of {', '.join(METHODS)}, or a rule of yours as package.module:NAME (docs/design.md §3)",
     )
     p.add_argument("--scale", required=True, help="a positive integer S, elastic-up or elastic-down")
-    p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--preset", default="tiny", choices=("tiny", "paper"))
+    p.add_argument("--seed", type=_seed, default=0, help="the run's seed: data order, initial weights (default: 0)")
+    p.add_argument(
+        "--preset",
+        default="tiny",
+        choices=("tiny", "paper"),
+        help="tiny: a small model on small data, minutes on a CPU; paper: the paper's setup (default: tiny)",
+    )
     p.add_argument("--ranks", type=_positive_int, default=None, help="W local data-parallel processes")
     p.add_argument("--data-root", default=None, help="dataset folder (tiny: written on first use if absent)")
     p.add_argument("--out", default="runs", help="results folder (default: runs)")
@@ -277,8 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("smoke", help="the whole tiny matrix on this machine, then the report")
-    p.add_argument("--out", default="runs/smoke")
-    p.add_argument("--seeds", type=_positive_int, default=3)
+    p.add_argument("--out", default="runs/smoke", help="results folder (default: runs/smoke)")
+    p.add_argument("--seeds", type=_positive_int, default=3, help="at most this many seeds per experiment (default: 3)")
     p.add_argument("--jobs", type=_positive_int, default=default_slots(), help=JOBS_HELP)
     p.set_defaults(func=cmd_smoke)
 
@@ -298,11 +315,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("matrix", help="print the runs a matrix file expands to")
-    p.add_argument("matrix", help="a matrix YAML file, or a shipped one: smoke, paper")
+    p.add_argument("matrix", help=f"a matrix YAML file, or a shipped one: {shipped}")
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("plan", help="what a matrix costs: runs, iterations, examples, GPU-hours per cell")
-    p.add_argument("matrix", help="a matrix YAML file, or a shipped one: smoke, paper")
+    p.add_argument("matrix", help=f"a matrix YAML file, or a shipped one: {shipped}")
     p.add_argument("--gpus", type=_positive_int, default=None, help="also the wall-clock hours on N GPUs")
     p.add_argument(
         "--throughput",
@@ -324,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--precision", default="bf16", choices=("bf16", "tf32", "fp32"), help="which dense peak (FLOPs)")
     p.add_argument("--mfu", type=float, default=0.4, help="assumed fraction of the peak (FLOPs basis; default 0.4)")
+    p.add_argument("--json", action="store_true", help="every cell and the totals as JSON, not the table")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("flops", help="count the FLOPs of one training micro-batch per task (the table plan reads)")
@@ -345,14 +363,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         default="md,tex,html,csv,txt",
         help="comma-separated, what to write: md (table2.md), tex (table2.tex), html (report.html and its figures), "
-        "csv (the CSV tables), txt (findings.txt); default all",
+        "csv (the CSV tables), txt (findings.txt, rules.txt: printed in full; else only the verdict grids); "
+        "default all",
     )
     p.add_argument("--std", action="store_true", help="show mean ± std over seeds")
+    p.add_argument("--quiet", action="store_true", help="print only where the report is, no findings")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("sweep", help="the critical-batch sweep (epochs-to-target against global batch)")
-    p.add_argument("--task", default="logreg", choices=("logreg",))
-    p.add_argument("--out", default="runs/sweep")
+    p.add_argument("--task", default="logreg", choices=("logreg",), help="the task swept (default: logreg)")
+    p.add_argument("--out", default="runs/sweep", help="results folder (default: runs/sweep)")
     p.add_argument("--jobs", type=_positive_int, default=default_slots(), help=JOBS_HELP)
     p.set_defaults(func=cmd_sweep)
 
@@ -404,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     from bench.cli.options import add_submit_arguments
 
     p = sub.add_parser("submit", help="expand a matrix and submit its runs (skips completed ones)")
-    p.add_argument("matrix", help="a matrix YAML file, or a shipped one: smoke, paper")
+    p.add_argument("matrix", help=f"a matrix YAML file, or a shipped one: {shipped}")
     add_submit_arguments(p)
     p.set_defaults(func=cmd_submit)
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from bench.algo import rules
 from bench.algo.rules import SHARED_AT_S1, shared_note, title
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
+from bench.experiments import names
 from bench.files import open_regular
 from bench.run.spec import parse_scale
 from bench.run.yamlread import excerpt, load_yaml
@@ -241,7 +241,7 @@ def cell_methods(doc: dict) -> set[str]:
     return out
 
 
-VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+-]{0,31}")  # what `variant:` may say
+VARIANT_NAME = names.VARIANT_NAME  # what `variant:` may say (bench.experiments.names)
 
 
 def _variant(path: Path, where: str, name: Any, extra: dict) -> str:
@@ -459,11 +459,15 @@ def describe(m: Matrix) -> str:
         counts[r.experiment["kind"]] = counts.get(r.experiment["kind"], 0) + 1
     lines.append("  " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
     for r in m.runs:
-        extra = ",".join(f"{k}={v}" for k, v in sorted(r.overrides.items()))
+        extra = names.label_of(r.experiment) or names.short_form(r.overrides, every=True)  # a variant, named
+        method = r.method
+        if r.experiment["kind"] == "sweep":  # its rule and batch say which run it is; the rest is the sweep's
+            method, extra = str(r.experiment.get("method", method)), f"batch {r.experiment.get('batch', '?')}"
+        extra = f"[{extra}]" if extra else ""
         after = WAITS.get(rules.method(r.method).needs or "", "")
         after = f" ({shared_note(m.methods)})" if is_shared(r.method, r.scale, r.experiment["kind"]) else after
         lines.append(
-            f"  {r.experiment['kind']:8s} {r.task:12s} {r.method:9s} {str(r.scale):13s} seed{r.seed}"
+            f"  {r.experiment['kind']:8s} {r.task:12s} {method:9s} {str(r.scale):13s} seed{r.seed}"
             f"{' ' + extra if extra else ''}{after}"
         )
     lines.append(f"{len(m.runs)} runs")

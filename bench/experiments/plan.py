@@ -202,6 +202,18 @@ class Cell:
     basis: str = ""  # what the GPU-hours come from: measured, published, proxy or FLOPs (bench.experiments.costbasis)
     note: str = ""  # that rate and its source, in a line
     longest: list[float] | None = None  # the longest chain of runs, in hours on min(S, N) GPUs
+    paper_iterations: float | None = None  # the paper's own count for this cell (Table 2), where it has one
+
+    def at_paper(self) -> float | None:
+        """The cell's GPU-hours at the paper's own iteration count: linear between the range's ends (at a fixed
+        S, examples and hours grow with the iterations); None without the paper's count, the hours or a range."""
+        its, h, p = self.iterations, self.hours, self.paper_iterations
+        if p is None or h is None or self.preset != "paper":
+            return None
+        if its[1] <= its[0]:
+            return h[0]
+        share = min(max((p - its[0]) / (its[1] - its[0]), 0.0), 1.0)
+        return h[0] + share * (h[1] - h[0])
 
 
 def _unit(task: str) -> str:
@@ -274,32 +286,45 @@ def make_plan(
         scale = (0, c.scale, "") if isinstance(c.scale, int) else (1, 0, c.scale)
         return (kinds.index(c.kind) if c.kind in kinds else 9, c.task, method_order(c.method), scale)
 
+    paper = paper_iterations() if m.preset == "paper" else {}  # a tiny run's count says nothing of the paper's
+    for c in cells.values():
+        c.paper_iterations = paper.get((c.task, str(c.scale), c.method))
     return sorted(cells.values(), key=order)
+
+
+PAPER_TABLE = Path(__file__).resolve().parents[2] / "reports" / "paper_table2.csv"  # the paper's Table 2, as data
+
+
+def paper_iterations(path: Path = PAPER_TABLE) -> dict[tuple[str, str, str], float]:
+    """(task, S, method) -> the iterations the paper's Table 2 prints ({} when the table is not there)."""
+    try:
+        rows = csv.DictReader(io.StringIO(path.read_text()))
+        return {(r["task"], r["scale"], r["method"]): float(r["iterations"]) for r in rows if r.get("iterations")}
+    except (OSError, ValueError, KeyError):
+        return {}
 
 
 def frame(cells: list[Cell], gpus: int | None, methods: tuple[str, ...] | None = None) -> Any:
     """The plan's table; `methods`: the rules the matrix names (what its shared S = 1 run stands for)."""
     import pandas as pd
 
-    shared = f" ({shared_note(methods)})"
-
     rows = []
     for c in cells:
+        at = c.at_paper()
         row = {
-            "experiment": c.kind,
+            "kind": c.kind,
             "task": c.task,
-            "method": c.method + (shared if matrices.is_shared(c.method, c.scale, c.kind) else ""),
+            "method": c.method + ("*" if matrices.is_shared(c.method, c.scale, c.kind) else ""),  # * see the note
             "S": str(c.scale),
             "runs": c.runs,
             "iterations/run": _range(c.iterations[0], c.iterations[1], lambda x: f"{x:,}"),
+            "paper its": f"{c.paper_iterations:,.0f}" if c.paper_iterations is not None else "-",
             "examples": _range(c.examples[0], c.examples[1], _fmt_si),
-            "unit": _unit(c.task),
-            "FLOPs": _range(c.flops[0], c.flops[1], _fmt_si) if c.flops else "not counted",
             "GPU-hours": _range(c.hours[0], c.hours[1], _hours) if c.hours else "unknown",
-            "basis": c.basis or "-",
+            "@paper": _hours(at) if at is not None else "-",
         }
         if gpus:
-            row[f"wall h @{gpus} GPUs"] = (
+            row[f"wall h @{gpus}"] = (
                 _range(max(c.hours[0] / gpus, c.longest[0]), max(c.hours[1] / gpus, c.longest[1]), _hours)
                 if c.hours and c.longest
                 else "unknown"
@@ -349,8 +374,13 @@ def pace_note() -> str:
 
 def sources(cells: list[Cell]) -> list[str]:
     """One line per task and rate: where its examples/s come from (bench.experiments.costbasis)."""
+    import textwrap
+
     seen = dict.fromkeys((c.task, c.basis, c.note) for c in cells if c.note)
-    return [f"  {task:<12} {basis}: {note}" for task, basis, note in sorted(seen)]
+    return [
+        textwrap.fill(f"  {task:<12} {basis}: {note}", 120, subsequent_indent=" " * 15, break_on_hyphens=False)
+        for task, basis, note in sorted(seen)
+    ]
 
 
 def per_task(cells: list[Cell]) -> list[str]:
@@ -385,6 +415,27 @@ class PlanOptions:
     mfu: float = DEFAULT_MFU  # the assumed fraction of that peak (FLOPs basis)
     basis: str = "published"  # published throughput (bench.experiments.costbasis), or counted FLOPs
     published: str | None = None  # the published throughput table (default: the shipped one)
+    json: bool = False  # every cell and the totals as JSON instead of the table
+
+
+def _wrap(text: str) -> str:
+    """A note in lines of at most 120 characters."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, 120, break_on_hyphens=False))
+
+
+def as_json(m: matrices.Matrix, cells: list[Cell], total: dict[str, str]) -> str:
+    """`plan --json`: every cell (its ranges as [fewest, most], the paper's count and the hours at it) and the
+    totals as printed."""
+    import dataclasses
+    import json
+
+    def cell(c: Cell) -> dict[str, Any]:
+        return dataclasses.asdict(c) | {"scale": str(c.scale), "unit": _unit(c.task), "hours_at_paper": c.at_paper()}
+
+    doc = {"matrix": str(m.path), "preset": m.preset, "runs": len(m.runs), "cells": [cell(c) for c in cells]}
+    return json.dumps(doc | {"total": total}, indent=2, default=lambda x: None if x == math.inf else str(x))
 
 
 def plan(args: PlanOptions) -> int:
@@ -402,27 +453,35 @@ def plan(args: PlanOptions) -> int:
     published = read_published(published_path) if args.basis == "published" else {}
     cells = make_plan(m, throughput, gpus, read_flops(flops_path), peak, published)
     df = frame(cells, gpus, m.methods)
-    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
-        print(f"matrix {m.path} ({m.preset}): {len(m.runs)} runs")
-        print(df.to_string(index=False))
     total = totals(cells, gpus)
     bases = sorted({c.basis for c in cells if c.basis})
     total["basis"] = " + ".join(bases) if bases else "-"
+    if args.json:
+        print(as_json(m, cells, total))
+        return 0
+    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
+        print(f"matrix {m.path} ({m.preset}): {len(m.runs)} runs")
+        print(df.to_string(index=False))
+    print(f"* {shared_note(m.methods)}; paper its: the paper's Table 2 count; @paper: the GPU-hours at it")
+    print(f"total examples {total.pop('examples')}")  # per unit: its own line (the cells' FLOPs: per task, --json)
+    wall = {k: total.pop(k) for k in [k for k in total if k.startswith("wall h")]}  # a line of its own
     print("total: " + ", ".join(f"{k} {v}" for k, v in total.items()))
+    print("".join(f"total {k} {v}\n" for k, v in wall.items()), end="")
+    say = lambda text: print(_wrap(text))  # noqa: E731  the notes, in lines of at most 120 characters
     print("per task:")
     print("\n".join(per_task(cells)))
     print(f"per task, examples/s on one GPU ({DEVICE_NAMES[peak.device]} unless measured):")
     print("\n".join(sources(cells)))
-    print(pace_note())
-    print(
+    say(pace_note())
+    say(
         f"FLOPs: examples × the counted FLOPs of forward + backward per example (one micro-batch's ÷ the b it was "
         f"counted at, from {flops_path}: matmuls, convolutions, attention; elementwise work and the optimizer not "
         "counted)."
     )
     if "measured" in bases:
-        print(f"GPU-hours, basis `measured`: examples ÷ examples/s at S = 1 on one GPU (from {path}).")
+        say(f"GPU-hours, basis `measured`: examples ÷ examples/s at S = 1 on one GPU (from {path}).")
     if {"published", "proxy"} & set(bases):
-        print(
+        say(
             "GPU-hours, basis `published`: examples ÷ a public source's training throughput of the task's model on "
             f"one {DEVICE_NAMES[peak.device]} at the run's precision (from {published_path}); `proxy`: another "
             "model's published throughput on that GPU, scaled by counted FLOPs (no public figure for the task's "
@@ -432,13 +491,13 @@ def plan(args: PlanOptions) -> int:
             "utilisation instead."
         )
     if "FLOPs" in bases:
-        print(
+        say(
             f"GPU-hours, basis `FLOPs`: FLOPs ÷ ({peak.label()}) = FLOPs ÷ {peak.flops_per_s / 1e12:g} TFLOP/s; "
             "an assumption, not a measurement: replace it with measured examples/s (`submit MATRIX --rehearse "
             "--write-throughput` on the cluster) or change --device/--precision/--mfu."
         )
     if gpus:
-        print(
+        say(
             f"wall-clock at {gpus} GPUs: GPU-hours / {gpus}, perfectly packed, but a run uses at most S GPUs "
             "(one micro-batch each) and LSW+ / scaled SGD start after their AdaScale runs: never less than "
             "the longest such chain."
@@ -446,7 +505,7 @@ def plan(args: PlanOptions) -> int:
     missing = sorted({(c.task, m.preset) for c in cells if not c.hours})
     if missing:
         names = ", ".join(f"{t} ({p})" for t, p in missing)
-        print(
+        say(
             f"GPU-hours unknown: no examples/s for {names} in {path} and no FLOPs in {flops_path}. "
             "Count them (`adascale-bench flops --task T`), or measure them on the GPU the runs will use: "
             + FILL_HINT.format(path=path)

@@ -103,13 +103,16 @@ def record_failure(
     return summary
 
 
-def describe(summary: dict[str, Any], run_dir: Path) -> str:
-    """One line: how the run ended, its numbers and where it is."""
+def describe(summary: dict[str, Any], run_dir: Path, already: bool = False) -> str:
+    """One line: how the run ended, its numbers and where it is; `already`: it had ended before this command,
+    which trained nothing (no wall time of this command to show)."""
     metric = summary.get("val_metric")
     loss = summary.get("train_loss")
+    status = f"already {'complete' if summary['status'] == 'completed' else summary['status']}, nothing trained"
+    took = "" if already else f"  ({summary.get('wall_time_s')} s)"
     return (
-        f"{summary['status']}: {summary['task']} {summary['method']} S={summary['scale']} seed={summary['seed']}"
-        f"  {summary.get('metric', 'metric')}={'N/A' if metric is None else f'{metric:.4g}'}"
-        f"  train_loss={'N/A' if loss is None else f'{loss:.4g}'}  iterations={summary['iterations']}"
-        f"  ({summary.get('wall_time_s')} s)  -> {run_dir}"
+        f"{status if already else summary['status']}: {summary['task']} {summary['method']} S = {summary['scale']} "
+        f"seed {summary['seed']}  {summary.get('metric', 'metric')} {'N/A' if metric is None else f'{metric:.4g}'}"
+        f"  train loss {'N/A' if loss is None else f'{loss:.4g}'}  iterations {summary['iterations']}"
+        f"{took}  -> {run_dir}"
     )

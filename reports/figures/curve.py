@@ -10,9 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from bench.algo.rules import title
-
-from ..collect import Results, scale_order, task_info
+from ..collect import Results, rule_rows, scale_order, task_info
 from ..findings import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups
 from ..noise import COLUMN, PER_EPOCH, trajectory
 from ..table2 import table_runs
@@ -45,7 +43,7 @@ def warmup_caption(res: Results, g: pd.DataFrame) -> str:
             if held == 0
             else f"warms up in {held} of {len(ws)} runs"
         )
-        parts.append(f"S={s}: {start:.2f} → {end:.2f} ({verdict})")
+        parts.append(f"S = {s}: {start:.2f} → {end:.2f} ({verdict})")
     return (
         f" AdaScale's normalised gain (r − 1)/(r̂ − 1), r̂ the steady gain of the run's late noise scale, over the "
         f"first {WARMUP_WINDOW:.0%} of τ, start and end averaged over the seeds — " + "; ".join(parts) + f" (warm-up: "
@@ -63,7 +61,7 @@ def _noise_band(res: Results, runs: pd.DataFrame) -> pd.DataFrame:
     return band(trajs, "B")
 
 
-CURVE_PANELS = {  # key: (title, y label); AdaScale alone uses the gain and measures the noise scale
+CURVE_PANELS = {  # key: (title, y label); gain and noise scale only for a rule that uses the gain (its `uses_gain`)
     "metric": ("validation metric", ""),
     "loss": ("training loss (smoothed)", "loss"),
     "lr": ("learning rate", "lr"),
@@ -85,8 +83,9 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
     for (task, preset, variant, method), g in df.groupby(["task", "preset", "variant", "method"], dropna=False):
         if g["shared_s1"].all():  # only the shared S = 1 run: the method has no curves of its own
             continue
-        name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}: {title(method)}"
-        path = outdir / f"curves_{_slug(task, preset, variant, method)}.png"
+        row = rule_rows(g)[str(method)]  # a user's rule as its specs recorded it: its title, whether it uses the gain
+        name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}: {row.title}"
+        path = outdir / f"curves_{_slug(task, preset, res.variants.get(variant, variant), method)}.png"
         inputs = _inputs("curves", g)
         caption = render.current().reuse(path, inputs)
         if caption is not None:  # drawn from these very runs and metrics files before: kept as it is
@@ -101,14 +100,14 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
                 picked.append((s, [res.metrics(d) for d in runs["run_dir"]], runs))
         if not picked:
             continue
-        ada = method == "adascale"
+        ada = row.uses_gain  # the gain and the noise scale it measures: every rule that reads the gain
         keys = list(CURVE_PANELS) if ada else ["metric", "loss", "lr"]
         colors = _scale_colors([s for s, _, _ in picked])
         series = []
         for s, metrics, runs in picked:
             n_div = int((runs["status"] == "diverged").sum())
             seeds = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}" + (f", {n_div} diverged" if n_div else "")
-            label_s = f"S={s} ({seeds})"
+            label_s = f"S = {s} ({seeds})"
             trains = [_thin(t) for t, _ in metrics]
             bands = {
                 "metric": _band_plan(eval_band([e for _, e in metrics])),
@@ -147,7 +146,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
             )
             caption += warmup_caption(res, g)
         else:
-            caption += f" No gain panel: {title(method)} does not use the gain."
+            caption += f" No gain panel: {row.title} does not use the gain."
         render.current().submit(_draw_curves, plan, path, inputs, caption)
         figs.append(Figure("curves", name, path, caption, variant))
     return figs

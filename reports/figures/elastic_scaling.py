@@ -8,9 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from bench.algo.rules import title
-
-from ..collect import Results, scale_order, task_info
+from ..collect import Results, rule_rows, scale_order, task_info
 from ..table2 import table_runs
 from .bands import _draw_band, band, eval_band
 from .style import STYLE, Figure, _log_if_positive, _save, _slug, _thin
@@ -58,9 +56,11 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
             _log_if_positive(axes[1])
             handles, labels = axes[0].get_legend_handles_labels()
             fig.legend(handles, labels, loc="outside right center", title="runs (seeds)")
-            name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}: {title(method)}"
+            shown = rule_rows(g)[str(method)].title  # a user's rule by the title its specs recorded
+            name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}: {shown}"
             fig.suptitle(f"{name} — elastic scaling ({preset} preset)")
-            path = _save(fig, outdir / f"elastic_{_slug(task, preset, variant, method)}.png")
+            short = res.variants.get(variant, variant)  # a file named as the page names it (reports.variants)
+            path = _save(fig, outdir / f"elastic_{_slug(task, preset, short, method)}.png")
         figs.append(
             Figure(
                 "elastic",

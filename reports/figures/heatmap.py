@@ -95,7 +95,8 @@ def threshold_edges(xe: np.ndarray, ye: np.ndarray, z: np.ndarray, div: np.ndarr
 
 
 def _panel(ax, p: pd.DataFrame, worst: float, cmap, norm, threshold: float | None, higher: bool) -> bool:
-    """One panel's cells, its diverged points marked ×, and the threshold's edges; whether a line was drawn."""
+    """One panel's cells, its diverged points marked ×, its best cell ★, and the threshold's edges; whether a
+    line was drawn."""
     xc, yc, xe, ye, z, div = cells(p, worst)
     ax.set_facecolor("#e4e4e4")  # a grid point without a finished run
     ax.pcolormesh(xe, ye, np.ma.masked_invalid(z), cmap=cmap, norm=norm, edgecolors="white", linewidth=0.6)
@@ -103,6 +104,10 @@ def _panel(ax, p: pd.DataFrame, worst: float, cmap, norm, threshold: float | Non
     if len(ii):
         ax.scatter(xc[ii], yc[jj], c="red", marker="x", s=90, linewidths=2.5, zorder=4)
     segs = []
+    best = np.where(np.isfinite(z) & ~div, z, np.nan)
+    if np.isfinite(best).any():  # the panel's best cell, as the paper's Figure 5 marks it
+        j, i = np.unravel_index(np.nanargmax(best) if higher else np.nanargmin(best), best.shape)
+        ax.scatter(xc[i], yc[j], marker="*", s=320, c="white", edgecolors="black", linewidths=1.2, zorder=5)
     if threshold is not None:
         segs = threshold_edges(xe, ye, z, div, (lambda v: v >= threshold) if higher else (lambda v: v <= threshold))
         ax.add_collection(LineCollection(segs, colors="red", linewidths=2.6, zorder=3))
@@ -174,21 +179,21 @@ def _heatmap(g: pd.DataFrame, pts: pd.DataFrame, task: str, grid: str, outdir: P
         sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
         arrow = "higher" if higher else "lower"
         fig.colorbar(sm, ax=list(axes), label=f"validation {label} ({arrow} is better)", shrink=0.9)
-        handles = []
+        handles = [Line2D([], [], color="white", marker="*", ms=16, mec="black", ls="", label="best cell of a panel")]
         if (pts["diverged"]).any():
             handles.append(Line2D([], [], color="red", marker="x", ls="", mew=2, label="diverged (worst colour)"))
         if drew_threshold:  # only a line that is drawn gets a legend entry
             handles.append(Line2D([], [], color="red", lw=2.6, label=f"threshold {threshold:g}"))
         if handles:
             fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
-        fig.suptitle(f"{task} heat map '{grid}': validation {label} over exponential-decay schedules")
-        path = _save(fig, outdir / f"heatmap_{_slug(task, grid)}.png")
+        fig.suptitle(f"Figure 5 (heat map) — {task}: validation {label} over exponential-decay schedules")
+        path = _save(fig, outdir / f"figure5_heatmap_{_slug(task, grid)}.png")  # the paper figure it rebuilds
     return Figure(
         "heatmap",
-        f"{task}: {grid}",
+        f"Figure 5 — {task} heat map" + (f" ({grid})" if grid not in (f"{task}-grid", "grid") else ""),
         path,
         f"Panels: {', '.join(panels)}; a cell per grid point, its mean over seeds (grey: no finished run); one "
-        "colour scale for all panels; T in each title is the panel's mean iterations"
+        "colour scale for all panels; ★ each panel's best cell; T in each title is the panel's mean iterations"
         + ("." if shared else "; each panel on its own lr axis (scaled SGD searches its own initial lr).")
         + _threshold_note(threshold, drew_threshold),
     )

@@ -23,7 +23,7 @@ STYLE = {
     "axes.labelsize": 12,
     "xtick.labelsize": 11,
     "ytick.labelsize": 11,
-    "legend.fontsize": 10,
+    "legend.fontsize": 12,  # ≥ 9 px on a 1 280 px page, where a 20-inch figure is drawn at ~0.6 of its pixels
     "figure.titlesize": 15,
     "axes.grid": True,
     "grid.alpha": 0.3,

@@ -500,7 +500,7 @@ def test_the_curves_caption_is_written_from_the_gain(tmp_path):
     lagging_folder(tmp_path / "short")
     write_run(tmp_path / "flat", "cifar10", "lsw", 4, 0, b_simple=50.0)
     (up,) = figures.curves(quiet_load(tmp_path / "up"), tmp_path / "out")
-    assert "S=4: 0.31 → 0.92 (starts well below where it settles and rises: a warm-up emerges)" in up.caption
+    assert "S = 4: 0.31 → 0.92 (starts well below where it settles and rises: a warm-up emerges)" in up.caption
     flat = {f.title: f.caption for f in figures.curves(quiet_load(tmp_path / "flat"), tmp_path / "out")}
     assert "(does not start well below where it settles and rise: no emergent warm-up)" in flat["cifar10: AdaScale"]
     assert "No gain panel: LSW does not use the gain." in flat["cifar10: LSW"]

@@ -58,8 +58,9 @@ def test_each_grid_point_is_one_cell_of_its_own_value(drawn: dict) -> None:
         for j, decay in enumerate(DECAY):
             expected = worst if (lr0, decay) == (0.1, 0.01) else value(lr0, decay)  # diverged: the worst colour
             assert z[j, i] == pytest.approx(expected)
-    (marks,) = [c for c in drawn["collections"] if isinstance(c, PathCollection)]
+    marks, best = [c for c in drawn["collections"] if isinstance(c, PathCollection)]
     assert np.allclose(marks.get_offsets(), [[-1.0, -2.0]])  # the × at the diverged point's own lr and decay
+    assert np.allclose(best.get_offsets(), [[-1.0, 0.0]])  # the ★ at the best cell (lr 0.1, decay 1), not a diverged
     assert drawn["ticks"] == ["0.02", "0.05", "0.1"]  # the grid's values, not the cells' centres
 
 

@@ -79,7 +79,7 @@ def test_variants_are_shown_by_a_short_name_with_the_overrides_on_hover(folder: 
     html = page
     heads = re.findall(r"<h3>(.*?)</h3>", html)
     shown = {re.sub(r"<[^>]+>", "", h).split(" — ")[0] for h in heads}
-    assert {"logreg", "logreg [variant 1]", "logreg [T1=50]", "cifar10 [noisy]"} <= shown
+    assert {"logreg", "logreg [variant 1]", "logreg [T1 50]", "cifar10 [noisy]"} <= shown
     esc = LONG_RAW.replace('"', "&quot;")
     assert f'[<span class="variant" title="{esc}">variant 1</span>]' in html
     assert not any(LONG_RAW.replace('"', "&quot;") in re.sub(r'title="[^"]*"', "", h) for h in heads)
@@ -102,7 +102,7 @@ def test_short_names_from_a_label_the_overrides_or_a_number() -> None:
         {"variant": "lr=3", "variant_label": "", "overrides": json.dumps({"lr": 3}), "experiment_kind": "heatmap"},
     ]
     names = variants.names(pd.DataFrame(rows))
-    assert names == {"": "", "a=1": "a=1", "x.long_key=1": "mine", "x.long_key=2": "mine (2)", "z=9": "variant 1"}
+    assert names == {"": "", "a=1": "a 1", "x.long_key=1": "mine", "x.long_key=2": "mine (2)", "z=9": "variant 1"}
     assert variants.display("logreg [a=1]", {"a=1": "A"}) == ("logreg [A]", "a=1")
     assert variants.display("logreg", names) == ("logreg", "")
 

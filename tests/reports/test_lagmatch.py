@@ -140,3 +140,21 @@ def test_figure2_shows_the_lag_matched_gain_and_says_how_much_it_explains(
     assert "lag-matched" in caption and "8 of 8 outside the offline 95 % interval" in caption
     p = LM.panels(load(smoke_gain_results[0]))[0][1]
     assert LM.decomposition_text(p) in caption
+
+
+def test_figure2_verdict_reads_as_a_finding() -> None:
+    """Online against offline at the kept checkpoints: within the interval mostly → aligns; outside with the
+    averages' lag explaining the gap → lags; outside and not the lag → differs."""
+    import pandas as pd
+
+    from reports.lagmatch import verdict
+
+    base = {"iteration": [0, 10, 20, 30], "offline": [1.0, 5.0, 6.0, 6.5], "lo": [0.9, 4.8, 5.8, 6.3]}
+    base |= {"hi": [1.1, 5.2, 6.2, 6.7], "replay_unclamped": [float("nan")] * 4}
+    near = pd.DataFrame(base | {"online": [1.0, 5.1, 6.1, 6.4], "lag_matched": [1.0, 5.1, 6.0, 6.5]})
+    assert verdict(near)[0] == "aligns"
+    lagging = pd.DataFrame(base | {"online": [1.0, 3.0, 4.0, 4.5], "lag_matched": [1.0, 3.1, 4.1, 4.6]})
+    word, line = verdict(lagging)
+    assert word == "lags" and "3 of 3 checkpoints outside" in line and "lag explains" in line
+    other = pd.DataFrame(base | {"online": [1.0, 3.0, 4.0, 4.5], "lag_matched": [1.0, 5.0, 6.0, 6.5]})
+    assert verdict(other)[0] == "differs"

@@ -37,7 +37,9 @@ def test_each_format_writes_only_its_files(results: Path, fmt: str, capsys: pyte
     expected = set().union(*(ALL[f] for f in fmt.split(",")))
     assert written(results) == expected
     out = capsys.readouterr().out
-    assert "AdaScale non-inferior to S = 1" in out  # the findings are printed whatever is written
+    assert "claims" in out and "(iii)" in out  # the verdict grid is printed whatever is written
+    full = "AdaScale non-inferior to S = 1" in out  # the findings in full: only with txt (findings.txt)
+    assert full == ("txt" in fmt.split(","))
     assert "report.html" not in out and f"{results / 'report' / sorted(expected)[0]}" in out
 
 

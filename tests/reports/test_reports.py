@@ -236,7 +236,7 @@ def test_na_and_missing_cells_in_markdown(na_folder):
     assert row["top-1 % AS"] == "N/A (n=2)" and row["top-1 % LSW"] == "60.00† (n=3)"
     assert row["train loss AS"] == "N/A (n=2)"
     assert row["iterations AS"] == "–[1] (n=2)"  # no planned count for AdaScale; footnote 1
-    assert "[1] S=8 AS: diverged (seed 1 at iteration 77); no planned count (AdaScale)" in md
+    assert "[1] S = 8 AS: diverged (seed 1 at iteration 77); no planned count (AdaScale)" in md
     one = next(x for x in lines if x.startswith("| 1 |"))
     s1 = dict(zip(header, [p.strip() for p in one.strip("|").split("|")], strict=True))
     assert s1["top-1 % LSW"] == "90.00 (n=3)"  # LSW's own S = 1 runs
@@ -251,7 +251,7 @@ def test_diverged_lsw_and_lsw_plus_show_the_planned_iterations(tmp_path):
     assert cell(c, "cifar10", "8", "lsw")["iterations"] == 13
     assert cell(c, "cifar10", "8", "lsw+")["iterations"] == 21
     md = markdown(c)
-    assert "| 13[1] (n=1) | 21[2] (n=1) |" in md and "[1] S=8 LSW: diverged (seed 0 at iteration 5); planned" in md
+    assert "| 13[1] (n=1) | 21[2] (n=1) |" in md and "[1] S = 8 LSW: diverged (seed 0 at iteration 5); planned" in md
 
 
 def test_na_and_missing_cells_in_latex(na_folder):
@@ -568,7 +568,7 @@ def test_gain_figure_renders_online_against_offline(tmp_path):
     assert "logreg seed 0: online − offline: mean +0.09, 1 of 2 outside the offline 95 % interval" in figs[0].caption
     assert figs[0].path.read_bytes()[:8] == PNG
     html = build_report(tmp_path, ["html"]).read_text()
-    assert "gain_online_offline.png" in html and "paper Figure 2" in html
+    assert "figure2_gain_online_offline.png" in html and "paper Figure 2" in html
     (run / "offline_gain.csv").write_text("not,a,gain,table\n")  # unusable: no panel, a warning
     res = quiet_load(tmp_path)
     with pytest.warns(ReportWarning, match="offline_gain.csv"):
@@ -608,8 +608,8 @@ def test_table2_notes_give_adascales_noise_scale(tmp_path):
     c = cells(res.runs)
     assert cell(c, "cifar10", "8", "adascale")["B_simple"] == pytest.approx(400.0)  # the training average
     assert cell(c, "cifar10", "8", "adascale")["B_late"] == pytest.approx(400.0)
-    assert "drawing without replacement), in examples: S=8 400 → 400 (n=2)." in markdown(c)
-    assert r"S=8 400 $\rightarrow$ 400 (n=2)" in latex(c) and r"of $\tau$" in latex(c)
+    assert "drawing without replacement), in examples: S = 8 400 → 400 (n=2)." in markdown(c)
+    assert r"S = 8 400 $\rightarrow$ 400 (n=2)" in latex(c) and r"of $\tau$" in latex(c)
 
 
 def test_the_transformers_absolute_comparison_uses_bleu_tok(tmp_path):

@@ -35,3 +35,15 @@ def test_adascale_is_drawn_over_the_lsw_plus_line_it_coincides_with(tmp_path: Pa
     paper = {label: ln for label, ln in seen.items() if label.startswith("paper") and "cifar10" in label}
     assert paper["paper AdaScale, cifar10"].get_zorder() > paper["paper LSW+, cifar10"].get_zorder()
     assert "drawn wide and pale under AdaScale" in fig.caption
+
+
+def test_a_rule_is_drawn_pale_only_where_it_coincides_with_one_drawn_over_it() -> None:
+    """LSW+ on AdaScale's points is drawn wide and pale beneath; LSW, off them but for S = 1 (where every rule
+    is at 1), is drawn plainly."""
+    import pandas as pd
+
+    from reports.control import _covered
+
+    ada = pd.DataFrame({"scale": [1.0, 4.0, 8.0], "speedup": [1.0, 3.0, 4.7]})
+    assert _covered(pd.DataFrame({"scale": [1.0, 4.0, 8.0], "speedup": [1.0, 3.02, 4.71]}), ada)
+    assert not _covered(pd.DataFrame({"scale": [1.0, 4.0, 8.0], "speedup": [1.0, 4.0, 8.0]}), ada)

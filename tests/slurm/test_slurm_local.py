@@ -229,7 +229,7 @@ def test_debug_executor_runs_the_matrix_in_order_then_submits_nothing(
     assert "4 complete" in text and "nothing to submit" in text
     assert main(["status", str(out)]) == 0
     text = capsys.readouterr().out
-    assert re.search(r"logreg +lsw\+ +2 +T1=40 +0 +done", text) and "4 runs: 4 done" in text
+    assert re.search(r"logreg +lsw\+ +2 +T1 40 +0 +done", text) and "4 runs: 4 done" in text
     assert re.search(r"logreg +adascale \(shared: AS = LSW = LSW\+ at S = 1\) +1 ", text)  # rules.shared_note
 
 
