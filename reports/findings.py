@@ -21,7 +21,8 @@ task cards, tasks.presets):
 (i)   AdaScale non-inferior to S = 1 at every fixed S: every S `within` (a diverged seed: does not hold).
 (ii)  LSW worse than S = 1 at its largest S: `worse` (or a seed diverged) holds, whatever the regime — a failure
       the data shows is never hidden by a gate. `within` does not hold where LSW's multiplier S is past
-      GAIN_RESOLUTION × AdaScale's measured gain at that S (T1/iterations, its one-sided upper bound over seeds):
+      GAIN_RESOLUTION × AdaScale's measured steady gain at that S (that of its late noise scale, the one-sided upper
+      bound over seeds):
       LSW stepped further than the noise allowed and kept quality. Where S is within that of AdaScale's gain,
       LSW takes AdaScale's steps and `within` is what both rules predict: not testable. The paper's mechanism is
       LSW's step against the one the noise allows, not S·b against one point estimate of B (a logreg whose LSW
@@ -395,7 +396,7 @@ def check_i(ctx: Context) -> tuple[str, str]:
     fixed = _fixed(ctx.t, "adascale")
     if "1" not in fixed:
         return NOT_RUN, "no AdaScale run at S = 1"
-    pairs = [(f"S={s}", g, fixed["1"]) for s, g in fixed.items() if s != "1"]
+    pairs = [(f"S = {s}", g, fixed["1"]) for s, g in fixed.items() if s != "1"]
     return _non_inferior(pairs, ctx.higher, ctx.margin)
 
 
@@ -403,26 +404,29 @@ GAIN_RESOLUTION = 1 + ITERATION_TOLERANCE  # (ii): a multiplier this much past A
 
 
 def adascale_gain(t: pd.DataFrame, top: str) -> tuple[float, float, int]:
-    """(mean, one-sided 95 % upper bound, seeds) of AdaScale's τ-average gain T1/iterations at scale `top` —
-    the step AdaScale measured it could take there, against which LSW's multiplier S is large or not
-    ((ii)'s regime). The upper bound is NaN below 2 seeds."""
+    """(mean, one-sided 95 % upper bound, seeds) of AdaScale's steady gain at scale `top` — the gain where it
+    settles, S(B/b + 1)/(B/b + S) of each run's late noise scale (`settled_gain`, the last third of τ; S where μ²
+    is not resolved): the step AdaScale measured it could take there, against which LSW's multiplier S is large
+    or not ((ii)'s regime). The upper bound is NaN below 2 seeds."""
     g = _fixed(t, "adascale").get(top)
-    if g is None:
+    late = noise.WINDOW_COLUMNS[-1]
+    if g is None or late not in g:
         return math.nan, math.nan, 0
     g = g[g["status"] == "completed"]
-    r = (pd.to_numeric(g["T1"], errors="coerce") / pd.to_numeric(g["iterations"], errors="coerce")).to_numpy(float)
-    r = r[np.isfinite(r) & (r > 0)]
+    b, B = pd.to_numeric(g["batch_size"], errors="coerce"), pd.to_numeric(g[late], errors="coerce")
+    ok = np.isfinite(b) & (b > 0) & B.notna()
+    r = np.array([settled_gain(float(x), float(y), float(top)) for x, y in zip(B[ok], b[ok], strict=True)])
     if len(r) < 2:
         return (float(r[0]) if len(r) else math.nan), math.nan, len(r)
     sd = float(np.std(r, ddof=1))
     hi = float(r.mean()) + float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(r) - 1)) * sd / math.sqrt(len(r))
-    return float(r.mean()), hi, len(r)
+    return float(r.mean()), min(hi, float(top)), len(r)  # a steady gain never passes S
 
 
 def check_ii(ctx: Context) -> tuple[str, str]:
     """(ii), judged on the data at the largest S LSW ran: `worse` or a divergence holds, whatever the regime (a
     failure the data shows is never hidden). `within` does not hold where LSW's multiplier S is past
-    AdaScale's measured gain there by more than GAIN_RESOLUTION (its upper bound): LSW stepped further than
+    AdaScale's measured steady gain there by more than GAIN_RESOLUTION (its upper bound): LSW stepped further than
     the noise allowed and kept S = 1's quality. Where S is within that of AdaScale's gain, LSW takes
     AdaScale's steps and `within` is what both predict: not testable. Saturated (S = 1 within Δ of the best
     value): not testable."""
@@ -433,10 +437,10 @@ def check_ii(ctx: Context) -> tuple[str, str]:
     g, base = fixed[top], fixed["1"]
     n_div = int((g["status"] == "diverged").sum())
     if n_div:
-        return HOLDS, f"S={top}: {n_div} seed(s) diverged"
+        return HOLDS, f"S = {top}: {n_div} seed(s) diverged"
     x, bv = _vals(g), _vals(base)
     c = compare(x, bv, ctx.higher, ctx.margin.delta, ctx.margin.bounds(ctx.higher), ctx.margin.share)
-    numbers = f"S={top}: {describe(c, x, bv)}; {ctx.margin.rule}"
+    numbers = f"S = {top}: {describe(c, x, bv)}; {ctx.margin.rule}"
     if c.verdict == WORSE:
         return HOLDS, numbers
     if c.verdict != WITHIN:
@@ -446,9 +450,9 @@ def check_ii(ctx: Context) -> tuple[str, str]:
     r, r_hi, n = adascale_gain(ctx.t, top)
     S = float(top)
     if not math.isfinite(r_hi):
-        why = "no AdaScale run" if not n else "one AdaScale seed (no interval)"
-        return INCONCLUSIVE, f"{numbers}; LSW's regime unknown at S={top}: {why} to measure the gain there"
-    regime = f"LSW's multiplier S = {S:g} vs AdaScale's gain there {r:.3g} (upper bound {r_hi:.3g}, n={n})"
+        why = "no AdaScale run with a late noise scale" if not n else "one AdaScale seed (no interval)"
+        return INCONCLUSIVE, f"{numbers}; LSW's regime unknown at S = {top}: {why} to measure the gain there"
+    regime = f"LSW's multiplier S = {S:g} vs AdaScale's steady gain there {r:.3g} (upper bound {r_hi:.3g}, n={n})"
     if S > GAIN_RESOLUTION * r_hi:
         return FAILS, f"{numbers}; {regime}: LSW stepped past it and kept S = 1's quality"
     return NOT_TESTABLE, (
@@ -510,14 +514,16 @@ def check_iii(ctx: Context) -> tuple[str, str]:
             drifts.setdefault(r["scale"], []).append(d)
             small += _small(r)
             texts.append(text)
-        parts.append(f"S={g['scale'].iloc[0]} (predicted from {g[noise.PREDICTED_FROM].iloc[0]}): " + "; ".join(texts))
+        parts.append(
+            f"S = {g['scale'].iloc[0]} (predicted from {g[noise.PREDICTED_FROM].iloc[0]}): " + "; ".join(texts)
+        )
     per_s = {s: float(np.nanmean(v)) for s, v in drifts.items()}
     worst = max(per_s, key=lambda s: abs(per_s[s]) if math.isfinite(per_s[s]) else -1)
-    drift = ", ".join(f"S={s} {v:+.0%}" for s, v in per_s.items())
+    drift = ", ".join(f"S = {s} {v:+.0%}" for s, v in per_s.items())
     unjudged = len(runs) - len(judged)
     paper = f"{small} run(s) with S·b ≤ B/{1 / noise.SMALL_BATCH_SHARE:g} also judged nearer ⌈T1/S⌉ than T1"
     return _aggregate(flags), (
-        " | ".join(parts) + f"; drift by S (mean over seeds): {drift}, worst S={worst} ({per_s[worst]:+.0%}); "
+        " | ".join(parts) + f"; drift by S (mean over seeds): {drift}, worst S = {worst} ({per_s[worst]:+.0%}); "
         f"holds: iterations within the donors' range ±{ITERATION_TOLERANCE:.0%}; {paper}"
         + (f"; {unjudged} run(s) without a prediction" if unjudged else "")
     )
@@ -677,7 +683,7 @@ def _seeds(runs: list[tuple[str, str]]) -> str:
     by: dict[str, list[str]] = {}
     for scale, seed in runs:
         by.setdefault(scale, []).append(str(seed))
-    return "; ".join(f"S={s} seed{'s' if len(v) > 1 else ''} {', '.join(v)}" for s, v in by.items())
+    return "; ".join(f"S = {s} seed{'s' if len(v) > 1 else ''} {', '.join(v)}" for s, v in by.items())
 
 
 def check_iv(ctx: Context) -> tuple[str, str]:
@@ -691,7 +697,7 @@ def check_iv(ctx: Context) -> tuple[str, str]:
     lagging: list[Warmup] = []
     for r, w in ws:
         gain_run = r.get("experiment_kind") == "gain"
-        name = f"S={r['scale']} seed {r['seed']}" + (" (gain run)" if gain_run else "")
+        name = f"S = {r['scale']} seed {r['seed']}" + (" (gain run)" if gain_run else "")
         if w.holds is None and not w.undecided:
             lags = math.isfinite(w.memories) and w.source == "online"
             why = f"the online gain lags, no kept checkpoints ({GROUP})" if lags else w.why
@@ -730,7 +736,7 @@ def check_v(ctx: Context) -> tuple[str, str]:
         g = ctx.t[(ctx.t["method"] == "adascale") & (ctx.t["scale"] == e)]
         g = g[g["status"].isin(("completed", "diverged"))]
         if not g.empty:
-            pairs.append((f"{e} vs S=1", g, fixed.get("1", g.iloc[0:0])))
+            pairs.append((f"{e} vs S = 1", g, fixed.get("1", g.iloc[0:0])))
     if not pairs:
         return NOT_RUN, "no elastic AdaScale runs"
     if "1" not in fixed:
@@ -824,10 +830,10 @@ LEGEND = (
     "the known optimum (logreg δ = 0.25: the margin's own uncertainty in the interval), else × S = 1's drop over "
     f"its last quarter; ≥ {MIN_SEEDS} seeds a side, else inconclusive; S = 1 within Δ of the metric's best "
     "value: not testable (saturated) unless a drop shows. (ii) LSW worse or diverged holds; LSW within does not "
-    f"hold where its multiplier S is past ×{GAIN_RESOLUTION:g} AdaScale's measured gain there (T1/iterations, "
-    "upper bound), and is not testable where LSW takes AdaScale's steps. (iii) each run's iterations against "
-    "those the OTHER runs' noise predicts (other scales, else other seeds; never its own statistics) through the "
-    f"estimator's moving average, within their range ±{ITERATION_TOLERANCE:.0%}, with the drift by S; where S·b ≤ "
+    f"hold where its multiplier S is past ×{GAIN_RESOLUTION:g} AdaScale's measured steady gain there (of its late "
+    "noise scale, upper bound), and is not testable where LSW takes AdaScale's steps. (iii) each run's iterations "
+    "against those the OTHER runs' noise predicts (other scales, else other seeds; never its own statistics) through "
+    f"the estimator's moving average, within their range ±{ITERATION_TOLERANCE:.0%}, with the drift by S; where S·b ≤ "
     f"B/10 also nearer ⌈T1/S⌉ than T1. (iv) normalised gain over the first {WARMUP_WINDOW:.0%} of τ: starts ≤ "
     f"{WARMUP_START:g}, rises ≥ {WARMUP_RISE:g}; the online gain where the window spans ≥ {WARMUP_MEMORIES} gain "
     "memories, else the exact or offline gain at kept checkpoints, else not testable. Noise scale B = b·σ²/μ² "

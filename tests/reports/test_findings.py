@@ -96,10 +96,10 @@ def test_i_and_v_hold_when_within_the_margin(tmp_path):
     seeds(tmp_path, "cifar10", "adascale", 8, [74.1, 73.8, 74.2], T1=100, iterations=20)
     seeds(tmp_path, "cifar10", "adascale", "elastic-up", [74.0, 73.9, 74.2], T1=100, iterations=30)
     st, detail = status(tmp_path, "i")
-    assert st == HOLDS and "S=8: 74.03 ± 0.21 (n=3) vs 74.00 ± 0.10 (n=3): +0.03 [" in detail
+    assert st == HOLDS and "S = 8: 74.03 ± 0.21 (n=3) vs 74.00 ± 0.10 (n=3): +0.03 [" in detail
     assert "vs −Δ = -1.00 (within)" in detail and "Δ = 1 points (tiny preset)" in detail
     st, detail = status(tmp_path, "v")
-    assert st == HOLDS and "elastic-up vs S=1" in detail
+    assert st == HOLDS and "elastic-up vs S = 1" in detail
 
 
 def test_i_and_v_fail_when_worse_than_the_margin(tmp_path):
@@ -128,7 +128,7 @@ def test_i_is_inconclusive_with_two_seeds_and_fails_on_a_divergence(tmp_path):
     assert st == INCONCLUSIVE and "(too few seeds)" in detail
     write_run(tmp_path, "cifar10", "adascale", 2, 0, status="diverged", iterations=5, T1=100)
     st, detail = status(tmp_path, "i")
-    assert st == FAILS and "S=2: 1 seed(s) diverged" in detail
+    assert st == FAILS and "S = 2: 1 seed(s) diverged" in detail
 
 
 def test_v_compares_with_s1_not_the_fixed_run_at_the_largest_s(tmp_path):
@@ -136,7 +136,7 @@ def test_v_compares_with_s1_not_the_fixed_run_at_the_largest_s(tmp_path):
     seeds(tmp_path, "cifar10", "adascale", 4, [60.0, 60.1, 59.9], T1=100, iterations=30)  # a bad fixed S = 4
     seeds(tmp_path, "cifar10", "adascale", "elastic-up", [60.0, 60.1, 59.9], T1=100, iterations=30)
     st, detail = status(tmp_path, "v")  # as bad as S = 4 but far below S = 1: does not hold
-    assert st == FAILS and "elastic-up vs S=1" in detail
+    assert st == FAILS and "elastic-up vs S = 1" in detail
 
 
 # The smoke's logreg runs (textbook data, tiny preset): S = 1's final full losses, its losses at τ = 1500
@@ -169,34 +169,36 @@ def test_the_degraded_s2_set_does_not_hold(tmp_path):
 # ------------------------------------------------------------------------------------------- (ii)
 
 
-def lsw_folder(tmp_path, lsw_vals, ada_iterations: int = 20, s1=S1, **kw):
-    """b = 16, LSW at S = 8; AdaScale S = 8 runs of T1 = 100 in `ada_iterations` (its gain T1/iterations: 5 at
-    20 iterations, 7.7 at 13)."""
+def lsw_folder(tmp_path, lsw_vals, ada_noise: float = 50.0, s1=S1, **kw):
+    """b = 16, LSW at S = 8; AdaScale S = 8 runs measuring a noise scale `ada_noise`, so a steady gain
+    S(B/b + 1)/(B/b + S): 2.97 at B = 50, 7.91 at B = 10 000."""
     seeds(tmp_path, "cifar10", "adascale", 1, s1)
-    seeds(tmp_path, "cifar10", "adascale", 8, [74.1, 73.8, 74.2], T1=100, iterations=ada_iterations, b_simple=50.0)
+    seeds(tmp_path, "cifar10", "adascale", 8, [74.1, 73.8, 74.2], T1=100, iterations=20, b_simple=ada_noise)
     seeds(tmp_path, "cifar10", "lsw", 8, lsw_vals, T1=100, iterations=13, **kw)
 
 
 def test_ii_holds_where_lsw_is_worse_whatever_the_regime(tmp_path):
     """A failure the data shows is never hidden: LSW worse holds even where its steps are AdaScale's."""
-    for its in (20, 13):
-        lsw_folder(tmp_path / str(its), [60.3, 61.5, 59.1], ada_iterations=its)
-        st, detail = status(tmp_path / str(its), "ii")
+    for b in (50.0, 10_000.0):
+        lsw_folder(tmp_path / str(b), [60.3, 61.5, 59.1], ada_noise=b)
+        st, detail = status(tmp_path / str(b), "ii")
         assert st == HOLDS and "(worse)" in detail, detail
 
 
 def test_ii_fails_where_lsw_steps_past_adascales_gain_and_keeps_its_metric(tmp_path):
-    """LSW's multiplier 8 against AdaScale's gain 5 there (8 > 1.2 × 5): LSW took larger steps than the noise
-    allowed and kept S = 1's quality: the paper's pattern did not appear."""
-    lsw_folder(tmp_path, [74.1, 73.9, 74.0], ada_iterations=20)
+    """LSW's multiplier 8 against AdaScale's steady gain 2.97 there (8 > 1.2 × 2.97): LSW took larger steps than
+    the noise allowed and kept S = 1's quality: the paper's pattern did not appear."""
+    lsw_folder(tmp_path, [74.1, 73.9, 74.0], ada_noise=50.0)
     st, detail = status(tmp_path, "ii")
-    assert st == FAILS and "LSW's multiplier S = 8 vs AdaScale's gain there 5 (upper bound 5, n=3)" in detail
+    assert (
+        st == FAILS and "LSW's multiplier S = 8 vs AdaScale's steady gain there 2.97 (upper bound 2.97, n=3)" in detail
+    )
 
 
 def test_ii_is_not_testable_where_lsw_takes_adascales_steps(tmp_path):
-    """AdaScale's gain 7.7 at S = 8: LSW's multiplier is within a fifth of it; both keeping quality is what both
-    predict."""
-    lsw_folder(tmp_path, [74.1, 73.9, 74.0], ada_iterations=13)
+    """AdaScale's steady gain 7.91 at S = 8: LSW's multiplier is within a fifth of it; both keeping quality is what
+    both predict."""
+    lsw_folder(tmp_path, [74.1, 73.9, 74.0], ada_noise=10_000.0)
     st, detail = status(tmp_path, "ii")
     assert st == NOT_TESTABLE and "LSW takes AdaScale's steps here" in detail and "(within)" in detail
 
@@ -205,19 +207,19 @@ def test_ii_without_adascale_at_that_scale_is_inconclusive_unless_lsw_is_worse(t
     seeds(tmp_path, "cifar10", "adascale", 1, S1)
     seeds(tmp_path, "cifar10", "lsw", 8, [74.1, 73.9, 74.0], T1=100, iterations=13)
     st, detail = status(tmp_path, "ii")
-    assert st == INCONCLUSIVE and "no AdaScale run to measure the gain there" in detail
+    assert st == INCONCLUSIVE and "no AdaScale run with a late noise scale to measure the gain there" in detail
     write_run(tmp_path, "cifar10", "lsw", 16, 0, status="diverged", iterations=5, T1=100)
     st, detail = status(tmp_path, "ii")
-    assert st == HOLDS and "S=16: 1 seed(s) diverged" in detail
+    assert st == HOLDS and "S = 16: 1 seed(s) diverged" in detail
 
 
 def test_ii_is_not_testable_at_a_saturated_metric_but_a_drop_still_shows(tmp_path):
     """S = 1 at 99.5 %, within Δ = 1 of 100: LSW at 99.4 'keeps' quality only because nothing can be lost."""
     top = [99.5, 99.6, 99.4]
-    lsw_folder(tmp_path / "a", [99.4, 99.5, 99.3], ada_iterations=20, s1=top)
+    lsw_folder(tmp_path / "a", [99.4, 99.5, 99.3], s1=top)
     st, detail = status(tmp_path / "a", "ii")
     assert st == NOT_TESTABLE and detail.startswith("saturated"), detail
-    lsw_folder(tmp_path / "b", [90.4, 91.5, 90.3], ada_iterations=20, s1=top)
+    lsw_folder(tmp_path / "b", [90.4, 91.5, 90.3], s1=top)
     assert status(tmp_path / "b", "ii")[0] == HOLDS
 
 
@@ -254,8 +256,8 @@ def test_iii_holds_where_the_iterations_follow_the_other_runs_noise_scale(tmp_pa
     noise_pair(tmp_path, 255, 130)
     st, detail = status(tmp_path, "iii")
     assert st == HOLDS, detail
-    assert "S=8 (predicted from S = 4 (1 run)): seed 0 130 its vs 127 (+2%)" in detail
-    assert "S=4 (predicted from S = 8 (1 run)): seed 0 255 its vs 252 (+1%)" in detail
+    assert "S = 8 (predicted from S = 4 (1 run)): seed 0 130 its vs 127 (+2%)" in detail
+    assert "S = 4 (predicted from S = 8 (1 run)): seed 0 255 its vs 252 (+1%)" in detail
     assert "2 run(s) with S·b ≤ B/10 also judged nearer ⌈T1/S⌉ than T1" in detail
 
 
@@ -309,11 +311,11 @@ def test_iii_sees_a_drift_of_a_quarter_and_reports_a_smaller_one(tmp_path):
     folder(tmp_path / "a", (65, 64, 65))
     st, detail = status(tmp_path / "a", "iii")
     assert st == HOLDS, detail
-    assert "S=4 +1%, S=128 -15%, worst S=128 (-15%)" in detail
+    assert "S = 4 +1%, S = 128 -15%, worst S = 128 (-15%)" in detail
     folder(tmp_path / "b", (55, 54, 54))
     st, detail = status(tmp_path / "b", "iii")
     assert st == INCONCLUSIVE and "seed 0 55 its vs 76 (-28%) ✗" in detail
-    assert "worst S=128 (-29%)" in detail
+    assert "worst S = 128 (-29%)" in detail
 
 
 def test_iii_is_not_testable_without_statistics(tmp_path):
@@ -371,7 +373,7 @@ def test_iv_holds_where_the_gain_starts_low_and_rises(tmp_path):
         with_gains(run, rising(1000, 300), 10_000)
     st, detail = status(tmp_path, "iv")
     assert st == HOLDS, detail
-    assert f"S=4 seed 0: 0.31 → 0.92 (online, 1001 point(s); r̂ {R_HAT:.3g})" in detail
+    assert f"S = 4 seed 0: 0.31 → 0.92 (online, 1001 point(s); r̂ {R_HAT:.3g})" in detail
 
 
 def test_iv_fails_where_the_gain_starts_at_its_settled_value(tmp_path):
@@ -408,7 +410,9 @@ def test_iv_is_not_judged_on_a_lagging_online_gain(tmp_path):
     lagging_folder(tmp_path)
     st, detail = status(tmp_path, "iv")
     assert st == NOT_TESTABLE, detail
-    assert "not judged, S=4 seeds 0, 1: the online gain lags, no kept checkpoints (the window spans 0.4 gain " in detail
+    assert (
+        "not judged, S = 4 seeds 0, 1: the online gain lags, no kept checkpoints (the window spans 0.4 gain " in detail
+    )
     assert "0 kept checkpoint(s) in the first 10 % of τ" not in detail  # no offline_gain.csv at all
 
 
@@ -418,7 +422,7 @@ def test_iv_holds_on_the_exact_gain_where_the_online_one_lags(tmp_path):
     lagging_folder(tmp_path, [(tau, 1 + u * (R_HAT - 1)) for tau, u in exact])
     st, detail = status(tmp_path, "iv")
     assert st == HOLDS, detail
-    assert "S=4 seed 0: 0.35 → 0.96 (exact, 3 point(s)" in detail
+    assert "S = 4 seed 0: 0.35 → 0.96 (exact, 3 point(s)" in detail
 
 
 def test_iv_fails_on_an_exact_gain_that_starts_settled(tmp_path):
@@ -458,7 +462,8 @@ def test_iv_reads_the_gain_runs_of_the_same_configuration_and_needs_two_seeds(tm
     st, detail = status(tmp_path, "iv")
     assert st == INCONCLUSIVE and "judged on one seed only (holds there)" in detail, detail
     assert (
-        "S=4 seed 0 (gain run): 0.17 → 0.90 (exact, 2 point(s)" in detail and "not judged, S=4 seeds 0, 1: " in detail
+        "S = 4 seed 0 (gain run): 0.17 → 0.90 (exact, 2 point(s)" in detail
+        and "not judged, S = 4 seeds 0, 1: " in detail
     )
     gain_run(tmp_path / "g", 1, [(10.0, 1.4), (90.0, 3.5)])
     st, detail = status(tmp_path, "iv")
