@@ -373,10 +373,17 @@ experiments:
 
 
 def test_submit_paper_dry_run_before_any_data_root_is_set(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
     """`submit paper --dry-run` on a fresh machine (ADASCALE_BENCH_DATASETS unset): one warning per task's
-    root, and the plan of every run is still printed (a data root is not part of a run's identity)."""
+    root, and the plan of every run is still printed (a data root is not part of a run's identity). SLURM's
+    commands are stand-ins on PATH that fail if called (this machine need not have SLURM: nothing may be
+    submitted here), so the refusal below is the data root's, wherever the test runs."""
+    for name in ("sbatch", "srun", "sacct"):
+        stub = tmp_path / name
+        stub.write_text("#!/bin/sh\necho called >&2\nexit 99\n")
+        stub.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.delenv("ADASCALE_BENCH_DATASETS", raising=False)
     assert main(["submit", "paper", "--dry-run", "--executor", "slurm", "--gpus-per-node", "8"]) == 0
     captured = capsys.readouterr()
