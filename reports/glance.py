@@ -49,6 +49,7 @@ RULE_WORDS = {  # a rule's verdict against S = 1, in the rules' own vocabulary (
     "holds": ("keeps", "ok"),
     "does not hold": (RC.verdict("does not hold"), "bad"),
     "inconclusive": (RC.verdict("inconclusive"), "open"),
+    "not testable here": (RC.verdict("not testable here"), "none"),  # saturated
     "not run": (RC.verdict("not run"), "none"),
 }
 SAID = {  # what a decided claim says, for the one-line summary

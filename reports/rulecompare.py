@@ -128,13 +128,15 @@ VERDICT = {  # a rule's status as the rules' own vocabulary writes it (the findi
     FD.HOLDS: KEEPS,
     FD.FAILS: "worse",
     FD.INCONCLUSIVE: "inconclusive",
+    FD.NOT_TESTABLE: "saturated",  # the one way a rule's verdict is not testable: S = 1 at the metric's ceiling
     FD.NOT_RUN: "not run",
 }
-VERDICT_CLASS = {FD.HOLDS: "holds", FD.FAILS: "fails", FD.INCONCLUSIVE: "seeds", FD.NOT_RUN: "notrun"}
+VERDICT_CLASS = {FD.HOLDS: "holds", FD.FAILS: "fails", FD.INCONCLUSIVE: "seeds", FD.NOT_TESTABLE: "notrun"}
+VERDICT_CLASS |= {FD.NOT_RUN: "notrun"}
 
 
 def verdict(status: str) -> str:
-    """'keeps S = 1's quality', 'worse', 'inconclusive' or 'not run'."""
+    """'keeps S = 1's quality', 'worse', 'inconclusive', 'saturated' or 'not run'."""
     return VERDICT.get(status, status)
 
 
