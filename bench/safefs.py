@@ -31,6 +31,7 @@ import functools
 import hmac
 import io
 import os
+import re
 import secrets
 import shutil
 import stat
@@ -356,15 +357,42 @@ def mkdirs(path: Path | str) -> None:
 def private_dir(path: Path | str) -> None:
     """Make (or check) the folder `path` for a tool that writes into it by path itself (submitit): reached
     without a link, owned by this user and made private (0700), with no link, FIFO or device anywhere in
-    it; else Refused in one line. Nobody else can then plant anything in it."""
+    it but the links submitit itself leaves after each sbatch; else Refused in one line. Nobody else can then
+    plant anything in it."""
     with folder(path, create=True) as fd:
         st = os.fstat(fd)
         if st.st_uid != os.geteuid():
             raise Refused(path, f"is a folder of uid {st.st_uid}, not this user's; not used (remove it)", errno.EPERM)
         if stat.S_IMODE(st.st_mode) != 0o700:
             os.fchmod(fd, 0o700)
-    for _ in walk_files(path, refuse_links=True):
-        pass
+        found = entries(path)
+        for name, what in found:
+            if what == "dir":
+                for _ in walk_files(Path(path) / name, refuse_links=True):
+                    pass
+            elif what != "file" and not (what == "link" and _submitit_link(fd, name, path)):
+                raise Refused(Path(path) / name, "is a symbolic link or not a regular file; not followed (remove it)")
+
+
+_SUBMITIT_LINK = re.compile(r"\.submission_file_[0-9a-f]{32}\.sh")
+_SUBMITIT_TARGET = re.compile(r"[0-9]+(_[0-9]+)?_submission\.sh")
+
+
+def _submitit_link(dfd: int, name: str, path: Path | str) -> bool:
+    """Whether the link `name` in the folder `path` (open as `dfd`) is one submitit leaves after each sbatch
+    (`move_temporary_file(..., keep_as_symlink=True)`): `.submission_file_<uuid hex>.sh` naming
+    `<job id>_submission.sh` in the same folder. submitit never opens it again and its target stays in the
+    folder; any other link there is refused."""
+    if not _SUBMITIT_LINK.fullmatch(name):
+        return False
+    try:
+        target = os.readlink(name, dir_fd=dfd)
+    except OSError:
+        return False
+    here = os.path.abspath(os.fspath(path))
+    return os.path.normpath(os.path.dirname(target)) == here and bool(
+        _SUBMITIT_TARGET.fullmatch(os.path.basename(target))
+    )
 
 
 def lstat(path: Path | str) -> os.stat_result:

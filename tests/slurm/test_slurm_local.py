@@ -393,3 +393,46 @@ def test_submit_paper_dry_run_before_any_data_root_is_set(
     # the same command without --dry-run refuses, naming the variable
     assert main(["submit", "paper", "--executor", "slurm", "--gpus-per-node", "8"]) == 1
     assert "ADASCALE_BENCH_DATASETS" in capsys.readouterr().err
+
+
+def fake_slurm(bin_dir: Path) -> None:
+    """sbatch, srun, sacct and squeue stand-ins on PATH: sbatch answers as SLURM does (a fresh job id each
+    call) and runs nothing; the others know no job."""
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(
+        '#!/bin/sh\nn=$(cat "$0.count" 2>/dev/null || echo 100); n=$((n + 1)); echo $n > "$0.count"\n'
+        'echo "Submitted batch job $n"\n'
+    )
+    for name in ("srun", "sacct", "squeue"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+
+
+def test_submit_to_slurm_keeps_the_links_submitit_leaves_and_refuses_a_planted_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    """submitit leaves `.submission_file_<uuid>.sh` -> `<job>_submission.sh` in its folder after each sbatch.
+    A matrix of two arrays (lsw+ after the others) submits both, and a later submit to the same --out still
+    works; a link of that name naming a file outside the folder is refused in one line, and nothing is
+    written through it (CI's SLURM stage failed on the first array's link at 1776b77)."""
+    fake_slurm(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    path, out = matrix(tmp_path, LOGREG), tmp_path / "out"
+    submit = ["submit", str(path), "--executor", "slurm", "--time", "60", "--out", str(out)]
+    assert main(submit) == 0
+    assert "submitted array 2" in capsys.readouterr().out
+    links = [p for p in (out / ".submitit").iterdir() if p.is_symlink()]
+    assert len(links) == 2 and all(re.fullmatch(r"\.submission_file_[0-9a-f]{32}\.sh", p.name) for p in links)
+    assert main([*submit, "--set", "T1=80"]) == 0
+    assert "submitted array" in capsys.readouterr().out
+
+    private = tmp_path / "private.sh"
+    private.write_text("mine\n")
+    planted = tmp_path / "planted"
+    (planted / ".submitit").mkdir(parents=True)
+    (planted / ".submitit" / f".submission_file_{'a' * 32}.sh").symlink_to(private)
+    assert main([*submit[:-1], str(planted)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is a symbolic link or not a regular file; not followed" in err, err
+    assert private.read_text() == "mine\n" and not (planted / ".submitit" / "101_submission.sh").exists()
