@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bench import safefs
 from bench.errors import UserError
 
 from .dictionary import Dictionary
@@ -119,8 +120,8 @@ def load_vocab(root: Path, data_cfg: dict[str, Any]) -> Vocab:
 
 def read_lines(path: Path) -> list[str]:
     """A text file's lines, stripped, split as fairseq reads text (iterating the file)."""
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f]
+    with open(path, encoding="utf-8") as f:  # a prepared folder's may be link_or_copy's link: followed
+        return [line.strip() for line in safefs.bounded_lines(f, path)]
 
 
 def load_split(root: Path, data_cfg: dict[str, Any], split: str, vocab: Vocab) -> ParallelData:
