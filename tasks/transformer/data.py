@@ -145,6 +145,8 @@ def load_split(root: Path, data_cfg: dict[str, Any], split: str, vocab: Vocab) -
     b = MMapIndexedDataset(root / f"{split}.{src}-{tgt}.{tgt}")
     if len(a) != len(b):
         raise UserError(f"{a.prefix} has {len(a)} sentences but {b.prefix} has {len(b)}; expected aligned pairs")
+    a.check_ids(len(vocab.src), f"dict.{src}.txt")  # a damaged prepared folder: one line, not an index error
+    b.check_ids(len(vocab.tgt), f"dict.{tgt}.txt")
     refs_file = root / REFS.format(split=split, lang=tgt)
     refs = read_lines(refs_file) if refs_file.is_file() else None
     if refs is not None and len(refs) != len(b):

@@ -351,13 +351,8 @@ def _link_fairseq(source: Path, stage: Path, src: str, tgt: str) -> dict[str, An
                 if not exists(Path(f"{prefix}{ext}")):
                     raise UserError(f"{prefix}{ext}: missing {split} file; expected {EXPECTED.format(s=src, t=tgt)}")
                 regular(Path(f"{prefix}{ext}"))  # read by path below: a link is refused first
-            ds = sets[lang] = MMapIndexedDataset(prefix)
-            top = _max_id(Path(f"{prefix}.bin"), ds.dtype)
-            if top >= len(dicts[lang]):
-                raise UserError(
-                    f"{prefix}.bin: token id {top} but dict.{lang}.txt has {len(dicts[lang])} symbols; "
-                    "expected ids from that dictionary"
-                )
+            sets[lang] = MMapIndexedDataset(prefix)  # its index checked against the .bin (check_index)
+            sets[lang].check_ids(len(dicts[lang]), f"dict.{lang}.txt")
             names += [f"{split}.{src}-{tgt}.{lang}.idx", f"{split}.{src}-{tgt}.{lang}.bin"]
         a, b = sets[src], sets[tgt]
         if len(a) != len(b):
@@ -385,13 +380,6 @@ def _link_fairseq(source: Path, stage: Path, src: str, tgt: str) -> dict[str, An
         "references": [n for n in extras[2:] if (stage / n).is_file()],
         "files": how,
     }
-
-
-def _max_id(path: Path, dtype: np.dtype) -> int:
-    if path.stat().st_size == 0:
-        return -1
-    tokens = np.memmap(path, mode="r", dtype=dtype)
-    return int(tokens.max()) if tokens.size else -1
 
 
 def _verify(stage: Path, src: str, tgt: str, sentences: dict[str, int]) -> None:
