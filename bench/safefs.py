@@ -14,7 +14,9 @@ folder the user named goes through here:
 - **Regular files only, never a wait.** Files are opened O_NONBLOCK|O_NOFOLLOW and checked with fstat:
   a FIFO, a socket or a device is refused at once (an open of a FIFO for reading would block until a
   writer came; for writing it fails with ENXIO).
-- **Sizes bounded.** A whole-file read names its limit; a file past it is refused before it is read.
+- **Sizes bounded.** A whole-file read names its limit; a file past it is refused before it is read. Text
+  read line by line (`lines`, `bounded_lines`) holds one line of at most MAX_LINE characters; a longer one is
+  refused with its number, unread.
 - **Writes atomic.** A temporary `.<name>.<random>.tmp` is created (O_EXCL) in the folder reached by
   the walk, fsynced and renamed over the target: a link at the target is replaced, not followed, and a
   reader sees the old file or the new one, never half of one. Its mode is what open() gives (the umask).
