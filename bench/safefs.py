@@ -14,7 +14,9 @@ folder the user named goes through here:
 - **Regular files only, never a wait.** Files are opened O_NONBLOCK|O_NOFOLLOW and checked with fstat:
   a FIFO, a socket or a device is refused at once (an open of a FIFO for reading would block until a
   writer came; for writing it fails with ENXIO).
-- **Sizes bounded.** A whole-file read names its limit; a file past it is refused before it is read.
+- **Sizes bounded.** A whole-file read names its limit; a file past it is refused before it is read. Text
+  read line by line (`lines`, `bounded_lines`) holds one line of at most MAX_LINE characters; a longer one is
+  refused with its number, unread.
 - **Writes atomic.** A temporary `.<name>.<random>.tmp` is created (O_EXCL) in the folder reached by
   the walk, fsynced and renamed over the target: a link at the target is replaced, not followed, and a
   reader sees the old file or the new one, never half of one. Its mode is what open() gives (the umask).
@@ -253,6 +255,37 @@ def read_bytes(path: Path | str, limit: int) -> bytes:
 def read_text(path: Path | str, limit: int) -> str:
     """read_bytes as UTF-8 (a UnicodeDecodeError, a ValueError, when it is not)."""
     return read_bytes(path, limit).decode("utf-8")
+
+
+MAX_LINE = 1 << 20  # characters of one line of a data set's text (a transcript, a WMT sentence, a dictionary
+# entry): the longest real ones are a few kB, so a line past 1 Mi characters is damage or a trap, and no more of
+# it than this is ever held in memory
+
+
+class LongLine(Refused):
+    def __init__(self, path: object, lineno: int, limit: int) -> None:
+        why = f"line {lineno} is longer than {limit} characters; refused unread (damaged or crafted)"
+        super().__init__(path, why, errno.EFBIG)
+
+
+def lines(path: Path | str, limit: int = MAX_LINE, where: object = None, max_bytes: int | None = None) -> Iterator[str]:
+    """bounded_lines of the UTF-8 text file `path`, opened through open_file (no link below its root; with
+    `max_bytes`, a larger file is TooLarge before a byte is read)."""
+    with open_file(path, "r", max_bytes) as f:
+        yield from bounded_lines(f, path if where is None else where, limit)
+
+
+def bounded_lines(f: IO[str], where: object, limit: int = MAX_LINE) -> Iterator[str]:
+    """Each line of the open text file `f` (line end kept: the lines iterating it gives), read at most
+    `limit` + 1 characters at a time, so a 300 MB line is never held whole: one longer than `limit` is
+    LongLine naming `where` and the line's number. For a file a caller opened itself (a prepared folder's,
+    where link_or_copy may have placed a link). Not UTF-8: a UnicodeDecodeError, as iterating gives."""
+    lineno = 0
+    while line := f.readline(limit + 1):
+        lineno += 1
+        if len(line) > limit and not line.endswith(("\n", "\r")):  # limit + 1 characters and the line goes on
+            raise LongLine(where, lineno, limit)
+        yield line
 
 
 def write_bytes(path: Path | str, data: bytes | memoryview, mode: int | None = None) -> None:

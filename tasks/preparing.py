@@ -39,11 +39,12 @@ import os
 import re
 import shutil
 import stat
+import struct
 import sys
 import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from tqdm import tqdm
 
@@ -58,6 +59,11 @@ MAX_MEMBERS = 5_000_000  # members of one archive (ImageNet's train tar of tars:
 MAX_MEMBER_BYTES = 1 << 30  # one extracted file (the largest in the supported sets is ~100 MB)
 MAX_ARCHIVE_BYTES = 1 << 40  # all extracted files of one archive (1 TB; ImageNet's is 150 GB)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
+MAX_IMAGE_BYTES = 64 << 20  # one image file: ImageNet's and VOC's are kB to a few MB each
+# Pixels an image's header may claim: PIL's own default MAX_IMAGE_PIXELS, past which decoding it in a run would
+# warn (a decompression bomb: a 100 000 × 100 000 PNG is a few kB on disk and 30 GB decoded).
+MAX_IMAGE_PIXELS = 89_478_485
+IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")  # JPEG's SOI + marker; PNG's signature
 
 
 def safe_id(value: object, where: Path | str, what: str = "id") -> str:
@@ -338,14 +344,65 @@ def extract_member(tar: tarfile.TarFile, m: tarfile.TarInfo, dest: Path, rel: st
         shutil.copyfileobj(src, out, 1 << 20)
 
 
-def extract_all(tar: tarfile.TarFile, dest: Path, where: Path | str) -> int:
-    """Every member of `tar` (streamed) into `dest`, each checked by member_path: the files written."""
+def extract_all(tar: tarfile.TarFile, dest: Path, where: Path | str, image: Callable[[str], bool] | None = None) -> int:
+    """Every member of `tar` (streamed) into `dest`, each checked by member_path, and by extract_image when
+    `image(name)` says it is one: the files written."""
     job = Extraction(where)
     files = 0
     for m in tar:
-        extract_member(tar, m, dest, None, job)
+        if image is not None and m.isfile() and image(m.name):
+            extract_image(tar, m, dest, None, job)
+        else:
+            extract_member(tar, m, dest, None, job)
         files += m.isfile()
     return files
+
+
+def extract_image(tar: tarfile.TarFile, m: tarfile.TarInfo, dest: Path, rel: str | None, job: Extraction) -> None:
+    """extract_member for an image: the size its header claims bounded (MAX_IMAGE_BYTES) before a byte is
+    written, its image header checked (check_image) once it is; refusals name `<archive>:<member>`."""
+    path = member_path(m, job.where)  # a link or `..` is refused as such, first
+    where = f"{job.where}:{m.name}"
+    if m.size > MAX_IMAGE_BYTES:
+        raise safefs.Refused(
+            where, f"claims {m.size} bytes, more than the {MAX_IMAGE_BYTES} an image may have; refused"
+        )
+    extract_member(tar, m, dest, rel, job)
+    check_image(Path(dest) / (rel if rel is not None else str(path)), where)
+
+
+def check_image(path: Path, where: object = None) -> tuple[int, int]:
+    """(width, height) of the image file `path`, from its header alone (PIL opens lazily). Refused in one
+    line naming `where` (else `path`), before it is decoded or placed: more than MAX_IMAGE_BYTES (a 1 GB
+    "JPEG" of zeros), no JPEG or PNG signature, a header PIL cannot read, or more than MAX_IMAGE_PIXELS."""
+    shown = path if where is None else where
+    with safefs.open_file(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_IMAGE_BYTES:
+            why = f"{size} bytes, more than the {MAX_IMAGE_BYTES} an image may have; refused unread"
+            raise safefs.Refused(shown, why, errno.EFBIG)
+        head = f.read(8)
+        if not head.startswith(IMAGE_MAGIC):
+            raise safefs.Refused(shown, f"not a JPEG or PNG (it starts {head.hex(' ') or 'empty'}); refused")
+        f.seek(0)
+        width, height = _header_size(f, head.startswith(IMAGE_MAGIC[1]), shown)
+    if width < 1 or height < 1 or width * height > MAX_IMAGE_PIXELS:
+        raise safefs.Refused(shown, f"a {width} × {height} image; expected 1 to {MAX_IMAGE_PIXELS} pixels (refused)")
+    return width, height
+
+
+def _header_size(f: IO[bytes], png: bool, shown: object) -> tuple[int, int]:
+    """The size in the image header of `f`, parsed by PIL's plugin for the signature found (lazily: nothing
+    is decoded). The plugin itself, not Image.open: ultralytics replaces that process-wide with one that
+    tries to install a HEIF plugin when a file is not identified."""
+    from PIL import JpegImagePlugin, PngImagePlugin
+
+    try:
+        im = PngImagePlugin.PngImageFile(f) if png else JpegImagePlugin.JpegImageFile(f)
+    except (OSError, ValueError, SyntaxError, EOFError, struct.error) as e:
+        raise safefs.Refused(shown, f"an image header PIL cannot read ({type(e).__name__}); refused") from None
+    width, height = im.size
+    return int(width), int(height)
 
 
 def human_bytes(n: float) -> str:

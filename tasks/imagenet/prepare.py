@@ -15,7 +15,9 @@
                        (ImageId,PredictionString; the first token of PredictionString is the wnid)
 
 Files of extracted folders are hard-linked (else symlinked, else copied: `link_or_copy`); tar members are
-extracted (filter="data"). torchvision's own `parse_devkit_archive` / `parse_val_archive` are not called:
+extracted (filter="data"). Every image's file size and header are checked first (`preparing.check_image`:
+a JPEG or PNG signature, a header PIL reads, bounded bytes and pixels), so no damaged image is verified.
+torchvision's own `parse_devkit_archive` / `parse_val_archive` are not called:
 they insist on the official md5s (so no test archive can pass), write meta.bin next to the source and
 sort the val folder in place; the devkit is read here the same way (leaf synsets of meta.mat, ground
 truth line i = image i). An interrupted run resumes: finished class folders are kept.
@@ -163,7 +165,7 @@ def _extract_class_tar(fileobj: Any, name: str, dest: Path) -> int:
     safefs.mkdirs(tmp)
     try:
         with tarfile.open(fileobj=fileobj, mode="r|*") as inner:
-            files = preparing.extract_all(inner, tmp, name)
+            files = preparing.extract_all(inner, tmp, name, image=_image)  # each image's header checked
     except (tarfile.TarError, EOFError) as e:
         raise UserError(f"{name}: not a readable tar archive ({e.__class__.__name__})") from None
     os.replace(tmp, dest)
@@ -172,6 +174,7 @@ def _extract_class_tar(fileobj: Any, name: str, dest: Path) -> int:
 
 def _link_class(folder: Path, dest: Path, placed: Counter) -> None:
     for path, _ in preparing.children(folder, lambda name, kind: kind == "file" and _image(name)):
+        preparing.check_image(path)  # a header, a size: never a 1 GB "JPEG" of zeros placed as verified
         placed[link_or_copy(path, dest / path.name)] += 1
 
 
@@ -236,13 +239,14 @@ def write_val(src: Path, dest: Path, labels: dict[str, str], labels_file: Path, 
                     if out.exists():  # an interrupted run got this far
                         placed["exists"] += 1
                         continue
-                    preparing.extract_member(tar, m, dest, f"{labels[name]}/{name}", job)
+                    preparing.extract_image(tar, m, dest, f"{labels[name]}/{name}", job)
                     placed["extracted"] += 1
         except (tarfile.TarError, EOFError) as e:
             raise UserError(f"{src}: not a readable tar archive ({e.__class__.__name__}); expected {VAL_TAR}") from None
     else:
         files = preparing.children(src, lambda name, kind: kind == "file" and bool(VAL_IMAGE.fullmatch(name)))
         for path, _ in _bar(files, "val images", show):
+            preparing.check_image(path)
             placed[link_or_copy(path, target(path.name, str(path)))] += 1
     absent = sorted(set(labels) - seen)
     if absent:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,9 @@ _TRANS = re.compile(r"(\d+)-(\d+)\.trans\.txt")
 _UTT = re.compile(r"(\d+)-(\d+)-(\d+)")
 MANIFEST = "{split}.manifest.tsv"
 MANIFEST_COLUMNS = ("uid", "path", "num_samples", "sample_rate", "text")
+# Characters of one transcript line: LibriSpeech's longest (a 35 s utterance) has about 600, and the manifest's
+# csv reader refuses a field past 128 Ki characters; a longer line is damage, refused before it is read whole.
+MAX_TRANSCRIPT_LINE = 1 << 16
 
 
 def split_names(name: str) -> list[str]:
@@ -105,22 +108,26 @@ def parse_transcripts(trans: Path, name: str | None = None) -> list[tuple[str, s
     name = name or str(trans)
     pairs = []
     try:
-        text_of_file = trans.read_text(encoding="utf-8")
+        with open(trans, encoding="utf-8") as f:  # a prepared folder's may be link_or_copy's link: followed
+            for lineno, line in enumerate(safefs.bounded_lines(f, name, MAX_TRANSCRIPT_LINE), 1):
+                if line.strip():
+                    pairs.append(_utterance(line, name, lineno, speaker, chapter))
     except UnicodeDecodeError as e:
         raise UserError(f"{name}: not UTF-8 text (byte {e.start}); expected a LibriSpeech transcript") from None
-    for lineno, line in enumerate(text_of_file.splitlines(), 1):
-        if not line.strip():
-            continue
-        uid, _, text = line.strip().partition(" ")
-        m = _UTT.fullmatch(uid)
-        if not m or (m[1], m[2]) != (speaker, chapter):
-            raise UserError(f"{name}:{lineno}: expected '<{speaker}>-<{chapter}>-<utt> TRANSCRIPT', got {line[:60]!r}")
-        try:
-            encode(text)
-        except ValueError as e:
-            raise UserError(f"{name}:{lineno}: {e}") from None
-        pairs.append((uid, text.strip()))
     return pairs
+
+
+def _utterance(line: str, name: str, lineno: int, speaker: str, chapter: str) -> tuple[str, str]:
+    """(utterance id, text) of one transcript line, its id of this chapter and its text encodable."""
+    uid, _, text = line.strip().partition(" ")
+    m = _UTT.fullmatch(uid)
+    if not m or (m[1], m[2]) != (speaker, chapter):
+        raise UserError(f"{name}:{lineno}: expected '<{speaker}>-<{chapter}>-<utt> TRANSCRIPT', got {line[:60]!r}")
+    try:
+        encode(text)
+    except ValueError as e:
+        raise UserError(f"{name}:{lineno}: {e}") from None
+    return uid, text.strip()
 
 
 def write_manifest(path: Path, root: Path, utts: Sequence[Utterance], sample_rate: int) -> None:
@@ -136,11 +143,11 @@ def read_manifest(root: Path, manifest: Path, sample_rate: int) -> list[Utteranc
     """The utterances a manifest lists (paths under `root`); a malformed row is a UserError naming its line."""
     utts = []
     with open(manifest, encoding="utf-8", newline="") as f:
-        rows = csv.reader(f, delimiter="\t")
+        rows = csv.reader(safefs.bounded_lines(f, manifest), delimiter="\t")
         header = next(rows, None)
         if tuple(header or ()) != MANIFEST_COLUMNS:
             raise UserError(f"{manifest}:1: expected the header {' '.join(MANIFEST_COLUMNS)} (tab-separated)")
-        for lineno, row in enumerate(rows, 2):
+        for lineno, row in enumerate(_rows(rows, manifest), 2):
             try:
                 uid, rel, frames, rate, text = row
                 num_samples, rate_hz = int(frames), int(rate)
@@ -159,6 +166,14 @@ def read_manifest(root: Path, manifest: Path, sample_rate: int) -> list[Utteranc
     if not utts:
         raise UserError(f"{manifest}: lists no utterance; expected one row per utterance after the header")
     return utts
+
+
+def _rows(rows: Iterator[list[str]], manifest: Path) -> Iterator[list[str]]:
+    """`rows` with csv's own refusal (a field past its 128 Ki character limit) as one line naming the file."""
+    try:
+        yield from rows
+    except csv.Error as e:
+        raise UserError(f"{manifest}: not a manifest (line {getattr(rows, 'line_num', '?')}: {e})") from None
 
 
 def read_split(root: Path, name: str, sample_rate: int) -> list[Utterance]:

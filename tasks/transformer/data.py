@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from bench import safefs
 from bench.errors import UserError
 
 from .dictionary import Dictionary
@@ -119,8 +120,8 @@ def load_vocab(root: Path, data_cfg: dict[str, Any]) -> Vocab:
 
 def read_lines(path: Path) -> list[str]:
     """A text file's lines, stripped, split as fairseq reads text (iterating the file)."""
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f]
+    with open(path, encoding="utf-8") as f:  # a prepared folder's may be link_or_copy's link: followed
+        return [line.strip() for line in safefs.bounded_lines(f, path)]
 
 
 def load_split(root: Path, data_cfg: dict[str, Any], split: str, vocab: Vocab) -> ParallelData:
@@ -144,6 +145,8 @@ def load_split(root: Path, data_cfg: dict[str, Any], split: str, vocab: Vocab) -
     b = MMapIndexedDataset(root / f"{split}.{src}-{tgt}.{tgt}")
     if len(a) != len(b):
         raise UserError(f"{a.prefix} has {len(a)} sentences but {b.prefix} has {len(b)}; expected aligned pairs")
+    a.check_ids(len(vocab.src), f"dict.{src}.txt")  # a damaged prepared folder: one line, not an index error
+    b.check_ids(len(vocab.tgt), f"dict.{tgt}.txt")
     refs_file = root / REFS.format(split=split, lang=tgt)
     refs = read_lines(refs_file) if refs_file.is_file() else None
     if refs is not None and len(refs) != len(b):

@@ -7,6 +7,7 @@ indices <s>=0, <pad>=1, </s>=2, <unk>=3, so file line i (0-based) gets index i +
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -16,6 +17,7 @@ from bench import safefs
 from bench.errors import UserError
 
 BOS, PAD, EOS, UNK = "<s>", "<pad>", "</s>", "<unk>"
+MAX_BYTES = 256 << 20  # a fairseq dictionary: a few MB (WMT's 32 k symbols: 0.5 MB)
 _SPACE = re.compile(r"\s+")
 
 
@@ -96,8 +98,11 @@ class Dictionary:
         if not path.is_file():
             raise UserError(f"missing dictionary {path}; expected fairseq's dict.<lang>.txt ('<symbol> <count>' lines)")
         d = cls()
-        with open(path, encoding="utf-8") as f:
-            for n, raw in enumerate(f, 1):
+        with open(path, encoding="utf-8") as f:  # a prepared folder's may be link_or_copy's link: followed
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_BYTES:
+                raise safefs.TooLarge(path, size, MAX_BYTES)
+            for n, raw in enumerate(safefs.bounded_lines(f, path), 1):
                 line = raw.rstrip()
                 if not line:
                     continue

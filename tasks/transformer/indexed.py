@@ -88,6 +88,36 @@ def write_indexed(prefix: Path | str, sequences: Iterable[Iterable[int]], dtype:
         f.write(pointers.astype("<i8").tobytes(order="C"))
 
 
+def check_index(
+    sizes: np.ndarray, pointers: np.ndarray, itemsize: int, nbytes: int, idx_path: Path, bin_path: Path
+) -> None:
+    """The index's sequences are fairseq's: sizes not negative, each pointer the end of the sequence
+    before it (the first at 0: fairseq's builder writes them back to back), the last ending exactly at the
+    end of the .bin. Else a one-line UserError naming the first wrong sequence: a pointer 1 TB past the end
+    or a negative size would read memory outside the file, or other sentences' tokens. Vectorised (numpy):
+    WMT's index holds 4.5 M sequences."""
+    if not len(sizes):
+        if nbytes:
+            raise UserError(f"{bin_path}: {nbytes} bytes, but its index {idx_path} lists no sequence")
+        return
+    if int(sizes.min()) < 0:
+        i = int(np.argmax(sizes < 0))
+        raise UserError(f"{idx_path}: sequence {i} has size {int(sizes[i])}; expected a count of tokens (damaged)")
+    ends = np.cumsum(sizes.astype(np.int64) * itemsize)  # steps under 2**34: a sum past int64 shows negative
+    wrong = np.flatnonzero(pointers[1:] != ends[:-1])
+    if pointers[0] != 0 or wrong.size:
+        i = 0 if pointers[0] != 0 else int(wrong[0]) + 1
+        want = 0 if i == 0 else int(ends[i - 1])
+        raise UserError(
+            f"{idx_path}: sequence {i} starts at byte {int(pointers[i])} of {bin_path.name}, expected {want} "
+            "(fairseq writes the sequences back to back); damaged"
+        )
+    end = int(ends[-1]) if int(ends.min()) >= 0 else 1 << 63
+    if end != nbytes:
+        how = "shorter" if nbytes < end else "longer"
+        raise UserError(f"{bin_path}: {nbytes} bytes, {how} than the {end} its index {idx_path} describes")
+
+
 class MMapIndexedDataset:
     """Read-only view of a fairseq mmap dataset; items are int64 numpy arrays. Pickles by path (like
     fairseq's), so DataLoader workers reopen the memory maps instead of copying them."""
@@ -124,11 +154,27 @@ class MMapIndexedDataset:
             self._data = np.zeros(0, dtype=np.uint8)
         else:
             self._data = np.memmap(bin_path, mode="r", dtype=np.uint8)
-        if n and int(self.pointers[-1]) + int(self.sizes[-1]) * self.dtype.itemsize > self._data.size:
-            raise UserError(f"{bin_path}: shorter than its index {idx_path} says")
+        check_index(self.sizes, self.pointers, self.dtype.itemsize, self._data.size, idx_path, bin_path)
 
     def __len__(self) -> int:
         return len(self.sizes)
+
+    def check_ids(self, symbols: int, dictionary: str) -> None:
+        """Every token id in [0, `symbols`), the size of `dictionary` (a name for the message), checked with
+        numpy over the whole .bin (check_index has made it exactly the sequences): an id past the dictionary
+        would index past the embedding, a negative one wrap around to the last rows."""
+        bin_path = f"{self.prefix}.bin"
+        if self.dtype.kind not in "iu":
+            raise UserError(f"{bin_path}: tokens of type {self.dtype} (code {self.code}); expected integer ids")
+        tokens = np.frombuffer(self._data, dtype=self.dtype)
+        if not tokens.size or (int(tokens.min()) >= 0 and int(tokens.max()) < symbols):
+            return
+        at = int(np.flatnonzero((tokens < 0) | (tokens >= symbols))[0])  # only on the way to the error
+        seq = int(np.searchsorted(self.pointers, at * self.dtype.itemsize, side="right")) - 1
+        raise UserError(
+            f"{bin_path}: token id {int(tokens[at])} (sequence {seq}) but {dictionary} has {symbols} symbols; "
+            "expected ids from that dictionary"
+        )
 
     def __getitem__(self, i: int) -> np.ndarray:
         ptr, size = int(self.pointers[i]), int(self.sizes[i])

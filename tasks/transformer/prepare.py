@@ -64,12 +64,13 @@ from tasks.preparing import (
 from tasks.preparing import progress as bar
 
 from . import data as D
+from .dictionary import MAX_BYTES as DICT_BYTES
 from .dictionary import Dictionary
 from .indexed import MMapIndexedDataset, best_fitting_int_dtype, write_indexed
 
 TASK = "transformer"
 SPLITS = {"train": ("train",), "valid": ("valid", "newstest2013"), "test": ("test", "newstest2014")}
-MAX_DICT = 256 << 20  # a fairseq dictionary: a few MB
+MAX_DICT = DICT_BYTES  # a fairseq dictionary: a few MB
 EXPECTED = (
     "raw text train.{s}/train.{t}, valid.{s}/valid.{t} (or newstest2013.*), test.{s}/test.{t} (or newstest2014.*), "
     "or fairseq-preprocess output (dict.{s}.txt, dict.{t}.txt, {{split}}.{s}-{t}.{{lang}}.bin/.idx)"
@@ -185,17 +186,17 @@ def _raw_files(source: Path, src: str, tgt: str, expected: str) -> dict[str, tup
 
 
 def _count_lines(path: Path) -> int:
+    """The lines the task's text reader sees; one past safefs.MAX_LINE is refused (every later read of the
+    file, by _lines, comes after this one)."""
     try:
-        with safefs.open_file(regular(path), "r") as f:  # the lines the task's text reader sees
-            return sum(1 for _ in f)
+        return sum(1 for _ in safefs.lines(regular(path)))
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def _lines(path: Path) -> Iterator[str]:
-    with safefs.open_file(regular(path), "r") as f:  # no link below --source is read
-        for line in f:
-            yield line.strip()
+    for line in safefs.lines(regular(path)):  # no link below --source is read, no line read whole
+        yield line.strip()
 
 
 def _train_spm(files: dict[str, tuple[Path, Path, int]], stage: Path, opts: dict[str, Any], show: Any) -> Path:
@@ -350,13 +351,8 @@ def _link_fairseq(source: Path, stage: Path, src: str, tgt: str) -> dict[str, An
                 if not exists(Path(f"{prefix}{ext}")):
                     raise UserError(f"{prefix}{ext}: missing {split} file; expected {EXPECTED.format(s=src, t=tgt)}")
                 regular(Path(f"{prefix}{ext}"))  # read by path below: a link is refused first
-            ds = sets[lang] = MMapIndexedDataset(prefix)
-            top = _max_id(Path(f"{prefix}.bin"), ds.dtype)
-            if top >= len(dicts[lang]):
-                raise UserError(
-                    f"{prefix}.bin: token id {top} but dict.{lang}.txt has {len(dicts[lang])} symbols; "
-                    "expected ids from that dictionary"
-                )
+            sets[lang] = MMapIndexedDataset(prefix)  # its index checked against the .bin (check_index)
+            sets[lang].check_ids(len(dicts[lang]), f"dict.{lang}.txt")
             names += [f"{split}.{src}-{tgt}.{lang}.idx", f"{split}.{src}-{tgt}.{lang}.bin"]
         a, b = sets[src], sets[tgt]
         if len(a) != len(b):
@@ -384,13 +380,6 @@ def _link_fairseq(source: Path, stage: Path, src: str, tgt: str) -> dict[str, An
         "references": [n for n in extras[2:] if (stage / n).is_file()],
         "files": how,
     }
-
-
-def _max_id(path: Path, dtype: np.dtype) -> int:
-    if path.stat().st_size == 0:
-        return -1
-    tokens = np.memmap(path, mode="r", dtype=dtype)
-    return int(tokens.max()) if tokens.size else -1
 
 
 def _verify(stage: Path, src: str, tgt: str, sentences: dict[str, int]) -> None:

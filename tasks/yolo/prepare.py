@@ -20,7 +20,10 @@ Where this is stricter than ultralytics' script, which would write a label file 
 no <object> at all, or an object whose class is not one of the 20, is a one-line UserError naming the
 file. An image whose objects are all `difficult` gets an empty label file, as under ultralytics (a
 background image). A missing <difficult> counts as 0, and a missing or zero <size> is read from the
-JPEG's header (ultralytics' script would crash on both).
+JPEG's header (ultralytics' script would crash on both). Every value is checked before the set is called
+verified, each refusal one line naming the file: every JPEG's size and header (`preparing.check_image`),
+a negative or huge <size>, and each box used, which must lie inside the image and not be empty
+(0 <= xmin < xmax <= width, the same for y: a 1e308 or a negative coordinate is refused).
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from PIL import Image
 
 from bench import safefs
 from bench.errors import UserError
@@ -80,13 +82,14 @@ def find_devkit(source: Path, years: tuple[str, ...]) -> Path:
     return devkit
 
 
-def _number(node: ET.Element, tag: str, xml: Path) -> float:
+def _number(node: ET.Element, tag: str, xml: Path, what: str = "") -> float:
+    """<tag>'s finite number; `what` (e.g. "object 2 (cat) ") names its object in the message."""
     try:
         value = float(node.findtext(tag))
     except (TypeError, ValueError):
-        raise UserError(f"{xml}: missing or non-numeric <{tag}>; expected a PASCAL VOC annotation") from None
+        raise UserError(f"{xml}: {what}missing or non-numeric <{tag}>; expected a PASCAL VOC annotation") from None
     if not math.isfinite(value):
-        raise UserError(f"{xml}: <{tag}> is {value}; expected a finite number")
+        raise UserError(f"{xml}: {what}<{tag}> is {value}; expected a finite number")
     return value
 
 
@@ -95,9 +98,36 @@ def _pixels(size: ET.Element | None, tag: str, xml: Path) -> int:
     if size is None or not (size.findtext(tag) or "").strip():
         return 0
     value = _number(size, tag, xml)
-    if value != int(value):
-        raise UserError(f"{xml}: <{tag}> {value} is not a whole number of pixels")
+    if value != int(value) or value < 0:
+        raise UserError(f"{xml}: <{tag}> {value} is not a whole, non-negative number of pixels")
     return int(value)
+
+
+def _image_size(root: ET.Element, xml: Path, image: Path) -> tuple[int, int]:
+    """The annotation's <size>; a missing or zero one is the JPEG header's (checked: check_image). One
+    claiming more pixels than any image prepare takes is refused: boxes are checked against it."""
+    size = root.find("size")
+    w, h = _pixels(size, "width", xml), _pixels(size, "height", xml)
+    if w <= 0 or h <= 0:
+        return preparing.check_image(image)
+    if w * h > preparing.MAX_IMAGE_PIXELS:
+        raise UserError(f"{xml}: <size> {w} × {h}, more than {preparing.MAX_IMAGE_PIXELS} pixels; damaged")
+    return w, h
+
+
+def _box(obj: ET.Element, k: int, name: str, xml: Path, w: int, h: int) -> tuple[float, float, float, float]:
+    """(xmin, xmax, ymin, ymax) of object `k` (1-based, as in the file), inside the image and not empty:
+    VOC's pixels are 1-based, so 0 <= xmin < xmax <= width (a 0 is taken, as some tools write)."""
+    box = obj.find("bndbox")
+    if box is None:
+        raise UserError(f"{xml}: object {k} ({name}) has no <bndbox>; expected a PASCAL VOC annotation")
+    xmin, xmax, ymin, ymax = (_number(box, t, xml, f"object {k} ({name}) ") for t in ("xmin", "xmax", "ymin", "ymax"))
+    if not (0 <= xmin < xmax <= w and 0 <= ymin < ymax <= h):
+        raise UserError(
+            f"{xml}: object {k} ({name}) has <bndbox> xmin {xmin:g} ymin {ymin:g} xmax {xmax:g} ymax {ymax:g}; "
+            f"expected 0 <= xmin < xmax <= {w} (width) and 0 <= ymin < ymax <= {h} (height)"
+        )
+    return xmin, xmax, ymin, ymax
 
 
 def _difficult(obj: ET.Element, xml: Path) -> bool:
@@ -121,23 +151,16 @@ def convert(xml: Path, image: Path, names: list[str]) -> tuple[list[str], int]:
     objects = list(root.iter("object"))
     if not objects:
         raise UserError(f"{xml}: no <object> in the annotation; every VOC image is expected to have one")
-    size = root.find("size")
-    w, h = _pixels(size, "width", xml), _pixels(size, "height", xml)
-    if w <= 0 or h <= 0:
-        with safefs.open_file(image) as f, Image.open(f) as im:
-            w, h = im.size
+    w, h = _image_size(root, xml, image)
     lines, difficult = [], 0
-    for obj in objects:
+    for k, obj in enumerate(objects, 1):
         name = (obj.findtext("name") or "").strip()
         if name not in names:
             raise UserError(f"{xml}: object class {name!r} is not one of the 20 VOC classes ({', '.join(names)})")
         if _difficult(obj, xml):
             difficult += 1
             continue
-        box = obj.find("bndbox")
-        if box is None:
-            raise UserError(f"{xml}: an object without <bndbox>; expected a PASCAL VOC annotation")
-        xmin, xmax, ymin, ymax = (_number(box, t, xml) for t in ("xmin", "xmax", "ymin", "ymax"))
+        xmin, xmax, ymin, ymax = _box(obj, k, name, xml, w, h)
         dw, dh = 1.0 / w, 1.0 / h  # multiplied, not divided, as ultralytics' script: the same floats
         bb = (((xmin + xmax) / 2 - 1) * dw, ((ymin + ymax) / 2 - 1) * dh, (xmax - xmin) * dw, (ymax - ymin) * dh)
         lines.append(" ".join(str(a) for a in (names.index(name), *bb)))
@@ -170,6 +193,7 @@ def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[
             if not preparing.exists(f):
                 raise UserError(f"{f}: not found; {listing} lists {i}")
             preparing.regular(f)  # a link is refused, never read or placed
+        preparing.check_image(jpg)  # a header, a size: never a 1 GB "JPEG" of zeros placed as verified
         lines, skipped = convert(xml, jpg, names)
         safefs.write_text(labels / f"{i}.txt", "".join(line + "\n" for line in lines))
         placed[link_or_copy(jpg, images / jpg.name)] += 1
