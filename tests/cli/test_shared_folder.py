@@ -396,3 +396,61 @@ def test_a_planted_link_fifo_or_huge_file(base: Path, checkpoint_copy: Path, tmp
         assert path.is_file() and not path.is_symlink()
     else:
         assert rc in (0, 1), err[-3000:]
+
+
+# -- sweep: its own results folder (the critical-batch sweep's 24 logreg runs), run once ------------------------
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sweep") / "out"
+    assert main(["sweep", "--out", str(out), "--jobs", "2"]) == 0
+    return out
+
+
+def sweep_run(out: Path) -> Path:
+    """The sweep's first run folder (sorted): one whose files a colleague damages."""
+    return sorted(p.parent for p in out.rglob(SUMMARY))[0]
+
+
+SWEEP_SITES = [
+    Site("sweep:sweep.csv", lambda o: o / "sweep.csv", lambda o: [], ("link", "fifo"), "replace"),
+    Site("sweep:figure", lambda o: o / "sweep_logreg.png", lambda o: [], ("link", "fifo"), "replace"),
+    Site("sweep:summary.json", lambda o: sweep_run(o) / SUMMARY, lambda o: [], ("link", "fifo", "damaged"), "survive"),
+    Site("sweep:metrics.jsonl", lambda o: sweep_run(o) / METRICS, lambda o: [], ("link", "fifo", "damaged"), "survive"),
+]
+
+
+@pytest.mark.parametrize(
+    ("site", "how"), [pytest.param(s, h, id=f"{s.name}-{h}") for s in SWEEP_SITES for h in s.plants]
+)
+def test_sweep_over_a_planted_link_fifo_or_damaged_file(
+    swept: Path, tmp_path: Path, capsys, site: Site, how: str
+) -> None:
+    """`sweep` again on a finished sweep's folder that a colleague shares: its table and figure are written
+    afresh in place of a link or FIFO (never through them), a damaged or linked run file is named or the
+    run is redone, never followed, nothing outside --out changes, no traceback, no hang."""
+    out = tmp_path / "out"
+    shutil.copytree(swept, out, symlinks=True)
+    path = site.where(out)
+    target = plant(path, how, site.limit, tmp_path / "private", tmp_path / "no-checkpoint")
+    before = digest(target) if target is not None else None
+    outside = {p: digest(p) for p in tmp_path.rglob("*") if p.is_file() and out not in p.parents}
+    watch = Watch(target) if target is not None else None
+    rc, err = run_case(["sweep", "--out", str(out), "--jobs", "1"], capsys)
+    assert "Traceback" not in err, err[-3000:]
+    if watch is not None:
+        assert watch.events() == [], "the link's target was opened, read or written"
+        assert digest(target) == before
+    assert {p: digest(p) for p in tmp_path.rglob("*") if p.is_file() and out not in p.parents} == outside
+    assert rc in (0, 1, 2), err[-3000:]
+    if rc == 2:
+        assert len([line for line in err.splitlines() if "error:" in line]) == 1, err[-3000:]
+    if site.expect == "replace":
+        assert rc == 0, err[-3000:]
+        assert path.is_file() and not path.is_symlink()
+
+
+def test_sweep_on_the_untouched_folder_is_the_control(swept: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(swept, out, symlinks=True)
+    rc, err = run_case(["sweep", "--out", str(out), "--jobs", "1"], capsys)
+    assert rc == 0 and not err.strip(), err[-2000:]
