@@ -17,7 +17,7 @@ from bench.algo.rules import label
 
 from . import findings as FD
 from .figures import Figure
-from .scalefree import _delta
+from .scalefree import _delta, paper_quality
 from .table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
 from .variants import display
 
@@ -402,8 +402,7 @@ def _paper_delta(text: str, value: float, margin: float | None) -> str:
     preset's margin (the degradations the paper reports, cifar10 LSW S = 64's −17.50 among them)."""
     if text in (NA, MISSING):
         return _td(text, "na" if text == NA else "missing")
-    worse = margin is not None and isinstance(value, float) and math.isfinite(value) and value < -margin
-    if not worse:
+    if not paper_quality(value, False, margin):  # the rule the efficiency figure crosses its cells by
         return _td(text)
     return f'<td class="grey num" title="the paper\'s own degraded cell: below −Δ = −{margin:g}">{E(text)}</td>'
 
