@@ -48,7 +48,8 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
             axes = axes.ravel()
             keys = (("scale", "scale S"), ("gain", "gain r"), ("lr", "learning rate"), ("metric", label))
             lines = [(s, runs, greys[s], FIXED_STYLE) for s, runs in fixed]
-            lines += [(s, runs, *ELASTIC_STYLE[s]) for s, runs in el]
+            solo = {"ls": "-"} if len(el) == 1 else {}  # dashed only where another elastic curve may lie beneath
+            lines += [(s, runs, ELASTIC_STYLE[s][0], ELASTIC_STYLE[s][1] | solo) for s, runs in el]
             for s, runs, color, kw in lines:
                 metrics = [res.metrics(d) for d in runs["run_dir"]]
                 name = f"{s if s in ('elastic-up', 'elastic-down') else f'S={s}'} (n={len(runs)})"
@@ -75,10 +76,11 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
                 "elastic",
                 name,
                 path,
-                "Elastic-up (red, dashed) and elastic-down (blue, wide) against the fixed-scale runs (thin dashed "
-                "grey, darker = larger S): each the mean over its seeds with the band from the lowest to the highest "
-                "seed, over the τ every seed reached; the metric averaged by evaluation index. Where curves coincide "
-                "(AdaScale's metric against τ), each is drawn over the wider one beneath it, so none is hidden.",
+                "Elastic-up (red; dashed beside elastic-down) and elastic-down (blue, wide) against the fixed-scale "
+                "runs (thin dashed grey, darker = larger S): each the mean over its seeds with the band from the "
+                "lowest to the highest seed, over the τ every seed reached; the metric averaged by evaluation "
+                "index. Where curves coincide (AdaScale's metric against τ), each is drawn over the wider one beneath "
+                "it, so none is hidden.",
                 variant,
             )
         )

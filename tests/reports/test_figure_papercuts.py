@@ -66,3 +66,13 @@ def test_elastic_up_is_drawn_dashed_over_elastic_down_and_the_fixed_runs_thin_on
     assert up.get_linestyle() == "--" and up.get_zorder() > down.get_zorder()  # … but up is dashed, over it
     assert down.get_linewidth() > up.get_linewidth() > fixed.get_linewidth()  # down shows around it
     assert fixed.get_zorder() > up.get_zorder() and fixed.get_marker() in (None, "None", "")
+
+
+def test_elastic_up_alone_is_solid(tmp_path: Path, monkeypatch) -> None:
+    for scale in (1, "elastic-up"):
+        seeds(tmp_path, "cifar10", "adascale", scale, [90.0, 90.2])
+    seen = _spy(elastic_scaling, monkeypatch)
+    figures.elastic(quiet_load(tmp_path), tmp_path / "out")
+    metric = seen["elastic_cifar10_tiny_adascale.png"].axes[3]
+    up = next(ln for ln in metric.get_lines() if ln.get_label().startswith("elastic-up"))
+    assert up.get_linestyle() == "-"  # nothing beneath it to show through
