@@ -109,7 +109,7 @@ def _draw_rule(ax, rule: dict) -> None:
     for x, y, bad, text in zip(p["x"], p["y"], p["bad"], p["text"], strict=True):
         if bad:
             ax.plot([x * k], [y], "x", ms=12, mew=2.5, color=c, zorder=5)
-            ax.annotate(text, (x * k, y), textcoords="offset points", xytext=(7, -4), ha="left", va="top",
+            ax.annotate(text, (x * k, y), textcoords="offset points", xytext=(10, -3), ha="left", va="top",
                         fontsize=10, color=c)  # fmt: skip
         else:
             ax.plot([x * k], [y], "o", ms=13, mfc="none", mew=2, color=c, zorder=3)
@@ -141,7 +141,7 @@ def _axes(ax, plan: dict) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     if xs:
-        ax.set_xlim(xs[0] / 1.4, xs[-1] * 1.4)
+        ax.set_xlim(xs[0] / 1.4, xs[-1] * 2.2)  # room right of the last S for its crosses' labels
     ax.set_ylim(0, top * 1.1)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format(v, FMT)))
     ax.axhline(1.0, color="black", lw=1, ls=":", zorder=1)
