@@ -257,7 +257,7 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
         H.on_demand("what each finding compared, per table", H.findings_html(p.findings, FD.LEGEND, v)),
         _h2("table2"),
         H.table2_html(p.cells, p.std, v),
-        H.variants_html(v),
+        H.variants_html(v, p.cells),
         _h2("rules"),
         H.on_demand(
             "every rule at the largest S, with Δ and its interval; every rule × S", RC.glance_html(*p.rules, v)

@@ -7,6 +7,7 @@ import html
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -97,12 +98,19 @@ def name_html(name: str, variants: dict[str, str] | None = None) -> str:
     return f'{E(head)}[<span class="variant" title="{E(raw)}">{E(short)}</span>]'
 
 
-def variants_html(variants: dict[str, str]) -> str:
-    """The variants of this folder: each short name with the overrides it stands for."""
+def variants_html(variants: dict[str, str], c: pd.DataFrame | None = None) -> str:
+    """The variants of this folder: each short name with the overrides it stands for; a name that different
+    tasks' variants share (reports.variants) with the tasks of each, from Table 2's cells `c`."""
     named = sorted((short, raw) for raw, short in variants.items() if raw and short != raw)
     if not named:
         return ""
-    items = "".join(f"<li><b>{E(short)}</b>: <code>{E(raw)}</code></li>" for short, raw in named)
+    shared = {short for short, n in Counter(short for short, _ in named).items() if n > 1}
+    tasks = {} if c is None or c.empty else c.groupby("variant")["task"].agg(lambda t: ", ".join(sorted(set(t))))
+
+    def head(short: str, raw: str) -> str:
+        return f"{short} ({tasks[raw]})" if short in shared and raw in tasks else short
+
+    items = "".join(f"<li><b>{E(head(short, raw))}</b>: <code>{E(raw)}</code></li>" for short, raw in named)
     head = '<p class="legend">Variants (runs with other overrides, in tables of their own):</p>'
     return f'{head}<ul class="legend">{items}</ul>'
 

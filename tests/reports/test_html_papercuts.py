@@ -167,6 +167,7 @@ def test_one_label_on_two_tasks_names_both_tables_alike_and_one_task_with_two_ov
         warnings.simplefilter("ignore")
         page = build_report(tmp_path, ["html"]).read_text()
     assert "(2)" not in page and 'logreg [<span class="variant"' in page and 'cifar10 [<span class="variant"' in page
+    assert "<b>control (cifar10)</b>: <code>data.tiny_noise=3</code>" in page  # the list of variants: whose is whose
     for scale in (1, 4):  # logreg again under the same label, other overrides: a real collision
         run_with(tmp_path, logreg | {"lr_schedule.lr0": 1.0}, "control", task="logreg", method="adascale",
                  scale=scale, seed=1)  # fmt: skip
