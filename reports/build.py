@@ -244,6 +244,8 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
     generated = dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     nav = "".join(f'<a href="#{key}">{H.E(link)}</a>' for key, (link, _) in SECTIONS.items())
     v = res.variants
+    beside = f"fig-{F.table2_efficiency.__name__}"  # the figure of the scale-free table's numbers, under it
+    drawn = [s for s in p.sections if s[0] == beside]
     body = [
         "<h1>AdaScale SGD benchmark report</h1>",
         f"<nav>{nav}</nav>",
@@ -255,19 +257,20 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
         H.on_demand("what each finding compared, per table", H.findings_html(p.findings, FD.LEGEND, v)),
         _h2("table2"),
         H.table2_html(p.cells, p.std, v),
-        H.variants_html(v),
+        H.variants_html(v, p.cells),
         _h2("rules"),
         H.on_demand(
             "every rule at the largest S, with Δ and its interval; every rule × S", RC.glance_html(*p.rules, v)
         ),
         _h2("scalefree"),
         H.scalefree_html(p.scalefree, v),
+        H.figures_html(drawn),
         _h2("paper"),
         H.absolute_html(p.comparison, header_note(p.comparison), p.without_paper, v),
         _h2("differs"),
         H.differs_html(p.tasks, _presets(res.runs)),
         _h2("figures"),
-        H.figures_html(p.sections),
+        H.figures_html([s for s in p.sections if s[0] != beside]),
         H.sweep_table_html(sweep_tab),
         CT.critical_html(fits, noise_by_task(res), v),
         _h2("ttt"),

@@ -7,6 +7,7 @@ import html
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from bench.algo.rules import label
 
 from . import findings as FD
 from .figures import Figure
-from .scalefree import _delta
+from .scalefree import _delta, paper_quality
 from .table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
 from .variants import display
 
@@ -97,12 +98,19 @@ def name_html(name: str, variants: dict[str, str] | None = None) -> str:
     return f'{E(head)}[<span class="variant" title="{E(raw)}">{E(short)}</span>]'
 
 
-def variants_html(variants: dict[str, str]) -> str:
-    """The variants of this folder: each short name with the overrides it stands for."""
+def variants_html(variants: dict[str, str], c: pd.DataFrame | None = None) -> str:
+    """The variants of this folder: each short name with the overrides it stands for; a name that different
+    tasks' variants share (reports.variants) with the tasks of each, from Table 2's cells `c`."""
     named = sorted((short, raw) for raw, short in variants.items() if raw and short != raw)
     if not named:
         return ""
-    items = "".join(f"<li><b>{E(short)}</b>: <code>{E(raw)}</code></li>" for short, raw in named)
+    shared = {short for short, n in Counter(short for short, _ in named).items() if n > 1}
+    tasks = {} if c is None or c.empty else c.groupby("variant")["task"].agg(lambda t: ", ".join(sorted(set(t))))
+
+    def head(short: str, raw: str) -> str:
+        return f"{short} ({tasks[raw]})" if short in shared and raw in tasks else short
+
+    items = "".join(f"<li><b>{E(head(short, raw))}</b>: <code>{E(raw)}</code></li>" for short, raw in named)
     head = '<p class="legend">Variants (runs with other overrides, in tables of their own):</p>'
     return f'{head}<ul class="legend">{items}</ul>'
 
@@ -402,8 +410,7 @@ def _paper_delta(text: str, value: float, margin: float | None) -> str:
     preset's margin (the degradations the paper reports, cifar10 LSW S = 64's −17.50 among them)."""
     if text in (NA, MISSING):
         return _td(text, "na" if text == NA else "missing")
-    worse = margin is not None and isinstance(value, float) and math.isfinite(value) and value < -margin
-    if not worse:
+    if not paper_quality(value, False, margin):  # the rule the efficiency figure crosses its cells by
         return _td(text)
     return f'<td class="grey num" title="the paper\'s own degraded cell: below −Δ = −{margin:g}">{E(text)}</td>'
 

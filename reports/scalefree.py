@@ -172,6 +172,16 @@ def signed(v: float) -> str:
     return f"{v:+.{digits}f}"
 
 
+def paper_quality(d_metric: float, diverged: bool, margin: float | None) -> str:
+    """How the paper's own cell reads where it lost S = 1's quality, else "": "N/A" where it diverged, its
+    Δmetric (`signed`) where that is below −margin (the paper preset's: cifar10 LSW S = 64's −17.50). The
+    scale-free table greys these cells and the Table 2 efficiency figure crosses them, both by this rule."""
+    if diverged:
+        return "N/A"
+    worse = margin is not None and isinstance(d_metric, float) and math.isfinite(d_metric) and d_metric < -margin
+    return signed(d_metric) if worse else ""
+
+
 def _delta(values: pd.Series, diverged: pd.Series) -> list[str]:
     """Δmetric as text: N/A for a diverged cell, – where there is no value."""
     return ["N/A" if d == d and d is not None and bool(d) else signed(v) for v, d in zip(values, diverged, strict=True)]

@@ -8,10 +8,11 @@ with the overrides on hover and in a list under Table 2:
   at most SHORT characters;
 - else `variant 1`, `variant 2`, … in the order of their overrides.
 
-Two variants never share a name (a repeated one gets ` (2)`). Only the variants of Table 2, elastic and
-gain runs (and ad-hoc runs) are named: a heat map's or sweep's runs differ by the lr, decay or batch their
-figure plots. The CSVs keep the full overrides (in their `variant` column); every other file names a variant
-by its short name (its PNGs too).
+Two variants of one task never share a name (a repeated one gets ` (2)`); variants of different tasks may,
+since every table and figure is named `task [name]`. Only the variants of Table 2, elastic and gain runs
+(and ad-hoc runs) are named: a heat map's or sweep's runs differ by the lr, decay or batch their figure plots.
+The CSVs keep the full overrides (in their `variant` column); every other file names a variant by its short
+name (its PNGs too).
 """
 
 from __future__ import annotations
@@ -59,12 +60,23 @@ def names(runs: pd.DataFrame) -> dict[str, str]:
             unnamed.append(variant)
     for k, variant in enumerate(unnamed, 1):
         out[variant] = f"variant {k}"
-    seen: Counter = Counter()
-    for variant in sorted(out):  # a name two variants were given: the second gets " (2)"
-        seen[out[variant]] += 1
-        if seen[out[variant]] > 1:
-            out[variant] = f"{out[variant]} ({seen[out[variant]]})"
-    return {"": "", **out}
+    tasks = {v: set(g["task"].fillna("")) if "task" in g else {""} for v, g in runs.groupby(runs["variant"].fillna(""))}
+    return {"": "", **_apart(out, tasks)}
+
+
+def _apart(out: dict[str, str], tasks: dict[str, set[str]]) -> dict[str, str]:
+    """`out` with a suffix (` (2)`, ` (3)`, …) on a name that another variant of the same task already has:
+    a table is named `task [name]`, so one matrix label on different tasks' overrides (the control's
+    `variant: control` on logreg and on cifar10) names no two tables alike and needs none."""
+    taken: dict[str, list[tuple[set[str], int]]] = {}
+    for variant in sorted(out):
+        base, mine = out[variant], tasks.get(variant, {""})
+        used = {k for theirs, k in taken.get(base, []) if theirs & mine}
+        k = next(k for k in range(1, len(out) + 2) if k not in used)
+        taken.setdefault(base, []).append((mine, k))
+        if k > 1:
+            out[variant] = f"{base} ({k})"
+    return out
 
 
 def display(name: str, variants: dict[str, str]) -> tuple[str, str]:

@@ -18,10 +18,14 @@ Kinds (each function returns the figures it wrote; no data -> an empty list, nev
   method; points not reached (by every finished seed) are open markers at the epoch cap; the gradient
   noise scale (median over the sweep's AdaScale runs) is a vertical line, labelled a proxy (no series tunes
   its lr per batch: no critical batch is measured); each fit's B_crit says what it measures.
+- `table2_efficiency`: per table of a task the paper's Table 2 has, the scaling efficiency T1 / (S · iterations)
+  of each rule against S (log), ours (mean, the seeds' range) beside the paper's cells at the paper's own S,
+  the cells that lost S = 1's quality (beyond the margin, or diverged) crossed on both sides. The page shows
+  it under the scale-free table whose numbers it draws.
 
 Modules: `style` (house style, `Figure`, saving), `render` (the renderer and its plan cache), `bands` (mean
 and band over seeds), one module per kind: `heatmap`, `curve`, `elastic_scaling`, `figure2` (gain),
-`batch_sweep` (sweep). The public names are re-exported here.
+`batch_sweep` (sweep), `shared_axis` (table2_efficiency). The public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from .elastic_scaling import elastic  # noqa: E402
 from .figure2 import gain, gap_text  # noqa: E402
 from .heatmap import PANELS, heatmap_points, heatmaps  # noqa: E402
 from .render import CODE, INDEX_VERSION, Renderer, digest, rendering  # noqa: E402
+from .shared_axis import table2_efficiency  # noqa: E402
 from .style import MAX_POINTS, STYLE, Figure, _save, _slug  # noqa: E402
 
 KINDS = {
@@ -49,6 +54,11 @@ KINDS = {
         "no run folder with offline_gain.csv (keep_checkpoints_every, then adascale-bench gain RUN_DIR)",
     ),
     "sweep": (sweep, "critical-batch sweep", "no sweep runs (experiment kind 'sweep') with a summary"),
+    "table2_efficiency": (  # drawn under the scale-free table (reports.build), the numbers it draws
+        table2_efficiency,
+        "Table 2 on a shared axis: scaling efficiency against S, ours beside the paper's",
+        "no Table 2 runs of a task the paper's Table 2 has",
+    ),
 }
 
 __all__ = [
@@ -76,5 +86,6 @@ __all__ = [
     "heatmaps",
     "rendering",
     "sweep",
+    "table2_efficiency",
     "warmup_caption",
 ]

@@ -23,7 +23,7 @@ def _sweep_plot(
     batch, so no critical batch is measured); each fitted steps–examples trade-off
     (reports.sweep.critical_batches) as a dotted curve with its B_crit and what it measures."""
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(9.5, 6.2), constrained_layout=True)
+        fig, ax = plt.subplots(figsize=(14, 6.2), constrained_layout=True)  # the axes' width, and the legend's
         methods = [m for m in SWEEP_METHODS if m in set(pts["method"])]
         methods += sorted(m for m in set(pts["method"]) if m not in SWEEP_METHODS)
         for m in methods:
@@ -86,7 +86,8 @@ def _sweep_plot(
         ax.set_xlabel("global batch size (examples)")
         ax.set_ylabel("data epochs to reach the target")
         ax.set_title(title)
-        ax.legend(loc="best")
+        handles, labels = ax.get_legend_handles_labels()  # beside the axes: inside, it covered the fixed-lr line
+        fig.legend(handles, labels, loc="outside right upper")
         return _save(fig, path)
 
 

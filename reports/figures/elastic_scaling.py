@@ -13,6 +13,14 @@ from ..table2 import table_runs
 from .bands import _draw_band, band, eval_band
 from .style import STYLE, Figure, _log_if_positive, _save, _slug, _thin
 
+# Where AdaScale makes the curves coincide (the metric against τ, by design), a curve drawn over another hid it:
+# elastic-down wide beneath, elastic-up dashed over it, the fixed-scale runs thin and dashed on top of both.
+ELASTIC_STYLE = {
+    "elastic-up": ("tab:red", {"lw": 2.2, "ls": (0, (5, 2)), "zorder": 3}),
+    "elastic-down": ("tab:blue", {"lw": 3.6, "zorder": 2}),
+}
+FIXED_STYLE = {"lw": 1.2, "ls": "--", "zorder": 4}
+
 
 def _seed_runs(g: pd.DataFrame) -> pd.DataFrame:
     return g[g["has_metrics"].astype(bool) & g["status"].isin(("completed", "diverged"))]
@@ -39,15 +47,17 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
             fig, axes = plt.subplots(2, 2, figsize=(15, 9), constrained_layout=True)
             axes = axes.ravel()
             keys = (("scale", "scale S"), ("gain", "gain r"), ("lr", "learning rate"), ("metric", label))
-            lines = [(s, runs, greys[s], {"lw": 1.2, "ls": "--"}) for s, runs in fixed]
-            lines += [(s, runs, "tab:red" if s == "elastic-up" else "tab:blue", {"lw": 2.4}) for s, runs in el]
+            lines = [(s, runs, greys[s], FIXED_STYLE) for s, runs in fixed]
+            solo = {"ls": "-"} if len(el) == 1 else {}  # dashed only where another elastic curve may lie beneath
+            lines += [(s, runs, ELASTIC_STYLE[s][0], ELASTIC_STYLE[s][1] | solo) for s, runs in el]
             for s, runs, color, kw in lines:
                 metrics = [res.metrics(d) for d in runs["run_dir"]]
                 name = f"{s if s in ('elastic-up', 'elastic-down') else f'S={s}'} (n={len(runs)})"
                 trains = [_thin(t) for t, _ in metrics]
                 for ax, (k, _) in zip(axes, keys, strict=True):
                     b = eval_band([e for _, e in metrics]) if k == "metric" else band(trains, k)
-                    _draw_band(ax, b, color, name, "o" if k == "metric" else None, **kw)
+                    dots = "o" if k == "metric" and s in ELASTIC_STYLE else None  # a fixed run's would cover them
+                    _draw_band(ax, b, color, name, dots, **kw)
             arrow = "higher" if higher else "lower"
             for ax, (k, ylabel) in zip(axes, keys, strict=True):
                 ax.set_title({"metric": "validation metric"}.get(k, k))
@@ -66,9 +76,11 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
                 "elastic",
                 name,
                 path,
-                "Elastic-up (red) and elastic-down (blue) against the fixed-scale runs (dashed grey, darker = "
-                "larger S): each the mean over its seeds with the band from the lowest to the highest seed, over "
-                "the τ every seed reached; the metric averaged by evaluation index.",
+                "Elastic-up (red; dashed beside elastic-down) and elastic-down (blue, wide) against the fixed-scale "
+                "runs (thin dashed grey, darker = larger S): each the mean over its seeds with the band from the "
+                "lowest to the highest seed, over the τ every seed reached; the metric averaged by evaluation "
+                "index. Where curves coincide (AdaScale's metric against τ), each is drawn over the wider one beneath "
+                "it, so none is hidden.",
                 variant,
             )
         )

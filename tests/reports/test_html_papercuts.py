@@ -149,3 +149,39 @@ def test_in_a_browser_the_page_fits_1024_px(page: str, tmp_path: Path) -> None:
     ).stdout  # fmt: skip
     width, right = (int(v) for v in re.search(r"<title>W=(\d+),F=(\d+)</title>", dom).groups())
     assert width <= 1024 and right <= 1024, (width, right)
+
+
+def test_one_label_on_two_tasks_names_both_tables_alike_and_one_task_with_two_override_sets_gets_a_suffix(
+    tmp_path: Path,
+) -> None:
+    """The control matrix says `variant: control` on logreg's overrides and on cifar10's: its tables are
+    `logreg [control]` and `cifar10 [control]` (the report said `control (2)`); two override sets of one task
+    under one label still get two names."""
+    logreg, cifar = {"data.conditioning": 10.0}, {"data.tiny_noise": 3.0}
+    for task, overrides in (("logreg", logreg), ("cifar10", cifar)):
+        for scale in (1, 4):
+            run_with(tmp_path, overrides, "control", task=task, method="adascale", scale=scale, seed=0)
+    res = quiet_load(tmp_path)
+    assert sorted(res.variants.values()) == ["", "control", "control"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        page = build_report(tmp_path, ["html"]).read_text()
+    assert "(2)" not in page and 'logreg [<span class="variant"' in page and 'cifar10 [<span class="variant"' in page
+    assert "<b>control (cifar10)</b>: <code>data.tiny_noise=3</code>" in page  # the list of variants: whose is whose
+    for scale in (1, 4):  # logreg again under the same label, other overrides: a real collision
+        run_with(tmp_path, logreg | {"lr_schedule.lr0": 1.0}, "control", task="logreg", method="adascale",
+                 scale=scale, seed=1)  # fmt: skip
+    named = quiet_load(tmp_path).variants
+    assert sorted(named.values()) == ["", "control", "control", "control (2)"]
+    assert named["data.tiny_noise=3"] == "control"  # cifar10's own stays as the matrix named it
+
+
+def test_a_name_collides_only_within_a_task() -> None:
+    rows = [
+        {"task": "logreg", "variant": "a=1", "variant_label": "ctl", "overrides": "{}", "experiment_kind": "table2"},
+        {"task": "cifar10", "variant": "b=1", "variant_label": "ctl", "overrides": "{}", "experiment_kind": "table2"},
+        {"task": "cifar10", "variant": "c=1", "variant_label": "ctl", "overrides": "{}", "experiment_kind": "table2"},
+        {"task": "logreg", "variant": "c=1", "variant_label": "ctl", "overrides": "{}", "experiment_kind": "table2"},
+    ]
+    # a=1 (logreg) ctl; b=1 (cifar10) ctl; c=1 shares a task with both: ctl (2)
+    assert variants.names(pd.DataFrame(rows)) == {"": "", "a=1": "ctl", "b=1": "ctl", "c=1": "ctl (2)"}

@@ -450,9 +450,14 @@ def test_report_is_self_contained_with_curves_and_elastic(tmp_path):
     report = build_report(tmp_path, ["html"])
     html = report.read_text()
     names = sorted(p.name for p in report.parent.glob("*.png"))
-    assert names == ["curves_cifar10_tiny_adascale.png", "elastic_cifar10_tiny_adascale.png", "speedup_cifar10.png"]
+    assert names == [
+        "curves_cifar10_tiny_adascale.png",
+        "elastic_cifar10_tiny_adascale.png",
+        "speedup_cifar10.png",
+        "table2_efficiency_cifar10_tiny.png",  # cifar10 is in the paper's Table 2: its cells beside ours
+    ]
     srcs = re.findall(r'src="([^"]*)"', html)
-    assert len(srcs) == 3 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert len(srcs) == 4 and all(s.startswith("data:image/png;base64,") for s in srcs)
     assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', html))
     assert "<link" not in html and "<script" not in html and "url(" not in html
 

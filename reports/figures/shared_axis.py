@@ -1,0 +1,194 @@
+"""Figure kind `table2_efficiency`: the paper's Table 2 and ours on one axis, where the S differ.
+
+Our tiny presets run S = 1, 2, 4, … and the paper its own S per task, so a table of the two lines few cells
+up. Against S (log) every cell has a place: the scaling efficiency T1 / (S · iterations) of each rule — the
+scale-free table's numbers (reports.scalefree), in its number format — ours as filled points with the seeds'
+range, the paper's Table 2 as hollow markers of the rule's colour, and the cells that bought their speed with
+the metric (worse than S = 1 by more than the margin Δ, or diverged) crossed out on both sides. A task the
+paper has no rows for gets no figure: it has nothing to stand beside.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+from bench.algo.rules import method_order, title
+
+from .. import scalefree as SF
+from ..collect import Results, rule_rows, scale_order
+from ..findings import card_margin
+from ..paper import load_paper
+from ..table2 import cells, table_runs
+from . import render
+from .style import STYLE, Figure, _save, _slug
+
+KIND = "table2_efficiency"
+DODGE = 0.09  # rules at one S drawn this far apart in log2 S, so coinciding points (LSW+ on AdaScale) both show
+FMT = ".2f"  # the scale-free table's format for speed-up and efficiency (reports.html.scalefree_html)
+CAPTION = (
+    "Scaling efficiency T1 / (S · iterations) against S (log axis), the scale-free table's numbers drawn: 1 is "
+    "perfect linear scaling (S times fewer iterations than S = 1), T1 the S = 1 iterations (ours: the runs' T1; "
+    "the paper's: its S = 1 row). Filled points: ours, the mean over seeds with a bar from the lowest to the "
+    "highest seed; hollow markers of the same colour: the paper's Table 2 at its own S. A cross marks a cell "
+    "worse than S = 1 by more than the margin Δ (the paper's: its preset's; ours: the findings' Δ of the table) "
+    "or diverged (its efficiency from the planned iterations); the paper's crossed cells are labelled with their "
+    "Δmetric as the scale-free table prints it. At each S the rules are drawn a little apart along S, so points "
+    "that coincide (LSW+ runs AdaScale's iterations) stay visible. Elastic rows have no single S and are left "
+    "out."
+)
+
+
+def _floats(values) -> list[float]:
+    return [float(v) for v in pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce")]
+
+
+def _seed_ranges(runs: pd.DataFrame, t: pd.DataFrame) -> dict[tuple[str, str], tuple[float, float]]:
+    """(method, S) -> (lowest, highest) per-seed efficiency T1 / (S · iterations) of the table's completed
+    runs, T1 the one the table's row uses."""
+    r0 = t.iloc[0]
+    tr = runs[(runs["task"] == r0["task"]) & (runs["preset"] == r0["preset"]) & (runs["variant"] == r0["variant"])]
+    tr = tr[(tr["status"] == "completed") & tr["scale"].map(lambda s: scale_order(s)[0] == 0)]
+    out = {}
+    for (method, scale), g in tr.groupby(["method", "scale"]):
+        T1 = t.loc[(t["method"] == method) & (t["scale"] == scale), "T1"]
+        its = pd.to_numeric(g["iterations"], errors="coerce").to_numpy(float)
+        eff = float(T1.iloc[0]) / (float(scale) * its[its > 0]) if len(T1) else np.array([])
+        eff = eff[np.isfinite(eff)]
+        if len(eff):
+            out[(str(method), str(scale))] = (float(eff.min()), float(eff.max()))
+    return out
+
+
+def _paper_side(t: pd.DataFrame, margin: float | None) -> dict:
+    """The paper's cells of one rule: S, efficiency, crossed (degraded or diverged) and each cross's label."""
+    p = t[t["paper_efficiency"].notna()]
+    pairs = zip(_floats(p["paper_d_metric"]), p["paper_diverged"].fillna(False).astype(bool), strict=True)
+    text = [SF.paper_quality(d, diverged, margin) for d, diverged in pairs]
+    return {"x": _floats(p["scale"]), "y": _floats(p["paper_efficiency"]), "bad": [bool(s) for s in text], "text": text}
+
+
+def _our_side(t: pd.DataFrame, ranges: dict) -> dict:
+    """Our cells of one rule: S, efficiency (the table's), the seeds' range and whether quality was lost."""
+    o = t[t["efficiency"].notna()]  # ours: a cell with a completed or diverged seed (the table's efficiency)
+    spans = [ranges.get((str(m), str(s)), (math.nan, math.nan)) for m, s in zip(o["method"], o["scale"], strict=True)]
+    lo, hi = [a for a, _ in spans], [b for _, b in spans]
+    bad = [bool(q) for q in o["quality"].fillna("")]
+    return {"x": _floats(o["scale"]), "y": _floats(o["efficiency"]), "lo": lo, "hi": hi, "bad": bad}
+
+
+def plan_of(t: pd.DataFrame, ranges: dict, name: str, titles: dict[str, str]) -> dict:
+    """What one figure shows, as plain data (drawn by `_draw`, or kept when the PNG was drawn from the same)."""
+    task = str(t["task"].iloc[0])
+    margin = card_margin(task, "paper")[0]
+    methods = sorted(set(t["method"]), key=method_order)
+    rules = []
+    for i, method in enumerate(methods):
+        m = t[(t["method"] == method) & t["scale"].map(lambda s: scale_order(s)[0] == 0)]
+        color = plt.get_cmap("tab10")(method_order(method) % 10)
+        shift = 2 ** (DODGE * (i - (len(methods) - 1) / 2))
+        rules.append({"title": titles.get(method) or title(method), "color": list(color), "shift": shift}
+                     | {"ours": _our_side(m, ranges), "paper": _paper_side(m, margin)})  # fmt: skip
+    return {"name": name, "rules": rules, "paper_margin": margin}
+
+
+def _draw_rule(ax, rule: dict) -> None:
+    """One rule's points: ours filled with the seeds' range, the paper's hollow, crossed cells as crosses."""
+    c, k = rule["color"], rule["shift"]
+    o, p = rule["ours"], rule["paper"]
+    for x, y, lo, hi, bad in zip(o["x"], o["y"], o["lo"], o["hi"], o["bad"], strict=True):
+        err = [[max(y - lo, 0)], [max(hi - y, 0)]] if math.isfinite(lo) else None
+        marker, ms = ("X", 11) if bad else ("o", 8)
+        ax.errorbar([x * k], [y], yerr=err, fmt=marker, ms=ms, color=c, mec="black" if bad else c, capsize=4, zorder=4)
+    for x, y, bad, text in zip(p["x"], p["y"], p["bad"], p["text"], strict=True):
+        if bad:
+            ax.plot([x * k], [y], "x", ms=12, mew=2.5, color=c, zorder=5)
+            ax.annotate(text, (x * k, y), textcoords="offset points", xytext=(10, -3), ha="left", va="top",
+                        fontsize=10, color=c)  # fmt: skip
+        else:
+            ax.plot([x * k], [y], "o", ms=13, mfc="none", mew=2, color=c, zorder=3)
+
+
+def _legend(fig, plan: dict) -> None:
+    """Rules by colour, then what each marker means; outside the axes, so that it covers no point."""
+    kw = {"ls": "none", "color": "black"}
+    handles = [Line2D([], [], marker="s", ls="none", ms=10, color=r["color"], label=r["title"]) for r in plan["rules"]]
+    margin = plan["paper_margin"]
+    paper_bad = f"paper, worse than S = 1 by more than Δ = {margin:g}, or diverged" if margin else "paper, diverged"
+    handles += [
+        Line2D([], [], marker="o", ms=8, label="ours: mean over seeds, bar: lowest–highest seed", **kw),
+        Line2D([], [], marker="X", ms=11, label="ours, worse than S = 1 by more than Δ, or diverged", **kw),
+        Line2D([], [], marker="o", ms=13, mfc="none", mew=2, label="paper (Table 2)", **kw),
+        Line2D([], [], marker="x", ms=12, mew=2.5, label=paper_bad, **kw),
+        Line2D([], [], color="black", lw=1, ls=":", label="linear scaling (efficiency 1)"),
+    ]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=11, title="rule (colour) and marker")
+
+
+def _axes(ax, plan: dict) -> None:
+    """S's own values as ticks (no 2×10⁰), efficiency in the table's format, room above 1 for the crosses."""
+    xs = sorted({x for r in plan["rules"] for side in ("ours", "paper") for x in r[side]["x"] if x > 0})
+    ys = [y for r in plan["rules"] for side in ("ours", "paper") for y in r[side]["y"] + r[side].get("hi", [])]
+    top = max([1.0, *(y for y in ys if math.isfinite(y))])
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(xs))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if xs:
+        ax.set_xlim(xs[0] / 1.4, xs[-1] * 2.2)  # room right of the last S for its crosses' labels
+    ax.set_ylim(0, top * 1.1)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format(v, FMT)))
+    ax.axhline(1.0, color="black", lw=1, ls=":", zorder=1)
+    ax.set(xlabel="scale S (ours and the paper's own)", ylabel="efficiency T1 / (S · iterations)")
+    ax.set_title(f"{plan['name']}: scaling efficiency against S, ours beside the paper's Table 2")
+
+
+def _draw(plan: dict, path: Path) -> None:
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(13, 5.6), constrained_layout=True)
+        for rule in plan["rules"]:
+            _draw_rule(ax, rule)
+        _axes(ax, plan)
+        _legend(fig, plan)
+        _save(fig, path)
+
+
+def _own(plan: dict) -> str:
+    """The figure's own sentence: which S each side ran."""
+
+    def scales(side: str) -> str:
+        xs = sorted({x for r in plan["rules"] for x in r[side]["x"]})
+        return ", ".join(f"{x:g}" for x in xs) or "none"
+
+    return f" Ours at S = {scales('ours')}; the paper's at S = {scales('paper')}."
+
+
+def table2_efficiency(res: Results, outdir: Path) -> list[Figure]:
+    """One figure per table (task, preset, variant) whose task the paper's Table 2 has."""
+    c = cells(res.runs)
+    if c.empty:
+        return []
+    paper = load_paper()
+    sf = SF.scalefree(c, res.runs, paper[paper["task"].isin(set(c["task"]))])
+    runs = table_runs(res.runs)
+    titles = {m: r.title for m, r in rule_rows(res.runs).items()}  # a user's rule by its recorded title
+    figs = []
+    for table, t in sf.groupby("table", sort=False):
+        if not t["paper_efficiency"].notna().any():
+            continue  # the paper has no row for this task
+        row = c[c["table"] == table].iloc[0]
+        short = res.variants.get(row["variant"], row["variant"])
+        name = f"{row['task']}{f' [{short}]' if short else ''}"
+        t = t.assign(variant=row["variant"])
+        plan = plan_of(t, _seed_ranges(runs, t), name, titles)
+        path = outdir / f"table2_efficiency_{_slug(row['task'], row['preset'], short)}.png"
+        caption = CAPTION + _own(plan)
+        render.current().submit(_draw, plan, path, caption=caption)
+        figs.append(Figure(KIND, name, path, caption, row["variant"]))
+    return figs
