@@ -75,7 +75,7 @@ OFFLINE_RANGES: dict[str, Rule] = {  # offline_gain.csv (bench.run.offline_gain 
     "gain_lo": ANY,
     "gain_hi": ANY,
     "var": NON_NEGATIVE,
-    "sqr": NON_NEGATIVE,
+    "sqr": ANY,  # the unbiased estimate of μ² (moments: mean_sq − σ²/n), below 0 where μ² is under its noise
     "batches": AT_LEAST_ONE,
     "scale": SPEC_RANGES["scale"],
     "batch_size": POSITIVE_COUNT,

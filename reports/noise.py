@@ -264,10 +264,16 @@ SMALL_BATCH_SHARE = 0.1  # "S·b ≪ B": at most a tenth of it, where the steady
 
 
 def _donors(t: pd.DataFrame, i: object) -> tuple[pd.DataFrame, str]:
-    """The runs whose noise predicts run i's iterations, never run i itself: the table's runs at other scales
-    (the noise scale is the task's along τ, whatever S measured it); where there are none, the other seeds
-    at run i's scale."""
+    """The runs whose noise predicts run i's iterations, never run i itself: the table's pilot runs where it
+    has any (the probe `advise` planned the matrix from: the report then judges the prediction it printed);
+    else its runs at other scales (the noise scale is the task's along τ, whatever S measured it); where there
+    are none, the other seeds at run i's scale."""
     S = t.at[i, "_S"]
+    pilot = t.drop(index=i)
+    pilot = pilot[pilot["pilot"].fillna(False).astype(bool)] if "pilot" in pilot else pilot.iloc[0:0]
+    if len(pilot):
+        scales = ", ".join(f"{s:g}" for s in sorted(pilot["_S"].unique()))
+        return pilot, f"pilot run{'s' if len(pilot) > 1 else ''} at S = {scales}"
     other = t[t["_S"] != S]
     if len(other):
         scales = ", ".join(f"{s:g}" for s in sorted(other["_S"].unique()))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench import safefs
+from bench.cli import advise
 from bench.cli.argtypes import batches, non_negative_int, positive_int, watch_seconds
 from bench.errors import UserError
 from bench.experiments.slots import default_slots
@@ -376,6 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=_positive_int, default=default_slots(), help=JOBS_HELP)
     p.set_defaults(func=cmd_sweep)
 
+    p = sub.add_parser(
+        "advise", help="predict what each S buys a task from one short AdaScale probe; write the matrix that checks it"
+    )
+    advise.add_arguments(p, available())
+    p.set_defaults(func=advise.cmd_advise)
+
     p = sub.add_parser("perf", help="overhead benchmark: engine vs identity vs a bare PyTorch loop")
     p.add_argument("--task", action="append", help="a task (repeatable; default: every task)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -451,6 +458,8 @@ def _named_paths(args: argparse.Namespace) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "advise" and not args.out:  # a folder per task: its advice and verification runs
+        args.out = f"runs/advise-{args.task}"
     from bench.engine.signals import Interrupted
 
     try:

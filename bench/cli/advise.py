@@ -1,0 +1,110 @@
+"""`adascale-bench advise --task T`: run the probe (one AdaScale run, resumable like any), predict what each S
+buys from its noise profile (reports.advice: the prediction finding (iii) uses), and write advice.md,
+advice.csv, advice.png and verify.yaml, the matrix that checks the prediction."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+from pathlib import Path
+
+from bench import safefs
+from bench.errors import UserError
+
+DEFAULT_SCALES = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def add_arguments(p: argparse.ArgumentParser, tasks: list[str]) -> None:
+    """advise's options (bench.cli registers the command)."""
+    p.add_argument("--task", required=True, choices=tasks)
+    p.add_argument("--preset", default="tiny", choices=("tiny", "paper"), help="the task's preset (default: tiny)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value (repeatable)")
+    p.add_argument(
+        "--probe-scale", type=int, default=None, help="S of the AdaScale probe (default: half the largest of --scales)"
+    )
+    p.add_argument("--probe-seed", type=int, default=1000, help="the probe's seed, a pilot seed (default: 1000)")
+    p.add_argument("--scales", default=",".join(map(str, DEFAULT_SCALES)), help="comma-separated S to predict")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per cell of the verification matrix (default: 3)")
+    p.add_argument(
+        "--method", action="append", default=[], help="another rule for the verification matrix (repeatable)"
+    )
+    p.add_argument("--data-root", default=None, help="dataset folder (tiny: written on first use if absent)")
+    p.add_argument("--out", default=None, help="results folder (default: runs/advise-<task>)")
+
+
+def _scales(text: str) -> list[int]:
+    try:
+        scales = sorted({int(s) for s in text.split(",") if s.strip()})
+    except ValueError:
+        raise UserError(f"--scales {text!r}: expected comma-separated positive integers") from None
+    if not scales or scales[0] < 1 or scales[-1] > 1024:
+        raise UserError(f"--scales {text!r}: expected positive integers up to 1024")
+    return sorted({1, *scales})
+
+
+def _hours_per_example(task: str, preset: str, spec: dict) -> float:
+    """GPU-hours per example as `plan` prices a run of this spec (its default tables); NaN where unknown."""
+    from bench.experiments import plan
+    from bench.experiments.costbasis import PUBLISHED, rate_for, read_published
+    from tasks.presets import card
+
+    rate = rate_for(
+        task, preset, spec, plan.read_throughput(plan.THROUGHPUT), read_published(PUBLISHED),
+        plan.read_flops(plan.FLOPS), plan.Peak("a100", "bf16", plan.DEFAULT_MFU), card(task).unit,
+    )  # fmt: skip
+    return 1.0 / (rate.examples_per_s * 3600.0) if rate is not None else math.nan
+
+
+def _probe(args: argparse.Namespace, out: Path, overrides: dict) -> dict:
+    """Run (or resume, or find finished) the probe into `out`; its resolved spec."""
+    from bench.engine.signals import install_signal_handlers
+    from bench.experiments import matrix as matrices
+    from bench.experiments.pool import run_matrix
+
+    if args.probe_scale < 2:
+        raise UserError("--probe-scale: at least 2 (AdaScale measures the noise from S micro-batches)")
+    install_signal_handlers()
+    roots = {args.task: args.data_root} if args.data_root else {}
+    req = matrices.RunRequest(
+        args.task, "adascale", args.probe_scale, args.probe_seed, {},
+        {"kind": "table2", "pilot_seeds": [args.probe_seed]},
+    )  # fmt: skip
+    m = matrices.Matrix(out / "verify.yaml", args.preset, [req], roots, overrides)
+    print(f"advise: the probe, AdaScale at S = {args.probe_scale} (seed {args.probe_seed}), into {out}")
+    run_matrix(m, out, jobs=1)  # a failure is printed; read_probe then says the probe is missing
+    return m.spec(req)
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    from bench.run.spec import parse_overrides
+    from reports import advice as A
+
+    scales = _scales(args.scales)
+    if args.seeds < 1:
+        raise UserError("--seeds: at least 1")
+    out = Path(args.out or f"runs/advise-{args.task}")
+    if args.probe_scale is None:  # where the decision falls (reports.advice: why)
+        args.probe_scale = max(2, scales[-1] // 2)
+    overrides = parse_overrides(args.set)
+    spec = _probe(args, out, overrides)
+    probe = A.read_probe(out, args.task, args.probe_scale, args.probe_seed)
+    rows = A.predict_rows(
+        probe.profile, probe.leave_outs, scales, probe.T1, probe.batch_size,
+        _hours_per_example(args.task, args.preset, spec),
+    )  # fmt: skip
+    chosen = A.largest_efficient(rows, "efficiency_lo") or 1
+    chosen = chosen if chosen > 1 else min(s for s in scales if s > 1) if len(scales) > 1 else 2
+    seeds = [s for s in range(args.seeds + 1) if s != args.probe_seed][: args.seeds]
+    verify = A.verify_matrix(args.task, args.preset, overrides, seeds, args.probe_seed, chosen, args.method)
+    submit = (
+        f"adascale-bench submit {shlex.quote(str(out / 'verify.yaml'))} --executor local --out {shlex.quote(str(out))}"
+    )
+    text = A.markdown(args.task, probe, rows, chosen, submit)
+    safefs.write_text(out / "verify.yaml", verify)
+    safefs.write_bytes(out / "advice.csv", A.frame(rows).to_csv(index=False, float_format="%.6g").encode())
+    safefs.write_text(out / "advice.md", text)
+    safefs.write_bytes(out / "advice.png", A.figure(args.task, probe, rows, chosen))
+    print(text)
+    print(f"advise: {out / 'advice.md'}, advice.csv, advice.png, verify.yaml")
+    return 0

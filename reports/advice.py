@@ -1,0 +1,307 @@
+"""`adascale-bench advise`: what more GPUs buy a task, predicted from one short probe before the runs are paid
+for, and the matrix that checks the prediction.
+
+**The probe.** One AdaScale run at a moderate scale (S_p = 16 by default) with a seed of its own (the pilot
+seed). Why this probe and not an S = 1 run with kept weights and the offline estimator: AdaScale already
+measures the per-micro-batch moments (σ², μ²) at every iteration from its S_p micro-batches, at no cost beyond
+the run, over all of training on the scale-invariant clock τ; it lasts T1/gain iterations, fewer than S = 1's
+T1; and it is resumable like any run. The offline estimator would need an S = 1 run (T1 iterations) plus
+extra gradient passes at each kept checkpoint.
+
+**The prediction** is finding (iii)'s, one home: the probe's noise profile, (σ², μ²) per tenth of τ corrected for
+drawing without replacement (reports.noise.profile), fed to bench.algo.predict.iterations_following at each S.
+Its interval is a delete-a-group jackknife over the probe's records (G interleaved groups: each spans every
+tenth), run through the same prediction: the uncertainty of the measured profile, not seed-to-seed spread of
+the runs it predicts (which (iii) allows for with its tolerance).
+
+**Per S**: iterations, speed-up T1/iterations, efficiency = speed-up/S; the largest S whose efficiency stays
+≥ ½ (at the estimate and at the interval's ends); AdaScale's steady gain at the late noise scale
+S(B/b + 1)/(B/b + S), and whether LSW's multiplier S runs past it by more than finding (ii)'s resolution
+(where LSW is expected to lose S = 1's quality); GPU-hours priced as `plan` prices a run.
+
+**Verification.** verify.yaml: S = 1 seeds and the chosen S for AdaScale, LSW and any rule named, with the
+probe's seed declared a pilot seed. `submit` runs it into the same folder; `report` then judges (iii) for the
+chosen S from the probe (another S of the same table) — the same numbers advice.csv printed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bench.algo.gain import b_simple, steady_gain
+from bench.algo.predict import iterations_following
+
+from . import noise
+from .findings import GAIN_RESOLUTION
+
+EFFICIENCY = 0.5  # "worth it": at least half the ideal speed-up S
+GROUPS = 10  # jackknife groups of the probe's records
+
+
+Profile = tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One scale's prediction."""
+
+    scale: int
+    iterations: float
+    lo: float  # the interval's ends (fewer iterations: lo)
+    hi: float
+    speedup: float
+    efficiency: float
+    efficiency_lo: float
+    efficiency_hi: float
+    steady_gain: float  # AdaScale's gain at the late noise scale
+    lsw_past_gain: bool  # LSW's multiplier S past that gain by more than (ii)'s resolution
+    gpu_hours: float  # NaN where no rate is known
+
+
+def jackknife_profiles(train: pd.DataFrame, T1: float, m: float, groups: int = GROUPS) -> list[Profile]:
+    """The probe's profile with each of `groups` interleaved groups of its records left out in turn (records
+    i ≡ g mod groups): what the jackknife interval is computed from. A group whose omission leaves a tenth
+    without statistics is skipped."""
+    out = []
+    positions = np.arange(len(train))
+    for g in range(groups):
+        p = noise.profile(train[positions % groups != g], T1, m)
+        if p is not None:
+            out.append(p)
+    return out
+
+
+def jackknife_interval(estimate: float, leave_outs: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """estimate ± z·SE, SE the delete-a-group jackknife's: sqrt((G−1)/G · Σ (x_g − x̄)²); (NaN, NaN) below
+    two finite leave-outs."""
+    x = np.asarray([v for v in leave_outs if math.isfinite(v)], float)
+    if len(x) < 2 or not math.isfinite(estimate):
+        return math.nan, math.nan
+    se = math.sqrt((len(x) - 1) / len(x) * float(np.sum((x - x.mean()) ** 2)))
+    return estimate - z * se, estimate + z * se
+
+
+def late_noise(profile: Profile, batch_size: float) -> float:
+    """B of the last third of τ (its tenths' moments averaged): the noise scale AdaScale's gain settles at."""
+    tail = profile[-(len(profile) // 3 or 1) :]
+    return b_simple(float(np.mean([a for a, _ in tail])), float(np.mean([b for _, b in tail])), batch_size)
+
+
+def predict_rows(
+    profile: Profile, leave_outs: Sequence[Profile], scales: Sequence[int], T1: float, batch_size: float,
+    hours_per_example: float = math.nan,
+) -> list[Row]:  # fmt: skip
+    """One Row per scale (S = 1: T1 iterations, efficiency 1)."""
+    B_late = late_noise(profile, batch_size)
+    rows = []
+    for S in scales:
+        its = float(T1) if S == 1 else iterations_following(profile, S, T1)
+        outs = [] if S == 1 else [iterations_following(p, S, T1) for p in leave_outs]
+        lo, hi = (its, its) if S == 1 else jackknife_interval(its, outs)
+        lo = max(lo, T1 / S) if math.isfinite(lo) else lo  # never fewer than ⌈T1/S⌉'s bound
+        eff = T1 / its / S if its > 0 else math.nan
+        r = steady_gain(B_late, batch_size, S) if math.isfinite(B_late) else math.nan
+        rows.append(
+            Row(
+                scale=int(S),
+                iterations=its,
+                lo=lo,
+                hi=hi,
+                speedup=T1 / its if its > 0 else math.nan,
+                efficiency=eff,
+                efficiency_lo=T1 / hi / S if hi > 0 else math.nan,
+                efficiency_hi=min(T1 / lo / S, 1.0) if lo > 0 else math.nan,
+                steady_gain=r,
+                lsw_past_gain=bool(S > GAIN_RESOLUTION * r) if math.isfinite(r) else False,
+                gpu_hours=its * S * batch_size * hours_per_example,
+            )
+        )
+    return rows
+
+
+def largest_efficient(rows: Sequence[Row], attr: str = "efficiency") -> int | None:
+    """The largest S whose efficiency (`attr`: the estimate, or an end of its interval) is ≥ EFFICIENCY, every
+    smaller S's too (efficiency falls with S; a scale past a gap is not advised); None if not even S = 1's."""
+    best = None
+    for r in sorted(rows, key=lambda r: r.scale):
+        if not getattr(r, attr) >= EFFICIENCY:
+            break
+        best = r.scale
+    return best
+
+
+def frame(rows: Sequence[Row]) -> pd.DataFrame:
+    """advice.csv's table."""
+    return pd.DataFrame(
+        {
+            "S": [r.scale for r in rows],
+            "iterations": [r.iterations for r in rows],
+            "iterations_lo": [r.lo for r in rows],
+            "iterations_hi": [r.hi for r in rows],
+            "speedup": [r.speedup for r in rows],
+            "efficiency": [r.efficiency for r in rows],
+            "efficiency_lo": [r.efficiency_lo for r in rows],
+            "efficiency_hi": [r.efficiency_hi for r in rows],
+            "adascale_steady_gain": [r.steady_gain for r in rows],
+            "lsw_past_gain": [r.lsw_past_gain for r in rows],
+            "gpu_hours": [r.gpu_hours for r in rows],
+        }
+    )
+
+
+# ------------------------------------------------------------------------------------------------- the probe
+@dataclass(frozen=True)
+class Probe:
+    """The probe run as read back: its folder, S, seed, T1, batch and noise profile with its leave-outs."""
+
+    run_dir: str
+    scale: int
+    seed: int
+    T1: float
+    batch_size: float
+    profile: Profile
+    leave_outs: list[Profile]
+    noise: list[tuple[str, float, float, float]]  # (window, B, lo, hi) over thirds of τ (reports.noise.WINDOWS)
+
+
+def window_noise(train: pd.DataFrame, T1: float, m: float, b: float, groups: int = GROUPS) -> list:
+    """(window, B, lo, hi) of the probe per third of τ (reports.noise.windows), with the jackknife interval of
+    the same groups as the prediction's, taken on 1/B (linear in μ², which late in training sits near its
+    noise: B's own interval would reach below 0) and inverted; hi = inf where 1/B's reaches 0."""
+    positions = np.arange(len(train))
+    whole = noise.windows(train, b, T1, m)
+    outs = [noise.windows(train[positions % groups != g], b, T1, m) for g in range(groups)]
+    inverse = lambda B: 1.0 / B if B > 0 else math.nan  # noqa: E731  μ²/(b·σ²): linear in μ², near 0 late
+    rows = []
+    for (name, _, _), col in zip(noise.WINDOWS, noise.WINDOW_COLUMNS, strict=True):
+        lo, hi = jackknife_interval(inverse(whole[col]), [inverse(o[col]) for o in outs])
+        rows.append((name, whole[col], 1.0 / hi if hi > 0 else math.nan, 1.0 / lo if lo > 0 else math.inf))
+    return rows
+
+
+def read_probe(out: object, task: str, scale: int, seed: int) -> Probe:
+    """The completed AdaScale run of `task` at S = `scale` and `seed` under `out`, its noise profile measured
+    (reports.noise); a UserError in one line where it is missing or measured no statistics."""
+    from bench.errors import UserError
+
+    from .collect import load
+
+    res = load(out)  # type: ignore[arg-type]
+    r = res.runs
+    hit = r[(r["task"] == task) & (r["method"] == "adascale") & (r["scale"].astype(str) == str(scale))]
+    hit = hit[(pd.to_numeric(hit["seed"], errors="coerce") == seed) & (hit["status"] == "completed")]
+    if hit.empty:
+        raise UserError(f"{out}: no completed AdaScale probe of {task} at S = {scale}, seed {seed}")
+    row = hit.iloc[0]
+    train, _ = res.metrics(row["run_dir"])
+    T1, b = float(row["T1"]), float(row["batch_size"])
+    m = noise.per_epoch(train, float(pd.to_numeric(row["epochs"], errors="coerce")))
+    profile = noise.profile(train, T1, m)
+    if profile is None:
+        raise UserError(f"{row['run_dir']}: the probe recorded no gradient statistics in some tenth of τ")
+    leave_outs = jackknife_profiles(train, T1, m)
+    return Probe(str(row["run_dir"]), scale, seed, T1, b, profile, leave_outs, window_noise(train, T1, m, b))
+
+
+# ------------------------------------------------------------------------------------------------ the files
+def _num(x: float, digits: int = 3) -> str:
+    if x == math.inf:
+        return "∞"
+    return "–" if not math.isfinite(x) else f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def markdown(task: str, probe: Probe, rows: Sequence[Row], chosen: int, command: str) -> str:
+    """advice.md: the table and what it says, in words."""
+    B = late_noise(probe.profile, probe.batch_size)
+    best, safe = largest_efficient(rows), largest_efficient(rows, "efficiency_lo")
+    lines = [
+        f"# Advice for {task}",
+        "",
+        f"Probe: AdaScale at S = {probe.scale}, seed {probe.seed} ({probe.run_dir}); T1 = {probe.T1:g} iterations "
+        f"at b = {probe.batch_size:g}; late noise scale B = {_num(B)} (b·σ²/μ², the last third of τ).",
+        "Predicted AdaScale iterations follow the probe's noise profile per tenth of τ (finding (iii)'s prediction); "
+        f"intervals: jackknife over {len(probe.leave_outs)} groups of the probe's records (the measurement's "
+        "uncertainty, not seed-to-seed spread).",
+        "",
+        "Noise scale B over training (jackknife interval): "
+        + "; ".join(f"{w} {_num(v)} [{_num(lo)}, {_num(hi)}]" for w, v, lo, hi in probe.noise)
+        + ".",
+        "",
+        "| S | iterations | speed-up | efficiency | AdaScale steady gain | LSW | GPU-hours |",
+        "|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in rows:
+        lsw = "past AdaScale's gain: expected worse" if r.lsw_past_gain else "within AdaScale's gain"
+        lines.append(
+            f"| {r.scale} | {_num(r.iterations)} [{_num(r.lo)}, {_num(r.hi)}] | {_num(r.speedup)}× | "
+            f"{_num(r.efficiency, 2)} [{_num(r.efficiency_lo, 2)}, {_num(r.efficiency_hi, 2)}] | "
+            f"{_num(r.steady_gain)} | {lsw} | {_num(r.gpu_hours)} |"
+        )
+    lines += [
+        "",
+        f"Largest S with efficiency ≥ {EFFICIENCY:g}: {best} (at the interval's lower end: {safe}).",
+        f"Verification matrix: verify.yaml (S = 1 and S = {chosen}); run it with",
+        "",
+        f"    {command}",
+        "",
+        "then `adascale-bench report` on the same folder: finding (iii) puts the measured iterations beside this "
+        "prediction.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def verify_matrix(
+    task: str, preset: str, overrides: dict, seeds: Sequence[int], probe_seed: int, scale: int,
+    methods: Sequence[str],
+) -> str:  # fmt: skip
+    """verify.yaml: S = 1 and S = `scale` for AdaScale, LSW and `methods`, the probe's seed a pilot seed."""
+    import yaml
+
+    doc: dict = {"preset": preset, "seeds": list(seeds), "pilot_seeds": {task: [probe_seed]}}
+    if overrides:
+        doc["set"] = overrides
+    rules = list(dict.fromkeys(["adascale", "lsw", *methods]))
+    doc["experiments"] = [{"table2": {"tasks": [task], "methods": rules, "scales": sorted({1, scale})}}]
+    head = (
+        f"# Written by `adascale-bench advise --task {task}`: the runs that check its prediction. The probe\n"
+        f"# (AdaScale, seed {probe_seed}) is a pilot run: no confirmatory cell uses its seed.\n"
+    )
+    return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, allow_unicode=True)
+
+
+def figure(task: str, probe: Probe, rows: Sequence[Row], chosen: int) -> bytes:
+    """advice.png: predicted speed-up against S with its interval, the ideal S and half of it."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    S = np.array([r.scale for r in rows], float)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    try:
+        ax.plot(S, S, color="0.6", lw=1, label="ideal (speed-up S)")
+        ax.plot(S, EFFICIENCY * S, color="0.6", lw=1, ls=":", label=f"efficiency {EFFICIENCY:g}")
+        sp = np.array([r.speedup for r in rows])
+        lo = np.array([probe.T1 / r.hi if r.hi > 0 else np.nan for r in rows])
+        hi = np.array([probe.T1 / r.lo if r.lo > 0 else np.nan for r in rows])
+        ax.fill_between(S, lo, hi, color="C0", alpha=0.25, lw=0, label="jackknife interval")
+        ax.plot(S, sp, "o-", color="C0", label="AdaScale, predicted")
+        ax.axvline(chosen, color="C3", lw=1, ls="--", label=f"verified at S = {chosen}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("scale S (× the batch)")
+        ax.set_ylabel("speed-up in iterations over S = 1")
+        ax.set_title(f"{task}: predicted from the AdaScale probe at S = {probe.scale}")
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, facecolor="white")
+    finally:
+        plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,122 @@
+"""`advise`: the prediction from one AdaScale probe, held to logreg's exact noise scale along the probe's own
+trajectory (tasks.logreg.exact_moments at its kept weights), and its verification matrix run and judged by
+the report's finding (iii) with the same numbers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.algo.predict import iterations_following
+from bench.cli import main
+from bench.experiments import matrix as matrices
+from reports import advice as A
+
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.timeout(600)]
+PROBE = ["--task", "logreg", "--scales", "1,2,4,8,16", "--probe-scale", "8", "--seeds", "2"]
+
+
+@pytest.fixture(scope="module")
+def advised(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """advise on tiny logreg, its probe keeping weights every 4 iterations, and `gain` on them (the exact
+    moments at each kept iterate)."""
+    out = tmp_path_factory.mktemp("advise") / "out"
+    assert main(["advise", *PROBE, "--set", "keep_checkpoints_every=4", "--out", str(out)]) == 0
+    probe = next(p.parent for p in out.rglob("summary.json"))
+    assert main(["gain", str(probe), "--batches", "2"]) == 0
+    return out
+
+
+def exact_profile(offline: pd.DataFrame, T1: float, parts: int = 10) -> tuple[tuple[float, float], ...]:
+    """(σ², μ²) per tenth of τ from the exact moments at the kept iterates, each weighed by the τ up to the
+    next one (the probe's estimate weighs its iterations the same way: reports.noise.window_moments)."""
+    d = offline.sort_values("tau")
+    tau = d["tau"].to_numpy(float)
+    w = np.append(np.diff(tau), np.diff(tau)[-1])
+    k = np.clip(np.floor(tau / T1 * parts), 0, parts - 1)
+    out = []
+    for j in range(parts):
+        m = k == j
+        out.append(tuple(float(np.average(d[c].to_numpy(float)[m], weights=w[m])) for c in ("exact_var", "exact_sqr")))
+    return tuple(out)  # type: ignore[return-value]
+
+
+def test_the_prediction_holds_to_the_exact_noise_scale(advised: Path) -> None:
+    """Predicted iterations from logreg's exact B(τ) along the probe lie in advise's interval at every S;
+    the same check fails on a profile whose noise scale is off by 2× (the interval is not too wide to fail)."""
+    table = pd.read_csv(advised / "advice.csv")
+    probe = next(p.parent for p in advised.rglob("offline_gain.csv"))
+    offline = pd.read_csv(probe / "offline_gain.csv")
+    T1 = 2000.0
+    exact = exact_profile(offline, T1)
+    off = tuple((2.0 * v, q) for v, q in exact)
+    for r in table[table["S"] > 1].itertuples():
+        truth = iterations_following(exact, int(r.S), T1)
+        assert r.iterations_lo <= truth <= r.iterations_hi, (r.S, truth, r.iterations_lo, r.iterations_hi)
+        wrong = iterations_following(off, int(r.S), T1)
+        assert not r.iterations_lo <= wrong <= r.iterations_hi, (r.S, wrong)
+
+
+def test_advice_files_and_a_verification_matrix_with_the_probe_a_pilot(advised: Path) -> None:
+    for name in ("advice.md", "advice.csv", "advice.png", "verify.yaml"):
+        assert (advised / name).is_file(), name
+    table = pd.read_csv(advised / "advice.csv")
+    assert list(table["S"]) == [1, 2, 4, 8, 16]
+    assert (np.diff(table["iterations"]) < 0).all() and table["efficiency"].iloc[0] == 1.0
+    m = matrices.load(advised / "verify.yaml")
+    assert {r.seed for r in m.runs} == {0, 1} and all(r.experiment["pilot_seeds"] == [1000] for r in m.runs)
+    chosen = A.largest_efficient([A.Row(**row) for row in _rows(table)], "efficiency_lo")
+    assert {r.scale for r in m.runs} == {1, chosen} and {r.method for r in m.runs} == {"adascale", "lsw"}
+
+
+def _rows(table: pd.DataFrame) -> list[dict]:
+    names = {
+        "S": "scale", "iterations": "iterations", "iterations_lo": "lo", "iterations_hi": "hi", "speedup": "speedup",
+        "efficiency": "efficiency", "efficiency_lo": "efficiency_lo", "efficiency_hi": "efficiency_hi",
+        "adascale_steady_gain": "steady_gain", "lsw_past_gain": "lsw_past_gain", "gpu_hours": "gpu_hours",
+    }  # fmt: skip
+    return [{names[k]: v for k, v in row.items()} for row in table.to_dict("records")]
+
+
+def test_the_verification_runs_and_the_report_judges_it_from_the_probe(advised: Path, capsys) -> None:
+    """submit verify.yaml into the same folder, then report: (iii) predicts the chosen S's AdaScale runs from
+    the probe (another S of the same table) — the numbers advice.csv printed."""
+    assert main(["submit", str(advised / "verify.yaml"), "--executor", "local", "--out", str(advised)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(advised), "--format", "csv,txt", "--quiet"]) == 0
+    # the probe's offline μ² estimates below 0 late in training (μ² under its noise) are data, not damage
+    assert "field 'sqr'" not in capsys.readouterr().err
+    findings = pd.read_csv(advised / "report" / "findings.csv")
+    iii = findings[findings["check"] == "iii"].iloc[0]
+    assert "predicted from pilot run at S = 8" in str(iii["detail"]), iii["detail"]
+    from reports import noise
+    from reports.collect import load
+
+    res = load(advised)
+    runs = noise.fill(res)
+    table = pd.read_csv(advised / "advice.csv").set_index("S")
+    judged = runs[(runs["method"] == "adascale") & runs[noise.PREDICTED].notna() & ~runs["pilot"].astype(bool)]
+    assert len(judged) == 2
+    for r in judged.itertuples():
+        assert math.isclose(getattr(r, noise.PREDICTED), table.at[int(r.scale), "iterations"], rel_tol=1e-9)
+
+
+def test_largest_efficient_and_the_jackknife() -> None:
+    row = lambda S, e, lo: A.Row(S, 1.0, 1.0, 1.0, 1.0, e, lo, e, 1.0, False, math.nan)  # noqa: E731
+    rows = [row(1, 1.0, 1.0), row(2, 0.9, 0.8), row(4, 0.6, 0.45), row(8, 0.4, 0.3), row(16, 0.55, 0.5)]
+    assert A.largest_efficient(rows) == 4  # 16's 0.55 lies past a gap: not advised
+    assert A.largest_efficient(rows, "efficiency_lo") == 2
+    assert A.largest_efficient([row(1, 0.4, 0.4)]) is None
+    lo, hi = A.jackknife_interval(10.0, [9.0, 11.0, 10.0, 10.0])
+    assert hi - lo == pytest.approx(2 * 1.96 * math.sqrt(3 / 4 * 2.0))
+    assert all(math.isnan(v) for v in A.jackknife_interval(10.0, [9.0]))
+
+
+def test_advise_refuses_a_probe_that_cannot_measure_noise(tmp_path: Path, capsys) -> None:
+    assert main(["advise", "--task", "logreg", "--probe-scale", "1", "--out", str(tmp_path / "o")]) == 2
+    assert "--probe-scale" in capsys.readouterr().err
+    assert main(["advise", "--task", "logreg", "--scales", "0,x", "--out", str(tmp_path / "o")]) == 2
