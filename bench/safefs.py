@@ -279,9 +279,17 @@ def bounded_lines(f: IO[str], where: object, limit: int = MAX_LINE) -> Iterator[
     """Each line of the open text file `f` (line end kept: the lines iterating it gives), read at most
     `limit` + 1 characters at a time, so a 300 MB line is never held whole: one longer than `limit` is
     LongLine naming `where` and the line's number. For a file a caller opened itself (a prepared folder's,
-    where link_or_copy may have placed a link). Not UTF-8: a UnicodeDecodeError, as iterating gives."""
+    where link_or_copy may have placed a link). Text that is not UTF-8 is Refused naming `where` (a
+    UnicodeDecodeError reached callers as a traceback)."""
     lineno = 0
-    while line := f.readline(limit + 1):
+    while True:
+        try:
+            line = f.readline(limit + 1)
+        except UnicodeDecodeError as e:
+            past = f" past line {lineno}" if lineno else ""  # text is decoded a chunk at a time: no exact line
+            raise Refused(where, f"is not UTF-8 text{past} ({e.reason}); refused") from None
+        if not line:
+            return
         lineno += 1
         if len(line) > limit and not line.endswith(("\n", "\r")):  # limit + 1 characters and the line goes on
             raise LongLine(where, lineno, limit)

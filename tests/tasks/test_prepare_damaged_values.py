@@ -146,6 +146,15 @@ def test_a_fairseq_dictionary_line_past_the_limit_is_refused(tmp_path: Path, cap
     assert "is longer than" in refused(capsys, "transformer", src, out, src / "dict.de.txt")
 
 
+def test_a_fairseq_dictionary_that_is_not_utf8_is_one_line(tmp_path: Path, capsys) -> None:
+    """A dictionary line of Latin-1 bytes: one line naming the file (it was a traceback)."""
+    src, out = tmp_path / "fairseq", tmp_path / "out"
+    write_binarized(src, tiny_pairs(0))
+    path = src / "dict.de.txt"
+    path.write_bytes(path.read_bytes() + b"caf\xe9 3\n")
+    assert "is not UTF-8 text" in refused(capsys, "transformer", src, out, path)
+
+
 def test_a_transcript_line_past_the_limit_is_refused_unread(tmp_path: Path, capsys) -> None:
     src, out = tmp_path / "src", tmp_path / "out"
     write_speech(src / "LibriSpeech")
