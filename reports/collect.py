@@ -257,6 +257,7 @@ class Results:
     cache_dir: Path | None = None  # where each run's metrics summary is cached (reports.runcache)
     variants: dict[str, str] = field(default_factory=dict)  # variant → its short name (reports.variants)
     _metrics: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict, repr=False)
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False)  # what one report derives once per run
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

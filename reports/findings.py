@@ -656,23 +656,32 @@ def run_warmups(res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]
     filled = noise.fill(res)  # each run's late noise scale (idempotent; a caller may hold rows from before)
     late = dict(zip(filled["run_dir"], pd.to_numeric(filled[noise.WINDOW_COLUMNS[-1]], errors="coerce"), strict=True))
     runs = runs.assign(_s=runs["scale"].map(lambda s: scale_order(s)[1])).sort_values(["_s", "seed", "run_dir"])
+    memo = res.memo.setdefault("warmups", {})  # (iv) and the curves' caption judge the same runs: once
     for _, r in runs.iterrows():
         if not bool(r["has_metrics"]):
             continue
-        S, b, T1 = float(r["scale"]), float(r["batch_size"]), float(r["T1"])
-        r_hat = settled_gain(late.get(r["run_dir"], math.nan), b, S)
-        w = warmup(res.metrics(r["run_dir"])[0], S, T1, r_hat)
-        if w.holds is None:
-            points = offline_points(res, r["run_dir"])
-            if points is not None:
-                off = offline_warmup(points, S, T1, r_hat)
-                w = (
-                    off
-                    if off.holds is not None or off.undecided
-                    else Warmup(**{**w.__dict__, "why": f"{w.why}; {off.why}", "source": "few"})
-                )
-        out.append((r, w))
+        key = (r["run_dir"], late.get(r["run_dir"], math.nan))
+        if key not in memo:
+            memo[key] = _run_warmup(res, r, key[1])
+        out.append((r, memo[key]))
     return out
+
+
+def _run_warmup(res: Results, r: pd.Series, late_noise: float) -> Warmup:
+    """One run's Warmup: online where its window is long enough, else at its kept checkpoints."""
+    S, b, T1 = float(r["scale"]), float(r["batch_size"]), float(r["T1"])
+    r_hat = settled_gain(late_noise, b, S)
+    w = warmup(res.metrics(r["run_dir"])[0], S, T1, r_hat)
+    if w.holds is None:
+        points = offline_points(res, r["run_dir"])
+        if points is not None:
+            off = offline_warmup(points, S, T1, r_hat)
+            w = (
+                off
+                if off.holds is not None or off.undecided
+                else Warmup(**{**w.__dict__, "why": f"{w.why}; {off.why}", "source": "few"})
+            )
+    return w
 
 
 GROUP = "{memories}"

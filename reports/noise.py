@@ -233,7 +233,8 @@ def fill(res: Results) -> pd.DataFrame:
     wanted = _wanted(runs) & runs["has_metrics"].astype(bool)
     missing = ~np.isfinite(pd.to_numeric(runs[COLUMN], errors="coerce").to_numpy(float))
     unwindowed = pd.to_numeric(runs[PER_EPOCH], errors="coerce").isna() & (runs["status"] == "completed")
-    todo = runs.index[wanted & (missing | unwindowed)]
+    done = res.memo.setdefault(("noise filled", id(runs)), set())  # a run whose average stays NaN: read once
+    todo = runs.index[wanted & (missing | unwindowed) & ~runs["run_dir"].isin(done)]
     for i in todo:
         train, _ = res.metrics(runs.at[i, "run_dir"])
         b = float(runs.at[i, "batch_size"])
@@ -246,6 +247,7 @@ def fill(res: Results) -> pd.DataFrame:
             for col, v in windows(train, b, T1, m).items():
                 runs.at[i, col] = v
             runs.at[i, PROFILE] = profile(train, T1, m)
+    done.update(runs.loc[todo, "run_dir"])
     if len(todo) or runs[PREDICTED_FROM].isna().all():  # new profiles, or none predicted yet: (re)predict
         runs = predict(runs)
     res.runs = runs
