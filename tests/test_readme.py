@@ -145,7 +145,7 @@ CLAIMS = [
     ),
     *[
         Claim(f"plan paper {t}", rf"\n\s+({t} +[^\n]*\))\n", _plan_task(t))
-        for t in ("cifar10", "imagenet", "speech", "transformer", "yolo")
+        for t in ("cifar10", "imagenet", "logreg", "speech", "transformer", "yolo")
     ],  # fmt: skip
     Claim("smoke runs", r"expand to ([\d,]+) runs \(`smoke`\)", _runs("smoke")),
     Claim("smoke runs (timing)", r"then ([\d,]+) runs in \d+ s", _runs("smoke")),
