@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from bench import safefs
+from bench.cli.argtypes import non_negative_int, positive_int
 from bench.errors import UserError
 
 DEFAULT_SCALES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -20,12 +21,13 @@ def add_arguments(p: argparse.ArgumentParser, tasks: list[str]) -> None:
     p.add_argument("--task", required=True, choices=tasks)
     p.add_argument("--preset", default="tiny", choices=("tiny", "paper"), help="the task's preset (default: tiny)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value (repeatable)")
-    p.add_argument(
-        "--probe-scale", type=int, default=None, help="S of the AdaScale probe (default: half the largest of --scales)"
-    )
-    p.add_argument("--probe-seed", type=int, default=1000, help="the probe's seed, a pilot seed (default: 1000)")
+    probe = "S of the AdaScale probe (default: half the largest of --scales)"
+    p.add_argument("--probe-scale", type=positive_int, default=None, help=probe)
+    seed = "the probe's seed, a pilot seed (default: 1000)"
+    p.add_argument("--probe-seed", type=non_negative_int, default=1000, help=seed)
     p.add_argument("--scales", default=",".join(map(str, DEFAULT_SCALES)), help="comma-separated S to predict")
-    p.add_argument("--seeds", type=int, default=3, help="seeds per cell of the verification matrix (default: 3)")
+    cells = "seeds per cell of the verification matrix (default: 3)"
+    p.add_argument("--seeds", type=positive_int, default=3, help=cells)
     p.add_argument(
         "--method", action="append", default=[], help="another rule for the verification matrix (repeatable)"
     )
@@ -53,7 +55,7 @@ def _hours_per_example(task: str, preset: str, spec: dict) -> float:
         task, preset, spec, plan.read_throughput(plan.THROUGHPUT), read_published(PUBLISHED),
         plan.read_flops(plan.FLOPS), plan.Peak("a100", "bf16", plan.DEFAULT_MFU), card(task).unit,
     )  # fmt: skip
-    return 1.0 / (rate.examples_per_s * 3600.0) if rate is not None else math.nan
+    return 1.0 / (rate.examples_per_s * 3600.0) if rate is not None and rate.examples_per_s > 0 else math.nan
 
 
 def _probe(args: argparse.Namespace, out: Path, overrides: dict) -> dict:
@@ -81,8 +83,6 @@ def cmd_advise(args: argparse.Namespace) -> int:
     from reports import advice as A
 
     scales = _scales(args.scales)
-    if args.seeds < 1:
-        raise UserError("--seeds: at least 1")
     out = Path(args.out or f"runs/advise-{args.task}")
     if args.probe_scale is None:  # where the decision falls (reports.advice: why)
         args.probe_scale = max(2, scales[-1] // 2)
@@ -102,6 +102,9 @@ def cmd_advise(args: argparse.Namespace) -> int:
     )
     text = A.markdown(args.task, probe, rows, chosen, submit)
     safefs.write_text(out / "verify.yaml", verify)
+    from bench.experiments import matrix as matrices
+
+    matrices.load(out / "verify.yaml")  # a rule named by --method that is no rule: one line now, not at submit
     safefs.write_bytes(out / "advice.csv", A.frame(rows).to_csv(index=False, float_format="%.6g").encode())
     safefs.write_text(out / "advice.md", text)
     safefs.write_bytes(out / "advice.png", A.figure(args.task, probe, rows, chosen))
