@@ -332,9 +332,11 @@ def run_case(command: list[str] | Callable[[], int], capsys) -> tuple[int, str]:
     return rc, err
 
 
-PEAK = "import resource, sys\nfrom bench.cli import main\nrc = main(sys.argv[1:])\n"
-PEAK += "print(f'peak-rss-mb {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}', file=sys.stderr)\n"
-PEAK += "sys.exit(rc)\n"
+# The command's own peak: VmHWM of its address space (new at exec). ru_maxrss is not: Linux keeps it across
+# execve, so a child forked from a pytest process that once held 1.7 GB reported 1.7 GB whatever it did.
+PEAK = "import re, sys\nfrom bench.cli import main\nrc = main(sys.argv[1:])\n"
+PEAK += "kb = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+PEAK += "print(f'peak-rss-mb {kb / 1024:.0f}', file=sys.stderr)\nsys.exit(rc)\n"
 
 
 def run_isolated(argv: list[str]) -> tuple[int, str, float]:
