@@ -49,6 +49,7 @@ COLUMN = "B_simple"  # the training average (summary.json), kept for the record
 WINDOWS = (("early", 0.0, 1 / 3), ("middle", 1 / 3, 2 / 3), ("late", 2 / 3, 1.0))  # fractions of T1
 WINDOW_COLUMNS = tuple(f"B_{name}" for name, _, _ in WINDOWS)  # a run's B per window, set by `fill`
 PER_EPOCH = "per_epoch"  # a run's micro-batches per epoch M = N/b (inf: unknown, no correction), set by `fill`
+READ = "_noise_read"  # whether `fill` has read the row's metrics (a column: it travels with the frame)
 
 
 def _stats(train: pd.DataFrame) -> pd.DataFrame:
@@ -233,8 +234,9 @@ def fill(res: Results) -> pd.DataFrame:
     wanted = _wanted(runs) & runs["has_metrics"].astype(bool)
     missing = ~np.isfinite(pd.to_numeric(runs[COLUMN], errors="coerce").to_numpy(float))
     unwindowed = pd.to_numeric(runs[PER_EPOCH], errors="coerce").isna() & (runs["status"] == "completed")
-    done = res.memo.setdefault(("noise filled", id(runs)), set())  # a run whose average stays NaN: read once
-    todo = runs.index[wanted & (missing | unwindowed) & ~runs["run_dir"].isin(done)]
+    if READ not in runs:  # which rows fill has read: a run whose average stays NaN is read once, not each call
+        runs[READ] = False
+    todo = runs.index[wanted & (missing | unwindowed) & ~runs[READ].fillna(False).astype(bool)]
     for i in todo:
         train, _ = res.metrics(runs.at[i, "run_dir"])
         b = float(runs.at[i, "batch_size"])
@@ -247,7 +249,7 @@ def fill(res: Results) -> pd.DataFrame:
             for col, v in windows(train, b, T1, m).items():
                 runs.at[i, col] = v
             runs.at[i, PROFILE] = profile(train, T1, m)
-    done.update(runs.loc[todo, "run_dir"])
+    runs.loc[todo, READ] = True
     if len(todo) or runs[PREDICTED_FROM].isna().all():  # new profiles, or none predicted yet: (re)predict
         runs = predict(runs)
     res.runs = runs

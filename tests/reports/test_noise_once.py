@@ -1,0 +1,57 @@
+"""A report derives each run's noise profile and (iii)'s predictions once, however many findings and
+figures ask (`noise.fill` is called per table): at paper volume the predictions were redone 14 times, because
+a run whose training average stays NaN (no gradient statistics) counted as still to read on every call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.files import METRICS
+from reports import noise
+from reports.collect import load
+from reports.fakeruns import write_run
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    for scale in (2, 4, 8):
+        write_run(tmp_path, "cifar10", "adascale", scale, 0, 400)
+    bare = write_run(tmp_path, "cifar10", "adascale", 16, 0, 400)  # no statistics: its average stays NaN
+    lines = [json.loads(line) for line in (bare / METRICS).read_text().splitlines()]
+    for r in lines:
+        for key in ("sum_sq", "mean_sq", "var", "sqr"):
+            r.pop(key, None)
+    (bare / METRICS).write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return tmp_path
+
+
+def test_fill_reads_and_predicts_once_per_report(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {"predict": 0, "metrics": 0}
+    real_predict = noise.predict
+
+    def counting_predict(runs):
+        calls["predict"] += 1
+        return real_predict(runs)
+
+    monkeypatch.setattr(noise, "predict", counting_predict)
+    res = load(folder)
+    real_metrics = res.metrics
+
+    def counting_metrics(run_dir):
+        calls["metrics"] += 1
+        return real_metrics(run_dir)
+
+    monkeypatch.setattr(res, "metrics", counting_metrics)
+    first = noise.fill(res).copy()
+    for _ in range(5):
+        noise.fill(res)
+    assert calls == {"predict": 1, "metrics": 4}
+    assert res.runs[noise.PREDICTED].notna().sum() == 3  # S = 2, 4, 8 predicted from the others; S = 16 has none
+    assert res.runs[noise.PREDICTED].equals(first[noise.PREDICTED])
+    # a frame put in its place (a caller's copy without the columns) is read afresh, not taken as read
+    res.runs = load(folder).runs
+    noise.fill(res)
+    assert calls["metrics"] == 8 and res.runs[noise.PREDICTED].notna().sum() == 3
