@@ -28,8 +28,9 @@ task cards, tasks.presets):
       LSW's step against the one the noise allows, not S·b against one point estimate of B (a logreg whose LSW
       fails by step-size stability, S·lr0 past 2/λ_max, at S·b below B is caught).
 (iii) AdaScale's iterations follow the task's noise scale. Per run, its iterations against those of an AdaScale
-      whose gain follows the noise the OTHER runs of its table measured (reports.noise.predict: the table's runs
-      at other scales, else other seeds at its scale — never its own statistics, so the check can fail on a
+      whose gain follows the noise the OTHER runs of its table measured (reports.noise.predict: its pilot runs
+      where it has any, `advise`'s probe; else its runs at other scales, else other seeds at its scale — never its
+      own statistics, so the check can fail on a
       correctly coded gain whose iterations do not follow the noise; bench.algo.predict is the one prediction):
       holds when the iterations lie in the donors' range widened by ITERATION_TOLERANCE (0.2), and, where
       S·b ≤ B/10 (the paper's S·b ≪ B), nearer ⌈T1/S⌉ than T1. The tolerance covers what the prediction leaves
@@ -841,7 +842,8 @@ LEGEND = (
     "value: not testable (saturated) unless a drop shows. (ii) LSW worse or diverged holds; LSW within does not "
     f"hold where its multiplier S is past ×{GAIN_RESOLUTION:g} AdaScale's measured steady gain there (of its late "
     "noise scale, upper bound), and is not testable where LSW takes AdaScale's steps. (iii) each run's iterations "
-    "against those the OTHER runs' noise predicts (other scales, else other seeds; never its own statistics) through "
+    "against those the OTHER runs' noise predicts (pilot runs, else other scales, else other seeds; never its own "
+    "statistics) through "
     f"the estimator's moving average, within their range ±{ITERATION_TOLERANCE:.0%}, with the drift by S; where S·b ≤ "
     f"B/10 also nearer ⌈T1/S⌉ than T1. (iv) normalised gain over the first {WARMUP_WINDOW:.0%} of τ: starts ≤ "
     f"{WARMUP_START:g}, rises ≥ {WARMUP_RISE:g}; the online gain where the window spans ≥ {WARMUP_MEMORIES} gain "
