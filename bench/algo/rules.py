@@ -14,17 +14,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
-import hashlib
-import importlib
-import inspect
 import math
-import os
-import re
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from bench import usercode
 from bench.algo.schedules import ScaleSchedule
 from bench.errors import UserError
 
@@ -374,7 +369,7 @@ def planned_iterations(
 
 
 # -- a user's rule: package.module:NAME --------------------------------------------------------------------------
-USER_RULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
+USER_RULE = usercode.USER_NAME
 _LOADED: dict[str, Method] = {}  # user rules loaded by this process, by their `module:NAME`
 _DIGESTS: dict[str, str] = {}  # the sha256 of each loaded rule's module source
 
@@ -384,45 +379,23 @@ def is_user_rule(name: str) -> bool:
     return ":" in name
 
 
-def _source_digest(module: Any, name: str) -> str:
-    path = inspect.getsourcefile(module)
-    if not path:
-        raise UserError(f"rule {name}: module {module.__name__} has no source file to record")
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def load_rule(name: str) -> Method:
     """The row of a user's rule `package.module:NAME`: a `Method` (as the rows of METHODS are written) that
-    the module defines as NAME, imported as Python would import it from the current folder or PYTHONPATH. Its
-    `name` becomes the given string. Called only where the user names the rule (run, matrix, plan, submit and
-    the runs they start); never by report or status."""
+    the module defines as NAME, imported by bench.usercode (its policy: PYTHONPATH, then the current folder,
+    last). Its `name` becomes the given string. Called only where the user names the rule (run, matrix, plan,
+    submit and the runs they start); never by report or status."""
     if name in _LOADED:
         return _LOADED[name]
-    if not USER_RULE.fullmatch(name):
-        raise UserError(f"method {name!r}: a user's rule is named package.module:NAME (Python identifiers)")
-    module_name, attr = name.split(":")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        # last, never first: the user's module beside the command is found, but a planted soundfile.py or
-        # numpy.py in the working folder can never shadow an installed package imported after it
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:
-        first = " ".join(str(e).split())[:200]
-        raise UserError(f"rule {name}: cannot import {module_name} ({type(e).__name__}: {first})") from None
-    row = getattr(module, attr, None)
+    row, digest = usercode.import_named("rule", name)
     if not isinstance(row, Method):
-        got = "nothing" if row is None else type(row).__name__
         raise UserError(
-            f"rule {name}: {module_name}.{attr} is {got}; expected a bench.algo.rules.Method row "
-            "(its rule's builder, label, title, pace, ...)"
+            f"rule {name}: {name.replace(':', '.')} is {type(row).__name__}; expected a bench.algo.rules.Method "
+            "row (its rule's builder, label, title, pace, ...)"
         )
     row = replace(row, name=name)
     problem = check_row(row)
     if problem:
         raise UserError(f"rule {name}: {problem}")
-    digest = _source_digest(module, name)
     _LOADED[name] = row
     _DIGESTS[name] = digest
     return row
@@ -558,9 +531,6 @@ def make_rule(
     """The rule of a method for one run (LSW+ needs T_AS, scaled SGD T). A user's rule is imported, and its
     source must still be the one its spec recorded (`recorded_as`, the spec's `rule`)."""
     row = method(name)
-    if recorded_as is not None and recorded_as.get("sha256") != _DIGESTS.get(name):
-        raise UserError(
-            f"rule {name}: its source changed since this run was resolved (sha256 {_DIGESTS.get(name, '?')[:12]} "
-            f"now, {str(recorded_as.get('sha256'))[:12]} recorded); restore it or start the run in a new folder"
-        )
+    if recorded_as is not None:
+        usercode.check_recorded("rule", name, recorded_as, _DIGESTS.get(name))
     return row.build(RuleContext(scales, float(T1), T_AS, T))
