@@ -25,6 +25,7 @@ import pandas as pd
 
 from bench import safefs
 from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
+from bench.errors import UserError
 from bench.files import (
     CHECKPOINT,
     MAX_JSON_BYTES,
@@ -35,6 +36,8 @@ from bench.files import (
     lock_is_held,
     open_regular,
 )
+from bench.usercode import is_user_name
+from tasks.presets import card_of_spec
 
 from . import guards, runcache
 from .memo import ReportWarning  # defined where `report` replays warnings (reports.memo)
@@ -121,6 +124,7 @@ SPEC_FIELDS: dict[str, tuple[type, ...]] = {
     "experiment": (dict, str),
     "elastic": (dict,),
     "rule": (dict,),
+    "user_task": (dict,),
     "ttt_target": _NUMBER,
     "ranks": (int,),
     "accumulation": (int,),
@@ -425,6 +429,11 @@ def load(out: Path) -> Results:
         if set(dropped) & set(guards.IDENTITY):
             res.warn(f"skipped {run_dir}: its spec's {', '.join(dropped)} out of range (run left out of the tables)")
             continue
+        if is_user_name(spec.get("task")):  # a task of yours: its card as recorded (metric, margins), never imported
+            try:
+                card_of_spec(spec, str(spec_path))
+            except UserError as e:
+                res.warn(f"{e} (its metric is read as the summary names it)")
         summary_path = run_dir / SUMMARY
         summary = None
         if summary_path.exists():

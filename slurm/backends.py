@@ -20,6 +20,7 @@ import contextlib
 import math
 import os
 import time
+from abc import ABC, abstractmethod
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,9 @@ from .records import (
 from .status import ACTIVE, scheduler_states
 
 
-class Backend:
-    """An executor as the driver sees it (see the module docstring)."""
+class Backend(ABC):
+    """An executor as the driver sees it (see the module docstring). Abstract: a backend that does not say how
+    runs are handed over or which have ended cannot be made (the others have defaults)."""
 
     capacity: float = math.inf  # ranks busy at once
     scheduler_orders = False  # True: a run's needs are met, for the driver, once they are handed over
@@ -55,21 +57,24 @@ class Backend:
 
     def prepare(self, todo: list[Planned]) -> None:
         """Before anything is handed over (all or nothing where the executor can tell)."""
+        return None  # the default: nothing to do
 
+    @abstractmethod
     def hand_over(self, runs: list[Planned], shape: Shape, after: list[str]) -> list[str]:
         """Start (or queue) `runs`, all of `shape`, after the jobs `after`; their job ids, in order."""
-        raise NotImplementedError
 
+    @abstractmethod
     def ended(self, running: dict[str, Planned]) -> dict[str, dict[str, Any] | None]:
         """Of the runs handed over (by name), those that have ended, with rank 0's result where the
         executor returns one (None: the run folder's summary says how it ended)."""
-        raise NotImplementedError
 
     def stop(self, running: dict[str, Planned]) -> None:
         """Ctrl-C: what this executor's runs do when `submit` is interrupted (they resume on the next submit)."""
+        return None  # the default: nothing to do
 
     def close(self) -> None:
         """After the last run (or an error): release what the backend holds."""
+        return None  # the default: nothing to do
 
 
 # -- SLURM ------------------------------------------------------------------------------------------------------

@@ -170,11 +170,11 @@ def choose_ranks(scales: list[int], res: Resources, cap: int | None = None) -> i
 
 def rank_cap(spec: dict[str, Any]) -> int | None:
     """The task card's cap on the ranks of one run of this preset (tasks/presets: `max_ranks`)."""
-    from tasks.presets import card
+    from tasks.presets import card_of_spec
 
     try:
-        return card(str(spec["task"])).max_ranks.get(str(spec.get("preset")))
-    except (ImportError, KeyError):
+        return card_of_spec(spec).max_ranks.get(str(spec.get("preset")))
+    except (ImportError, KeyError, UserError):
         return None
 
 

@@ -275,9 +275,9 @@ def _refused(res: Resources, shape: Any, name: str) -> str | None:
 
 
 def _paper_batch(task: str, preset: str) -> int:
-    from tasks.presets import card
+    from tasks import card_of
 
-    return int(card(task).presets[preset]["batch_size"])
+    return int(card_of(task).presets[preset]["batch_size"])
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -43,6 +43,7 @@ split over a different number of ranks, sees the same items with the same augmen
 from __future__ import annotations
 
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,7 @@ from torch import nn
 
 from bench.engine.evaluation import Concat, FloatSum, combine, shard
 from bench.engine.task import TrainSet
+from bench.errors import UserError
 from tasks.presets import TaskCard
 
 __all__ = ["Concat", "ExactMoments", "FloatSum", "Task", "TrainSet", "seeded", "shard"]
@@ -69,9 +71,11 @@ class ExactMoments:
     trace: float
 
 
-class Task:
+class Task(ABC):
     """Base class of task adapters; it satisfies the engine's protocol (bench.engine.task.Task). Subclasses
-    set `card` (their tasks.presets card: name, metric, presets, as plain data) and override the methods."""
+    set `card` (their tasks.presets card: name, metric, presets, as plain data) and define the abstract
+    methods; a class missing one cannot be instantiated, so a task is refused when it is loaded (one line
+    naming what is missing: tasks.load), not after its first evaluation. The others have defaults."""
 
     card: ClassVar[TaskCard]
     name: ClassVar[str]
@@ -94,9 +98,14 @@ class Task:
         return int(cfg["batch_size"])
 
     def write_tiny(self, root: Path) -> None:
-        """Write the tiny preset's dataset under `root`, in the task's real on-disk format."""
-        raise NotImplementedError
+        """Write the tiny preset's dataset under `root`, in the task's real on-disk format. The default writes
+        nothing and says so: a task that reads only the user's own files takes --data-root (or data_roots)."""
+        raise UserError(
+            f"task {self.name} writes no tiny data set (it defines no write_tiny): give its data folder with "
+            "--data-root, or data_roots in a matrix"
+        )
 
+    @abstractmethod
     def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
         """Raise UserError naming the path and the expected layout if `root` is not usable."""
         raise NotImplementedError
@@ -106,6 +115,7 @@ class Task:
         way the data is not the paper's full data set (split sizes, an unreadable sample). Default: none."""
         return []
 
+    @abstractmethod
     def build_model(self, cfg: dict[str, Any]) -> nn.Module:
         raise NotImplementedError
 
@@ -114,24 +124,29 @@ class Task:
         nothing worth reading once and sharing). Called on rank 0 only; see the module docstring."""
         return None
 
+    @abstractmethod
     def train_set(self, cfg: dict[str, Any], root: Path) -> TrainSet:
         """The training set; a task whose `samples` returns lists also accepts `samples=` (its list)."""
         raise NotImplementedError
 
+    @abstractmethod
     def eval_set(self, cfg: dict[str, Any], root: Path) -> Any:
         """The evaluation set; `samples=` as for train_set."""
         raise NotImplementedError
 
+    @abstractmethod
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
         """Scalar loss: the mean over this micro-batch's own examples."""
         raise NotImplementedError
 
+    @abstractmethod
     def eval_stats(
         self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
     ) -> dict[str, Any]:
         """Sufficient statistics of the metrics over shard `rank` of `world` of the evaluation set."""
         raise NotImplementedError
 
+    @abstractmethod
     def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
         """Validation metrics as floats from the statistics of the whole set; must contain `self.metric`."""
         raise NotImplementedError

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from bench import safefs
 from bench.cli import advise
-from bench.cli.argtypes import batches, non_negative_int, positive_int, watch_seconds
+from bench.cli.argtypes import batches, non_negative_int, positive_int, task_help, task_name, watch_seconds
 from bench.errors import UserError
 from bench.experiments.slots import default_slots
 from bench.files import SUMMARY
@@ -47,13 +47,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from bench.run.runner import existing_summary, run_dir_of, run_spec
     from bench.run.spec import parse_overrides, resolve
     from bench.run.summary import describe
-    from tasks import available, require
-    from tasks.presets import card
+    from tasks import get_task
 
-    if args.task not in available():
-        raise UserError(f"unknown task {args.task!r}; expected one of: {', '.join(available())}")
-    require(args.task)  # before anything is written
-    task = card(args.task)
+    task = get_task(args.task)  # a task of yours is imported here (you named it); requirements before any write
     spec = resolve(
         task, args.method, args.scale, args.seed, args.preset, args.data_root, parse_overrides(args.set), args.ranks
     )
@@ -208,12 +204,15 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     import json
 
     from bench.run.spec import parse_overrides
-    from tasks import preparable, require
+    from tasks import available, preparable, require
     from tasks.preparing import AlreadyPrepared
 
     if args.task not in preparable():
         names = ", ".join(preparable())
-        raise UserError(f"prepare {args.task}: expected one of {names} (logreg's data is generated in memory)")
+        raise UserError(
+            f"prepare {args.task}: expected one of {names} (the tasks with a tasks/<name>/prepare.py; "
+            f"{', '.join(sorted(set(available()) - set(preparable())))} and a task of yours read their data as it is)"
+        )
     require(args.task)
     prepare = importlib.import_module(f"tasks.{args.task}.prepare").prepare
     options = {k.replace("-", "_"): v for k, v in parse_overrides(args.set).items()}
@@ -240,6 +239,10 @@ def cmd_gain(args: argparse.Namespace) -> int:
     from bench.run.offline_gain import offline_gains, online_gains, table
 
     run_dir = Path(args.run_dir)
+    if args.task:
+        from tasks import get_task
+
+        get_task(args.task)  # a task of yours: imported because you named it, never because a folder does
     rows = offline_gains(run_dir, args.batches)
     print(table(rows, online_gains(run_dir)))
     print(f"offline gain: {run_dir / OFFLINE_GAIN}")
@@ -265,7 +268,6 @@ def build_parser() -> argparse.ArgumentParser:
     from bench import __version__
     from bench.algo.rules import METHODS
     from bench.experiments.matrix import PRESET_DIR
-    from tasks import available
 
     shipped = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))  # the matrices shipped (control too)
     parser = _Parser(prog=PROG, description="AdaScale SGD benchmark suite")
@@ -273,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="train one run")
-    p.add_argument("--task", required=True, choices=available())
+    p.add_argument("--task", required=True, type=task_name, help=task_help())
     p.add_argument(
         "--method",
         required=True,
@@ -306,8 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "prepare",
         help="turn a dataset as published into the layout its task reads",
-        description=f"Turn a dataset as published into the layout its task reads. Tasks: {prepared} "
-        "(logreg's data is generated in memory).",
+        description=f"Turn a dataset as published into the layout its task reads. Tasks: {prepared} (the "
+        "tasks with a tasks/<name>/prepare.py; the others, and a task of yours, read their data as it is).",
     )
     p.add_argument("task", metavar="TASK", help=f"one of: {prepared}")
     p.add_argument("--source", required=True, help="the downloaded files (archives or their extraction)")
@@ -346,8 +348,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("flops", help="count the FLOPs of one training micro-batch per task (the table plan reads)")
-    p.add_argument("--task", action="append", help="a task (repeatable; default: the five paper tasks)")
+    p.add_argument("--task", action="append", type=task_name, help="a task (repeatable; default: the five paper tasks)")
     p.add_argument("--preset", default="paper", choices=("tiny", "paper"))
+    own = "count a task without synthetic data (a task of yours) on this data set (default for tiny: its tiny set)"
+    p.add_argument("--data-root", default=None, help=own)
     p.add_argument(
         "--write",
         nargs="?",
@@ -380,11 +384,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "advise", help="predict what each S buys a task from one short AdaScale probe; write the matrix that checks it"
     )
-    advise.add_arguments(p, available())
+    advise.add_arguments(p)
     p.set_defaults(func=advise.cmd_advise)
 
     p = sub.add_parser("perf", help="overhead benchmark: engine vs identity vs a bare PyTorch loop")
-    p.add_argument("--task", action="append", help="a task (repeatable; default: every task)")
+    p.add_argument("--task", action="append", type=task_name, help="a task (repeatable; default: every task)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--preset", default="tiny", choices=("tiny", "paper"))
     p.add_argument("--scales", default="1,4,16", help="comma-separated scales")
@@ -425,6 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder with kept checkpoints (keep_checkpoints_every)")
     p.add_argument(
         "--batches", type=batches, default=None, help="micro-batches per checkpoint (default: 1000; tiny: 256)"
+    )
+    p.add_argument(
+        "--task",
+        type=task_name,
+        default=None,
+        help="a run of a task of yours: name it (never imported from the folder)",
     )
     p.set_defaults(func=cmd_gain)
 

@@ -10,15 +10,15 @@ import shlex
 from pathlib import Path
 
 from bench import safefs
-from bench.cli.argtypes import non_negative_int, positive_int
+from bench.cli.argtypes import non_negative_int, positive_int, task_help, task_name
 from bench.errors import UserError
 
 DEFAULT_SCALES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
-def add_arguments(p: argparse.ArgumentParser, tasks: list[str]) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """advise's options (bench.cli registers the command)."""
-    p.add_argument("--task", required=True, choices=tasks)
+    p.add_argument("--task", required=True, type=task_name, help=task_help())
     p.add_argument("--preset", default="tiny", choices=("tiny", "paper"), help="the task's preset (default: tiny)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value (repeatable)")
     probe = "S of the AdaScale probe (default: half the largest of --scales)"
@@ -49,7 +49,7 @@ def _hours_per_example(task: str, preset: str, spec: dict) -> float:
     """GPU-hours per example as `plan` prices a run of this spec (its default tables); NaN where unknown."""
     from bench.experiments import plan
     from bench.experiments.costbasis import PUBLISHED, rate_for, read_published
-    from tasks.presets import card
+    from tasks import card_of as card
 
     rate = rate_for(
         task, preset, spec, plan.read_throughput(plan.THROUGHPUT), read_published(PUBLISHED),
@@ -83,7 +83,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     from reports import advice as A
 
     scales = _scales(args.scales)
-    out = Path(args.out or f"runs/advise-{args.task}")
+    out = Path(args.out or f"runs/advise-{args.task.replace(':', '.')}")
     if args.probe_scale is None:  # where the decision falls (reports.advice: why)
         args.probe_scale = max(2, scales[-1] // 2)
     overrides = parse_overrides(args.set)

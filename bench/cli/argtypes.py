@@ -27,3 +27,21 @@ MAX_WATCH_S = 86400.0  # `status --watch N`: at most a day between refreshes (in
 watch_seconds = _bounded(float, lambda v: 0 < v <= MAX_WATCH_S, f"a number of seconds in (0, {MAX_WATCH_S:g}]")
 MAX_BATCHES = 1_000_000  # `gain --batches`: 1000× the paper's 1000 micro-batches per checkpoint
 batches = _bounded(int, lambda v: 1 <= v <= MAX_BATCHES, f"an integer in [1, {MAX_BATCHES}]")
+
+
+def task_help() -> str:
+    from tasks import available
+
+    return (
+        f"one of {', '.join(available())}, or a task of yours as package.module:NAME (docs/design.md, Your own model)"
+    )
+
+
+def task_name(text: str) -> str:
+    """A built-in task present here, or a task of yours (`package.module:NAME`, imported where it is used)."""
+    from bench.usercode import USER_NAME
+    from tasks import available, names_hint
+
+    if text in available() or USER_NAME.fullmatch(text):
+        return text
+    raise argparse.ArgumentTypeError(f"unknown task {text!r}; {names_hint()}")

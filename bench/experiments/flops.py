@@ -62,7 +62,7 @@ def _loss_flops(task: Any, model: torch.nn.Module, batch: Any) -> int:
 
 
 def _batches(task: Any, spec: dict[str, Any], draws: int) -> list[Any]:
-    train = task.train_set(spec, None)
+    train = task.train_set(spec, Path(spec["data_root"]) if spec.get("data_root") else None)
     k = task.items_per_microbatch(spec)
     return [train.collate([train[(d * k + i, d * k + i)] for i in range(k)]) for d in range(draws)]
 
@@ -92,22 +92,32 @@ def count_per_example(task: Any, spec: dict[str, Any], examples: int = 1) -> flo
     return _loss_flops(task, model, batch) * b / examples
 
 
-def count(name: str, preset: str = "paper") -> dict[str, Any]:
-    """One row of the FLOPs table for a task's preset (see the module docstring)."""
+def count(name: str, preset: str = "paper", data_root: str | None = None) -> dict[str, Any]:
+    """One row of the FLOPs table for a task's preset (see the module docstring). A task without synthetic data
+    (a task of yours, unless it defines `synthetic_set`) is counted on its own data: `data_root`, or for the
+    tiny preset its tiny set, written on first use."""
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
+    from bench.engine.distributed import Dist
+    from bench.run.data import prepare_data
     from tasks import get_task
 
-    task = SyntheticData(get_task(name))
+    own = get_task(name)
+    synthetic = data_root is None and (not own.needs_data or hasattr(own, "synthetic_set"))
+    task = SyntheticData(own) if synthetic else own
     with tempfile.TemporaryDirectory(prefix="flops-") as tmp:
-        spec = resolve(task, "adascale", 1, 0, preset, tmp)
+        spec = resolve(task, "adascale", 1, 0, preset, tmp if synthetic else data_root)
+        if not synthetic:
+            prepare_data(own, spec, Dist(device=torch.device("cpu")))
         try:
             flops, how = count_on_fake(task, spec), f"fake tensors, full micro-batch, mean of {DRAWS}"
         except (DataDependentOutputException, DynamicOutputShapeException):
             if name not in LINEAR:
                 raise
             flops, how = count_per_example(task, spec), "CPU tensors, 1 example x b (linear in examples)"
-        params = sum(p.numel() for p in task.build_model(spec).parameters() if p.requires_grad)
+        if not synthetic:
+            how += f", on its data ({spec['data_root']})"
+    params = sum(p.numel() for p in task.build_model(spec).parameters() if p.requires_grad)
     return {
         "task": name,
         "preset": preset,
@@ -143,19 +153,24 @@ class FlopsOptions:
 
     task: list[str] | None = None  # the tasks to count (default: the five paper tasks)
     preset: str = "paper"  # whose shapes
+    data_root: str | None = None  # count a task without synthetic data on this data set
     write: str | bool | None = None  # None: print only; True: the shipped table plan reads; a path: that table
 
 
 def flops(args: FlopsOptions) -> int:
     """Count every requested task's micro-batch FLOPs and print them; with --write, put them in the table plan
     reads (--write alone) or in the table named."""
+    from tasks import known, names_hint
+
     names = list(args.task) if args.task else list(PAPER_TASKS)
-    unknown = [n for n in names if n not in PAPER_TASKS]
+    unknown = [n for n in names if not known(n)]
     if unknown:
-        raise UserError(f"flops: no synthetic data for {unknown[0]}; expected one of: {', '.join(PAPER_TASKS)}")
+        raise UserError(f"flops: unknown task {unknown[0]!r}; {names_hint()}")
+    if args.data_root is not None and len(names) > 1:
+        raise UserError("flops --data-root: one data set, so one --task")
     rows = []
     for name in names:
-        row = count(name, args.preset)
+        row = count(name, args.preset, args.data_root)
         tflop = float(row["flops_per_microbatch"]) / 1e12
         print(
             f"{name:<12} b={row['batch_size']:<6} {tflop:9.3f} TFLOP per micro-batch"

@@ -46,6 +46,7 @@ from bench.experiments import names
 from bench.files import open_regular
 from bench.run.spec import parse_scale
 from bench.run.yamlread import excerpt, load_yaml
+from bench.usercode import USER_NAME, is_user_name
 
 PRESET_DIR = Path(__file__).parent / "matrices"
 KINDS = ("table2", "elastic", "heatmap", "sweep", "gain")
@@ -81,7 +82,7 @@ class Matrix:
     def spec(self, req: RunRequest) -> dict[str, Any]:
         """The resolved spec of one of this matrix's runs."""
         from bench.run.spec import resolve
-        from tasks.presets import card
+        from tasks import card_of as card
 
         root = self.data_roots.get(req.task)
         if root is not None and not isinstance(root, str):
@@ -171,9 +172,7 @@ def load(name: str | Path) -> Matrix:
         raise _fail(path, "set", f"a mapping of spec keys to values, got {excerpt(doc['set'])}")
     if not isinstance(doc.get("data_roots") or {}, dict):
         raise _fail(path, "data_roots", f"a mapping of task names to folders, got {excerpt(doc['data_roots'])}")
-    from tasks import available
-
-    tasks = available()
+    tasks = task_names()
     pilot = _pilot_seeds(path, doc.get("pilot_seeds"), tasks)
     runs: list[RunRequest] = []
     experiments = doc.get("experiments")
@@ -193,7 +192,7 @@ def load(name: str | Path) -> Matrix:
         if not isinstance(extra, dict):
             raise _fail(path, f"{where}.set", "a mapping of spec keys to values")
         named = _variant(path, where, body.pop("variant", None), extra)
-        for r in expand(path, where, kind, body, exp_seeds, tuple(tasks), preset):
+        for r in expand(path, where, kind, body, exp_seeds, tasks, preset):
             exp = {**r.experiment, "variant": named} if named else r.experiment
             if r.task in pilot:
                 if r.seed in pilot[r.task]:
@@ -202,6 +201,7 @@ def load(name: str | Path) -> Matrix:
             runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, exp))
         if len(runs) > MAX_RUNS:
             raise _fail(path, where, f"at most {MAX_RUNS} runs in all; the matrix reaches {len(runs)} here")
+    _load_user_tasks(path, runs)
     named = sorted(cell_methods(doc), key=lambda name: (rules.method_order(name), name))
     return Matrix(
         path,
@@ -211,6 +211,32 @@ def load(name: str | Path) -> Matrix:
         dict(doc.get("set") or {}),
         tuple(named),
     )
+
+
+class TaskNames(tuple):
+    """The task names a matrix may use: the built-in tasks present here, and any task of yours
+    (`package.module:NAME`, imported when the matrix's runs are resolved: `_load_user_tasks`)."""
+
+    def __contains__(self, name: object) -> bool:
+        return tuple.__contains__(self, name) or bool(is_user_name(name) and USER_NAME.fullmatch(str(name)))
+
+
+def task_names() -> TaskNames:
+    from tasks import available
+
+    return TaskNames([*available(), "package.module:NAME"])
+
+
+def _load_user_tasks(path: Path, runs: list[RunRequest]) -> None:
+    """Import each task of yours the matrix names, now (one line naming the file if it cannot be loaded), not
+    at its first run: the matrix names it, as it names a rule of yours."""
+    from tasks import card_of
+
+    for name in dict.fromkeys(r.task for r in runs if is_user_name(r.task)):
+        try:
+            card_of(name)
+        except UserError as e:
+            raise _fail(path, "tasks", f"tasks that load ({e})") from None
 
 
 def _pilot_seeds(path: Path, value: Any, tasks: Any) -> dict[str, list[int]]:
@@ -307,7 +333,7 @@ EXPONENTIAL = {"lr_schedule.kind": "exponential"}
 
 
 def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks: tuple, preset: str) -> list:
-    from tasks.presets import card
+    from tasks import card_of as card
 
     _keys(path, where, body, {"name", "task", "scale", "lr0", "scaled_lr0", "decay", "threshold", "seeds", "set"})
     task = body.get("task")

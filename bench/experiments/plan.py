@@ -218,7 +218,7 @@ class Cell:
 
 def _unit(task: str) -> str:
     """What the task's batch_size counts (its card's `unit`)."""
-    from tasks.presets import card
+    from tasks import card_of as card
 
     return card(task).unit
 
@@ -247,7 +247,7 @@ def make_plan(
     published: dict[tuple[str, str, str, str], Published] | None = None,
 ) -> list[Cell]:
     from bench.run.spec import resolve
-    from tasks.presets import card
+    from tasks import card_of as card
     from tasks.presets.logreg import N as logreg_n
 
     adapters: dict[str, Any] = {}
@@ -507,7 +507,9 @@ def plan(args: PlanOptions) -> int:
         names = ", ".join(f"{t} ({p})" for t, p in missing)
         say(
             f"GPU-hours unknown: no examples/s for {names} in {path} and no FLOPs in {flops_path}. "
-            "Count them (`adascale-bench flops --task T`), or measure them on the GPU the runs will use: "
+            "Count them (`adascale-bench flops --task T --preset P --write CSV`, then `plan --flops CSV`; a task "
+            "without synthetic data, as a task of yours, is counted on its data: --data-root D), or measure them "
+            "on the GPU the runs will use: "
             + FILL_HINT.format(path=path)
             + " (or fill the examples_per_s column by hand and pass --throughput CSV)"
         )

@@ -75,12 +75,12 @@ def _number(value: Any) -> bool:
 def find_T(out: Path, spec: dict[str, Any]) -> float:
     """Scaled SGD's own length in a heat map: the mean iteration count of the grid's AdaScale runs that
     reach the grid's threshold (all of its completed AdaScale runs when none does)."""
-    from tasks.presets import card  # the metric's direction
+    from tasks.presets import card_of_spec  # the metric's direction (a task of yours: as its spec recorded it)
 
     exp = spec.get("experiment") or {}
     if exp.get("kind") != "heatmap":
         raise UserError("scaled needs T, its number of iterations (--set T=...), or a heat map to derive it from")
-    higher = card(spec["task"]).higher_is_better
+    higher = card_of_spec(spec).higher_is_better
     reached, completed = [], []
     for path in sorted((Path(out) / spec["task"] / "adascale").rglob(SUMMARY)):
         other_spec, s = read_json_object(path.parent / SPEC), read_json_object(path)

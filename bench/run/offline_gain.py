@@ -81,6 +81,7 @@ from bench.files import (
 )
 from bench.run.data import prepare_data
 from bench.run.spec import read_spec
+from bench.usercode import is_user_name
 
 OFFLINE_STREAM = 0x0FF1  # the offline micro-batches' stream: mix(run seed, iteration, OFFLINE_STREAM)
 BATCHES = {"paper": 1000, "tiny": 256}  # n by preset (`--batches` overrides): tiny's μ² stands above its noise
@@ -314,9 +315,14 @@ def offline_gains(
 def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: str | None) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
-    from tasks import get_task
+    from tasks import check_recorded, get_task, is_loaded
 
     spec = read_spec(run_dir)  # checked: a seed or thread count that is a string is one line
+    if is_user_name(spec["task"]) and not is_loaded(spec["task"]):
+        raise UserError(
+            f"{run_dir} is a run of the task of yours {spec['task']}: name it with --task {spec['task']} "
+            "(a module named by a run folder is never imported)"
+        )
     paths = kept_checkpoints(run_dir)
     if not paths:
         raise UserError(
@@ -326,6 +332,7 @@ def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: s
     if n < 2:
         raise UserError(f"--batches {n}: the offline gain needs at least 2 micro-batches")
     task = get_task(spec["task"])
+    check_recorded(spec)
     dist = Dist(device=pick_device(device or spec.get("device", "auto")))
     root = prepare_data(task, spec, dist)
     if spec.get("threads"):

@@ -85,9 +85,10 @@ def train(spec: dict[str, Any], run_dir: Path, dist: Dist, progress: bool = True
 
 
 def _train(spec: dict[str, Any], run_dir: Path, dist: Dist, progress: bool) -> tuple[dict[str, Any], Engine]:
-    from tasks import get_task
+    from tasks import check_recorded, get_task
 
     task = get_task(spec["task"])
+    check_recorded(spec)  # a task of yours: the source its spec recorded, or one line
     engine = Engine(spec, task, run_dir, prepare_data(task, spec, dist), dist=dist, progress=progress)
     if dist.is_main:
         write_json(run_dir / SPEC, spec)

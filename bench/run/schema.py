@@ -139,6 +139,7 @@ class Spec(Settings, Preset):
     overrides: dict[str, Any]
     data_root: str | None
     rule: dict[str, Any] | None = None  # a user's rule: its name, source digest and facts (bench.algo.rules.record)
+    user_task: dict[str, Any] | None = None  # a task of yours: its name, source digest and card (tasks.record)
 
 
 RUN_DEFAULTS: dict[str, Any] = {name: field.default for name, field in Settings.model_fields.items()}

@@ -17,6 +17,7 @@ from bench.errors import UserError
 from bench.files import SPEC, identity_differs, identity_of, read_json
 from bench.run.schema import RUN_DEFAULTS, problems, validate
 from bench.run.yamlread import excerpt, load_yaml
+from tasks import record as record_task
 
 PRESETS = ("tiny", "paper")
 
@@ -108,12 +109,15 @@ def resolve(
         spec["ranks"] = ranks
     if spec["threads"] is None and preset == "tiny":
         spec["threads"] = 1  # tiny models are too small for intra-op parallelism to pay
+    user_task = record_task(task.name)
     if not task.needs_data:
         data_root = None
     elif data_root is None:
         if preset != "tiny":
             raise UserError(f"--data-root is required for the {preset} preset of {task.name}")
-        data_root = default_data_root(task.name, tiny_variant(task, spec["data"]))
+        # a task of yours writes its tiny set with the code of its source: another source, another folder
+        source = f",{user_task['sha256'][:12]}" if user_task is not None else ""
+        data_root = default_data_root(task.name, tiny_variant(task, spec["data"]) + source)
     spec["data_root"] = str(Path(data_root).expanduser().resolve()) if data_root is not None else None
     if isinstance(scale, str) and scale.removeprefix("elastic-") not in spec.get("elastic", {}):
         raise UserError(f"task {task.name} preset {preset} has no {scale} schedule")
@@ -122,6 +126,8 @@ def resolve(
     recorded = rules.record(method)
     if recorded is not None:  # its name and source digest: part of the run's identity
         spec["rule"] = recorded
+    if user_task is not None:  # likewise for a task of yours, with its card's facts (report never imports it)
+        spec["user_task"] = user_task
     validate(spec, task.presets[preset])
     if row.uses_gain and not spec["track_stats"]:
         raise UserError(f"{method} reads the gain from the gradient statistics: track_stats must stay true")
@@ -164,8 +170,8 @@ def read_spec(run_dir: Path) -> dict[str, Any]:
     """A run folder's spec.json, checked as `resolve` checks a spec it makes (its task and preset known, the
     schema's types and ranges): a seed or thread count written as a string is one line naming the file,
     not a traceback where it is used."""
-    from tasks import available
-    from tasks.presets import card
+    from tasks import known, names_hint
+    from tasks.presets import card_of_spec
 
     path = Path(run_dir) / SPEC
     try:
@@ -178,9 +184,10 @@ def read_spec(run_dir: Path) -> dict[str, Any]:
         raise UserError(f"{path}: not JSON ({excerpt(str(e))})") from None
     if not isinstance(spec, dict):
         raise UserError(f"{path}: a JSON {type(spec).__name__}, not a spec")
-    if spec.get("task") not in available():
-        raise UserError(f"{path}: task {excerpt(spec.get('task'))} is not one of: {', '.join(available())}")
-    presets = card(spec["task"]).presets
+    task = spec.get("task")
+    if not isinstance(task, str) or not known(task):
+        raise UserError(f"{path}: task {excerpt(task)} is not a task here; {names_hint()}")
+    presets = card_of_spec(spec, str(path)).presets  # a task of yours: the card its spec recorded, nothing imported
     if spec.get("preset") not in presets:
         raise UserError(f"{path}: preset {excerpt(spec.get('preset'))} is not one of: {', '.join(presets)}")
     found = problems(spec, presets[spec["preset"]])

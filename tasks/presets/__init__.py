@@ -7,12 +7,14 @@ bench.run.spec for the keys every run has); task-specific settings live under "m
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.algo.gain import theta
+from bench.errors import UserError
 
 # docs/design.md §1: elastic S changes at T1/4 and T1/2, 32 -> 64 -> 128 and back (paper §4); tiny presets 2 -> 4 -> 8.
 ELASTIC_PAPER = {"up": [[0.0, 32], [0.25, 64], [0.5, 128]], "down": [[0.0, 128], [0.25, 64], [0.5, 32]]}
@@ -112,6 +114,100 @@ class TaskCard:
     optimum: float | None = None  # the metric's exact optimum, where it is known (logreg's L*)
 
 
+# Cards of the user's own tasks (`package.module:NAME`) known to this process: loaded where the user names the
+# task (tasks.load), or read from what a run folder recorded (`recorded_card`: report, status). Never imported here.
+_USER_CARDS: dict[str, TaskCard] = {}
+
+
 def card(name: str) -> TaskCard:
-    """The card of a task by name (the caller checks the name against tasks.available())."""
-    return importlib.import_module(f"tasks.presets.{name}").CARD
+    """The card of a task by name: a built-in task's tasks/presets/<name>.py, or a user's task that this process
+    loaded or read from a run folder. The caller checks a built-in name against tasks.available()."""
+    if ":" in name:
+        found = _USER_CARDS.get(name)
+        if found is None:
+            raise UserError(
+                f"task {name}: a task of yours is imported where you name it (run, matrix, submit, plan, advise)"
+            )
+        return found
+    try:
+        module = importlib.import_module(f"tasks.presets.{name}")
+    except ModuleNotFoundError:
+        raise UserError(
+            f"task {name} has no card: a new task adds tasks/presets/{name}.py defining CARD (a TaskCard)"
+        ) from None
+    found = getattr(module, "CARD", None)
+    if not isinstance(found, TaskCard):
+        raise UserError(f"task {name}: tasks/presets/{name}.py defines no CARD (a tasks.presets.TaskCard)")
+    return found
+
+
+def remember(c: TaskCard) -> None:
+    """Make a user's task's card known to this process under its name (tasks.load calls it)."""
+    _USER_CARDS[c.name] = c
+
+
+def record_card(c: TaskCard) -> dict[str, Any]:
+    """A card as JSON facts, for a spec to record (a user's task: its reports never import it). An infinite end
+    of metric_range is written as null."""
+    facts = dataclasses.asdict(c)
+    facts["metric_range"] = [v if math.isfinite(v) else None for v in c.metric_range]
+    return facts
+
+
+def recorded_card(name: str, facts: Any, where: str = "spec") -> TaskCard:
+    """The card a run folder recorded for a user's task (`record_card`), checked field by field: a damaged
+    field is one UserError naming `where`. Remembered, so that card(name) finds it afterwards."""
+    if not isinstance(facts, dict):
+        raise UserError(f"{where}: task {name} is a task of yours, but the spec records no card of it (user_task.card)")
+    kinds = {f.name: f.type for f in dataclasses.fields(TaskCard)}
+    unknown = sorted(set(facts) - set(kinds))
+    if unknown:
+        raise UserError(f"{where}: user_task.card.{unknown[0]}: not a field of a task card")
+    lo, hi = (list(facts.get("metric_range") or [None, None]) + [None, None])[:2]
+    fields = {**facts, "name": name, "metric_range": (-math.inf if lo is None else lo, math.inf if hi is None else hi)}
+    for key in ("differs", "tiny_data", "requires"):
+        if isinstance(fields.get(key), list):
+            fields[key] = tuple(fields[key])
+    try:
+        c = TaskCard(**fields)
+        _check_card(c)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"{where}: user_task.card: {' '.join(str(e).split())[:200]}") from None
+    _USER_CARDS.setdefault(name, c)
+    return c
+
+
+def card_of_spec(spec: dict[str, Any], where: str = "spec") -> TaskCard:
+    """The card of a spec's task, never importing a task of yours: a built-in task's card, or the card the spec
+    recorded (`user_task.card`). A spec read from a run folder is described this way (report, status, gain)."""
+    name = str(spec.get("task"))
+    if ":" not in name:
+        return card(name)
+    record = spec.get("user_task")
+    return recorded_card(name, record.get("card") if isinstance(record, dict) else None, where)
+
+
+def _check_card(c: TaskCard) -> None:
+    """The types a card's fields must have (a recorded card comes from a file someone else may have written)."""
+    checks = [
+        ("metric", isinstance(c.metric, str) and c.metric != ""),
+        ("metric_label", isinstance(c.metric_label, str)),
+        ("higher_is_better", isinstance(c.higher_is_better, bool)),
+        ("needs_data", isinstance(c.needs_data, bool)),
+        ("presets", isinstance(c.presets, dict) and c.presets and all(isinstance(v, dict) for v in c.presets.values())),
+        ("tiny_windows", isinstance(c.tiny_windows, int | float) and not isinstance(c.tiny_windows, bool)),
+        ("unit", isinstance(c.unit, str)),
+        ("paper_metric", isinstance(c.paper_metric, str)),
+        ("metric_range", all(isinstance(v, int | float) and not isinstance(v, bool) for v in c.metric_range)),
+        (
+            "max_ranks",
+            isinstance(c.max_ranks, dict) and all(isinstance(v, int) and v >= 1 for v in c.max_ranks.values()),
+        ),
+        ("margins", isinstance(c.margins, dict) and all(isinstance(v, int | float) for v in c.margins.values())),
+        ("optimum", c.optimum is None or isinstance(c.optimum, int | float)),
+        ("differs", all(isinstance(v, str) for v in c.differs)),
+        ("requires", all(isinstance(v, str) for v in c.requires)),
+    ]
+    bad = [name for name, ok in checks if not ok]
+    if bad:
+        raise ValueError(f"field {bad[0]} has the wrong type or an empty value")

@@ -456,3 +456,66 @@ def test_sweep_on_the_untouched_folder_is_the_control(swept: Path, tmp_path: Pat
     shutil.copytree(swept, out, symlinks=True)
     rc, err = run_case(["sweep", "--out", str(out), "--jobs", "1"], capsys)
     assert rc == 0 and not err.strip(), err[-2000:]
+
+
+# -- advise: its own results folder (the probe, then advice.md/.csv/.png and verify.yaml), run once -------------
+ADVISE = ["advise", "--task", "logreg", "--scales", "1,2,4,8"]
+LINK_FIFO_DAMAGED = ("link", "fifo", "damaged")
+
+
+@pytest.fixture(scope="module")
+def advised(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("advise") / "out"
+    assert main([*ADVISE, "--out", str(out)]) == 0
+    return out
+
+
+def probe_run(out: Path) -> Path:
+    return next(p.parent for p in out.rglob(SUMMARY))
+
+
+ADVISE_SITES = [
+    *(
+        Site(f"advise:{name}", lambda o, n=name: o / n, lambda o: [], ("link", "fifo"), "replace")
+        for name in ("advice.md", "advice.csv", "advice.png", "verify.yaml")
+    ),
+    Site("advise:summary.json", lambda o: probe_run(o) / SUMMARY, lambda o: [], LINK_FIFO_DAMAGED, "survive"),
+    Site("advise:metrics.jsonl", lambda o: probe_run(o) / METRICS, lambda o: [], LINK_FIFO_DAMAGED, "survive"),
+]
+
+
+@pytest.mark.parametrize(
+    ("site", "how"), [pytest.param(s, h, id=f"{s.name}-{h}") for s in ADVISE_SITES for h in s.plants]
+)
+def test_advise_over_a_planted_link_fifo_or_damaged_file(
+    advised: Path, tmp_path: Path, capsys, site: Site, how: str
+) -> None:
+    """`advise` again on a folder a colleague shares: its outputs are written afresh in place of a link or FIFO
+    (never through them), a damaged or linked probe file is named or the probe redone, never followed, nothing
+    outside --out changes, no traceback, no hang."""
+    out = tmp_path / "out"
+    shutil.copytree(advised, out, symlinks=True)
+    path = site.where(out)
+    target = plant(path, how, site.limit, tmp_path / "private", tmp_path / "no-checkpoint")
+    before = digest(target) if target is not None else None
+    outside = {p: digest(p) for p in tmp_path.rglob("*") if p.is_file() and out not in p.parents}
+    watch = Watch(target) if target is not None else None
+    rc, err = run_case([*ADVISE, "--out", str(out)], capsys)
+    assert "Traceback" not in err, err[-3000:]
+    if watch is not None:
+        assert watch.events() == [], "the link's target was opened, read or written"
+        assert digest(target) == before
+    assert {p: digest(p) for p in tmp_path.rglob("*") if p.is_file() and out not in p.parents} == outside
+    assert rc in (0, 1, 2), err[-3000:]
+    if rc == 2:
+        assert len([line for line in err.splitlines() if "error:" in line]) == 1, err[-3000:]
+    if site.expect == "replace":
+        assert rc == 0, err[-3000:]
+        assert path.is_file() and not path.is_symlink()
+
+
+def test_advise_on_the_untouched_folder_is_the_control(advised: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(advised, out, symlinks=True)
+    rc, err = run_case([*ADVISE, "--out", str(out)], capsys)
+    assert rc == 0 and not err.strip(), err[-2000:]
