@@ -19,6 +19,7 @@ paper run (T1/10 ≈ 4 000 iterations at S = 1) costs one numpy pass, not a Pyth
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -46,8 +47,8 @@ def iterations_following(profile: Sequence[tuple[float, float]], scale: int, T1:
         j = min(int(tau / T1 * k), k - 1)
         boundary = min(T1 * (j + 1) / k, end)
         x = np.array([max(profile[j][0], VAR_FLOOR), max(profile[j][1], 0.0)])  # clamped as the engine does
-        n = int(min(CHUNK, max(1.0, math.ceil(boundary - tau) + 1)))  # a gain ≥ 1 crosses it within n
-        powers = th ** np.arange(1, n + 1, dtype=float)
+        n = _chunk(x, raw, prod, scale, boundary - tau)
+        powers = _powers(th)[:n]
         values = (x[:, None] + powers * (raw - x)[:, None]) / (1.0 - prod * powers)
         gains = (values[0] + values[1]) / (values[0] / scale + values[1])
         taus = tau + np.cumsum(gains)
@@ -57,6 +58,28 @@ def iterations_following(profile: Sequence[tuple[float, float]], scale: int, T1:
         prod *= float(powers[m - 1])
         tau, iterations = float(taus[m - 1]), iterations + m
     return float(iterations)
+
+
+@functools.lru_cache(maxsize=64)
+def _powers(th: float) -> np.ndarray:
+    """θ¹ … θ^CHUNK, computed once per θ (the same values as each window computing them again)."""
+    out = th ** np.arange(1, CHUNK + 1, dtype=float)
+    out.flags.writeable = False
+    return out
+
+
+def _chunk(x: np.ndarray, raw: np.ndarray, prod: float, scale: int, left: float) -> int:
+    """How many iterations to evaluate at once in a window with `left` of τ to go: enough to cross it at the
+    smaller of the gain now and the window's steady gain (the gain moves between the two), at most CHUNK. Any
+    n ≥ 1 gives the same count (a window not crossed goes on in the next chunk); a good one spares computing
+    the tens of thousands of iterations a gain of 1 would need when the gain is near S."""
+
+    def gain(v: np.ndarray) -> float:
+        return float((v[0] + v[1]) / (v[0] / scale + v[1])) if v[0] / scale + v[1] > 0 else 1.0
+
+    now = gain(raw / (1.0 - prod)) if prod < 1.0 else math.inf
+    rate = max(1.0, min(now, gain(x)))
+    return int(min(CHUNK, max(1.0, math.ceil(left / rate) + 1)))
 
 
 def speedup(iterations: float, T1: float) -> float:
