@@ -124,10 +124,16 @@ def frame(
     for col, rule in (METRICS_RANGES if ranges is None else ranges).items():
         if col not in df or df.empty:
             continue
-        values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        column = df[col]
+        if column.dtype == np.float64:  # the metrics cache's columns: NaN is absent, nothing to convert
+            values = column.to_numpy()
+            present = ~np.isnan(values)
+        else:
+            values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+            present = ~pd.isna(column).to_numpy()
         with np.errstate(invalid="ignore"):
             good = np.isfinite(values) & np.asarray(rule[0](values), dtype=bool)
-        bad = ~good & ~pd.isna(df[col]).to_numpy()
+        bad = ~good & present
         if bad.any():
             first = df[col].to_numpy()[bad.argmax()]
             warn(f"{path}: field {col!r} is {shown(first)} in {int(bad.sum())} record(s), not {rule[1]}; ignored")
