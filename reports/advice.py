@@ -35,6 +35,7 @@ import pandas as pd
 
 from bench.algo.gain import b_simple, steady_gain
 from bench.algo.predict import iterations_following
+from bench.algo.rules import ADASCALE, LSW
 
 from . import noise
 from .findings import GAIN_RESOLUTION
@@ -193,7 +194,7 @@ def read_probe(out: object, task: str, scale: int, seed: int) -> Probe:
 
     res = load(out)  # type: ignore[arg-type]
     r = res.runs
-    hit = r[(r["task"] == task) & (r["method"] == "adascale") & (r["scale"].astype(str) == str(scale))]
+    hit = r[(r["task"] == task) & (r["method"] == ADASCALE) & (r["scale"].astype(str) == str(scale))]
     hit = hit[(pd.to_numeric(hit["seed"], errors="coerce") == seed) & (hit["status"] == "completed")]
     if hit.empty:
         raise UserError(f"{out}: no completed AdaScale probe of {task} at S = {scale}, seed {seed}")
@@ -265,7 +266,7 @@ def verify_matrix(
     doc: dict = {"preset": preset, "seeds": list(seeds), "pilot_seeds": {task: [probe_seed]}}
     if overrides:
         doc["set"] = overrides
-    rules = list(dict.fromkeys(["adascale", "lsw", *methods]))
+    rules = list(dict.fromkeys([ADASCALE, LSW, *methods]))
     doc["experiments"] = [{"table2": {"tasks": [task], "methods": rules, "scales": sorted({1, scale})}}]
     head = (
         f"# Written by `adascale-bench advise --task {task}`: the runs that check its prediction. The probe\n"

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.algo.rules import title
+from bench.algo.rules import ADASCALE, LSW_PLUS, title
 
 from . import guards, noise
 from .collect import Results, rule_rows
@@ -62,7 +62,7 @@ def noise_scales(res: Results) -> pd.DataFrame:
     if t.empty:
         return t.assign(B=pd.Series(dtype=float), predicted=pd.Series(dtype=float))
     t = _fixed(t)
-    ada = t[(t["method"] == "adascale") & (t["S"] >= 2) & (t["status"] == "completed")].copy()
+    ada = t[(t["method"] == ADASCALE) & (t["S"] >= 2) & (t["status"] == "completed")].copy()
     ada["B"] = pd.to_numeric(ada[noise.WINDOW_COLUMNS[-1]], errors="coerce")
     ada["predicted"] = ada["T1"].astype(float) / pd.to_numeric(ada[noise.PREDICTED], errors="coerce")
     return ada
@@ -113,7 +113,7 @@ def speedups(res: Results, noise: pd.DataFrame | None = None) -> pd.DataFrame:
                 "ideal": S,
                 "paper": paper.get((task, method, S), math.nan),
                 "S_b_over_B": ratio,
-                "predicted": float(np.mean(pred)) if method == "adascale" and len(pred) else math.nan,
+                "predicted": float(np.mean(pred)) if method == ADASCALE and len(pred) else math.nan,
                 "quality": WORSE_FLAG if d < -delta else "",
             }
         )
@@ -395,12 +395,12 @@ def speedup_plan(g: pd.DataFrame, paper: pd.DataFrame, task: str, name: str, row
     for (ptask, method), p in paper.groupby(["task", "method"]):
         base = p.loc[p["scale"] == "1", "iterations"]
         same = ptask == task and method in mine
-        if not len(base) or not (same or (ptask != task and method == "adascale")):
+        if not len(base) or not (same or (ptask != task and method == ADASCALE)):
             continue
         label = f"paper {rows[method].title if method in rows else method}, {ptask}" if same else None
         if not same and other:
             label, other = "paper AdaScale, the other tasks", False
-        wide = same and method == "lsw+"  # LSW+ runs AdaScale's iterations: drawn wide, AdaScale on top
+        wide = same and method == LSW_PLUS  # LSW+ runs AdaScale's iterations: drawn wide, AdaScale on top
         style = {"lw": 3.5 if wide else 1, "alpha": 0.5 if wide else 1, "zorder": 1 if wide else 2}
         color = colors[method] if same else "0.75"
         lines.append((label, color, _floats(p["scale"]), _floats(float(base.iloc[0]) / p["iterations"]), style))
@@ -414,7 +414,7 @@ def speedup_plan(g: pd.DataFrame, paper: pd.DataFrame, task: str, name: str, row
         style |= {"alpha": 0.45 if hidden else 1.0, "zorder": 3 + j}
         bad = (m["quality"].fillna("") != "").to_list()
         methods.append((rows[method].title, colors[method], _floats(m["scale"]), _floats(m["speedup"]), bad, style))
-    ada = g[g["method"] == "adascale"].sort_values("scale")
+    ada = g[g["method"] == ADASCALE].sort_values("scale")
     eff = {
         "scale": _floats(ada["scale"]),
         "eff": _floats(ada["speedup"] / ada["scale"]),
@@ -494,7 +494,7 @@ def speedup_figures(res: Results, outdir: Path) -> list:
     paper = paper[pd.to_numeric(paper["scale"], errors="coerce").notna()]
     import matplotlib.pyplot as plt
 
-    order = sorted(set(sp["method"]) | {"adascale"}, key=place)
+    order = sorted(set(sp["method"]) | {ADASCALE}, key=place)
     colors = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(order)}
     for (task, variant), g in sp.groupby(["task", "variant"]):
         path = outdir / f"speedup_{F._slug(task, res.variants.get(variant, variant))}.png"

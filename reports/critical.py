@@ -52,6 +52,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.algo.rules import ADASCALE
+
 BOOT = 1000
 GRID = 1400  # log B_crit grid points over 7 + log(range) + 7 e-folds: steps of ~1.2 % in B_crit
 HALVES_LEVEL = 0.99  # see _halves_differ: the level that gives the test its nominal size on the trade-off
@@ -354,7 +356,7 @@ def measures(source: str, method: str) -> str:
     r = S(B/b + 1)/(B/b + S) advances τ by r an iteration, so reaching the target at τ* takes
     τ*/r = τ*/(1 + B/b)·(1 + B/(S·b)) steps: the trade-off with S_min = τ*/(1 + B/b) and B_crit = B, its
     own noise scale (B_simple, varying over training: a steps-weighted average of it)."""
-    if method == "adascale":
+    if method == ADASCALE:
         return "its noise scale read back, not a critical batch"
     if source == "sweep" and method == "fixed":
         return "one lr at every batch, not tuned per batch: not a critical batch"

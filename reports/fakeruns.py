@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import safefs
-from bench.algo.rules import paper_methods
+from bench.algo.rules import ADASCALE, paper_methods
 from bench.files import METRICS, SPEC, SUMMARY, write_json
 
 TASKS = ("cifar10", "imagenet", "speech", "transformer", "yolo")
@@ -80,7 +80,7 @@ def paper_shape(runs: int = PAPER_RUNS, total: int = PAPER_RECORDS, largest: int
     weight = sum(1 / s for _, _, s, _ in plan)
     base = (total - largest) / weight
     rest = [(t, m, s, k, max(10, round(base / s))) for t, m, s, k in plan]
-    return [("transformer", "adascale", 1, 99, largest), *rest]
+    return [("transformer", ADASCALE, 1, 99, largest), *rest]
 
 
 def uniform_shape(runs: int, records: int) -> list[tuple]:

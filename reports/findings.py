@@ -66,6 +66,7 @@ import pandas as pd
 from scipy import stats
 
 from bench.algo.gain import steady_gain, theta
+from bench.algo.rules import ADASCALE, LSW
 from bench.files import OFFLINE_GAIN
 
 from . import lagmatch, noise
@@ -394,7 +395,7 @@ class Context:
 
 
 def check_i(ctx: Context) -> tuple[str, str]:
-    fixed = _fixed(ctx.t, "adascale")
+    fixed = _fixed(ctx.t, ADASCALE)
     if "1" not in fixed:
         return NOT_RUN, "no AdaScale run at S = 1"
     pairs = [(f"S = {s}", g, fixed["1"]) for s, g in fixed.items() if s != "1"]
@@ -409,7 +410,7 @@ def adascale_gain(t: pd.DataFrame, top: str) -> tuple[float, float, int]:
     settles, S(B/b + 1)/(B/b + S) of each run's late noise scale (`settled_gain`, the last third of τ; S where μ²
     is not resolved): the step AdaScale measured it could take there, against which LSW's multiplier S is large
     or not ((ii)'s regime). The upper bound is NaN below 2 seeds."""
-    g = _fixed(t, "adascale").get(top)
+    g = _fixed(t, ADASCALE).get(top)
     late = noise.WINDOW_COLUMNS[-1]
     if g is None or late not in g:
         return math.nan, math.nan, 0
@@ -431,7 +432,7 @@ def check_ii(ctx: Context) -> tuple[str, str]:
     the noise allowed and kept S = 1's quality. Where S is within that of AdaScale's gain, LSW takes
     AdaScale's steps and `within` is what both predict: not testable. Saturated (S = 1 within Δ of the best
     value): not testable."""
-    fixed = _fixed(ctx.t, "lsw")
+    fixed = _fixed(ctx.t, LSW)
     if "1" not in fixed or len(fixed) < 2:
         return NOT_RUN, "no LSW runs at S = 1 and a larger S"
     top = list(fixed)[-1]
@@ -496,7 +497,7 @@ def check_iii(ctx: Context) -> tuple[str, str]:
     noise fails); the drift by S; and the paper's statement where S·b ≪ B."""
     runs = noise.per_run(ctx.t)
     if runs.empty:
-        done = _fixed(ctx.t, "adascale")
+        done = _fixed(ctx.t, ADASCALE)
         if not any(s != "1" and (g["status"] == "completed").any() for s, g in done.items()):
             return NOT_RUN, "no completed AdaScale run with S ≥ 2"
         return NOT_TESTABLE, "no noise scale measured (no sum_sq / mean_sq statistics in metrics.jsonl)"
@@ -642,14 +643,14 @@ def _gain_twins(res: Results, t: pd.DataFrame) -> pd.DataFrame:
     same = (r["task"] == first["task"]) & (r["preset"].fillna("") == (first["preset"] or ""))
     same &= r["experiment_kind"] == "gain"
     variant = str(first["variant"] or "")
-    g = r[same & (r["method"] == "adascale") & (r["status"] == "completed")]
+    g = r[same & (r["method"] == ADASCALE) & (r["status"] == "completed")]
     return g[g["variant"].map(_base_variant) == variant]
 
 
 def run_warmups(res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]:
     """(run, Warmup) of every completed fixed-S AdaScale run with S ≥ 2 of a table, and of the `gain` runs of
     its configuration: online where the window is long enough, else at kept checkpoints, else not judged."""
-    runs = pd.concat([g for s, g in _fixed(t, "adascale").items() if float(s) >= 2] + [_gain_twins(res, t)])
+    runs = pd.concat([g for s, g in _fixed(t, ADASCALE).items() if float(s) >= 2] + [_gain_twins(res, t)])
     out = []
     if runs.empty:
         return out
@@ -740,10 +741,10 @@ def check_iv(ctx: Context) -> tuple[str, str]:
 
 
 def check_v(ctx: Context) -> tuple[str, str]:
-    fixed = _fixed(ctx.t, "adascale")
+    fixed = _fixed(ctx.t, ADASCALE)
     pairs = []
     for e in ELASTIC:
-        g = ctx.t[(ctx.t["method"] == "adascale") & (ctx.t["scale"] == e)]
+        g = ctx.t[(ctx.t["method"] == ADASCALE) & (ctx.t["scale"] == e)]
         g = g[g["status"].isin(("completed", "diverged"))]
         if not g.empty:
             pairs.append((f"{e} vs S = 1", g, fixed.get("1", g.iloc[0:0])))
@@ -787,7 +788,7 @@ def margin_of(res: Results, t: pd.DataFrame, higher: bool) -> Margin:
     """The margin of one table, from its task card and its S = 1 runs (their values and, for a loss without a
     known optimum, their evaluation curves)."""
     first = t.iloc[0]
-    base = _fixed(t, "adascale").get("1", t.iloc[0:0])
+    base = _fixed(t, ADASCALE).get("1", t.iloc[0:0])
     curves: list[pd.DataFrame] = []
     done = base[base["status"] == "completed"] if len(base) else base
     if not higher and card_margin(str(first["task"]), str(first["preset"] or ""))[1] is None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bench.algo.rules import ADASCALE, LSW
 from bench.files import read_json_object
 
 from . import rulecompare as RC
@@ -157,11 +158,11 @@ def _count(g: pd.DataFrame) -> str:
 def seeds_of(t: pd.DataFrame, check: str) -> str:
     """The seeds a check of one table rests on (its runs as the findings read them)."""
     fixed = t[t["scale"].map(lambda s: scale_order(s)[0] == 0)]
-    ada = fixed[fixed["method"] == "adascale"]
+    ada = fixed[fixed["method"] == ADASCALE]
     if check == "i":
         return _count(ada)
     if check == "ii":
-        lsw = fixed[fixed["method"] == "lsw"]
+        lsw = fixed[fixed["method"] == LSW]
         if lsw.empty:
             return ""
         top = max(lsw["scale"], key=scale_order)
@@ -170,7 +171,7 @@ def seeds_of(t: pd.DataFrame, check: str) -> str:
         big = ada[ada["scale"] != "1"]
         n = int(big["status"].isin(("completed", "diverged")).sum())
         return f"{n} run{'s' * (n != 1)}" if n else ""
-    return _count(t[(t["method"] == "adascale") & t["scale"].isin(ELASTIC)])
+    return _count(t[(t["method"] == ADASCALE) & t["scale"].isin(ELASTIC)])
 
 
 def summary(rows: pd.DataFrame) -> str:
@@ -282,7 +283,7 @@ def warmup_notes(res: Results) -> list[str]:
     t = table_runs(res.runs)
     if t.empty:
         return []
-    ada = t[(t["method"] == "adascale") & t["scale"].map(lambda s: scale_order(s)[0] == 0 and s != "1")]
+    ada = t[(t["method"] == ADASCALE) & t["scale"].map(lambda s: scale_order(s)[0] == 0 and s != "1")]
     ada = ada[ada["has_metrics"].astype(bool) & ~ada["shared_s1"].astype(bool)]
     notes = []
     for (task, scale), g in ada.groupby(["task", "scale"], sort=True):

@@ -42,6 +42,7 @@ import pandas as pd
 
 from bench.algo.gain import UnbiasedGain, b_simple, moments, pair_fraction, population_moments
 from bench.algo.predict import iterations_following
+from bench.algo.rules import ADASCALE
 
 from .collect import Results, scale_order
 
@@ -217,7 +218,7 @@ def _wanted(runs: pd.DataFrame) -> pd.Series:
     if runs.empty:
         return pd.Series(False, index=runs.index)
     top = pd.to_numeric(runs["max_scale"], errors="coerce")
-    return (runs["method"] == "adascale") & (top >= 2) & runs["status"].isin(("completed", "diverged"))
+    return (runs["method"] == ADASCALE) & (top >= 2) & runs["status"].isin(("completed", "diverged"))
 
 
 def fill(res: Results) -> pd.DataFrame:
@@ -341,7 +342,7 @@ def predict(runs: pd.DataFrame) -> pd.DataFrame:
     runs of its table (task, preset, variant) — never from its own statistics: finding (iii)'s prediction
     (docs/design.md §5)."""
     fixed = runs["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
-    ok = fixed & (runs["method"] == "adascale") & (runs["status"] == "completed") & runs[PROFILE].notna()
+    ok = fixed & (runs["method"] == ADASCALE) & (runs["status"] == "completed") & runs[PROFILE].notna()
     kind = runs["experiment_kind"] if "experiment_kind" in runs else pd.Series(None, index=runs.index)
     ok &= kind.isna() | kind.isin(("table2",))
     if not ok.any():
@@ -364,7 +365,7 @@ def per_run(t: pd.DataFrame) -> pd.DataFrame:
     if t.empty or any(c not in t for c in WINDOW_COLUMNS):
         return t.iloc[0:0]
     fixed = t["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
-    g = t[fixed & (t["method"] == "adascale") & (t["status"] == "completed")]
+    g = t[fixed & (t["method"] == ADASCALE) & (t["status"] == "completed")]
     b = g[list(WINDOW_COLUMNS)].apply(pd.to_numeric, errors="coerce")
     return g[b.notna().all(axis=1)]
 

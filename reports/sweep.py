@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.algo.rules import ADASCALE
+
 from . import guards
 from .collect import Results
 from .critical import COLUMNS as _CRITICAL_COLUMNS
@@ -21,7 +23,7 @@ from .critical import NO_CRITICAL, describe, fit_series, measures
 
 COLUMNS_FIT = [c for c in _CRITICAL_COLUMNS if c not in ("source", "task", "variant", "method")]
 
-SWEEP_METHODS = {"fixed": "fixed lr", "linear": "linear scaling + warm-up", "adascale": "AdaScale"}
+SWEEP_METHODS = {"fixed": "fixed lr", "linear": "linear scaling + warm-up", ADASCALE: "AdaScale"}
 DEFAULT_EPOCH_CAP = 80.0
 COLUMNS = ["task", "batch", "method", "epochs_to_target", "reached", "n_seeds"]
 
@@ -92,7 +94,7 @@ def noise_scales(g: pd.DataFrame) -> np.ndarray:
     critical batch, not a measured one): each run's training average (reports.noise), else — a run from
     before it was recorded and not filled — the moving averages' value at its end (summary.json
     `noise_scale`)."""
-    ada = g[(g["sweep_method"] == "adascale") | (g["method"] == "adascale")]
+    ada = g[(g["sweep_method"] == ADASCALE) | (g["method"] == ADASCALE)]
     end = pd.to_numeric(ada["noise_scale"], errors="coerce")
     avg = pd.to_numeric(ada["B_simple"], errors="coerce") if "B_simple" in ada else end * math.nan
     return _finite(avg.where(np.isfinite(avg), end))

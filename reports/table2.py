@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.rules import SHARED_AT_S1, method_order, shares_s1
+from bench.algo.rules import ADASCALE, SHARED_AT_S1, method_order, shares_s1
 
 from . import guards
 from .collect import LOSS_RANGE, metric_range, rule_rows, scale_order, task_info
@@ -227,7 +227,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 lo, hi = interval(x) if not blank and not diverged else (math.nan, math.nan)
                 row[f"{q}_ci_lo"], row[f"{q}_ci_hi"] = lo, hi
             noise = pd.to_numeric(done["B_simple"], errors="coerce") if "B_simple" in done else pd.Series([])
-            noise = noise[noise.notna()] if method == "adascale" and scale_order(scale)[0] == 0 else noise[0:0]
+            noise = noise[noise.notna()] if method == ADASCALE and scale_order(scale)[0] == 0 else noise[0:0]
             row["B_simple"] = float(noise.median()) if len(noise) else math.nan
             row["B_simple_n"] = len(noise)
             for col in (
@@ -235,7 +235,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 "B_late",
             ):  # the noise scale over training (reports.noise: first and last third of τ)
                 w = pd.to_numeric(done[col], errors="coerce") if col in done else pd.Series([], dtype=float)
-                w = w[w.notna()] if method == "adascale" and scale_order(scale)[0] == 0 else w[0:0]
+                w = w[w.notna()] if method == ADASCALE and scale_order(scale)[0] == 0 else w[0:0]
                 row[col] = float(w.median()) if len(w) else math.nan
             div = g[g["status"] == "diverged"].sort_values("seed")
             row["diverged_at"] = ", ".join(
@@ -351,7 +351,7 @@ def noise_note(t: pd.DataFrame) -> str:
     of τ (reports.noise, the definition the findings read)."""
     if "B_late" not in t:
         return ""
-    a = t[(t["method"] == "adascale") & t["B_late"].notna()]
+    a = t[(t["method"] == ADASCALE) & t["B_late"].notna()]
     if a.empty:
         return ""
     a = a.assign(_o=a["scale"].map(scale_order)).sort_values("_o")

@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from bench import safefs
+from bench.algo.rules import ADASCALE
 from bench.cli.argtypes import non_negative_int, positive_int, task_help, task_name
 from bench.errors import UserError
 
@@ -69,7 +70,7 @@ def _probe(args: argparse.Namespace, out: Path, overrides: dict) -> dict:
     install_signal_handlers()
     roots = {args.task: args.data_root} if args.data_root else {}
     req = matrices.RunRequest(
-        args.task, "adascale", args.probe_scale, args.probe_seed, {},
+        args.task, ADASCALE, args.probe_scale, args.probe_seed, {},
         {"kind": "table2", "pilot_seeds": [args.probe_seed]},
     )  # fmt: skip
     m = matrices.Matrix(out / "verify.yaml", args.preset, [req], roots, overrides)

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from bench import safefs
+from bench.algo.rules import ADASCALE
 from bench.errors import UserError
 from bench.experiments.plan import FLOPS, FLOPS_COLUMNS
 from bench.experiments.synthetic import SyntheticData
@@ -106,7 +107,7 @@ def count(name: str, preset: str = "paper", data_root: str | None = None) -> dic
     synthetic = data_root is None and (not own.needs_data or hasattr(own, "synthetic_set"))
     task = SyntheticData(own) if synthetic else own
     with tempfile.TemporaryDirectory(prefix="flops-") as tmp:
-        spec = resolve(task, "adascale", 1, 0, preset, tmp if synthetic else data_root)
+        spec = resolve(task, ADASCALE, 1, 0, preset, tmp if synthetic else data_root)
         if not synthetic:
             prepare_data(own, spec, Dist(device=torch.device("cpu")))
         try:

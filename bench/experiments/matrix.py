@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.algo import rules
-from bench.algo.rules import SHARED_AT_S1, shared_note, title
+from bench.algo.rules import ADASCALE, IDENTITY, LSW, SCALED, SHARED_AT_S1, shared_note, title
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.experiments import names
@@ -361,11 +361,11 @@ def _heatmap(path: Path, where: str, kind: str, body: dict, seeds: list[int], ta
     name = str(body.get("name", f"{task}-grid"))
     runs = []
     for panel, method, s in (
-        ("S=1", "identity", 1),
-        *((title(m), m, scale) for m in ("adascale", "lsw", "scaled")),  # the paper's Figure 5 panels
+        ("S=1", IDENTITY, 1),
+        *((title(m), m, scale) for m in (ADASCALE, LSW, SCALED)),  # the paper's Figure 5 panels
     ):
         label = panel if s == 1 else f"{panel} S={s}"
-        for lr0 in scaled_lr0s if method == "scaled" else lr0s:
+        for lr0 in scaled_lr0s if method == SCALED else lr0s:
             for decay in decays:
                 for seed in seeds:
                     exp = {
@@ -408,12 +408,12 @@ def sweep_runs(batches: list[int], max_epochs: int, seeds: list[int]) -> list[Ru
 
             # one micro-batch of B examples: the same mean gradient as S micro-batches of 32 (no BatchNorm here)
             runs.append(
-                RunRequest("logreg", "identity", 1, seed, {**common, "batch_size": B, "T1": iterations}, exp("fixed"))
+                RunRequest("logreg", IDENTITY, 1, seed, {**common, "batch_size": B, "T1": iterations}, exp("fixed"))
             )
             runs.append(
                 RunRequest(
                     "logreg",
-                    "identity",
+                    IDENTITY,
                     1,
                     seed,
                     {
@@ -429,11 +429,11 @@ def sweep_runs(batches: list[int], max_epochs: int, seeds: list[int]) -> list[Ru
             runs.append(
                 RunRequest(
                     "logreg",
-                    "adascale",
+                    ADASCALE,
                     S,
                     seed,
                     {**common, "T1": max_epochs * N // REFERENCE_BATCH, "microbatch_mode": "batched"},
-                    exp("adascale"),
+                    exp(ADASCALE),
                 )
             )
     return runs
@@ -468,7 +468,7 @@ def _gain(path: Path, where: str, kind: str, body: dict, seeds: list[int], tasks
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise _fail(path, f"{where}.every", f"a positive integer, or one per task (got {excerpt(k)} for {t})")
         runs += [
-            RunRequest(t, "adascale", scale, seed, {"keep_checkpoints_every": k, **keep}, {"kind": kind})
+            RunRequest(t, ADASCALE, scale, seed, {"keep_checkpoints_every": k, **keep}, {"kind": kind})
             for seed in seeds
         ]
     return runs
@@ -520,13 +520,13 @@ def depends_on(run: RunRequest, runs: list[RunRequest]) -> list[RunRequest]:
     `needs`): T = its grid's AdaScale runs (a heat map's), T_AS = its AdaScale twin."""
     needs = rules.method(run.method).needs
     if needs == "T" and run.experiment.get("kind") == "heatmap":
-        return [r for r in runs if r.method == "adascale" and r.experiment.get("grid") == run.experiment["grid"]]
+        return [r for r in runs if r.method == ADASCALE and r.experiment.get("grid") == run.experiment["grid"]]
     if needs != "T_AS":
         return []
     return [
         r
         for r in runs
-        if r.method == "adascale"
+        if r.method == ADASCALE
         and r.task == run.task
         and r.scale == run.scale
         and r.seed == run.seed

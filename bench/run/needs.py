@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import method
+from bench.algo.rules import ADASCALE, method
 from bench.errors import UserError
 from bench.files import SPEC, SUMMARY, identity_of, read_json_object
 from bench.run.spec import run_name
@@ -25,7 +25,7 @@ def resolve_needs(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
 def adascale_twin(spec: dict[str, Any]) -> dict[str, Any]:
     """The spec of the AdaScale run of the same experiment (a user's rule's record is not AdaScale's)."""
     twin = {k: v for k, v in spec.items() if k != "rule"}
-    twin["method"] = "adascale"
+    twin["method"] = ADASCALE
     return twin
 
 
@@ -82,7 +82,7 @@ def find_T(out: Path, spec: dict[str, Any]) -> float:
         raise UserError("scaled needs T, its number of iterations (--set T=...), or a heat map to derive it from")
     higher = card_of_spec(spec).higher_is_better
     reached, completed = [], []
-    for path in sorted((Path(out) / spec["task"] / "adascale").rglob(SUMMARY)):
+    for path in sorted((Path(out) / spec["task"] / ADASCALE).rglob(SUMMARY)):
         other_spec, s = read_json_object(path.parent / SPEC), read_json_object(path)
         if other_spec is None or s is None:  # unreadable, or not an object: not one of the grid's runs
             continue

@@ -8,11 +8,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from bench.algo.rules import ADASCALE
+
 from ..collect import Results
 from ..sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs
 from .style import STYLE, Figure, _finite, _plain_log, _save, _slug
 
-SWEEP_COLORS = {"fixed": "tab:gray", "linear": "tab:orange", "adascale": "tab:blue"}
+SWEEP_COLORS = {"fixed": "tab:gray", "linear": "tab:orange", ADASCALE: "tab:blue"}
 
 
 def _sweep_plot(
@@ -77,7 +79,7 @@ def _sweep_plot(
                 lw=1.5,
                 label=f"fit, {SWEEP_METHODS.get(r.method, r.method)}: B_crit = E_min/S_min ≈ {r.B_crit:,.0f}"
                 + (f" [{r.B_crit_lo:,.0f}, {r.B_crit_hi:,.0f}]" if np.isfinite(r.B_crit_lo) else "")
-                + ("\n(its noise scale read back)" if r.method == "adascale" else "\n(lr not tuned per batch)"),
+                + ("\n(its noise scale read back)" if r.method == ADASCALE else "\n(lr not tuned per batch)"),
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
