@@ -103,8 +103,12 @@ def resolve(
     spec.update(copy.deepcopy(RUN_DEFAULTS))
     spec.update(copy.deepcopy(task.presets[preset]))
     spec["overrides"] = dict(overrides or {})
+    unknown = []
     for key, value in (overrides or {}).items():
-        _apply(spec, key, value)
+        try:
+            _apply(spec, key, value)
+        except UserError as e:  # every mistake in one line: the schema's findings on the others too
+            unknown.append(str(e))
     if ranks is not None:
         spec["ranks"] = ranks
     if spec["threads"] is None and preset == "tiny":
@@ -128,6 +132,9 @@ def resolve(
         spec["rule"] = recorded
     if user_task is not None:  # likewise for a task of yours, with its card's facts (report never imports it)
         spec["user_task"] = user_task
+    if unknown:  # with what the schema finds in the rest, one line
+        found = [" ".join(p.split()) for p in problems(spec, task.presets[preset])]
+        raise UserError("; ".join([*unknown, *found]))
     validate(spec, task.presets[preset])
     if row.uses_gain and not spec["track_stats"]:
         raise UserError(f"{method} reads the gain from the gradient statistics: track_stats must stay true")

@@ -29,3 +29,14 @@ def test_a_resolved_spec_holds_every_default_and_every_preset_key() -> None:
 def test_a_setting_is_checked_against_its_one_declaration() -> None:
     with pytest.raises(UserError, match=r"microbatch_mode='fused'.*'sequential' or 'batched'"):
         resolve(get_task("logreg"), "adascale", 2, 0, "tiny", overrides={"microbatch_mode": "fused"})
+
+
+def test_an_unknown_key_does_not_hide_the_other_mistakes() -> None:
+    """Every mistake of a command line in one line: an unknown key and a value out of range together."""
+    task = get_task("logreg")
+    with pytest.raises(UserError) as e:
+        resolve(task, "adascale", 2, 0, "tiny", overrides={"nokey": 1, "T1": -5, "momentum": 3})
+    text = str(e.value)
+    assert "--set nokey: unknown key" in text and "T1=-5" in text and "momentum=3" in text and "\n" not in text
+    with pytest.raises(UserError, match="invalid spec: T1=-5"):  # the schema alone, as before
+        resolve(task, "adascale", 2, 0, "tiny", overrides={"T1": -5})
