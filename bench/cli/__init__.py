@@ -8,7 +8,7 @@ import dataclasses
 import errno
 import sys
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bench import safefs
 from bench.cli import advise
@@ -266,13 +266,24 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from bench import __version__
-    from bench.algo.rules import METHODS
     from bench.experiments.matrix import PRESET_DIR
 
     shipped = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))  # the matrices shipped (control too)
     parser = _Parser(prog=PROG, description="AdaScale SGD benchmark suite")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    _one_run_commands(sub)
+    _cost_commands(sub, shipped)
+    _result_commands(sub, shipped)
+    _measuring_commands(sub)
+    _cluster_commands(sub, shipped)
+    return parser
+
+
+def _one_run_commands(sub: Any) -> None:
+    """run, smoke and prepare: one run, the tiny matrix here, a data set made ready."""
+    from bench.algo.rules import METHODS
 
     p = sub.add_parser("run", help="train one run")
     p.add_argument("--task", required=True, type=task_name, help=task_help())
@@ -317,6 +328,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a task option, e.g. vocab_size=32000")
     p.set_defaults(func=cmd_prepare)
 
+
+def _result_commands(sub: Any, shipped: str) -> None:
+    """report, sweep and advise: what runs show, and what a probe predicts."""
+    p = sub.add_parser("report", help="rebuild every table and figure from the run files in DIR")
+    p.add_argument("dir")
+    p.add_argument(
+        "--format",
+        default="md,tex,html,csv,txt",
+        help="comma-separated, what to write: md (table2.md), tex (table2.tex), html (report.html and its figures), "
+        "csv (the CSV tables), txt (findings.txt, rules.txt: printed in full; else only the verdict grids); "
+        "default all",
+    )
+    p.add_argument("--std", action="store_true", help="show mean ± std over seeds")
+    p.add_argument("--quiet", action="store_true", help="print only where the report is, no findings")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("sweep", help="the critical-batch sweep (epochs-to-target against global batch)")
+    p.add_argument("--task", default="logreg", choices=("logreg",), help="the task swept (default: logreg)")
+    p.add_argument("--out", default="runs/sweep", help="results folder (default: runs/sweep)")
+    p.add_argument("--jobs", type=_positive_int, default=default_slots(), help=JOBS_HELP)
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser(
+        "advise", help="predict what each S buys a task from one short AdaScale probe; write the matrix that checks it"
+    )
+    advise.add_arguments(p)
+    p.set_defaults(func=advise.cmd_advise)
+
+
+def _cost_commands(sub: Any, shipped: str) -> None:
+    """matrix, plan and flops: what a matrix expands to, what it will cost, the counted work it is priced by."""
     p = sub.add_parser("matrix", help="print the runs a matrix file expands to")
     p.add_argument("matrix", help=f"a matrix YAML file, or a shipped one: {shipped}")
     p.set_defaults(func=cmd_matrix)
@@ -362,31 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_flops)
 
-    p = sub.add_parser("report", help="rebuild every table and figure from the run files in DIR")
-    p.add_argument("dir")
-    p.add_argument(
-        "--format",
-        default="md,tex,html,csv,txt",
-        help="comma-separated, what to write: md (table2.md), tex (table2.tex), html (report.html and its figures), "
-        "csv (the CSV tables), txt (findings.txt, rules.txt: printed in full; else only the verdict grids); "
-        "default all",
-    )
-    p.add_argument("--std", action="store_true", help="show mean ± std over seeds")
-    p.add_argument("--quiet", action="store_true", help="print only where the report is, no findings")
-    p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("sweep", help="the critical-batch sweep (epochs-to-target against global batch)")
-    p.add_argument("--task", default="logreg", choices=("logreg",), help="the task swept (default: logreg)")
-    p.add_argument("--out", default="runs/sweep", help="results folder (default: runs/sweep)")
-    p.add_argument("--jobs", type=_positive_int, default=default_slots(), help=JOBS_HELP)
-    p.set_defaults(func=cmd_sweep)
-
-    p = sub.add_parser(
-        "advise", help="predict what each S buys a task from one short AdaScale probe; write the matrix that checks it"
-    )
-    advise.add_arguments(p)
-    p.set_defaults(func=advise.cmd_advise)
-
+def _measuring_commands(sub: Any) -> None:
+    """perf, comm and gain: what the engine, the exchange and the gain measure."""
     p = sub.add_parser("perf", help="overhead benchmark: engine vs identity vs a bare PyTorch loop")
     p.add_argument("--task", action="append", type=task_name, help="a task (repeatable; default: every task)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -438,6 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_gain)
 
+
+def _cluster_commands(sub: Any, shipped: str) -> None:
+    """submit and status: a matrix handed to an executor, and where its runs stand."""
     from bench.cli.options import add_submit_arguments
 
     p = sub.add_parser("submit", help="expand a matrix and submit its runs (skips completed ones)")
@@ -452,7 +475,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--watch", type=watch_seconds, default=None, metavar="N", help="refresh every N s until no run is active"
     )
     p.set_defaults(func=cmd_status)
-    return parser
 
 
 def _named_paths(args: argparse.Namespace) -> list[Path]:
