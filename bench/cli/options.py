@@ -17,14 +17,8 @@ def _sbatch_param(text: str) -> tuple[str, str]:
     return key, value.strip() if sep else ""
 
 
-def add_submit_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--executor",
-        default="local",
-        choices=("local", "slurm", "debug"),
-        help="local: jobs on this machine (default); slurm: a SLURM cluster; debug: in this process, one by one",
-    )
-    p.add_argument("--out", default="runs", help="results folder (default: runs)")
+def _resource_arguments(p: argparse.ArgumentParser) -> None:
+    """What one run of a matrix is given: ranks, nodes, CPUs, memory, time, requeues."""
     g = p.add_argument_group("resources (a run at scale S gets W = S/A ranks, one per GPU)")
     g.add_argument(
         "--gpus-per-node",
@@ -55,6 +49,10 @@ def add_submit_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--array-parallelism", type=_positive_int, default=None, help="runs of one array at a time (local: at once)"
     )
+
+
+def _slurm_arguments(p: argparse.ArgumentParser) -> None:
+    """Where on a SLURM cluster: partition, account, QOS, features, any sbatch option, setup lines."""
     s = p.add_argument_group("slurm")
     s.add_argument("--partition", default=None)
     s.add_argument("--account", default=None)
@@ -71,6 +69,18 @@ def add_submit_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--setup", action="append", default=[], metavar="LINE", help="a shell line run before each job (repeatable)"
     )
+
+
+def add_submit_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--executor",
+        default="local",
+        choices=("local", "slurm", "debug"),
+        help="local: jobs on this machine (default); slurm: a SLURM cluster; debug: in this process, one by one",
+    )
+    p.add_argument("--out", default="runs", help="results folder (default: runs)")
+    _resource_arguments(p)
+    _slurm_arguments(p)
     p.add_argument(
         "--cpu-only",
         action="store_true",
