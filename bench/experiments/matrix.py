@@ -146,15 +146,7 @@ TOP_KEYS = ("preset", "seeds", "experiments", "data_roots", "set", "pilot_seeds"
 def load(name: str | Path) -> Matrix:
     """The matrix with its runs expanded and ordered. Reads the tasks' cards (plain data): no torch."""
     path = locate(name)
-    try:
-        with open_regular(path, "rb") as f:  # a FIFO would block, /dev/zero never end
-            data = f.read(MAX_BYTES + 1)
-        if len(data) > MAX_BYTES:
-            raise UserError(f"{path}: larger than {MAX_BYTES >> 20} MB; not a matrix")
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: unreadable ({e.__class__.__name__})") from None
-    doc = load_yaml(text, str(path))  # aliases bounded (bench.run.yamlread)
+    doc = _read(path)
     if not isinstance(doc, dict):
         raise _fail(path, "top level", "a mapping with preset, seeds and experiments")
     unknown = set(doc) - {"preset", "seeds", "experiments", "data_roots", "set", "pilot_seeds"}
@@ -174,8 +166,38 @@ def load(name: str | Path) -> Matrix:
         raise _fail(path, "data_roots", f"a mapping of task names to folders, got {excerpt(doc['data_roots'])}")
     tasks = task_names()
     pilot = _pilot_seeds(path, doc.get("pilot_seeds"), tasks)
+    runs = _expand(path, doc.get("experiments"), seeds, tasks, preset, pilot)
+    _load_user_tasks(path, runs)
+    named = sorted(cell_methods(doc), key=lambda name: (rules.method_order(name), name))
+    return Matrix(
+        path,
+        preset,
+        order(dedupe(runs)),
+        dict(doc.get("data_roots") or {}),
+        dict(doc.get("set") or {}),
+        tuple(named),
+    )
+
+
+def _read(path: Path) -> Any:
+    """A matrix file's YAML: a regular file (a FIFO would block, /dev/zero never end), bounded, UTF-8, aliases
+    bounded (bench.run.yamlread)."""
+    try:
+        with open_regular(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise UserError(f"{path}: larger than {MAX_BYTES >> 20} MB; not a matrix")
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: unreadable ({e.__class__.__name__})") from None
+    return load_yaml(text, str(path))
+
+
+def _expand(
+    path: Path, experiments: Any, seeds: list[int], tasks: TaskNames, preset: str, pilot: dict[str, list[int]]
+) -> list[RunRequest]:
+    """Every run of the file's experiments, each with its variant, its `set` and its task's pilot seeds."""
     runs: list[RunRequest] = []
-    experiments = doc.get("experiments")
     if not isinstance(experiments, list) or not experiments:
         raise _fail(path, "experiments", "a non-empty list")
     for i, exp in enumerate(experiments):
@@ -201,16 +223,7 @@ def load(name: str | Path) -> Matrix:
             runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, exp))
         if len(runs) > MAX_RUNS:
             raise _fail(path, where, f"at most {MAX_RUNS} runs in all; the matrix reaches {len(runs)} here")
-    _load_user_tasks(path, runs)
-    named = sorted(cell_methods(doc), key=lambda name: (rules.method_order(name), name))
-    return Matrix(
-        path,
-        preset,
-        order(dedupe(runs)),
-        dict(doc.get("data_roots") or {}),
-        dict(doc.get("set") or {}),
-        tuple(named),
-    )
+    return runs
 
 
 class TaskNames(tuple):
