@@ -438,40 +438,21 @@ def as_json(m: matrices.Matrix, cells: list[Cell], total: dict[str, str]) -> str
     return json.dumps(doc | {"total": total}, indent=2, default=lambda x: None if x == math.inf else str(x))
 
 
-def plan(args: PlanOptions) -> int:
-    import pandas as pd
+def _notes(
+    cells: list[Cell],
+    bases: list[str],
+    flops_path: Path,
+    path: Path,
+    published_path: Path,
+    peak: Peak,
+    gpus: int | None,
+    preset: str,
+) -> None:
+    """What the plan's numbers rest on, one note per basis it used, each wrapped at 120 characters."""
 
-    m = matrices.load(args.matrix)
-    path = Path(args.throughput) if args.throughput else THROUGHPUT
-    throughput = read_throughput(path)
-    gpus = args.gpus
-    flops_path = Path(args.flops or FLOPS)
-    peak = Peak(args.device, args.precision, _mfu(args.mfu))
-    if args.basis not in BASES:
-        raise UserError(f"--basis {args.basis!r}: expected one of {', '.join(BASES)}")
-    published_path = Path(args.published or PUBLISHED)
-    published = read_published(published_path) if args.basis == "published" else {}
-    cells = make_plan(m, throughput, gpus, read_flops(flops_path), peak, published)
-    df = frame(cells, gpus, m.methods)
-    total = totals(cells, gpus)
-    bases = sorted({c.basis for c in cells if c.basis})
-    total["basis"] = " + ".join(bases) if bases else "-"
-    if args.json:
-        print(as_json(m, cells, total))
-        return 0
-    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
-        print(f"matrix {m.path} ({m.preset}): {len(m.runs)} runs")
-        print(df.to_string(index=False))
-    print(f"* {shared_note(m.methods)}; paper its: the paper's Table 2 count; @paper: the GPU-hours at it")
-    print(f"total examples {total.pop('examples')}")  # per unit: its own line (the cells' FLOPs: per task, --json)
-    wall = {k: total.pop(k) for k in [k for k in total if k.startswith("wall h")]}  # a line of its own
-    print("total: " + ", ".join(f"{k} {v}" for k, v in total.items()))
-    print("".join(f"total {k} {v}\n" for k, v in wall.items()), end="")
-    say = lambda text: print(_wrap(text))  # noqa: E731  the notes, in lines of at most 120 characters
-    print("per task:")
-    print("\n".join(per_task(cells)))
-    print(f"per task, examples/s on one GPU ({DEVICE_NAMES[peak.device]} unless measured):")
-    print("\n".join(sources(cells)))
+    def say(text: str) -> None:
+        print(_wrap(text))
+
     say(pace_note())
     say(
         f"FLOPs: examples × the counted FLOPs of forward + backward per example (one micro-batch's ÷ the b it was "
@@ -502,7 +483,7 @@ def plan(args: PlanOptions) -> int:
             "(one micro-batch each) and LSW+ / scaled SGD start after their AdaScale runs: never less than "
             "the longest such chain."
         )
-    missing = sorted({(c.task, m.preset) for c in cells if not c.hours})
+    missing = sorted({(c.task, preset) for c in cells if not c.hours})
     if missing:
         names = ", ".join(f"{t} ({p})" for t, p in missing)
         say(
@@ -513,4 +494,40 @@ def plan(args: PlanOptions) -> int:
             + FILL_HINT.format(path=path)
             + " (or fill the examples_per_s column by hand and pass --throughput CSV)"
         )
+
+
+def plan(args: PlanOptions) -> int:
+    import pandas as pd
+
+    m = matrices.load(args.matrix)
+    path = Path(args.throughput) if args.throughput else THROUGHPUT
+    throughput = read_throughput(path)
+    gpus = args.gpus
+    flops_path = Path(args.flops or FLOPS)
+    peak = Peak(args.device, args.precision, _mfu(args.mfu))
+    if args.basis not in BASES:
+        raise UserError(f"--basis {args.basis!r}: expected one of {', '.join(BASES)}")
+    published_path = Path(args.published or PUBLISHED)
+    published = read_published(published_path) if args.basis == "published" else {}
+    cells = make_plan(m, throughput, gpus, read_flops(flops_path), peak, published)
+    df = frame(cells, gpus, m.methods)
+    total = totals(cells, gpus)
+    bases = sorted({c.basis for c in cells if c.basis})
+    total["basis"] = " + ".join(bases) if bases else "-"
+    if args.json:
+        print(as_json(m, cells, total))
+        return 0
+    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.width", 200):
+        print(f"matrix {m.path} ({m.preset}): {len(m.runs)} runs")
+        print(df.to_string(index=False))
+    print(f"* {shared_note(m.methods)}; paper its: the paper's Table 2 count; @paper: the GPU-hours at it")
+    print(f"total examples {total.pop('examples')}")  # per unit: its own line (the cells' FLOPs: per task, --json)
+    wall = {k: total.pop(k) for k in [k for k in total if k.startswith("wall h")]}  # a line of its own
+    print("total: " + ", ".join(f"{k} {v}" for k, v in total.items()))
+    print("".join(f"total {k} {v}\n" for k, v in wall.items()), end="")
+    print("per task:")
+    print("\n".join(per_task(cells)))
+    print(f"per task, examples/s on one GPU ({DEVICE_NAMES[peak.device]} unless measured):")
+    print("\n".join(sources(cells)))
+    _notes(cells, bases, flops_path, path, published_path, peak, gpus, m.preset)
     return 0
