@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -182,6 +183,38 @@ def place(method: str) -> tuple[int, str]:
     return method_order(method), method
 
 
+def _quantities(g: pd.DataFrame, done: pd.DataFrame, diverged: bool) -> dict[str, Any]:
+    """A cell's mean, std and interval of each quantity over its completed seeds; a diverged cell shows only
+    its planned iterations (as the paper prints them), the rest blank."""
+    row: dict[str, Any] = {}
+    for q in QUANTITIES:
+        x = done[q].dropna().to_numpy(dtype=float)
+        if diverged and q == "iterations":  # the plan, as the paper prints it
+            x = g.loc[g["status"] == "diverged", "planned_iterations"].dropna().to_numpy(dtype=float)
+        blank = diverged and q != "iterations"
+        row[q] = float(np.mean(x)) if len(x) and not blank else math.nan
+        row[f"{q}_std"] = _std(x) if not blank and not diverged else math.nan
+        lo, hi = interval(x) if not blank and not diverged else (math.nan, math.nan)
+        row[f"{q}_ci_lo"], row[f"{q}_ci_hi"] = lo, hi
+    return row
+
+
+def _noise(done: pd.DataFrame, method: str, scale: str) -> dict[str, Any]:
+    """The median noise scale of a fixed-S AdaScale cell's seeds: over training and in the first and last third
+    of τ (reports.noise); blank for any other cell."""
+    measured = method == ADASCALE and scale_order(scale)[0] == 0
+    row: dict[str, Any] = {}
+    noise = pd.to_numeric(done["B_simple"], errors="coerce") if "B_simple" in done else pd.Series([])
+    noise = noise[noise.notna()] if measured else noise[0:0]
+    row["B_simple"] = float(noise.median()) if len(noise) else math.nan
+    row["B_simple_n"] = len(noise)
+    for col in ("B_early", "B_late"):
+        w = pd.to_numeric(done[col], errors="coerce") if col in done else pd.Series([], dtype=float)
+        w = w[w.notna()] if measured else w[0:0]
+        row[col] = float(w.median()) if len(w) else math.nan
+    return row
+
+
 def cells(df: pd.DataFrame) -> pd.DataFrame:
     """Tidy Table 2: one row per table × scale × method, with numbers, seed counts and grey flags."""
     df = table_runs(df)
@@ -217,26 +250,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 "metric_label": tab.metric_label,
                 "higher_is_better": higher,
             }
-            for q in QUANTITIES:
-                x = done[q].dropna().to_numpy(dtype=float)
-                if diverged and q == "iterations":  # the plan, as the paper prints it
-                    x = g.loc[g["status"] == "diverged", "planned_iterations"].dropna().to_numpy(dtype=float)
-                blank = diverged and q != "iterations"
-                row[q] = float(np.mean(x)) if len(x) and not blank else math.nan
-                row[f"{q}_std"] = _std(x) if not blank and not diverged else math.nan
-                lo, hi = interval(x) if not blank and not diverged else (math.nan, math.nan)
-                row[f"{q}_ci_lo"], row[f"{q}_ci_hi"] = lo, hi
-            noise = pd.to_numeric(done["B_simple"], errors="coerce") if "B_simple" in done else pd.Series([])
-            noise = noise[noise.notna()] if method == ADASCALE and scale_order(scale)[0] == 0 else noise[0:0]
-            row["B_simple"] = float(noise.median()) if len(noise) else math.nan
-            row["B_simple_n"] = len(noise)
-            for col in (
-                "B_early",
-                "B_late",
-            ):  # the noise scale over training (reports.noise: first and last third of τ)
-                w = pd.to_numeric(done[col], errors="coerce") if col in done else pd.Series([], dtype=float)
-                w = w[w.notna()] if method == ADASCALE and scale_order(scale)[0] == 0 else w[0:0]
-                row[col] = float(w.median()) if len(w) else math.nan
+            row |= _quantities(g, done, diverged) | _noise(done, method, scale)
             div = g[g["status"] == "diverged"].sort_values("seed")
             row["diverged_at"] = ", ".join(
                 f"seed {r.seed} at iteration {int(r.iterations)}" if math.isfinite(r.iterations) else f"seed {r.seed}"
