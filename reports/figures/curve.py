@@ -70,6 +70,33 @@ CURVE_PANELS = {  # key: (title, y label); gain and noise scale only for a rule 
 }
 
 
+def _series(res: Results, picked: list, colors: dict, ada: bool) -> list[tuple]:
+    """Per scale of one figure: its label (S, seeds, diverged), colour, the bands of every panel (mean over seeds
+    with a min–max band: the metric, the smoothed training loss, the lr and, for a rule that reads the gain, the
+    gain and the noise scale it measured) and the S·b line of the noise panel."""
+    series = []
+    for s, metrics, runs in picked:
+        n_div = int((runs["status"] == "diverged").sum())
+        seeds = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}" + (f", {n_div} diverged" if n_div else "")
+        label_s = f"S = {s} ({seeds})"
+        trains = [_thin(t) for t, _ in metrics]
+        bands = {
+            "metric": _band_plan(eval_band([e for _, e in metrics])),
+            "loss": _band_plan(band([_smooth(t) for t in trains], "loss")),
+            "lr": _band_plan(band(trains, "lr")),
+        }
+        hline = None
+        if ada:
+            bands["gain"] = _band_plan(band(trains, "gain"))
+            bands["B_simple"] = _band_plan(_noise_band(res, runs))
+            b = pd.to_numeric(runs["batch_size"], errors="coerce").dropna()
+            if bands["B_simple"] is not None and len(b) and float(s) >= 2:
+                hline = float(s) * float(b.iloc[0])
+        bands = {k: v for k, v in bands.items() if v is not None}
+        series.append((label_s, tuple(float(c) for c in colors[s]), bands, hline))
+    return series
+
+
 def curves(res: Results, outdir: Path) -> list[Figure]:
     """Metric, training loss and lr against τ per task and method — for AdaScale also its gain and the
     noise scale B_simple it measured: per fixed scale the mean over seeds with a min–max band. Each
@@ -102,27 +129,7 @@ def curves(res: Results, outdir: Path) -> list[Figure]:
             continue
         ada = row.uses_gain  # the gain and the noise scale it measures: every rule that reads the gain
         keys = list(CURVE_PANELS) if ada else ["metric", "loss", "lr"]
-        colors = _scale_colors([s for s, _, _ in picked])
-        series = []
-        for s, metrics, runs in picked:
-            n_div = int((runs["status"] == "diverged").sum())
-            seeds = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}" + (f", {n_div} diverged" if n_div else "")
-            label_s = f"S = {s} ({seeds})"
-            trains = [_thin(t) for t, _ in metrics]
-            bands = {
-                "metric": _band_plan(eval_band([e for _, e in metrics])),
-                "loss": _band_plan(band([_smooth(t) for t in trains], "loss")),
-                "lr": _band_plan(band(trains, "lr")),
-            }
-            hline = None
-            if ada:
-                bands["gain"] = _band_plan(band(trains, "gain"))
-                bands["B_simple"] = _band_plan(_noise_band(res, runs))
-                b = pd.to_numeric(runs["batch_size"], errors="coerce").dropna()
-                if bands["B_simple"] is not None and len(b) and float(s) >= 2:
-                    hline = float(s) * float(b.iloc[0])
-            bands = {k: v for k, v in bands.items() if v is not None}
-            series.append((label_s, tuple(float(c) for c in colors[s]), bands, hline))
+        series = _series(res, picked, _scale_colors([s for s, _, _ in picked]), row.uses_gain)
         if not any(bands for _, _, bands, _ in series):
             continue
         arrow = "higher" if higher else "lower"
