@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -17,6 +18,48 @@ from .style import STYLE, Figure, _finite, _plain_log, _save, _slug
 SWEEP_COLORS = {"fixed": "tab:gray", "linear": "tab:orange", ADASCALE: "tab:blue"}
 
 
+def _method_lines(ax: Any, pts: pd.DataFrame, cap: float) -> None:
+    """One line per method (the sweep's own first, in their order), its unreached points open at the cap."""
+    methods = [m for m in SWEEP_METHODS if m in set(pts["method"])]
+    methods += sorted(m for m in set(pts["method"]) if m not in SWEEP_METHODS)
+    for m in methods:
+        p = pts[pts["method"] == m].sort_values("batch")
+        name = SWEEP_METHODS.get(m, m)
+        color = SWEEP_COLORS.get(m)
+        line = ax.plot(p["batch"], p["epochs_to_target"], marker="o", ms=8, lw=2, color=color, label=name)[0]
+        miss = p[~p["reached"].astype(bool)]
+        if len(miss):
+            ax.scatter(
+                miss["batch"],
+                [cap] * len(miss),
+                s=90,
+                facecolors="none",
+                linewidths=2,
+                edgecolors=line.get_color(),
+                zorder=3,
+            )
+
+
+def _fit_lines(ax: Any, pts: pd.DataFrame, fits: pd.DataFrame | None) -> None:
+    """Each fitted steps–examples trade-off as a dotted curve over the batches it reached, with its B_crit."""
+    for r in (fits if fits is not None else pd.DataFrame()).itertuples():
+        p = pts[(pts["method"] == r.method) & pts["reached"].astype(bool)]
+        if p.empty or not r.epoch_examples > 0 or r.degenerate:  # no knee in the data: no line (b_crit.csv)
+            continue
+        grid = np.geomspace(p["batch"].min(), p["batch"].max(), 100)
+        color = SWEEP_COLORS.get(r.method)
+        ax.plot(grid, r.E_min * (1 + grid / r.B_crit) / r.epoch_examples, color=color, ls=":", lw=1.5)
+        ax.axvline(
+            r.B_crit,
+            color=color,
+            ls=":",
+            lw=1.5,
+            label=f"fit, {SWEEP_METHODS.get(r.method, r.method)}: B_crit = E_min/S_min ≈ {r.B_crit:,.0f}"
+            + (f" [{r.B_crit_lo:,.0f}, {r.B_crit_hi:,.0f}]" if np.isfinite(r.B_crit_lo) else "")
+            + ("\n(its noise scale read back)" if r.method == ADASCALE else "\n(lr not tuned per batch)"),
+        )
+
+
 def _sweep_plot(
     pts: pd.DataFrame, cap: float, noise: np.ndarray, title: str, path: Path, fits: pd.DataFrame | None = None
 ) -> Path:
@@ -26,24 +69,7 @@ def _sweep_plot(
     (reports.sweep.critical_batches) as a dotted curve with its B_crit and what it measures."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(14, 6.2), constrained_layout=True)  # the axes' width, and the legend's
-        methods = [m for m in SWEEP_METHODS if m in set(pts["method"])]
-        methods += sorted(m for m in set(pts["method"]) if m not in SWEEP_METHODS)
-        for m in methods:
-            p = pts[pts["method"] == m].sort_values("batch")
-            name = SWEEP_METHODS.get(m, m)
-            color = SWEEP_COLORS.get(m)
-            line = ax.plot(p["batch"], p["epochs_to_target"], marker="o", ms=8, lw=2, color=color, label=name)[0]
-            miss = p[~p["reached"].astype(bool)]
-            if len(miss):
-                ax.scatter(
-                    miss["batch"],
-                    [cap] * len(miss),
-                    s=90,
-                    facecolors="none",
-                    linewidths=2,
-                    edgecolors=line.get_color(),
-                    zorder=3,
-                )
+        _method_lines(ax, pts, cap)
         if (~pts["reached"].astype(bool)).any():
             ax.scatter(
                 [],
@@ -65,22 +91,7 @@ def _sweep_plot(
                 label=f"training-average B_simple ≈ {b_crit:,.0f} (median of {len(noise)} AdaScale runs):\n"
                 "a proxy for the critical batch at a tuned lr, not a measured one",
             )
-        for r in (fits if fits is not None else pd.DataFrame()).itertuples():
-            p = pts[(pts["method"] == r.method) & pts["reached"].astype(bool)]
-            if p.empty or not r.epoch_examples > 0 or r.degenerate:  # no knee in the data: no line (b_crit.csv)
-                continue
-            grid = np.geomspace(p["batch"].min(), p["batch"].max(), 100)
-            color = SWEEP_COLORS.get(r.method)
-            ax.plot(grid, r.E_min * (1 + grid / r.B_crit) / r.epoch_examples, color=color, ls=":", lw=1.5)
-            ax.axvline(
-                r.B_crit,
-                color=color,
-                ls=":",
-                lw=1.5,
-                label=f"fit, {SWEEP_METHODS.get(r.method, r.method)}: B_crit = E_min/S_min ≈ {r.B_crit:,.0f}"
-                + (f" [{r.B_crit_lo:,.0f}, {r.B_crit_hi:,.0f}]" if np.isfinite(r.B_crit_lo) else "")
-                + ("\n(its noise scale read back)" if r.method == ADASCALE else "\n(lr not tuned per batch)"),
-            )
+        _fit_lines(ax, pts, fits)
         ax.set_xscale("log")
         ax.set_yscale("log")
         _plain_log(ax, "x", pts["batch"].to_numpy(float))
