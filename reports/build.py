@@ -23,6 +23,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -87,6 +88,30 @@ def build_report(out: Path, formats: list[str] | None = None, std: bool = False)
     return built.html or built.folder
 
 
+def _report_dir(out: Path) -> Path:
+    """OUT/report, made; refused in one line where it or its cache is a link (a planted link would have figures
+    written, and stale ones deleted, there)."""
+    dest = out / REPORT_DIR
+    for folder in (dest, dest / "cache"):
+        if folder.is_symlink():
+            raise UserError(
+                f"{folder} is a link (to {os.readlink(folder)}): report writes and deletes files in it; remove the link"
+            )
+    dest.mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+def _paper(c: pd.DataFrame, res: Any) -> tuple[pd.DataFrame, pd.DataFrame, set[str]]:
+    """(the paper's Table 2, the comparison of the cells with it, the paper's tasks); a broken paper table costs
+    the comparison, with a warning, not the report."""
+    try:
+        paper = load_paper()
+        return paper, compare(c, paper, res.runs), set(paper["task"])
+    except Exception as e:
+        res.warn(f"skipped paper comparison: {type(e).__name__}: {e}")
+        return pd.DataFrame(columns=SF.PAPER_COLUMNS), pd.DataFrame(columns=COMPARISON_COLUMNS), set()
+
+
 def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Built:
     """The report in the formats asked for (default: all), and nothing else: md → table2.md, tex →
     table2.tex, csv → the CSV tables, txt → findings.txt, html → report.html with its figures (PNG)."""
@@ -95,27 +120,14 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     if unknown:
         raise ValueError(f"unknown report format(s) {', '.join(unknown)}; expected some of {', '.join(FORMATS)}")
     out = Path(out)
-    dest = out / REPORT_DIR
-    for folder in (dest, dest / "cache"):  # a planted link would have figures written, and stale ones deleted, there
-        if folder.is_symlink():
-            raise UserError(
-                f"{folder} is a link (to {os.readlink(folder)}): report writes and deletes files in it; remove the link"
-            )
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = _report_dir(out)
     built = Built(dest)
     res = load(out)
     if "html" in formats:
         res.warm_metrics(FIGURE_WORKERS)  # the first report's scan of every metrics file, in parallel
     fill_noise(res)  # each AdaScale run's noise scale per third of τ: Table 2's notes and the findings
     c = cells(res.runs)
-    try:
-        paper = load_paper()
-        comp = compare(c, paper, res.runs)
-        paper_tasks = set(paper["task"])
-    except Exception as e:  # a broken paper table costs the comparison, not the report
-        res.warn(f"skipped paper comparison: {type(e).__name__}: {e}")
-        comp, paper_tasks = pd.DataFrame(columns=COMPARISON_COLUMNS), set()
-        paper = pd.DataFrame(columns=SF.PAPER_COLUMNS)
+    paper, comp, paper_tasks = _paper(c, res)
     tables = bool({"csv", "html"} & set(formats))  # the sweep's and the time-to-target tables: csv and html
     sweep_tab = sweep_table(res) if tables else pd.DataFrame()
     found = FD.findings(res)
