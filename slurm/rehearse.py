@@ -155,15 +155,101 @@ def _sync(device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
+def _sigterm_checkpoint(engine: Any, state: Any, dist: Any) -> None:
+    """SIGTERM through the real handler; every rank agrees, then the checkpoint, as Engine.run does."""
+    from bench.engine import signals
+
+    previous = signal.getsignal(signal.SIGTERM)
+    signals.install_signal_handlers()
+    try:
+        if dist.is_main:
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 10
+            while not signals.stop_requested() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        if not dist.any(signals.stop_requested()):
+            raise UserError("SIGTERM did not raise the engine's stop flag")
+        engine._checkpoint(state)
+    finally:
+        signals.clear_stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _continued(engine: Any, state: Any, scale: int) -> tuple[list[float], list[Any]]:
+    """RESUMED iterations on from the checkpoint's cursor in this engine, as the resumed run will take them:
+    their losses and the weights after them."""
+    loop = Loop(engine, state, scale)
+    for _ in range(RESUMED):
+        loop.step()
+    expected, weights = loop.losses, _digest(engine)
+    loop.close()
+    engine.metrics.flush()
+    return expected, weights
+
+
+def _resumed_differences(
+    spec: dict[str, Any], task: Any, scratch: Path, root: Path, dist: Any, expected: list[float], weights: list[Any]
+) -> list[float]:
+    """The same RESUMED iterations from a new engine resumed from the checkpoint: how far its losses and weights
+    are from `expected` and `weights` (all 0.0: the resume is exact)."""
+    from bench.engine.loop import Engine
+
+    again = Engine(spec, task, scratch, root, dist=dist, progress=False)
+    resumed_loop = Loop(again, again.setup(), int(spec["scale"]))
+    again.model.train()
+    for _ in range(RESUMED):
+        resumed_loop.step()
+    diffs = [abs(a - b) for a, b in zip(expected, resumed_loop.losses, strict=True)]
+    diffs += [float((a - b).abs().max()) for a, b in zip(weights, _digest(again), strict=True)]
+    resumed_loop.close()
+    again.metrics.flush()
+    return diffs
+
+
+def _row(
+    spec: dict[str, Any], task: Any, dist: Any, state: Any, m: dict[str, Any], setup_s: float, started: float
+) -> dict[str, Any]:
+    """Rank 0's row of the rehearsal table from what `rehearse_one` measured (`m`)."""
+    from bench.experiments.perf import device_name, peak_memory
+
+    scale = int(spec["scale"])
+    mem, kind = peak_memory(dist.device)
+    b = int(spec["batch_size"])
+    times, syncs, by_op = m["times"], m["syncs"], m["by_op"]
+    per_iteration = statistics.median(times) if times else math.nan
+    last = state.last_eval or {}
+    return {
+        "task": spec["task"],
+        "method": spec["method"],
+        "scale": scale,
+        "ranks": dist.world,
+        "accumulation": scale // dist.world,
+        "batch_size": b,
+        "iterations": len(times) + 1,
+        "s_per_iteration": per_iteration,
+        "examples_per_s": scale * b / per_iteration,
+        "host_syncs_per_iteration": syncs,
+        "host_syncs": ";".join(f"{k}={v}" for k, v in sorted(by_op.items())),
+        "flops_per_iteration": float(m["flops"]),
+        "eval_s": m["eval_s"],
+        "eval_metric": last.get(task.metric, math.nan),
+        "resume": "exact" if max(m["diffs"], default=0.0) == 0.0 else f"differs by {max(m['diffs']):.3g}",
+        "peak_memory_mb": mem,
+        "peak_memory_kind": kind,
+        "device": device_name(dist.device),
+        "device_type": dist.device.type,
+        "setup_s": setup_s,
+        "wall_s": time.perf_counter() - started,
+    }
+
+
 def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batches: int, dist: Any) -> dict | None:
     """The rehearsal of one configuration on this rank; rank 0's row (None on the others)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from bench.engine import signals
     from bench.engine.evaluation import sliced
     from bench.engine.loop import Engine
-    from bench.experiments.perf import device_name, peak_memory
     from bench.experiments.syncs import count_host_syncs
     from bench.run.data import prepare_data
     from tasks import get_task
@@ -191,67 +277,15 @@ def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batc
         engine._evaluate(state)
     eval_s = time.perf_counter() - start
     engine.model.train()
-    # SIGTERM through the real handler; every rank agrees, then the checkpoint, as Engine.run does
-    previous = signal.getsignal(signal.SIGTERM)
-    signals.install_signal_handlers()
-    try:
-        if dist.is_main:
-            os.kill(os.getpid(), signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            while not signals.stop_requested() and time.monotonic() < deadline:
-                time.sleep(0.01)
-        if not dist.any(signals.stop_requested()):
-            raise UserError("SIGTERM did not raise the engine's stop flag")
-        engine._checkpoint(state)
-    finally:
-        signals.clear_stop()
-        signal.signal(signal.SIGTERM, previous)
+    _sigterm_checkpoint(engine, state, dist)
     loop.close()
-    loop = Loop(engine, state, scale)  # on from the checkpoint's cursor, as the resumed run will be
-    for _ in range(RESUMED):
-        loop.step()
-    expected, weights = loop.losses, _digest(engine)
-    loop.close()
-    engine.metrics.flush()
-    del engine, loop
-    again = Engine(spec, task, scratch, root, dist=dist, progress=False)
-    resumed_loop = Loop(again, again.setup(), scale)
-    again.model.train()
-    for _ in range(RESUMED):
-        resumed_loop.step()
-    diffs = [abs(a - b) for a, b in zip(expected, resumed_loop.losses, strict=True)]
-    diffs += [float((a - b).abs().max()) for a, b in zip(weights, _digest(again), strict=True)]
-    resumed_loop.close()
-    again.metrics.flush()
+    expected, weights = _continued(engine, state, scale)
+    del engine, loop  # one engine at a time: a paper model's memory, not twice it
+    diffs = _resumed_differences(spec, task, scratch, root, dist, expected, weights)
     if not dist.is_main:
         return None
-    mem, kind = peak_memory(dist.device)
-    b = int(spec["batch_size"])
-    per_iteration = statistics.median(times) if times else math.nan
-    last = state.last_eval or {}
-    return {
-        "task": spec["task"],
-        "method": spec["method"],
-        "scale": scale,
-        "ranks": dist.world,
-        "accumulation": scale // dist.world,
-        "batch_size": b,
-        "iterations": len(times) + 1,
-        "s_per_iteration": per_iteration,
-        "examples_per_s": scale * b / per_iteration,
-        "host_syncs_per_iteration": syncs,
-        "host_syncs": ";".join(f"{k}={v}" for k, v in sorted(by_op.items())),
-        "flops_per_iteration": float(flops),
-        "eval_s": eval_s,
-        "eval_metric": last.get(task.metric, math.nan),
-        "resume": "exact" if max(diffs, default=0.0) == 0.0 else f"differs by {max(diffs):.3g}",
-        "peak_memory_mb": mem,
-        "peak_memory_kind": kind,
-        "device": device_name(dist.device),
-        "device_type": dist.device.type,
-        "setup_s": setup_s,
-        "wall_s": time.perf_counter() - started,
-    }
+    measured = {"times": times, "syncs": syncs, "by_op": by_op, "flops": flops, "eval_s": eval_s, "diffs": diffs}
+    return _row(spec, task, dist, state, measured, setup_s, started)
 
 
 def _refused(res: Resources, shape: Any, name: str) -> str | None:
