@@ -192,6 +192,39 @@ def microbatches(task: Any, train: Any, spec: dict[str, Any], n: int, seed: int)
     return itertools.islice(iter(loader(train, draws)), n)  # type: ignore[arg-type]
 
 
+def _estimates(
+    sums: torch.Tensor, group_sq: list[float], sizes: list[int], squares: list[float], scale: int, batch_size: float
+) -> dict[str, float]:
+    """`measure`'s numbers from the groups' gradient sums, their squared norms and sizes, and every micro-batch's
+    ||g_i||²: the unbiased moments, the gain at S and B, each with its jackknife interval over the groups."""
+    n = len(squares)
+    if n < 2:
+        raise UserError(f"the offline gain needs at least 2 micro-batches, got {n}")
+    used = [k for k in range(GROUPS) if sizes[k]]
+    t = sums[used]
+    sum_sq = math.fsum(squares)
+    mean_sq = float(torch.sum((t.sum(0) / n) ** 2))
+    var, sqr = moments(sum_sq, mean_sq, n)
+    h = (t @ t.T).cpu()
+    q = torch.tensor([group_sq[k] for k in used], dtype=torch.float64)
+    counts = torch.tensor([float(sizes[k]) for k in used], dtype=torch.float64)
+    lo, hi = jackknife(q, h, counts, scale)
+    b_lo, b_hi = noise_interval(q, h, counts, batch_size) if math.isfinite(batch_size) else (math.nan, math.nan)
+    return {
+        "offline_gain": _gain(var, sqr, scale),
+        "gain_lo": lo,
+        "gain_hi": hi,
+        "var": var,
+        "sqr": sqr,
+        "sum_sq": sum_sq,
+        "mean_sq": mean_sq,
+        "batches": n,
+        "offline_B": b_simple(var, sqr, batch_size) if math.isfinite(batch_size) else math.nan,
+        "B_lo": b_lo,
+        "B_hi": b_hi,
+    }
+
+
 def measure(
     task: Any,
     model: nn.Module,
@@ -227,32 +260,7 @@ def measure(
         sizes[k] += 1
         if step is not None:
             step()
-    n = len(squares)
-    if n < 2:
-        raise UserError(f"the offline gain needs at least 2 micro-batches, got {n}")
-    used = [k for k in range(GROUPS) if sizes[k]]
-    t = sums[used]
-    sum_sq = math.fsum(squares)
-    mean_sq = float(torch.sum((t.sum(0) / n) ** 2))
-    var, sqr = moments(sum_sq, mean_sq, n)
-    h = (t @ t.T).cpu()
-    q = torch.tensor([group_sq[k] for k in used], dtype=torch.float64)
-    counts = torch.tensor([float(sizes[k]) for k in used], dtype=torch.float64)
-    lo, hi = jackknife(q, h, counts, scale)
-    b_lo, b_hi = noise_interval(q, h, counts, batch_size) if math.isfinite(batch_size) else (math.nan, math.nan)
-    return {
-        "offline_gain": _gain(var, sqr, scale),
-        "gain_lo": lo,
-        "gain_hi": hi,
-        "var": var,
-        "sqr": sqr,
-        "sum_sq": sum_sq,
-        "mean_sq": mean_sq,
-        "batches": n,
-        "offline_B": b_simple(var, sqr, batch_size) if math.isfinite(batch_size) else math.nan,
-        "B_lo": b_lo,
-        "B_hi": b_hi,
-    }
+    return _estimates(sums, group_sq, sizes, squares, scale, batch_size)
 
 
 def exact(task: Any, model: nn.Module, spec: dict[str, Any], scale: int) -> dict[str, float]:
