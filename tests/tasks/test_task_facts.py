@@ -71,9 +71,10 @@ def test_prepare_help_lists_the_tasks_it_prepares(capsys) -> None:
         main(["prepare", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert preparable() == ["cifar10", "imagenet", "speech", "transformer", "yolo"]
-    assert "Tasks: cifar10, imagenet, speech, transformer, yolo (logreg's" in text
+    assert "Tasks: cifar10, imagenet, speech, transformer, yolo (the tasks with a tasks/<name>/prepare.py" in text
     assert main(["prepare", "logreg", "--source", "x", "--out", "y"]) == 2
-    assert "expected one of cifar10, imagenet, speech, transformer, yolo" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "expected one of cifar10, imagenet, speech, transformer, yolo" in err and "logreg and a task of yours" in err
 
 
 def test_the_how_to_add_section_names_files_and_names_that_exist() -> None:
