@@ -81,7 +81,10 @@ def _cursors(d: pd.DataFrame) -> np.ndarray:
 def per_epoch(train: pd.DataFrame, epochs: float) -> float:
     """M = N/b, the run's micro-batches per epoch of data: the micro-batches it consumed (Σ S over its
     iterations, from its training records) over its epochs (summary.json); inf where either is unknown."""
-    d = _stats(train)
+    return _per_epoch(_stats(train), epochs)
+
+
+def _per_epoch(d: pd.DataFrame, epochs: float) -> float:
     if d.empty or not (math.isfinite(epochs) and epochs > 0):
         return math.inf
     total = float(d["first"].iloc[-1] + d["scale"].iloc[-1])
@@ -118,8 +121,11 @@ def window_moments(train: pd.DataFrame, T1: float, m: float, parts: int) -> list
     """(σ², μ²) of each of `parts` equal windows of τ ∈ [0, T1]: the τ-weighted means Σ p_t·σ²_t / Σ p_t and
     Σ p_t·μ²_t / Σ p_t of the corrected per-iteration moments (`corrected`) of the iterations whose τ lies in
     it — the definition of the module docstring; (NaN, NaN) for a window without statistics."""
+    return _window_moments(_stats(train), T1, m, parts)
+
+
+def _window_moments(d: pd.DataFrame, T1: float, m: float, parts: int) -> list[tuple[float, float]]:
     out = [(math.nan, math.nan)] * parts
-    d = _stats(train)
     if d.empty or "tau" not in d or not (math.isfinite(T1) and T1 > 0):
         return out
     sigma2, mu2 = corrected(d, m)
@@ -137,10 +143,14 @@ def window_moments(train: pd.DataFrame, T1: float, m: float, parts: int) -> list
 def windows(train: pd.DataFrame, batch_size: float, T1: float, m: float) -> dict[str, float]:
     """B per third of τ (WINDOWS): b·σ²/μ² of `window_moments`; NaN for a window without statistics, inf where
     its μ² ≤ 0 (the gradient's mean not resolved above its noise)."""
+    return _windows(_stats(train), batch_size, T1, m)
+
+
+def _windows(d: pd.DataFrame, batch_size: float, T1: float, m: float) -> dict[str, float]:
     out = dict.fromkeys(WINDOW_COLUMNS, math.nan)
     if not math.isfinite(batch_size):
         return out
-    for col, (sigma2, mu2) in zip(WINDOW_COLUMNS, window_moments(train, T1, m, len(WINDOWS)), strict=True):
+    for col, (sigma2, mu2) in zip(WINDOW_COLUMNS, _window_moments(d, T1, m, len(WINDOWS)), strict=True):
         if math.isfinite(sigma2 + mu2):
             out[col] = b_simple(sigma2, mu2, batch_size)
     return out
@@ -152,13 +162,20 @@ PREDICTION_PARTS = 10  # (iii)'s prediction follows the noise scale per tenth of
 def profile(train: pd.DataFrame, T1: float, m: float) -> tuple[tuple[float, float], ...] | None:
     """A run's noise profile: (σ², μ²) per tenth of τ (`window_moments`), what another run's prediction is fed
     (bench.algo.predict); None where a tenth has no statistics."""
-    parts = window_moments(train, T1, m, PREDICTION_PARTS)
+    return _profile(_stats(train), T1, m)
+
+
+def _profile(d: pd.DataFrame, T1: float, m: float) -> tuple[tuple[float, float], ...] | None:
+    parts = _window_moments(d, T1, m, PREDICTION_PARTS)
     return tuple(parts) if all(math.isfinite(a + b) for a, b in parts) else None
 
 
 def average(train: pd.DataFrame, batch_size: float) -> float:
     """The training average of B_simple of one run's training records (NaN without statistics)."""
-    d = _stats(train)
+    return _average(_stats(train), batch_size)
+
+
+def _average(d: pd.DataFrame, batch_size: float) -> float:
     if d.empty or not math.isfinite(batch_size):
         return math.nan
     return b_simple_average_of(
@@ -240,16 +257,17 @@ def fill(res: Results) -> pd.DataFrame:
     todo = runs.index[wanted & (missing | unwindowed) & ~runs[READ].fillna(False).astype(bool)]
     for i in todo:
         train, _ = res.metrics(runs.at[i, "run_dir"])
+        d = _stats(train)  # once per run: every quantity below is read off it
         b = float(runs.at[i, "batch_size"])
         if missing[runs.index.get_loc(i)]:
-            runs.at[i, COLUMN] = average(train, b)
+            runs.at[i, COLUMN] = _average(d, b)
         if unwindowed[i]:
-            m = per_epoch(train, float(pd.to_numeric(runs.at[i, "epochs"], errors="coerce")))
+            m = _per_epoch(d, float(pd.to_numeric(runs.at[i, "epochs"], errors="coerce")))
             runs.at[i, PER_EPOCH] = m
             T1 = float(runs.at[i, "T1"])
-            for col, v in windows(train, b, T1, m).items():
+            for col, v in _windows(d, b, T1, m).items():
                 runs.at[i, col] = v
-            runs.at[i, PROFILE] = profile(train, T1, m)
+            runs.at[i, PROFILE] = _profile(d, T1, m)
     runs.loc[todo, READ] = True
     if len(todo) or runs[PREDICTED_FROM].isna().all():  # new profiles, or none predicted yet: (re)predict
         runs = predict(runs)

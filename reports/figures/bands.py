@@ -8,30 +8,40 @@ import pandas as pd
 from ..noise import numeric
 
 
+def _curve(df: pd.DataFrame, y: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """One seed's (τ, y) as arrays: rows where both are numbers, sorted by τ (a frame in order already, as a
+    run's records are, kept as it is), the last row of each τ kept; None where nothing is left. Arrays, not
+    frames: the report draws hundreds of these, and pandas' per-call overhead was most of their cost."""
+    if df.empty or "tau" not in df or y not in df:
+        return None
+    d = numeric(df[["tau", y]])
+    tau, v = d["tau"].to_numpy(float), d[y].to_numpy(float)
+    keep = ~(np.isnan(tau) | np.isnan(v))  # dropna: ±inf stay, as pandas keeps them
+    tau, v = tau[keep], v[keep]
+    if len(tau) > 1 and (np.diff(tau) < 0).any():
+        order = np.argsort(tau, kind="quicksort")  # what sort_values does
+        tau, v = tau[order], v[order]
+    last = np.append(tau[1:] != tau[:-1], True)  # drop_duplicates(keep="last") of sorted τ
+    tau, v = tau[last], v[last]
+    return (tau, v) if len(tau) else None
+
+
 def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
     """Mean, min and max over seeds of one quantity against τ: each seed interpolated onto a common τ grid
     that spans only the range every seed covers — a mean is never one seed's value where the others have
     stopped (or not started)."""
-    parts = []
-    for df in series:
-        if df.empty or "tau" not in df or y not in df:
-            continue
-        d = numeric(df[["tau", y]]).dropna()
-        d = d if d["tau"].is_monotonic_increasing else d.sort_values("tau")  # sorted already: the same frame
-        d = d.drop_duplicates("tau", keep="last")
-        if len(d):
-            parts.append(d)
+    parts = [p for p in (_curve(df, y) for df in series) if p is not None]
     if not parts:
         return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
-    lo, hi = max(d["tau"].min() for d in parts), min(d["tau"].max() for d in parts)
+    lo, hi = max(t[0] for t, _ in parts), min(t[-1] for t, _ in parts)
     if lo > hi:  # the seeds share no stretch of τ
         return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
     if n <= 0:
-        grid = np.unique(np.concatenate([d["tau"].to_numpy(float) for d in parts]))
+        grid = np.unique(np.concatenate([t for t, _ in parts]))
         grid = grid[(grid >= lo) & (grid <= hi)]
     else:
         grid = np.linspace(lo, hi, n) if hi > lo else np.array([lo])
-    ys = np.vstack([np.interp(grid, d["tau"].to_numpy(float), d[y].to_numpy(float)) for d in parts])
+    ys = np.vstack([np.interp(grid, t, v) for t, v in parts])
     return pd.DataFrame(
         {"tau": grid, "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(parts)}
     )
