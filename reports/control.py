@@ -35,7 +35,7 @@ from bench.algo.rules import ADASCALE, LSW_PLUS, title
 
 from . import guards, noise
 from .collect import Results, rule_rows
-from .findings import table_margin
+from .noninferiority import table_margin
 from .paper import load_paper
 from .scalefree import WORSE_FLAG
 from .table2 import place, table_runs
@@ -158,7 +158,8 @@ def _first_hit(evals: pd.DataFrame, target: float, higher: bool) -> tuple[pd.Ser
 
 
 def _margins(t: pd.DataFrame) -> dict[tuple[str, str], tuple[float, float, bool]]:
-    """(Δ, S = 1 mean, higher is better) per (task, variant), from the S = 1 runs (reports.findings.table_margin)."""
+    """(Δ, S = 1 mean, higher is better) per (task, variant), from the S = 1 runs
+    (reports.noninferiority.table_margin)."""
     out = {}
     for (task, variant), g in t.groupby(["task", "variant"]):
         base = g[(g["S"] == 1) & (g["status"] == "completed")].drop_duplicates("run_dir")

@@ -54,25 +54,43 @@ task cards, tasks.presets):
 
 from __future__ import annotations
 
-import functools
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.gain import steady_gain, theta
 from bench.algo.rules import ADASCALE, LSW
-from bench.files import OFFLINE_GAIN
 
-from . import lagmatch, noise
+from . import noise
 from .collect import ELASTIC, Results, scale_order
+from .noninferiority import (
+    CONFIDENCE,
+    MIN_SEEDS,
+    WITHIN,
+    WORSE,
+    Comparison,
+    Margin,
+    card_margin,
+    compare,
+    describe,
+    fixed_scales,
+    metric_values,
+    table_margin,
+)
 from .significance import worse_than
-from .table2 import decimals, fmt_value, table_runs, tables
+from .table2 import table_runs, tables
+from .warmup import (
+    WARMUP_MEMORIES,
+    WARMUP_RISE,
+    WARMUP_START,
+    WARMUP_WINDOW,
+    Warmup,
+    run_warmups,
+    settled_gain,
+)
 
 HOLDS, FAILS, NOT_TESTABLE, INCONCLUSIVE, NOT_RUN = (
     "holds",
@@ -92,252 +110,10 @@ CHECKS = {
 COLUMNS = ["table", "task", "preset", "check", "finding", "status", "detail", "margin", "margin_rule", "noise"]
 COLUMNS += ["B_lo", "B_hi", "B_top", "B_runs", "max_total_batch"]
 
-CONFIDENCE = 0.90  # two-sided: one-sided 95 % bounds (α = 0.05 per side, as the grey rule)
-MIN_SEEDS = 3
 ITERATION_TOLERANCE = 0.2  # (iii): |iterations/predicted − 1|
-WARMUP_WINDOW = 0.10  # (iv): the first 10 % of τ
-WARMUP_START = 0.5  # (iv): starts below half the range [1, r̂]
-WARMUP_RISE = 0.2  # (iv): rises by a fifth of the range
-WARMUP_MIN_RECORDS = 5
-WARMUP_MEMORIES = 3  # (iv): the online gain is judged where the window spans this many gain memories
-WARMUP_MIN_POINTS = 2  # (iv): kept checkpoints needed inside the window otherwise
-ACCURACY_RANGE = (0.0, 100.0)  # every higher-is-better metric here is a percentage (BLEU included)
-WITHIN, WORSE, STRADDLES, FEW = "within", "worse", "straddles", "too few seeds"
 
 
-# ---------------------------------------------------------------------------------------- margins
-
-
-@dataclass(frozen=True)
-class Margin:
-    """Δ of one table's metric, and how it was set (printed with every comparison)."""
-
-    delta: float
-    rule: str
-    floor: float = -math.inf  # the metric's best possible value where it is bounded (a loss's optimum)
-    ceiling: float = math.inf  # … (an accuracy's 100 %)
-    share: float = 0.0  # > 0: Δ is this share of S = 1's distance to the optimum, estimated with it (`compare`)
-
-    def bounds(self, higher_is_better: bool) -> tuple[float, float]:
-        """(worst, best) values the metric can take."""
-        return (self.floor, self.ceiling) if higher_is_better else (self.ceiling, self.floor)
-
-    def room(self, base_mean: float, higher_is_better: bool) -> float:
-        """How far S = 1's mean is from the best value the metric can take (inf where unbounded)."""
-        best = self.bounds(higher_is_better)[1]
-        return abs(best - base_mean) if math.isfinite(best) else math.inf
-
-    def saturated(self, base_mean: float, higher_is_better: bool) -> bool:
-        """S = 1 within Δ of the metric's best value: no run can be better by Δ, and a run as good as S = 1 is
-        as good as any — a comparison there shows a drop, never that quality was kept (findings i, ii)."""
-        return self.room(base_mean, higher_is_better) < self.delta
-
-
-@functools.cache
-def card_margin(task: str, preset: str) -> tuple[float | None, float | None]:
-    """(the card's margin for `preset`, the metric's optimum) of a task; (None, None) for an unknown task."""
-    try:
-        from tasks.presets import card
-
-        c = card(task)
-    except Exception:  # a task this checkout does not know: the defaults below
-        return None, None
-    return c.margins.get(preset), c.optimum
-
-
-def last_quarter_drop(curves: list[pd.DataFrame], T1: float) -> float:
-    """The loss S = 1 sheds over its last quarter of τ: mean over its seeds of (the last evaluation at or
-    before 0.75·T1) − (its last evaluation); NaN without both."""
-    drops = []
-    for ev in curves:
-        if ev.empty or not {"tau", "metric"} <= set(ev.columns):
-            continue
-        d = ev[["tau", "metric"]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("tau")
-        early = d[d["tau"] <= 0.75 * T1 * (1 + 1e-9)]
-        if len(early) and len(d) and d["tau"].iloc[-1] > early["tau"].iloc[-1]:
-            drops.append(float(early["metric"].iloc[-1] - d["metric"].iloc[-1]))
-    return float(np.mean(drops)) if drops else math.nan
-
-
-def table_margin(
-    task: str,
-    preset: str,
-    higher_is_better: bool,
-    base: np.ndarray,
-    curves: list[pd.DataFrame] | None = None,
-    T1: float = math.nan,
-) -> Margin:
-    """Δ of a table (module docstring): from the task card's margin for the preset, the S = 1 values `base` and,
-    for a loss without a known optimum, S = 1's evaluation `curves`."""
-    m, optimum = card_margin(task, preset)
-    if higher_is_better:
-        from tasks.presets import ACCURACY_MARGINS
-
-        delta = m if m is not None else ACCURACY_MARGINS.get(preset, ACCURACY_MARGINS["paper"])
-        return Margin(float(delta), f"Δ = {delta:g} points ({preset or 'any'} preset)", *ACCURACY_RANGE)
-    share = 0.25 if m is None else float(m)
-    mean = float(np.mean(base)) if len(base) else math.nan
-    if optimum is not None:
-        excess = mean - optimum
-        return Margin(
-            share * excess,
-            f"Δ = {share:g} × S = 1's excess over the optimum {optimum:.6g} ({fmt_value(excess, 4)}), "
-            "estimated with S = 1's mean",
-            floor=float(optimum),
-            share=share,
-        )
-    drop = last_quarter_drop(curves or [], T1)
-    return Margin(
-        share * drop if drop > 0 else math.nan,
-        f"Δ = {share:g} × S = 1's drop over its last quarter of τ ({fmt_value(drop, 4)})",
-        floor=0.0,
-    )
-
-
-# ------------------------------------------------------------------------- comparisons with S = 1
-
-
-@dataclass
-class Comparison:
-    """x against the S = 1 runs, signed so that positive is better."""
-
-    diff: float
-    lo: float
-    hi: float
-    margin: float
-    verdict: str  # WITHIN | WORSE | STRADDLES | FEW
-    n: int
-    n_base: int
-
-
-def welch(x: np.ndarray, base: np.ndarray, cx: float, cb: float) -> tuple[float, float, float]:
-    """(estimate, standard error, Welch–Satterthwaite degrees of freedom) of cx·mean(x) + cb·mean(base), each
-    side ≥ 2 values: with cx = 1, cb = −1 scipy's Welch interval of the difference of the means."""
-    a = cx**2 * float(np.var(x, ddof=1)) / len(x)
-    b = cb**2 * float(np.var(base, ddof=1)) / len(base)
-    se = math.sqrt(a + b)
-    df = (a + b) ** 2 / (a**2 / (len(x) - 1) + b**2 / (len(base) - 1)) if a + b > 0 else math.inf
-    return cx * float(x.mean()) + cb * float(base.mean()), se, df
-
-
-def compare(
-    x: np.ndarray,
-    base: np.ndarray,
-    higher_is_better: bool,
-    delta: float,
-    limits: tuple[float, float] = (-math.inf, math.inf),
-    share: float = 0.0,
-) -> Comparison:
-    """The Welch interval of mean(x) − mean(base) (positive = better) at CONFIDENCE, judged against −Δ.
-    `limits`: the (worst, best) values the metric can take; the interval is clipped to the differences they
-    allow (positive = better: at most best − mean(base), at least worst − mean(base)).
-
-    `share` > 0: Δ is that share of S = 1's distance to the best value, Δ = share·|best − mean(base)| (logreg's
-    excess loss), estimated from the same seeds it is compared with. Then the test is on d + Δ̂ =
-    sign·(x̄ − (1 + share)·b̄ + share·best), whose standard error carries the base's spread (1 + share) times
-    over — the margin's own uncertainty — and the interval printed for d is that of d + Δ̂ less Δ̂: the
-    same verdict. Testing d against a Δ̂ taken as exact rejected 6–8 % of the time at the margin."""
-    x, base = np.asarray(x, float), np.asarray(base, float)
-    x, base = x[np.isfinite(x)], base[np.isfinite(base)]
-    sign = 1.0 if higher_is_better else -1.0
-    if not len(x) or not len(base):
-        return Comparison(math.nan, math.nan, math.nan, delta, FEW, len(x), len(base))
-    diff = sign * float(x.mean() - base.mean())
-    share = share if math.isfinite(limits[1]) else 0.0  # a share of the distance to a best value there is
-    if share > 0:
-        delta = share * abs(limits[1] - float(base.mean()))
-    lo = hi = math.nan
-    if len(x) >= 2 and len(base) >= 2:
-        if np.ptp(x) == 0 and np.ptp(base) == 0:  # no spread on either side: the difference is certain
-            lo = hi = diff
-        else:
-            _, se, df = welch(x, base, sign, -sign * (1 + share))
-            half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * se
-            lo, hi = diff - half, diff + half
-            worst, best = (sign * (v - float(base.mean())) for v in limits)
-            lo, hi = max(lo, min(worst, best)), min(hi, max(worst, best))
-    if len(x) < MIN_SEEDS or len(base) < MIN_SEEDS or not math.isfinite(lo) or not math.isfinite(delta):
-        verdict = FEW
-    elif lo > -delta:
-        verdict = WITHIN
-    elif hi < -delta:
-        verdict = WORSE
-    else:
-        verdict = STRADDLES
-    return Comparison(diff, lo, hi, delta, verdict, len(x), len(base))
-
-
-def decision_power(
-    sd: float,
-    delta: float,
-    n: int,
-    diff: float = 0.0,
-    n_base: int | None = None,
-    sd_base: float | None = None,
-) -> float:
-    """The chance that a non-inferiority comparison (`compare`: n seeds spreading `sd` against n_base S = 1 seeds
-    spreading sd_base, both by default the same) of a true difference `diff` (positive = better) ends `within`
-    −Δ: its one-sided lower bound d̂ − t·SE above −Δ, i.e. the noncentral t of (d̂ + Δ)/SE, noncentrality
-    (diff + Δ)/sqrt(sd²/n + sd_base²/n_base), past t(1 − α) at Welch–Satterthwaite's degrees of freedom (2n − 2
-    for equal sides). By symmetry it is also the chance of `worse` for a true difference of −2Δ − diff. The
-    positive control's seed counts come from it (docs/design.md §1): cheap S = 1 seeds may outnumber dear ones."""
-    n_base = n if n_base is None else n_base
-    sd_base = sd if sd_base is None else sd_base
-    if min(n, n_base) < 2 or not (sd > 0 and sd_base > 0 and delta > 0):
-        return math.nan
-    a, b = sd**2 / n, sd_base**2 / n_base
-    df = (a + b) ** 2 / (a**2 / (n - 1) + b**2 / (n_base - 1))
-    ncp = (diff + delta) / math.sqrt(a + b)
-    return float(stats.nct.sf(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df), df, ncp))
-
-
-def seeds_for(
-    sd: float, delta: float, power: float = 0.8, diff: float = 0.0, most: int = 100, base_per_seed: int = 1
-) -> int:
-    """The fewest seeds n with `decision_power` ≥ `power` (and ≥ MIN_SEEDS), S = 1 having `base_per_seed` × n;
-    `most` + 1 when none up to it."""
-    for n in range(MIN_SEEDS, most + 1):
-        if decision_power(sd, delta, n, diff, n_base=base_per_seed * n) >= power:
-            return n
-    return most + 1
-
-
-def _vals(g: pd.DataFrame) -> np.ndarray:
-    x = pd.to_numeric(g.loc[g["status"] == "completed", "val_metric"], errors="coerce").to_numpy(float)
-    return x[np.isfinite(x)]
-
-
-def _ms(x: np.ndarray) -> str:
-    if not len(x):
-        return "–"
-    m = float(np.mean(x))
-    sd = f" ± {fmt_value(float(np.std(x, ddof=1)), decimals(m))}" if len(x) > 1 else ""
-    return f"{fmt_value(m)}{sd} (n={len(x)})"
-
-
-def _signed(v: float, digits: int) -> str:
-    return "–" if not math.isfinite(v) else f"{v:+.{digits}f}"
-
-
-def _digits(c: Comparison, base: np.ndarray) -> int:
-    """Enough decimals to show the margin (a loss margin of 0.001 needs 4)."""
-    d = max(2, decimals(float(np.mean(base))) if len(base) else 2)
-    if math.isfinite(c.margin) and c.margin > 0:
-        d = max(d, 1 - math.floor(math.log10(c.margin)))
-    return min(d, 6)
-
-
-def describe(c: Comparison, x: np.ndarray, base: np.ndarray) -> str:
-    """'74.10 ± 0.40 (n=3) vs 74.00 … (n=3): +0.10 [−0.52, +0.72] vs −Δ = −1.00 (within)'."""
-    d = _digits(c, base)
-    interval = f" [{_signed(c.lo, d)}, {_signed(c.hi, d)}]" if math.isfinite(c.lo) else ""
-    return f"{_ms(x)} vs {_ms(base)}: {_signed(c.diff, d)}{interval} vs −Δ = {_signed(-c.margin, d)} ({c.verdict})"
-
-
-def _fixed(t: pd.DataFrame, method: str) -> dict[str, pd.DataFrame]:
-    g = t[(t["method"] == method) & t["scale"].map(lambda s: scale_order(s)[0] == 0)]
-    g = g[g["status"].isin(("completed", "diverged"))]
-    return {s: g[g["scale"] == s] for s in sorted(g["scale"].unique(), key=scale_order)}
+# ------------------------------------------------------------------- comparisons as statuses
 
 
 def verdict_of(c: Comparison) -> str:
@@ -357,7 +133,7 @@ def _non_inferior(pairs: list[tuple[str, pd.DataFrame, pd.DataFrame]], higher: b
             parts.append(f"{label}: {n_div} seed(s) diverged")
             statuses.append(FAILS)
             continue
-        x, b = _vals(g), _vals(base)
+        x, b = metric_values(g), metric_values(base)
         c = compare(x, b, higher, margin.delta, margin.bounds(higher), margin.share)
         grey = c.verdict == WITHIN and worse_than(x, b, higher)[0]
         note = " — significantly worse than S = 1 (Table 2's grey) by less than Δ" if grey else ""
@@ -395,7 +171,7 @@ class Context:
 
 
 def check_i(ctx: Context) -> tuple[str, str]:
-    fixed = _fixed(ctx.t, ADASCALE)
+    fixed = fixed_scales(ctx.t, ADASCALE)
     if "1" not in fixed:
         return NOT_RUN, "no AdaScale run at S = 1"
     pairs = [(f"S = {s}", g, fixed["1"]) for s, g in fixed.items() if s != "1"]
@@ -410,7 +186,7 @@ def adascale_gain(t: pd.DataFrame, top: str) -> tuple[float, float, int]:
     settles, S(B/b + 1)/(B/b + S) of each run's late noise scale (`settled_gain`, the last third of τ; S where μ²
     is not resolved): the step AdaScale measured it could take there, against which LSW's multiplier S is large
     or not ((ii)'s regime). The upper bound is NaN below 2 seeds."""
-    g = _fixed(t, ADASCALE).get(top)
+    g = fixed_scales(t, ADASCALE).get(top)
     late = noise.WINDOW_COLUMNS[-1]
     if g is None or late not in g:
         return math.nan, math.nan, 0
@@ -432,7 +208,7 @@ def check_ii(ctx: Context) -> tuple[str, str]:
     the noise allowed and kept S = 1's quality. Where S is within that of AdaScale's gain, LSW takes
     AdaScale's steps and `within` is what both predict: not testable. Saturated (S = 1 within Δ of the best
     value): not testable."""
-    fixed = _fixed(ctx.t, LSW)
+    fixed = fixed_scales(ctx.t, LSW)
     if "1" not in fixed or len(fixed) < 2:
         return NOT_RUN, "no LSW runs at S = 1 and a larger S"
     top = list(fixed)[-1]
@@ -440,7 +216,7 @@ def check_ii(ctx: Context) -> tuple[str, str]:
     n_div = int((g["status"] == "diverged").sum())
     if n_div:
         return HOLDS, f"S = {top}: {n_div} seed(s) diverged"
-    x, bv = _vals(g), _vals(base)
+    x, bv = metric_values(g), metric_values(base)
     c = compare(x, bv, ctx.higher, ctx.margin.delta, ctx.margin.bounds(ctx.higher), ctx.margin.share)
     numbers = f"S = {top}: {describe(c, x, bv)}; {ctx.margin.rule}"
     if c.verdict == WORSE:
@@ -497,7 +273,7 @@ def check_iii(ctx: Context) -> tuple[str, str]:
     noise fails); the drift by S; and the paper's statement where S·b ≪ B."""
     runs = noise.per_run(ctx.t)
     if runs.empty:
-        done = _fixed(ctx.t, ADASCALE)
+        done = fixed_scales(ctx.t, ADASCALE)
         if not any(s != "1" and (g["status"] == "completed").any() for s, g in done.items()):
             return NOT_RUN, "no completed AdaScale run with S ≥ 2"
         return NOT_TESTABLE, "no noise scale measured (no sum_sq / mean_sq statistics in metrics.jsonl)"
@@ -529,161 +305,6 @@ def check_iii(ctx: Context) -> tuple[str, str]:
         f"holds: iterations within the donors' range ±{ITERATION_TOLERANCE:.0%}; {paper}"
         + (f"; {unjudged} run(s) without a prediction" if unjudged else "")
     )
-
-
-# ------------------------------------------------------------------------------------------ (iv)
-
-
-@dataclass
-class Warmup:
-    start: float  # normalised gain (r − 1)/(r̂ − 1) at the window's start
-    end: float  # … at its end
-    records: int  # records (online) or kept checkpoints (offline / exact) in the window
-    holds: bool | None  # None: not judged (the reason in `why`)
-    settles: float = math.nan  # r̂, the gain the run's late noise scale allows (S where unknown)
-    source: str = "online"  # online | exact | offline
-    why: str = ""
-    memories: float = math.nan  # gain memories (1000/S iterations) the window spans
-    undecided: bool = False  # judged, but the measurement's interval straddles the rule (inconclusive)
-
-
-def settled_gain(late_noise: float, batch: float, scale: float) -> float:
-    """(iv)'s r̂: the steady gain of the run's late noise scale (≤ S; S where unknown)."""
-    if not late_noise >= 0:
-        return float(scale)
-    return min(steady_gain(late_noise, batch, scale), float(scale))
-
-
-def _judge(u_start: float, u_end: float) -> bool:
-    return u_start <= WARMUP_START and u_end - u_start >= WARMUP_RISE
-
-
-def warmup(train: pd.DataFrame, scale: float, T1: float, settles: float | None = None) -> Warmup:
-    """(iv) on one run's online gain: the normalised gain over the first WARMUP_WINDOW of τ (means of its first
-    and last fifth of records), against `settles` (r̂; S when None). Judged only where the window spans
-    ≥ WARMUP_MEMORIES gain memories (1000/S iterations each)."""
-    r_hat = float(scale) if settles is None or not math.isfinite(settles) else min(float(settles), float(scale))
-    if train.empty or not {"tau", "gain"} <= set(train.columns) or not (r_hat > 1 and math.isfinite(T1)):
-        return Warmup(math.nan, math.nan, 0, None, r_hat, why="no gain records")
-    cols = ["tau", "gain"] + (["iteration"] if "iteration" in train else [])
-    d = train[cols].apply(pd.to_numeric, errors="coerce").dropna(subset=["tau", "gain"])
-    d = d[d["tau"] <= WARMUP_WINDOW * T1]
-    n = len(d)
-    iterations = float(d["iteration"].max() + 1) if "iteration" in d and n else float(n)
-    memories = iterations / (1.0 / (1.0 - theta(int(scale)))) if theta(int(scale)) < 1 else math.inf
-    if n < WARMUP_MIN_RECORDS:
-        return Warmup(math.nan, math.nan, n, None, r_hat, why=f"{n} record(s) in the first 10 % of τ")
-    if memories < WARMUP_MEMORIES:
-        why = f"the window spans {memories:.2g} gain memories (< {WARMUP_MEMORIES}: the online gain lags)"
-        return Warmup(math.nan, math.nan, n, None, r_hat, why=why, memories=memories)
-    u = (d["gain"].to_numpy(float) - 1) / (r_hat - 1)
-    k = max(1, math.ceil(n / 5))
-    start, end = float(u[:k].mean()), float(u[-k:].mean())
-    return Warmup(start, end, n, _judge(start, end), r_hat)
-
-
-def offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
-    """(tau, gain, lo, hi, source) of a run's offline_gain.csv, read once by reports.lagmatch (through
-    bench.safefs: no link, no FIFO, bounded; every value in range): the exact gain where the file has it
-    (lo = hi: no interval), else the offline estimate with its jackknife interval; None where there is no
-    file (silently) or no usable one (with lagmatch's warning naming it)."""
-    if not os.path.lexists(Path(run_dir) / OFFLINE_GAIN):
-        return None
-    df = lagmatch.offline_points(res, run_dir)
-    if df is None:
-        return None
-    exact = "exact_gain" in df and bool(np.isfinite(df["exact_gain"]).all())
-    gain = df["exact_gain"] if exact else df["offline_gain"]
-    lo = gain if exact or "gain_lo" not in df else df["gain_lo"].fillna(gain)
-    hi = gain if exact or "gain_hi" not in df else df["gain_hi"].fillna(gain)
-    out = pd.DataFrame({"tau": df["tau"], "gain": gain, "lo": lo, "hi": hi}).dropna()
-    return out.assign(source="exact" if exact else "offline").sort_values("tau") if len(out) else None
-
-
-def offline_warmup(points: pd.DataFrame, scale: float, T1: float, settles: float) -> Warmup:
-    """(iv) on the gain measured afresh at kept checkpoints: the first and the last point in the window, decided
-    on the measurement's interval (the offline gain's jackknife interval; the exact gain has none): holds
-    where it holds at the interval's least favourable ends (start's upper, end's lower), fails where it fails
-    at the most favourable ones, else undecided."""
-    r_hat = float(scale) if not math.isfinite(settles) else min(float(settles), float(scale))
-    p = points[points["tau"] <= WARMUP_WINDOW * T1]
-    source = str(points["source"].iloc[0]) if len(points) else "offline"
-    if len(p) < WARMUP_MIN_POINTS or not r_hat > 1:
-        why = f"{len(p)} kept checkpoint(s) in the first 10 % of τ (< {WARMUP_MIN_POINTS})"
-        return Warmup(math.nan, math.nan, len(p), None, r_hat, source, why)
-
-    def u(col: str, k: int) -> float:
-        return (float(p[col].iloc[k]) - 1) / (r_hat - 1)
-
-    start, end = u("gain", 0), u("gain", -1)
-    if _judge(u("hi", 0), u("lo", -1)):
-        return Warmup(start, end, len(p), True, r_hat, source)
-    if not _judge(u("lo", 0), u("hi", -1)):
-        return Warmup(start, end, len(p), False, r_hat, source)
-    why = (
-        f"the offline interval straddles the rule (start {u('lo', 0):.2f}–{u('hi', 0):.2f}, "
-        f"end {u('lo', -1):.2f}–{u('hi', -1):.2f})"
-    )
-    return Warmup(start, end, len(p), None, r_hat, source, why, undecided=True)
-
-
-def _base_variant(variant: str) -> str:
-    """A run's variant without the keys that only keep weights (a `gain` run is its Table 2 twin otherwise)."""
-    parts = [p for p in str(variant or "").split(",") if p and not p.startswith("keep_checkpoints")]
-    return ",".join(parts)
-
-
-def _gain_twins(res: Results, t: pd.DataFrame) -> pd.DataFrame:
-    """The `gain` experiment runs of a table's configuration: AdaScale runs with kept weights, same task,
-    preset and variant once the keep-checkpoint keys are left out."""
-    r = res.runs
-    if r.empty or t.empty:
-        return r.iloc[0:0]
-    first = t.iloc[0]
-    same = (r["task"] == first["task"]) & (r["preset"].fillna("") == (first["preset"] or ""))
-    same &= r["experiment_kind"] == "gain"
-    variant = str(first["variant"] or "")
-    g = r[same & (r["method"] == ADASCALE) & (r["status"] == "completed")]
-    return g[g["variant"].map(_base_variant) == variant]
-
-
-def run_warmups(res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]:
-    """(run, Warmup) of every completed fixed-S AdaScale run with S ≥ 2 of a table, and of the `gain` runs of
-    its configuration: online where the window is long enough, else at kept checkpoints, else not judged."""
-    runs = pd.concat([g for s, g in _fixed(t, ADASCALE).items() if float(s) >= 2] + [_gain_twins(res, t)])
-    out = []
-    if runs.empty:
-        return out
-    runs = runs[runs["status"] == "completed"]
-    filled = noise.fill(res)  # each run's late noise scale (idempotent; a caller may hold rows from before)
-    late = dict(zip(filled["run_dir"], pd.to_numeric(filled[noise.WINDOW_COLUMNS[-1]], errors="coerce"), strict=True))
-    runs = runs.assign(_s=runs["scale"].map(lambda s: scale_order(s)[1])).sort_values(["_s", "seed", "run_dir"])
-    memo = res.memo.setdefault("warmups", {})  # (iv) and the curves' caption judge the same runs: once
-    for _, r in runs.iterrows():
-        if not bool(r["has_metrics"]):
-            continue
-        key = (r["run_dir"], late.get(r["run_dir"], math.nan))
-        if key not in memo:
-            memo[key] = _run_warmup(res, r, key[1])
-        out.append((r, memo[key]))
-    return out
-
-
-def _run_warmup(res: Results, r: pd.Series, late_noise: float) -> Warmup:
-    """One run's Warmup: online where its window is long enough, else at its kept checkpoints."""
-    S, b, T1 = float(r["scale"]), float(r["batch_size"]), float(r["T1"])
-    r_hat = settled_gain(late_noise, b, S)
-    w = warmup(res.metrics(r["run_dir"])[0], S, T1, r_hat)
-    if w.holds is None:
-        points = offline_points(res, r["run_dir"])
-        if points is not None:
-            off = offline_warmup(points, S, T1, r_hat)
-            w = (
-                off
-                if off.holds is not None or off.undecided
-                else Warmup(**{**w.__dict__, "why": f"{w.why}; {off.why}", "source": "few"})
-            )
-    return w
 
 
 GROUP = "{memories}"
@@ -741,7 +362,7 @@ def check_iv(ctx: Context) -> tuple[str, str]:
 
 
 def check_v(ctx: Context) -> tuple[str, str]:
-    fixed = _fixed(ctx.t, ADASCALE)
+    fixed = fixed_scales(ctx.t, ADASCALE)
     pairs = []
     for e in ELASTIC:
         g = ctx.t[(ctx.t["method"] == ADASCALE) & (ctx.t["scale"] == e)]
@@ -788,13 +409,13 @@ def margin_of(res: Results, t: pd.DataFrame, higher: bool) -> Margin:
     """The margin of one table, from its task card and its S = 1 runs (their values and, for a loss without a
     known optimum, their evaluation curves)."""
     first = t.iloc[0]
-    base = _fixed(t, ADASCALE).get("1", t.iloc[0:0])
+    base = fixed_scales(t, ADASCALE).get("1", t.iloc[0:0])
     curves: list[pd.DataFrame] = []
     done = base[base["status"] == "completed"] if len(base) else base
     if not higher and card_margin(str(first["task"]), str(first["preset"] or ""))[1] is None:
         curves = [res.metrics(d)[1] for d, m in zip(done["run_dir"], done["has_metrics"], strict=True) if m]
     T1 = float(pd.to_numeric(done["T1"], errors="coerce").median()) if len(done) else math.nan
-    return table_margin(str(first["task"]), str(first["preset"] or ""), higher, _vals(base), curves, T1)
+    return table_margin(str(first["task"]), str(first["preset"] or ""), higher, metric_values(base), curves, T1)
 
 
 def findings(res: Results) -> pd.DataFrame:

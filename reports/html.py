@@ -16,7 +16,7 @@ import pandas as pd
 from bench import safefs
 from bench.algo.rules import label
 
-from . import findings as FD
+from . import noninferiority as NI
 from .figures import Figure
 from .scalefree import _delta, paper_quality
 from .table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
@@ -374,7 +374,7 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
         "margin).</p>"
     ]
     for table, t in sf.groupby("table", sort=False):
-        paper_margin = FD.card_margin(str(t["task"].iloc[0]), "paper")[0]  # Δ of the paper preset, on its points
+        paper_margin = NI.card_margin(str(t["task"].iloc[0]), "paper")[0]  # Δ of the paper preset, on its points
         out.append(f"<h3>{name_html(table, variants)}</h3><table>")
         out.append(
             '<tr><th rowspan="2">method</th><th rowspan="2">S</th><th rowspan="2">seeds</th>'

@@ -21,6 +21,7 @@ import pandas as pd
 
 from . import findings as FD
 from . import guards
+from . import noninferiority as NI
 from .collect import Results, rule_rows, scale_order
 from .table2 import place, table_runs, tables
 
@@ -63,7 +64,7 @@ def verdicts(res: Results) -> pd.DataFrame:
         margin = FD.margin_of(res, t, higher)  # the table's Δ, as finding (i) judges it
         limits = margin.bounds(higher)
         for method in sorted(set(t["method"]), key=place):
-            fixed = FD._fixed(t, method)
+            fixed = NI.fixed_scales(t, method)
             base = fixed.get("1")
             for scale, g in fixed.items():
                 if scale == "1":
@@ -72,10 +73,12 @@ def verdicts(res: Results) -> pd.DataFrame:
                 row |= {"method": method}
                 row |= {"label": rows_of[method].label, "scale": scale, "speedup": _speedup(g)}
                 if base is None:
-                    c = FD.compare(FD._vals(g), np.array([]), higher, margin.delta, limits, margin.share)
+                    c = NI.compare(NI.metric_values(g), np.array([]), higher, margin.delta, limits, margin.share)
                     status, detail = FD.NOT_RUN, "no S = 1 run to compare with"
                 else:
-                    c = FD.compare(FD._vals(g), FD._vals(base), higher, margin.delta, limits, margin.share)
+                    c = NI.compare(
+                        NI.metric_values(g), NI.metric_values(base), higher, margin.delta, limits, margin.share
+                    )
                     status, detail = FD._non_inferior([(f"S = {scale}", g, base)], higher, margin)
                 row |= {"n": c.n, "n_base": c.n_base, "diff": c.diff, "lo": c.lo, "hi": c.hi, "margin": c.margin}
                 rows.append(row | {"status": status, "detail": detail})
@@ -159,7 +162,7 @@ def text(glance: pd.DataFrame) -> str:
 LEGEND = (
     "Each rule against its own S = 1 (the shared run where the rule is identity scaling at S = 1) by finding "
     "(i)'s rule: the Welch interval of the difference (one-sided 95 % bounds) against the margin −Δ, "
-    f"≥ {FD.MIN_SEEDS} seeds a side: keeps S = 1's quality (within the margin), worse (below it, or a seed "
+    f"≥ {NI.MIN_SEEDS} seeds a side: keeps S = 1's quality (within the margin), worse (below it, or a seed "
     "diverged), inconclusive (fewer seeds, or an interval across the margin), not run. Speed-up: T1 / iterations."
 )
 

@@ -7,7 +7,7 @@ depend on the absolute size of a run, ours beside the paper's (reports/paper_tab
   paper's: its S = 1 row's iterations);
 - efficiency = T1 / (S · iterations): 1 is perfect linear scaling (empty for elastic rows, whose S varies).
 - quality: a cell that misses S = 1's quality — its Δmetric below −Δ, the findings' margin of the table
-  (reports.findings.table_margin) — or that diverged, is flagged ("worse than S = 1 by more than Δ",
+  (reports.noninferiority.table_margin) — or that diverged, is flagged ("worse than S = 1 by more than Δ",
   "diverged"): a speed-up bought with the metric is not a speed-up, and the tables and figures say so.
 
 A diverged cell has no Δmetric; its speed-up and efficiency come from its planned iterations (Table 2's
@@ -25,7 +25,7 @@ from bench.algo.rules import method_order
 
 from . import guards
 from .collect import scale_order
-from .findings import table_margin
+from .noninferiority import table_margin
 from .table2 import table_runs
 
 COLUMNS = [
@@ -107,7 +107,7 @@ def ours(c: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _margins(c: pd.DataFrame, tr: pd.DataFrame) -> dict[str, float]:
-    """Each table's findings margin Δ (reports.findings.table_margin) from its S = 1 runs' metric values."""
+    """Each table's findings margin Δ (reports.noninferiority.table_margin) from its S = 1 runs' metric values."""
     out = {}
     for (table, task, preset, variant), g in c.groupby(["table", "task", "preset", "variant"], sort=False):
         runs = tr[(tr["task"] == task) & (tr["preset"] == preset) & (tr["variant"] == variant)]

@@ -110,7 +110,7 @@ def _warmup() -> tuple[str, ...]:
 
 
 def _margins() -> tuple[str, ...]:
-    from reports import findings as F
+    from reports import noninferiority as F
     from tasks.presets import ACCURACY_MARGINS
     from tasks.presets.logreg import LOSS_MARGIN
 
@@ -119,7 +119,7 @@ def _margins() -> tuple[str, ...]:
 
 
 def _warmup_check() -> tuple[str, ...]:
-    from reports import findings as F
+    from reports import warmup as F
 
     return plain(F.WARMUP_WINDOW), plain(F.WARMUP_START), plain(F.WARMUP_RISE)
 

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from ..collect import Results, rule_rows, scale_order, task_info
-from ..findings import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups
 from ..noise import COLUMN, PER_EPOCH, trajectory
 from ..table2 import table_runs
+from ..warmup import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups
 from . import render
 from .bands import _band_plan, _draw_plan_band, _smooth, band, eval_band
 from .render import _inputs

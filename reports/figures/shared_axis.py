@@ -23,7 +23,7 @@ from bench.algo.rules import method_order, title
 
 from .. import scalefree as SF
 from ..collect import Results, rule_rows, scale_order
-from ..findings import card_margin
+from ..noninferiority import card_margin
 from ..paper import load_paper
 from ..table2 import cells, table_runs
 from . import render

@@ -20,6 +20,7 @@ from bench.experiments import matrix as matrices
 from bench.experiments.pool import run_matrix
 from reports import control, noise
 from reports import findings as FD
+from reports import noninferiority as NI
 from reports.build import build_report
 from reports.collect import ReportWarning, load
 from tasks.presets.logreg import OPTIMUM, TARGET_LOSS
@@ -147,8 +148,8 @@ def cifar_power(m: matrices.Matrix, diff: float = 0.0, sd: float = PILOT_SD_64) 
     """(i)'s chance to decide `holds` on the matrix's tiny cifar10 cells at a true difference `diff`: its seeds
     at S = 1 and AdaScale S = 64 with the pilot's spreads, the tiny margin."""
     n1, n64 = len(seeds_of(m, "cifar10", 1)), len(seeds_of(m, "cifar10", 64))
-    margin = FD.table_margin("cifar10", "tiny", True, pd.Series(dtype=float).to_numpy()).delta
-    return FD.decision_power(sd, margin, n64, diff, n_base=n1, sd_base=PILOT_SD)
+    margin = NI.table_margin("cifar10", "tiny", True, pd.Series(dtype=float).to_numpy()).delta
+    return NI.decision_power(sd, margin, n64, diff, n_base=n1, sd_base=PILOT_SD)
 
 
 def test_the_control_is_planned_for_a_true_difference_of_zero(tmp_path: Path) -> None:
@@ -156,7 +157,7 @@ def test_the_control_is_planned_for_a_true_difference_of_zero(tmp_path: Path) ->
     last round's 9 + 18 seeds, planned at a true +1 point, had 0.5 there; the test set resolves half the margin."""
     m = matrices.load("control")
     assert cifar_power(m) >= 0.8
-    assert FD.decision_power(PILOT_SD_64, 1.0, 9, 0.0, n_base=18, sd_base=PILOT_SD) < 0.55
+    assert NI.decision_power(PILOT_SD_64, 1.0, 9, 0.0, n_base=18, sd_base=PILOT_SD) < 0.55
     spec = m.spec(next(r for r in m.runs if r.task == "cifar10"))
     sampling_error = 100 * math.sqrt(0.9 * 0.1 / spec["data"]["tiny_test_size"])
     assert sampling_error < 0.5 * 1.0 < 100 * math.sqrt(0.9 * 0.1 / 300)
@@ -174,7 +175,7 @@ def test_the_logreg_control_decides_at_a_true_difference_of_zero() -> None:
     for _ in range(1000):
         b = rng.normal(base_mean, 0.0011, n)
         hits += all(
-            FD.compare(rng.normal(base_mean, sd, n), b, False, 0.0, (math.inf, OPTIMUM), 0.25).verdict == FD.WITHIN
+            NI.compare(rng.normal(base_mean, sd, n), b, False, 0.0, (math.inf, OPTIMUM), 0.25).verdict == NI.WITHIN
             for sd in (0.0018, 0.0011, 0.0007, 0.0017)
         )
     assert hits / 1000 >= 0.8 and excess > 0
