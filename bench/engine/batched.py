@@ -176,11 +176,12 @@ class BatchedMicrobatches:
                         copies[f"{name}.{k}"] for k in ("running_mean", "running_var", "num_batches_tracked")
                     )
                     bn.store(name, mean, var, count)
-            over = [bn.overuse().reshape(1)]
+            over = [torch.stack(bn.usage())]
         parts = [losses.detach().float().reshape(-1), norms.reshape(-1), torch.stack(mean_norms), *over]
         host = torch.cat(parts).tolist()  # one transfer
         if bn is not None:
-            bn.receive(bn.local(), host.pop())
+            bn.receive(None, (host[-2], host[-1]))
+            del host[-2:]
         n_obs = norms.numel()
         return host[:accum], [v * v for v in host[accum : accum + n_obs]], [v * v for v in host[accum + n_obs :]]
 

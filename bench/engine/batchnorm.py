@@ -42,9 +42,14 @@ class RunningStats:
 
     Per iteration: `begin(A)`; `at(a)` before micro-batch a's forward; `local()` is the table of this rank's
     A rows ([A, width]: per layer its batch mean and unbiased variance, then one count per layer) and
-    `overuse()` a device scalar, 1 + the index of a layer run twice in one micro-batch, else 0; `receive`
-    takes the rows of all S micro-batches in order (W = 1: `local()`) with the host value of every rank's
-    overuse; `end()` puts the real buffers back and replays. `abandon()` puts them back without a replay."""
+    `usage()` two device scalars, the fewest and the most uses of a layer in a micro-batch (a layer used twice
+    is refused; one used once by every micro-batch, the usual case, makes the replay's factors constants);
+    `receive` takes the rows of all S micro-batches in order (None at W = 1: this rank's own) with the host
+    values of the usage over every rank; `end()` puts the real buffers back and replays. `abandon()` puts
+    them back without a replay.
+
+    On a CPU the first op of each kind after a backward pass costs ~20 µs (its code is out of the caches:
+    measured on tiny cifar10), so the replay runs few kinds of ops, into buffers kept across iterations."""
 
     def __init__(self, named: list[tuple[str, _BatchNorm]]) -> None:
         self.names = [n for n, _ in named]
@@ -52,6 +57,7 @@ class RunningStats:
         dtypes = {m.running_mean.dtype for m in self.layers} | {m.running_var.dtype for m in self.layers}
         if len(dtypes) != 1:
             raise RuntimeError(f"BatchNorm running statistics of several dtypes ({sorted(map(str, dtypes))})")
+        self.dtype = dtypes.pop()
         self.sizes = [m.running_mean.numel() for m in self.layers]
         self.stats_width = 2 * sum(self.sizes)
         self.width = self.stats_width + len(self.layers)
@@ -60,8 +66,13 @@ class RunningStats:
         self._views: list[list[tuple[torch.Tensor, ...]]] = []  # [micro-batch][layer] -> (mean, var, count)
         self._real: list[tuple[torch.Tensor, ...]] = []  # the layers' own buffers while an iteration runs
         self._momenta: list[float | None] = []
-        self._const: tuple[torch.Tensor, ...] | None = None  # per element: layer; per layer: momentum, flags, ids
-        self._received: tuple[torch.Tensor, float] | None = None
+        self._const: tuple[torch.Tensor, ...] | None = None  # per element: layer; per layer: momentum, flags
+        self._received: tuple[torch.Tensor | None, tuple[float, float]] | None = None
+        self._work: tuple[torch.Tensor, ...] = ()  # kept across iterations: [S, width] rows, flat r (float64)
+        self._parts: list[torch.Tensor] = []  # views of r: per buffer
+        self._xs: list[torch.Tensor] = []  # views of the table: per micro-batch, its statistics
+        self._split = [n for n in self.sizes for _ in (0, 1)]  # the flat statistics back into mean, var per layer
+        self._dicts = [m._buffers for m in self.layers]  # each layer's own dict (nn.Module never replaces it)
 
     @classmethod
     def for_model(cls, module: nn.Module) -> RunningStats | None:
@@ -90,7 +101,7 @@ class RunningStats:
             ]
         else:
             torch._foreach_zero_([*self._stats, self._counts])
-        self._real = [tuple(m._buffers[k] for k in _KEYS) for m in self.layers]  # type: ignore[misc]
+        self._real = [(b["running_mean"], b["running_var"], b["num_batches_tracked"]) for b in self._dicts]
         self._momenta = [m.momentum for m in self.layers]
         self._constants(first.device)
         for m in self.layers:  # (a plain attribute: set in __dict__, past nn.Module.__setattr__'s checks)
@@ -100,15 +111,17 @@ class RunningStats:
 
     def at(self, a: int) -> None:
         """Point every layer's buffers at micro-batch a's row (dictionary stores only: no device work)."""
-        for m, (mean, var, count) in zip(self.layers, self._views[a], strict=True):
-            b = m._buffers
+        for b, (mean, var, count) in zip(self._dicts, self._views[a], strict=True):
             b["running_mean"], b["running_var"], b["num_batches_tracked"] = mean, var, count
 
     def local(self) -> torch.Tensor:
         """This rank's rows, [A, width] (the buffers' dtype): per layer its means and variances, then the counts."""
         assert self._stats, "begin() first"
+        return torch.cat(self._rows(), dim=1)
+
+    def _rows(self) -> list[torch.Tensor]:
         accum = self._counts.shape[0]
-        return torch.cat([*(t.reshape(accum, -1) for t in self._stats), self._counts], dim=1)
+        return [*(t.reshape(accum, -1) for t in self._stats), self._counts]
 
     def store(self, name: str, mean: torch.Tensor, var: torch.Tensor, count: torch.Tensor) -> None:
         """Fill one layer's rows from per-micro-batch copies ([A, C], [A, C], [A]): the batched path
@@ -120,25 +133,25 @@ class RunningStats:
         self._counts[:, j].copy_(count)
 
     def _constants(self, device: torch.device) -> tuple[torch.Tensor, ...]:
-        """(layer of each statistic, momentum per layer, cumulative-average flags, layer ids 1…L), made on the
-        device once: a tensor built from host values on a GPU is a copy the host waits for."""
+        """(layer of each statistic, momentum per layer, cumulative-average flags, momentum per statistic, and
+        1 − it), made on the device once: a tensor built from host values on a GPU is a copy the host waits for."""
         if self._const is None or self._const[0].device != device:
-            layer_of = torch.tensor([j for j, n in enumerate(self.sizes) for _ in range(2 * n)])
-            momenta = torch.tensor([float(m or 0.0) for m in self._momenta], dtype=torch.float64)
-            cumulative = torch.tensor([m is None for m in self._momenta])
-            ids = torch.arange(1, len(self.sizes) + 1, dtype=torch.float32)
-            self._const = tuple(t.to(device) for t in (layer_of, momenta, cumulative, ids))
+            layer_of = torch.tensor([j for j, n in enumerate(self.sizes) for _ in range(2 * n)]).to(device)
+            momenta = torch.tensor([float(m or 0.0) for m in self._momenta], dtype=torch.float64).to(device)
+            cumulative = torch.tensor([m is None for m in self._momenta]).to(device)
+            factor = momenta[layer_of]
+            self._const = (layer_of, momenta, cumulative, factor, 1.0 - factor)
         return self._const
 
-    def overuse(self) -> torch.Tensor:
-        """1 + the index of the last layer some micro-batch of this rank ran more than once, else 0 (a float32
-        scalar on the device, for the iteration's one transfer)."""
-        ids = self._constants(self._counts.device)[3]
-        return ((self._counts > 1).any(0).float() * ids).amax()
+    def usage(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(fewest, most) uses of a layer in a micro-batch of this rank: device scalars of the buffers' dtype
+        for the iteration's one transfer (which layer ran twice is found only then: the iteration fails)."""
+        return torch.aminmax(self._counts)
 
-    def receive(self, rows: torch.Tensor, overuse: float = 0.0) -> None:
-        """The rows of all S micro-batches in index order ([S, width] or flat), and the largest overuse."""
-        self._received = (rows.reshape(-1, self.width), overuse)
+    def receive(self, rows: torch.Tensor | None, usage: tuple[float, float] = (0.0, 1.0)) -> None:
+        """The rows of all S micro-batches in index order ([S, width] or flat; None: this rank's own, at
+        W = 1), and (fewest, most) uses of a layer in a micro-batch over every rank."""
+        self._received = (rows.reshape(-1, self.width) if rows is not None else None, usage)
 
     # -- after it ------------------------------------------------------------------------------------------
     def abandon(self) -> None:
@@ -157,28 +170,53 @@ class RunningStats:
         self.abandon()
         if received is None:
             raise RuntimeError("RunningStats.end() before receive(): the rows of the S micro-batches never came")
-        rows, overuse = received
-        if overuse:
-            name = self.names[int(overuse) - 1] or "the model"
+        rows, (fewest, most) = received
+        table, r, parts, xs = self._workspace(rows.shape[0] if rows is not None else self._counts.shape[0])
+        if rows is None:  # this rank's own rows, in float64 (exactly) at once
+            torch.cat(self._rows(), dim=1, out=table)
+        else:
+            table.copy_(rows)
+        if most > 1:  # (a host read, but the iteration fails) the last layer some micro-batch ran twice
+            name = self.names[int((table[:, self.stats_width :] > 1).any(0).nonzero()[-1])] or "the model"
             raise RuntimeError(
                 f"BatchNorm layer {name!r} ran more than once in one micro-batch: its running statistics cannot "
                 "be replayed in order (bench.engine.batchnorm); give each use its own layer"
             )
-        layer_of, momenta, cumulative, _ = self._constants(rows.device)
-        counts = rows[:, self.stats_width :].double()  # [S, L] uses per micro-batch (0 or 1)
-        start = torch.stack([count for _, _, count in real]).double()
+        bufs = [t for mean, var, _ in real for t in (mean, var)]
+        torch.cat(bufs, out=r)  # (all 1-d) in float64, exactly
+        if fewest == 1 and None not in self._momenta:  # every layer once in every micro-batch: constant factors
+            _, _, _, factor, keep = self._constants(table.device)
+            for x in xs:  # the S updates in order, as one model makes them
+                r.mul_(keep).addcmul_(factor, x)
+            torch._foreach_add_([c for _, _, c in real], len(xs))
+        else:
+            self._replay(table, r, [c for _, _, c in real])
+        torch._foreach_copy_(bufs, parts)  # rounded once, to the buffers' dtype
+
+    def _replay(self, table: torch.Tensor, r: torch.Tensor, counters: list[torch.Tensor]) -> None:
+        """The S updates with factors from the counts: layers some micro-batch skipped, cumulative averages.
+        The same arithmetic as the constant path (momentum·1 = momentum, 1 − momentum), so the same bits."""
+        layer_of, momenta, cumulative, _, _ = self._constants(table.device)
+        counts = table[:, self.stats_width :]  # [S, L] uses per micro-batch, each 0 or 1
         factor = momenta.expand_as(counts)
         if None in self._momenta:  # (known on the host) a cumulative average: 1/n, n its updates so far
+            start = torch.stack(counters).double()
             factor = torch.where(cumulative, 1.0 / (start + counts.cumsum(0)).clamp(min=1.0), factor)
-        factor = (factor * (counts > 0))[:, layer_of]  # [S, 2C]; a layer a micro-batch skipped: no update
+        factor = (factor * counts)[:, layer_of]  # [S, 2C]; a layer a micro-batch skipped (count 0): no update
         keep = 1.0 - factor
-        x = rows[:, : self.stats_width].double()
-        r = torch.cat([t.flatten() for mean, var, _ in real for t in (mean, var)]).double()
-        for i in range(rows.shape[0]):  # the S updates in order, as one model makes them
-            r.mul_(keep[i]).addcmul_(factor[i], x[i])
-        bufs = [t for mean, var, _ in real for t in (mean, var)]
-        torch._foreach_copy_(bufs, list(r.to(bufs[0].dtype).split(self._split())))  # (all 1-d, as the split)
-        torch._foreach_copy_([c for _, _, c in real], list((start + counts.sum(0)).round().long().unbind()))
+        for k, f, x in zip(keep.unbind(), factor.unbind(), table[:, : self.stats_width].unbind(), strict=True):
+            r.mul_(k).addcmul_(f, x)
+        torch._foreach_add_(counters, list(counts.sum(0).long().unbind()))  # (integers: exact)
 
-    def _split(self) -> list[int]:
-        return [n for n in self.sizes for _ in (0, 1)]
+    def _workspace(self, rows: int) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """(the [S, width] float64 table, the flat float64 r, r's per-buffer parts, the S rows of statistics),
+        made once per S and device and kept: views of kept tensors need no new ones every iteration."""
+        device = self._counts.device
+        if not self._work or self._work[0].shape[0] != rows or self._work[0].device != device:
+            table = torch.empty(rows, self.width, dtype=torch.float64, device=device)
+            r = torch.empty(self.stats_width, dtype=torch.float64, device=device)
+            self._work = (table, r)
+            self._parts = list(r.split(self._split))
+            self._xs = list(table[:, : self.stats_width].unbind())
+        table, r = self._work
+        return table, r, self._parts, self._xs

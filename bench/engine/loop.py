@@ -212,41 +212,52 @@ def accumulate(
     if accum > 1:
         torch._foreach_div_(grads, accum)
     norms = torch._foreach_norm([*kept, *grads] if kept else grads)  # one fused op: kept g_i, then ḡ's tensors
-    mine = torch.stack([*losses, *observed, *norms])  # [A losses | norms of the g_i | of ḡ], exact as floats
     n_obs = len(observed) + len(kept)
-    over = [bn.overuse().to(mine.dtype).reshape(1)] if bn is not None else []  # a layer run twice: its id
-    if dist.world > 1:  # every rank's losses, g_i norms and BatchNorm rows (ḡ is the same on every rank)
-        import torch.distributed as torch_dist
-
-        flag = torch.full((1,), float(vote is not None and vote.mine), dtype=mine.dtype, device=mine.device)
-        small = torch.cat([mine[: accum + n_obs], flag, *over])  # what comes to the host
-        rows = [bn.local().to(mine.dtype).flatten()] if bn is not None else []  # stays on the device
-        part = torch.cat([small, *rows])  # (equal lengths: DDP and pairwise use every parameter)
-        parts = [torch.empty_like(part) for _ in range(dist.world)]
-        torch_dist.all_gather(parts, part)
-        k = len(small)
-        host = torch.cat([*(p[:k] for p in parts), mine[accum + n_obs :]]).tolist()  # one transfer
-        mine_of = [host[r * k : r * k + accum + n_obs] for r in range(dist.world)]
-        if vote is not None:
-            vote.anyone = any(host[r * k + accum + n_obs] > 0 for r in range(dist.world))
+    if dist.world == 1:  # [A losses | norms of the g_i | of ḡ | BatchNorm usage], exact as floats
+        host = torch.stack([*losses, *observed, *norms, *(bn.usage() if bn is not None else ())]).tolist()
         if bn is not None:
-            used = max(host[r * k + accum + n_obs + 1] for r in range(dist.world))
-            bn.receive(torch.cat([p[k:] for p in parts]).to(bn.local().dtype), used)
-        loss_total = math.fsum(v for row in mine_of for v in row[:accum])
-        sum_sq = math.fsum(v * v for row in mine_of for v in row[accum:])
-        mean_sq = math.fsum(v * v for v in host[dist.world * k :])
-    else:
-        host = torch.cat([mine, *over]).tolist() if over else mine.tolist()  # one transfer
-        if bn is not None:
-            bn.receive(bn.local(), host.pop())
+            bn.receive(None, (host[-2], host[-1]))  # (its own rows: nothing to gather)
+            del host[-2:]
         if vote is not None:
             vote.anyone = vote.mine
         loss_total = math.fsum(host[:accum])
         sum_sq = math.fsum(v * v for v in host[accum : accum + n_obs])
         mean_sq = math.fsum(v * v for v in host[accum + n_obs :])
+    else:
+        loss_total, sum_sq, mean_sq = _gathered(torch.stack([*losses, *observed, *norms]), accum, n_obs, dist, vote, bn)
     if observer is None or not observer.tracks:
         sum_sq = mean_sq if scale == 1 else math.nan
     return loss_total / scale, sum_sq, mean_sq
+
+
+def _gathered(
+    mine: torch.Tensor, accum: int, n_obs: int, dist: Dist, vote: StopVote | None, bn: RunningStats | None
+) -> tuple[float, float, float]:
+    """accumulate's end at W > 1: every rank's losses, g_i norms, stop vote and BatchNorm rows (ḡ is the
+    same on every rank), in one all-gather and one transfer; returns (Σ losses, Σ||g_i||², ||ḡ||²) over all
+    ranks, exactly rounded."""
+    import torch.distributed as torch_dist
+
+    over = [torch.stack(bn.usage()).to(mine.dtype)] if bn is not None else []  # a layer's fewest, most uses
+    flag = torch.full((1,), float(vote is not None and vote.mine), dtype=mine.dtype, device=mine.device)
+    small = torch.cat([mine[: accum + n_obs], flag, *over])  # what comes to the host
+    rows = [bn.local().to(mine.dtype).flatten()] if bn is not None else []  # stays on the device
+    part = torch.cat([small, *rows])  # (equal lengths: DDP and pairwise use every parameter)
+    parts = [torch.empty_like(part) for _ in range(dist.world)]
+    torch_dist.all_gather(parts, part)
+    k = len(small)
+    host = torch.cat([*(p[:k] for p in parts), mine[accum + n_obs :]]).tolist()  # one transfer
+    mine_of = [host[r * k : r * k + accum + n_obs] for r in range(dist.world)]
+    if vote is not None:
+        vote.anyone = any(host[r * k + accum + n_obs] > 0 for r in range(dist.world))
+    if bn is not None:
+        fewest = min(host[r * k + accum + n_obs + 1] for r in range(dist.world))
+        most = max(host[r * k + accum + n_obs + 2] for r in range(dist.world))
+        bn.receive(torch.cat([p[k:] for p in parts]).to(bn.dtype), (fewest, most))
+    loss_total = math.fsum(v for row in mine_of for v in row[:accum])
+    sum_sq = math.fsum(v * v for row in mine_of for v in row[accum:])
+    mean_sq = math.fsum(v * v for v in host[dist.world * k :])
+    return loss_total, sum_sq, mean_sq
 
 
 @dataclass

@@ -133,7 +133,8 @@ def test_a_layer_run_twice_in_a_micro_batch_is_refused_and_its_buffers_come_back
     stats = RunningStats.for_model(net)
     stats.begin(1)  # type: ignore[union-attr]
     net(torch.randn(4, 3, 5, 5) + 1)
-    stats.receive(stats.local(), float(stats.overuse()))  # type: ignore[union-attr]
+    fewest, most = stats.usage()  # type: ignore[union-attr]
+    stats.receive(stats.local(), (float(fewest), float(most)))  # type: ignore[union-attr]
     stats.end()  # type: ignore[union-attr]
     assert int(net.bn.num_batches_tracked) == 1
 
