@@ -52,7 +52,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from bench.algo.rules import extra_warmup
+from bench.algo.rules import ADASCALE, IDENTITY, extra_warmup
 from bench.algo.schedules import lr_schedule
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.amp import cuda_speed_knobs
@@ -65,7 +65,7 @@ from bench.files import write_csv_rows
 from bench.run.data import prepare_data
 from bench.run.spec import resolve
 
-VARIANTS = ("adascale", "identity", "bare")
+VARIANTS = (ADASCALE, IDENTITY, "bare")
 # optional variants of the adascale engine, measured in the same interleaving when asked for:
 # `batched` (spec microbatch_mode=batched, perf --microbatch-mode both) and `bf16` (spec amp=bf16, --amp both)
 EXTRA_VARIANTS = ("batched", "bf16")
@@ -229,8 +229,8 @@ def device_name(device: torch.device) -> str:
 
 def specs(task: Any, scale: int, preset: str, data_root: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The AdaScale spec and its identity twin without statistics: the same preset otherwise."""
-    adascale = resolve(task, "adascale", scale, 0, preset, data_root)
-    identity = resolve(task, "identity", scale, 0, preset, data_root, {"track_stats": False})
+    adascale = resolve(task, ADASCALE, scale, 0, preset, data_root)
+    identity = resolve(task, IDENTITY, scale, 0, preset, data_root, {"track_stats": False})
     return adascale, identity
 
 
@@ -254,14 +254,14 @@ def build(
     root = prepare_data(task, spec_a, dist)  # (the tiny dataset is written on first use, as for a run)
     here = tmp / task.name / f"s{scale}"
     loops: dict[str, EngineLoop | BareLoop] = {
-        "adascale": EngineLoop(spec_a, task, here / "adascale", root, dist),
-        "identity": EngineLoop(spec_b, task, here / "identity", root, dist),
+        ADASCALE: EngineLoop(spec_a, task, here / ADASCALE, root, dist),
+        IDENTITY: EngineLoop(spec_b, task, here / IDENTITY, root, dist),
     }
     loops["bare"] = BareLoop(task, spec_b, dist.device)
     for v in extras:
-        spec_v = resolve(task, "adascale", scale, 0, preset, data_root, EXTRA_SETS[v])
+        spec_v = resolve(task, ADASCALE, scale, 0, preset, data_root, EXTRA_SETS[v])
         loops[v] = EngineLoop(spec_v, task, here / v, root, dist)
-    first = loops["adascale"]
+    first = loops[ADASCALE]
     assert isinstance(first, EngineLoop)
     stream = first.engine.batches(first.state, scale)
     micro = [to_device(next(stream), dist.device) for _ in range(DISTINCT * scale)]
@@ -367,21 +367,21 @@ def measure(
     def paired(t: dict[str, list[float]], a: str, b: str) -> float:
         return statistics.median(per_round(t, a, b))
 
-    row["adascale_over_identity"] = paired(times, "adascale", "identity")
-    row["engine_over_bare"] = paired(times, "identity", "bare")
+    row["adascale_over_identity"] = paired(times, ADASCALE, IDENTITY)
+    row["engine_over_bare"] = paired(times, IDENTITY, "bare")
     for name, (a, b) in {
-        "adascale_over_identity": ("adascale", "identity"),
-        "engine_over_bare": ("identity", "bare"),
+        "adascale_over_identity": (ADASCALE, IDENTITY),
+        "engine_over_bare": (IDENTITY, "bare"),
     }.items():
         row[f"{name}_low"], row[f"{name}_high"] = median_interval(per_round(times, a, b))
-    row["adascale_over_bare"] = paired(times, "adascale", "bare")
-    row["adascale_over_identity_wall"] = paired(walls, "adascale", "identity")
-    row["engine_over_bare_wall"] = paired(walls, "identity", "bare")
+    row["adascale_over_bare"] = paired(times, ADASCALE, "bare")
+    row["adascale_over_identity_wall"] = paired(walls, ADASCALE, IDENTITY)
+    row["engine_over_bare_wall"] = paired(walls, IDENTITY, "bare")
     for v in variants:
         if v in EXTRA_VARIANTS:
-            row[f"{v}_over_adascale"] = paired(times, v, "adascale")
+            row[f"{v}_over_adascale"] = paired(times, v, ADASCALE)
     if BIG in variants:  # examples/s ratio = time ratio (both take S·b examples per iteration)
-        row["simulated_over_big_batch"] = paired(times, BIG, "adascale")
+        row["simulated_over_big_batch"] = paired(times, BIG, ADASCALE)
         if "batched" in variants:
             row["batched_over_big_batch"] = paired(times, BIG, "batched")
     row["samples"] = repeats
@@ -493,7 +493,7 @@ def perf(args: PerfOptions) -> int:
                     bar.set_description(f"{task.name} S={s}")
                     try:
                         row = measure(setup, repeats, device, lambda: bar.update(1))
-                        adascale = setup.loops["adascale"]
+                        adascale = setup.loops[ADASCALE]
                         assert isinstance(adascale, EngineLoop)
                         row["flush_us_per_iteration"] = adascale.flush_us_per_iteration()
                         row["peak_memory_mb"], row["peak_memory_kind"] = peak_memory(device)
