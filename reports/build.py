@@ -125,7 +125,7 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     res = load(out)
     if "html" in formats:
         res.warm_metrics(FIGURE_WORKERS)  # the first report's scan of every metrics file, in parallel
-    fill_noise(res)  # each AdaScale run's noise scale per third of τ: Table 2's notes and the findings
+    fill_noise(res, FIGURE_WORKERS)  # each AdaScale run's noise scale per third of τ: Table 2's notes, the findings
     c = cells(res.runs)
     paper, comp, paper_tasks = _paper(c, res)
     tables = bool({"csv", "html"} & set(formats))  # the sweep's and the time-to-target tables: csv and html

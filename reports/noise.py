@@ -238,11 +238,11 @@ def _wanted(runs: pd.DataFrame) -> pd.Series:
     return (runs["method"] == ADASCALE) & (top >= 2) & runs["status"].isin(("completed", "diverged"))
 
 
-def fill(res: Results) -> pd.DataFrame:
+def fill(res: Results, workers: int = 1) -> pd.DataFrame:
     """res.runs with, for every AdaScale run with S ≥ 2: `B_simple` (the training average) where its summary
     lacks one, and for the completed ones `per_epoch` (M), the noise scale per window (`B_early`, `B_middle`,
     `B_late`: `windows`) and the noise profile per tenth of τ (`profile`), from its metrics.jsonl; then every
-    fixed-S run's prediction from the other runs' profiles (`predict`). Idempotent."""
+    fixed-S run's prediction from the other runs' profiles (`predict`, in `workers` processes). Idempotent."""
     runs = res.runs
     for col in (COLUMN, PER_EPOCH, PREDICTED, PREDICTED_LO, PREDICTED_HI, *WINDOW_COLUMNS):
         if col not in runs:
@@ -270,7 +270,7 @@ def fill(res: Results) -> pd.DataFrame:
             runs.at[i, PROFILE] = _profile(d, T1, m)
     runs.loc[todo, READ] = True
     if len(todo) or runs[PREDICTED_FROM].isna().all():  # new profiles, or none predicted yet: (re)predict
-        runs = predict(runs)
+        runs = predict(runs, workers)
     res.runs = runs
     return runs
 
@@ -355,10 +355,10 @@ def _cached(p: tuple[tuple[float, float], ...], scale: int, T1: float) -> float:
     return _PREDICTIONS[key]
 
 
-def predict(runs: pd.DataFrame) -> pd.DataFrame:
+def predict(runs: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
     """PREDICTION_COLUMNS of every completed fixed-S AdaScale run (S ≥ 2) with a noise profile, from the other
     runs of its table (task, preset, variant) — never from its own statistics: finding (iii)'s prediction
-    (docs/design.md §5)."""
+    (docs/design.md §5). The predictions are computed in `workers` processes where there are many."""
     fixed = runs["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
     ok = fixed & (runs["method"] == ADASCALE) & (runs["status"] == "completed") & runs[PROFILE].notna()
     kind = runs["experiment_kind"] if "experiment_kind" in runs else pd.Series(None, index=runs.index)
@@ -370,11 +370,46 @@ def predict(runs: pd.DataFrame) -> pd.DataFrame:
         _S=runs.loc[ok, "scale"].map(lambda s: float(scale_order(s)[1])),
         _key=["\x1f".join(k) for k in keys.itertuples(index=False)],
     )
-    for _, t in pool.groupby("_key", sort=False):
+    tables = [t for _, t in pool.groupby("_key", sort=False)]
+    _precompute(
+        {
+            (p, int(t.at[i, "_S"]), float(t.at[i, "T1"]))
+            for t in tables
+            for i in t.index
+            for p in _donors(t, i)[0][PROFILE]
+        },
+        workers,
+    )
+    for t in tables:
         for i in t.index:
             for col, v in _prediction(i, t).items():
                 runs.at[i, col] = v
     return runs
+
+
+def _profiles(t: pd.DataFrame, i: object) -> list[tuple[tuple[float, float], ...]]:
+    return list(_donors(t, i)[0][PROFILE])
+
+
+PARALLEL_FROM = 500  # predictions worth handing to worker processes (each takes ~0.2 ms to ~5 ms)
+
+
+def _one(key: tuple[tuple[tuple[float, float], ...], int, float]) -> float:
+    return iterations_following(*key)
+
+
+def _precompute(keys: set[tuple[tuple[tuple[float, float], ...], int, float]], workers: int) -> None:
+    """Every prediction the tables need that is not memoised yet, in `workers` forked processes where there are
+    enough of them (the paper matrix's volume: ~21 000), so that `_cached` then finds them all. The same
+    function on the same inputs: the same numbers as computing them here."""
+    todo = sorted(k for k in keys if k not in _PREDICTIONS and math.isfinite(k[2]))
+    if workers < 2 or len(todo) < PARALLEL_FROM:
+        return
+    from .workers import pool as worker_pool
+
+    with worker_pool(workers) as ex:
+        for key, value in zip(todo, ex.map(_one, todo, chunksize=max(1, len(todo) // (8 * workers))), strict=True):
+            _PREDICTIONS[key] = value
 
 
 def per_run(t: pd.DataFrame) -> pd.DataFrame:

@@ -32,9 +32,9 @@ def test_fill_reads_and_predicts_once_per_report(folder: Path, monkeypatch: pyte
     calls = {"predict": 0, "metrics": 0}
     real_predict = noise.predict
 
-    def counting_predict(runs):
+    def counting_predict(runs, workers=1):
         calls["predict"] += 1
-        return real_predict(runs)
+        return real_predict(runs, workers)
 
     monkeypatch.setattr(noise, "predict", counting_predict)
     res = load(folder)
@@ -55,3 +55,29 @@ def test_fill_reads_and_predicts_once_per_report(folder: Path, monkeypatch: pyte
     res.runs = load(folder).runs
     noise.fill(res)
     assert calls["metrics"] == 8 and res.runs[noise.PREDICTED].notna().sum() == 3
+
+
+def test_predictions_in_worker_processes_are_the_ones_computed_here(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fill(res, workers)` hands the predictions to forked processes where there are many (the paper matrix's
+    ~21 000): the same numbers as computing them in this process."""
+    monkeypatch.setattr(noise, "_PREDICTIONS", {})
+    here = noise.fill(load(folder))[list(noise.PREDICTION_COLUMNS)]
+    monkeypatch.setattr(noise, "_PREDICTIONS", {})
+    monkeypatch.setattr(noise, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(noise, "iterations_following", _recording)  # a call here records; a child's does not
+    res = load(folder)
+    there = noise.fill(res, workers=2)[list(noise.PREDICTION_COLUMNS)]
+    assert here.equals(there) and here[noise.PREDICTED].notna().sum() == 3
+    assert HANDED == []  # all computed in the children (their records never reach this process), none here
+    assert len(noise._PREDICTIONS) >= 6  # every donor at every other S, filled from the children's results
+
+
+HANDED: list[object] = []
+_REAL = noise.iterations_following
+
+
+def _recording(*key: object) -> float:
+    HANDED.append(key)
+    return _REAL(*key)
