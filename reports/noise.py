@@ -33,6 +33,7 @@ Metrics columns read: train `tau`, `iteration`, `scale`, `sum_sq`, `mean_sq`, `p
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -286,46 +287,67 @@ PREDICTION_COLUMNS = (PREDICTED, PREDICTED_LO, PREDICTED_HI, PREDICTED_FROM, SMA
 SMALL_BATCH_SHARE = 0.1  # "S·b ≪ B": at most a tenth of it, where the steady gain is ≥ 0.9·S (any S ≤ 128)
 
 
-def _donors(t: pd.DataFrame, i: object) -> tuple[pd.DataFrame, str]:
-    """The runs whose noise predicts run i's iterations, never run i itself: the table's pilot runs where it
-    has any (the probe `advise` planned the matrix from: the report then judges the prediction it printed);
-    else its runs at other scales (the noise scale is the task's along τ, whatever S measured it); where there
-    are none, the other seeds at run i's scale."""
-    S = t.at[i, "_S"]
-    pilot = t.drop(index=i)
-    pilot = pilot[pilot["pilot"].fillna(False).astype(bool)] if "pilot" in pilot else pilot.iloc[0:0]
+@dataclass(frozen=True)
+class _Table:
+    """One table's fixed-S AdaScale runs as arrays, for choosing donors and predicting each run (pandas' per-row
+    indexing was most of the predictions' cost at paper volume)."""
+
+    S: np.ndarray
+    pilot: np.ndarray
+    profiles: list[tuple[tuple[float, float], ...]]
+    T1: np.ndarray
+    batch: np.ndarray
+
+    @classmethod
+    def of(cls, t: pd.DataFrame) -> _Table:
+        pilot = t["pilot"].fillna(False).astype(bool).to_numpy() if "pilot" in t else np.zeros(len(t), bool)
+        number = functools.partial(pd.to_numeric, errors="coerce")
+        return cls(
+            t["_S"].to_numpy(float), pilot, list(t[PROFILE]), number(t["T1"]).to_numpy(float),
+            number(t["batch_size"]).to_numpy(float),
+        )  # fmt: skip
+
+
+def _donors(t: _Table, k: int) -> tuple[np.ndarray, str]:
+    """The positions of the runs whose noise predicts run k's iterations, never run k itself: the table's pilot
+    runs where it has any (the probe `advise` planned the matrix from: the report then judges the prediction it
+    printed); else its runs at other scales (the noise scale is the task's along τ, whatever S measured it);
+    where there are none, the other seeds at run k's scale."""
+    others = np.arange(len(t.S)) != k
+    pilot = np.flatnonzero(others & t.pilot)
     if len(pilot):
-        scales = ", ".join(f"{s:g}" for s in sorted(pilot["_S"].unique()))
+        scales = ", ".join(f"{s:g}" for s in np.unique(t.S[pilot]))
         return pilot, f"pilot run{'s' if len(pilot) > 1 else ''} at S = {scales}"
-    other = t[t["_S"] != S]
+    other = np.flatnonzero(t.S != t.S[k])
     if len(other):
-        scales = ", ".join(f"{s:g}" for s in sorted(other["_S"].unique()))
+        scales = ", ".join(f"{s:g}" for s in np.unique(t.S[other]))
         return other, f"S = {scales} ({len(other)} run{'s' if len(other) > 1 else ''})"
-    same = t.drop(index=i)
+    same = np.flatnonzero(others)
     n = len(same)
-    return same, (f"other seeds at S = {S:g} ({n} run{'s' if n > 1 else ''})" if n else "")
+    return same, (f"other seeds at S = {t.S[k]:g} ({n} run{'s' if n > 1 else ''})" if n else "")
 
 
-def _prediction(i: object, t: pd.DataFrame) -> dict[str, object]:
-    """Run i's prediction from its donors: the median over every donor of `iterations_following` at run i's S
+def _prediction(t: _Table, k: int) -> dict[str, object]:
+    """Run k's prediction from its donors: the median over every donor of `iterations_following` at run k's S
     and T1, and the range of the per-scale medians (per seed where the donors share one scale)."""
-    donors, source = _donors(t, i)
-    S, T1 = int(t.at[i, "_S"]), float(t.at[i, "T1"])
+    donors, source = _donors(t, k)
+    S, T1 = int(t.S[k]), float(t.T1[k])
     out: dict[str, object] = {PREDICTED: math.nan, PREDICTED_LO: math.nan, PREDICTED_HI: math.nan}
     out |= {PREDICTED_FROM: source, SMALL_BATCH: None}
-    if donors.empty or not (math.isfinite(T1) and T1 > 0):
+    if not len(donors) or not (math.isfinite(T1) and T1 > 0):
         out[PREDICTED_FROM] = "no other run of the table measured the noise scale"
         return out
-    preds = donors.assign(_p=[_cached(p, S, T1) for p in donors[PROFILE]])
-    preds = preds[np.isfinite(preds["_p"])]
-    if preds.empty:
+    p = np.array([_cached(t.profiles[d], S, T1) for d in donors], dtype=float)
+    finite = np.isfinite(p)
+    if not finite.any():
         return out
-    groups = preds.groupby("_S")["_p"].median() if preds["_S"].nunique() > 1 else preds["_p"]
-    b = float(t.at[i, "batch_size"])
-    B = _profile_noise(list(donors[PROFILE]), b) if math.isfinite(b) and b > 0 else math.nan
+    p, scales = p[finite], t.S[donors][finite]
+    groups = np.array([np.median(p[scales == s]) for s in np.unique(scales)]) if len(np.unique(scales)) > 1 else p
+    b = float(t.batch[k])
+    B = _profile_noise([t.profiles[d] for d in donors], b) if math.isfinite(b) and b > 0 else math.nan
     out.update(
         {
-            PREDICTED: float(np.median(preds["_p"])),
+            PREDICTED: float(np.median(p)),
             PREDICTED_LO: float(groups.min()),
             PREDICTED_HI: float(groups.max()),
             PREDICTED_FROM: source,
@@ -370,25 +392,19 @@ def predict(runs: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
         _S=runs.loc[ok, "scale"].map(lambda s: float(scale_order(s)[1])),
         _key=["\x1f".join(k) for k in keys.itertuples(index=False)],
     )
-    tables = [t for _, t in pool.groupby("_key", sort=False)]
-    _precompute(
-        {
-            (p, int(t.at[i, "_S"]), float(t.at[i, "T1"]))
-            for t in tables
-            for i in t.index
-            for p in _donors(t, i)[0][PROFILE]
-        },
-        workers,
-    )
-    for t in tables:
-        for i in t.index:
-            for col, v in _prediction(i, t).items():
+    tables = [(t.index, _Table.of(t)) for _, t in pool.groupby("_key", sort=False)]
+    needed = {
+        (t.profiles[d], int(t.S[k]), float(t.T1[k]))
+        for _, t in tables
+        for k in range(len(t.S))
+        for d in _donors(t, k)[0]
+    }
+    _precompute(needed, workers)
+    for index, t in tables:
+        for k, i in enumerate(index):
+            for col, v in _prediction(t, k).items():
                 runs.at[i, col] = v
     return runs
-
-
-def _profiles(t: pd.DataFrame, i: object) -> list[tuple[tuple[float, float], ...]]:
-    return list(_donors(t, i)[0][PROFILE])
 
 
 PARALLEL_FROM = 500  # predictions worth handing to worker processes (each takes ~0.2 ms to ~5 ms)
