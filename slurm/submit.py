@@ -31,6 +31,7 @@ from .executors import (
     Shape,
     SubmitOptions,
     fits,
+    rank_cap,
     ranks_to_start,
     require_slurm,
     sbatch_options,
@@ -112,11 +113,28 @@ def stand_in_roots(m: matrices.Matrix) -> matrices.Matrix:
     return dataclasses.replace(m, data_roots=roots)
 
 
+def uncapped(plan: Plan, res: Resources) -> list[str]:
+    """One line per (task, preset) to submit whose card sets no cap on the ranks of one run (its `max_ranks`): its
+    runs spread over as many ranks as the resources allow, said rather than done silently (a new task's card
+    that forgot it, a run that gains nothing from more ranks)."""
+    lines = []
+    for task, preset in sorted({(str(p.spec["task"]), str(p.spec["preset"])) for p in plan.todo}):
+        spec = next(p.spec for p in plan.todo if (p.spec["task"], p.spec["preset"]) == (task, preset))
+        if rank_cap(spec) is None and not spec.get("accumulation") and res.max_ranks > 1:
+            lines.append(
+                f"task {task}'s card sets no max_ranks for its {preset} preset: each run spreads over up to "
+                f"{res.max_ranks} ranks (set max_ranks={{'{preset}': N}} on the card to cap it)"
+            )
+    return lines
+
+
 def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
     print(
         f"matrix {m.path} ({m.preset}): {len(m.runs)} runs: {len(plan.complete)} complete, "
         f"{len(plan.queued)} already queued or running, {len(plan.todo)} to submit ({res.executor})"
     )
+    for line in uncapped(plan, res):
+        print(f"  note: {line}")
     for i, (wave, shape, runs) in enumerate(plan.groups(), 1):
         after = " after the runs they need" if wave else ""
         print(f"  array {i}{after}: {describe_group(runs, shape)}")

@@ -175,3 +175,24 @@ def test_the_slurm_backend_protocol_is_abstract_too() -> None:
 
     with pytest.raises(TypeError, match="ended"):
         HandsOverOnly(Path(), None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("capped", "noted"), [(True, False), (False, True)])
+def test_submit_says_when_a_card_sets_no_cap_on_a_runs_ranks(
+    user_dir: Path, tmp_path: Path, capped: bool, noted: bool
+) -> None:
+    """A card without max_ranks for a preset lets each run spread over every rank the resources allow: submit says
+    so in one line (it used to default silently); the documented card caps its paper preset at 4 and says nothing."""
+    module = user_dir / "mixture.py"
+    if not capped:
+        module.write_text(module.read_text().replace('    max_ranks={"tiny": 1, "paper": 4},\n', ""))
+    matrix = user_dir / "paper.yaml"
+    matrix.write_text(
+        f"preset: paper\nseeds: [0]\ndata_roots: {{'{NAME}': {tmp_path}}}\nexperiments:\n"
+        f"  - table2: {{tasks: ['{NAME}'], methods: [adascale], scales: [4]}}\n"
+    )
+    argv = ("submit", str(matrix), "--executor", "slurm", "--dry-run", "--gpus-per-node", "8", "--out", str(tmp_path))
+    res = cli(user_dir, *argv)
+    assert res.returncode == 0, res.stderr
+    note = f"task {NAME}'s card sets no max_ranks for its paper preset: each run spreads over up to 8 ranks"
+    assert (note in res.stdout) is noted, res.stdout
