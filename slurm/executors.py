@@ -168,6 +168,16 @@ def choose_ranks(scales: list[int], res: Resources, cap: int | None = None) -> i
     return next(w for w in range(most, 0, -1) if feasible(w, scales, res))
 
 
+def named_cap(spec: dict[str, Any]) -> bool:
+    """Whether the task card names the run's preset in its max_ranks (a number, or None: uncapped on purpose)."""
+    from tasks.presets import card_of_spec
+
+    try:
+        return str(spec.get("preset")) in card_of_spec(spec).max_ranks
+    except (ImportError, KeyError, UserError):
+        return False
+
+
 def rank_cap(spec: dict[str, Any]) -> int | None:
     """The task card's cap on the ranks of one run of this preset (tasks/presets: `max_ranks`)."""
     from tasks.presets import card_of_spec

@@ -31,7 +31,7 @@ from .executors import (
     Shape,
     SubmitOptions,
     fits,
-    rank_cap,
+    named_cap,
     ranks_to_start,
     require_slurm,
     sbatch_options,
@@ -120,7 +120,7 @@ def uncapped(plan: Plan, res: Resources) -> list[str]:
     lines = []
     for task, preset in sorted({(str(p.spec["task"]), str(p.spec["preset"])) for p in plan.todo}):
         spec = next(p.spec for p in plan.todo if (p.spec["task"], p.spec["preset"]) == (task, preset))
-        if rank_cap(spec) is None and not spec.get("accumulation") and res.max_ranks > 1:
+        if not named_cap(spec) and not spec.get("accumulation") and res.max_ranks > 1:
             lines.append(
                 f"task {task}'s card sets no max_ranks for its {preset} preset: each run spreads over up to "
                 f"{res.max_ranks} ranks (set max_ranks={{'{preset}': N}} on the card to cap it)"

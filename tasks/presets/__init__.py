@@ -105,7 +105,8 @@ class TaskCard:
     # the resources allow). A run whose whole training takes seconds gains nothing from more ranks and pays
     # their start and exchange: every tiny preset trains on one. A matrix that fixes `accumulation` asks for
     # W = S/A ranks itself and is not capped.
-    max_ranks: dict[str, int] = field(default_factory=lambda: {"tiny": 1})
+    # None for a preset: no cap, on purpose (`submit` says so in one line for a preset the card does not name).
+    max_ranks: dict[str, int | None] = field(default_factory=lambda: {"tiny": 1})
     # The non-inferiority margin of the metric per preset (reports.findings; docs/design.md §5): Δ in the
     # metric's units for an accuracy-like metric (ACCURACY_MARGINS); for a loss a share δ of S = 1's own
     # distance from `optimum` (Δ = δ·(mean S = 1 loss − optimum)), or without an optimum of the drop S = 1
@@ -201,7 +202,8 @@ def _check_card(c: TaskCard) -> None:
         ("metric_range", all(isinstance(v, int | float) and not isinstance(v, bool) for v in c.metric_range)),
         (
             "max_ranks",
-            isinstance(c.max_ranks, dict) and all(isinstance(v, int) and v >= 1 for v in c.max_ranks.values()),
+            isinstance(c.max_ranks, dict)
+            and all(v is None or (isinstance(v, int) and v >= 1) for v in c.max_ranks.values()),
         ),
         ("margins", isinstance(c.margins, dict) and all(isinstance(v, int | float) for v in c.margins.values())),
         ("optimum", c.optimum is None or isinstance(c.optimum, int | float)),

@@ -94,4 +94,5 @@ CARD = TaskCard(
     unit="images",
     tiny_data=("tiny_noise", "tiny_test_size", "tiny_train_size"),
     metric_range=(0.0, 100.0),  # top-1 %
+    max_ranks={"tiny": 1, "paper": None},  # a paper run spreads over every rank the resources allow
 )

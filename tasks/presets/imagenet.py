@@ -98,4 +98,5 @@ CARD = TaskCard(
     differs=DIFFERS,
     unit="images",
     metric_range=(0.0, 100.0),  # top-1 %
+    max_ranks={"tiny": 1, "paper": None},  # a paper run spreads over every rank the resources allow
 )

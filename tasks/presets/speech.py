@@ -124,4 +124,5 @@ CARD = TaskCard(
     differs=DIFFERS,
     unit="utterances",
     metric_range=(-math.inf, 100.0),  # 100 − WER: WER counts insertions too, so it can pass 100 %
+    max_ranks={"tiny": 1, "paper": None},  # a paper run spreads over every rank the resources allow
 )

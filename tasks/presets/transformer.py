@@ -126,4 +126,5 @@ CARD = TaskCard(
     unit="tokens",
     paper_metric="bleu_tok",  # the paper's ~27 BLEU is tokenised, compound-split BLEU (DIFFERS above)
     metric_range=(0.0, 100.0),  # BLEU
+    max_ranks={"tiny": 1, "paper": None},  # a paper run spreads over every rank the resources allow
 )

@@ -130,4 +130,5 @@ CARD = TaskCard(
     metric_range=(0.0, 100.0),  # mAP@0.5 %
     requires=("ultralytics",),  # AGPL-3.0: an optional extra, not a dependency of the suite
     extra="yolo",
+    max_ranks={"tiny": 1, "paper": None},  # a paper run spreads over every rank the resources allow
 )
