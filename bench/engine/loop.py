@@ -427,8 +427,37 @@ class Engine:
     def step(self, state: State, scale: int, batches: Iterator[Any], observer: GradientObserver | None) -> bool:
         """One iteration at scale S on this rank's next A micro-batches from `batches`: gradients,
         statistics, gain, the rule's step, the metrics record, and the clocks. False if it diverged
-        (nothing is stepped then)."""
-        dist, track = self.dist, self._track
+        (nothing is stepped then). As torch.optim's SGD.step, a shell over its named steps."""
+        loss_v, sum_sq_v, mean_sq_v = self._gradients(state, scale, batches, observer)
+        if self._diverged(state, scale, loss_v, sum_sq_v, mean_sq_v):
+            return False
+        gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if self._track else 1.0
+        lr, p, w = self._apply(state, scale, gain)
+        self._log(
+            {
+                "iteration": state.iteration,
+                "tau": state.tau,
+                "scale": scale,
+                "gain": gain,
+                "lr": lr,
+                "loss": loss_v,
+                "sum_sq": sum_sq_v if self._track else None,
+                "mean_sq": mean_sq_v,
+                "progress": p,
+                "warmup": w,
+                **(self.estimator.stats() if self._track and scale > 1 else {}),
+            }
+        )
+        self._advance(state, scale, gain, p, sum_sq_v, mean_sq_v)
+        self._last = (scale, gain, loss_v, lr)  # on the host already: the progress bar's and heartbeat's numbers
+        return True
+
+    def _gradients(
+        self, state: State, scale: int, batches: Iterator[Any], observer: GradientObserver | None
+    ) -> tuple[float, float, float]:
+        """ḡ in every parameter's .grad from this rank's A micro-batches, the same for every split S = W × A,
+        and (loss, sum_sq, mean_sq) on the host: the iteration's one synchronisation."""
+        dist = self.dist
         accum = scale // dist.world
         micro: Iterable[Any] = (to_device(next(batches), dist.device) for _ in range(accum))  # one at a time
         seeds = dropout_seeds(self._seed, state.microbatch + dist.rank * accum, accum)
@@ -439,7 +468,7 @@ class Engine:
         try:
             if self.batched is not None and accum > 1:  # spec microbatch_mode=batched (bench.engine.batched)
                 micro = list(micro)
-                result = self.batched.accumulate(micro, scale, track, bn)
+                result = self.batched.accumulate(micro, scale, self._track, bn)
                 self.vote.anyone = self.vote.mine  # (W = 1 only)
             if result is None:
                 model, task, params = self.model, self.loss_task, self.params
@@ -447,22 +476,20 @@ class Engine:
         except BaseException:
             self.split.abandon()  # the BatchNorm layers' own buffers back
             raise
-        loss_v, sum_sq_v, mean_sq_v = result
         self.split.end()
+        return result
+
+    def _diverged(self, state: State, scale: int, loss_v: float, sum_sq_v: float, mean_sq_v: float) -> bool:
+        """Whether the iteration's loss or statistics are not finite; then its record says so and nothing steps."""
         finite = math.isfinite(loss_v) and math.isfinite(mean_sq_v)
-        if not finite or (track and scale > 1 and not math.isfinite(sum_sq_v)):
-            self._log(
-                {
-                    "iteration": state.iteration,
-                    "tau": state.tau,
-                    "scale": scale,
-                    "loss": loss_v,
-                    "mean_sq": mean_sq_v,
-                    "diverged": True,
-                }
-            )
+        if finite and not (self._track and scale > 1 and not math.isfinite(sum_sq_v)):
             return False
-        gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
+        record = {"iteration": state.iteration, "tau": state.tau, "scale": scale, "loss": loss_v}
+        self._log(record | {"mean_sq": mean_sq_v, "diverged": True})
+        return True
+
+    def _apply(self, state: State, scale: int, gain: float) -> tuple[float, float, float]:
+        """The rule's factors at this iteration, and the SGD step at η = m·w·lr(⌊τ⌋): (η, p, w)."""
         m, p, w = self.rule.factors(state.iteration, scale, gain)
         w *= extra_warmup(state.iteration, self._warmup)
         lr = m * w * self.lr(math.floor(state.tau))
@@ -470,25 +497,14 @@ class Engine:
             group["lr"] = lr
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self._log(
-            {
-                "iteration": state.iteration,
-                "tau": state.tau,
-                "scale": scale,
-                "gain": gain,
-                "lr": lr,
-                "loss": loss_v,
-                "sum_sq": sum_sq_v if track else None,
-                "mean_sq": mean_sq_v,
-                "progress": p,
-                "warmup": w,
-                **(self.estimator.stats() if track and scale > 1 else {}),
-            }
-        )
+        return lr, p, w
+
+    def _advance(self, state: State, scale: int, gain: float, p: float, sum_sq_v: float, mean_sq_v: float) -> None:
+        """The clocks (τ, the iteration, the stream's micro-batch) and the summary's running sums, in record order."""
         if state.gain_sum is not None and state.gain_count is not None:
             state.gain_sum += gain  # in record order: the same float sum as over the file's records
             state.gain_count += 1
-        fold = track and scale >= 2 and math.isfinite(sum_sq_v) and math.isfinite(mean_sq_v)
+        fold = self._track and scale >= 2 and math.isfinite(sum_sq_v) and math.isfinite(mean_sq_v)
         if fold and state.var_sum is not None and state.sqr_sum is not None and state.moments_count is not None:
             var, sqr = moments(sum_sq_v, mean_sq_v, scale)  # as bench.algo.gain.b_simple_average folds them
             state.var_sum += var
@@ -497,8 +513,6 @@ class Engine:
         state.tau += p
         state.iteration += 1
         state.microbatch += scale
-        self._last = (scale, gain, loss_v, lr)  # on the host already: the progress bar's and heartbeat's numbers
-        return True
 
     def _log(self, record: dict[str, Any]) -> None:
         """A metrics record to metrics.jsonl (rank 0's MetricsLog) and, when asked for, to TensorBoard."""
