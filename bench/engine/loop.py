@@ -281,6 +281,27 @@ class AtScale:
             self.observer = None
 
 
+@dataclass(frozen=True)
+class Cadence:
+    """When a run evaluates, keeps weights and checkpoints: its spec's values, read once per run."""
+
+    eval_every: float
+    by_epochs: bool
+    ckpt_every: int
+    keep_every: int
+    keep_until: float  # τ past which no more weights are kept
+
+    @classmethod
+    def of(cls, spec: dict[str, Any], T1: float) -> Cadence:
+        return cls(
+            eval_every=float(spec["eval_every"]),
+            by_epochs=spec["eval_unit"] == "epochs",
+            ckpt_every=int(spec["checkpoint_every"]),
+            keep_every=int(spec.get("keep_checkpoints_every") or 0),
+            keep_until=float(spec.get("keep_checkpoints_until") or 1.0) * T1,
+        )
+
+
 class Engine:
     """Trains one run described by a resolved spec (bench.run.spec.resolve) into `run_dir`."""
 
@@ -554,78 +575,25 @@ class Engine:
         state = self.setup()
         started = time.perf_counter() - state.wall_time
         self._started = started  # evaluation records carry the run's wall-clock time (time to target)
-        spec, dist = self.spec, self.dist
-        eval_every = float(spec["eval_every"])
-        by_epochs = spec["eval_unit"] == "epochs"
-        ckpt_every = int(spec["checkpoint_every"])
-        keep_every = int(spec.get("keep_checkpoints_every") or 0)
-        keep_until = float(spec.get("keep_checkpoints_until") or 1.0) * self.T1  # τ past it: no more kept weights
-        status = "completed"
-        here: AtScale | None = None
-        scale = 0
-        beat = Heartbeat.for_run(spec, dist.is_main)  # stdout not a terminal (a job log): a line every N s
+        cadence = Cadence.of(self.spec, self.T1)
+        status, here, scale = "completed", None, 0
+        beat = Heartbeat.for_run(self.spec, self.dist.is_main)  # stdout not a terminal (a job log): a line every N s
         if beat is not None:
             beat.start(state.iteration, state.tau)
-        self.sink = TensorBoardSink.for_run(spec, self.run_dir, dist.is_main, state.iteration)
-        bar = tqdm(
-            total=self.T1,
-            initial=min(state.tau, self.T1),
-            unit="τ",
-            dynamic_ncols=True,
-            disable=not (self.progress and dist.is_main) or None,
-            leave=False,
-            desc=f"{spec['task']} {spec['method']} {spec['scale']} seed{spec['seed']}",
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| τ {n:.0f}/{total:.0f} [{elapsed}<{remaining}{postfix}]",
-        )
+        self.sink = TensorBoardSink.for_run(self.spec, self.run_dir, self.dist.is_main, state.iteration)
+        bar = self._bar(state)
         self.model.train()
         try:
             while not self._done(state):
                 s = self.scales(state.tau)
                 if s != scale:  # a new S: a new slice of the stream for this rank, and a new observer
-                    ranks = ranks_for(spec, s, dist.world)
-                    if ranks != dist.world:
-                        state.wall_time = time.perf_counter() - started
-                        self._checkpoint(state)
-                        raise RanksChange(
-                            ranks,
-                            f"S = {s} at τ = {state.tau:.1f} needs {ranks} ranks (accumulation "
-                            f"{spec['accumulation']}); checkpoint saved, run it again with --ranks {ranks}",
-                        )
-                    scale = s
-                    batches = self.batches(state, scale)
-                    if here is not None:
-                        here.close()
-                    here = self.at_scale(state, scale, batches)
-
+                    here, scale = self._at_new_scale(state, s, here, started), s
                 before, epochs_before = state.tau, self.epochs(state)
                 if not here.step():
                     status = "diverged"
                     break
-                bar.update(min(state.tau, self.T1) - min(before, self.T1))
-                if state.iteration % 10 == 0:
-                    bar.set_postfix_str("S={} gain={:.2f} loss={:.3f}".format(*self._last[:3]), refresh=False)
-                if beat is not None:
-                    s_, gain_, loss_, lr_ = self._last
-                    beat.beat(state.iteration, state.tau, s_, loss=loss_, gain=gain_, lr=lr_)
-
-                clock, clock_before = (self.epochs(state), epochs_before) if by_epochs else (state.tau, before)
-                if self._done(state) or math.floor(clock / eval_every) > math.floor(clock_before / eval_every):
-                    self._evaluate(state)
-                done = self._done(state)
-                if keep_every and state.iteration % keep_every == 0 and state.tau <= keep_until:
-                    self._keep(state)
-                # W = 1: the signal as it stands now; W > 1: every rank stops in the same iteration, on the vote
-                # that rode on this iteration's gather (a signal that came during the step: at the next one)
-                if self.vote.anyone or (dist.world == 1 and stop_requested()):
-                    state.wall_time = time.perf_counter() - started
-                    self._checkpoint(state)
-                    raise Interrupted(
-                        f"stopped by signal at iteration {state.iteration} (τ = {state.tau:.1f}); "
-                        "checkpoint saved, run the same command to resume"
-                    )
-                if ckpt_every and state.iteration % ckpt_every == 0 and not done:
-                    state.wall_time = time.perf_counter() - started
-                    self._checkpoint(state)
+                self._show(bar, beat, state, before)
+                self._after_step(state, cadence, started, before, epochs_before)
         finally:
             bar.close()
             if here is not None:
@@ -636,6 +604,67 @@ class Engine:
                 self.sink = None
         state.wall_time = time.perf_counter() - started
         return self._finish(state, status)
+
+    def _bar(self, state: State) -> Any:
+        """The progress bar over τ (rank 0, on a terminal, when asked for)."""
+        spec = self.spec
+        return tqdm(
+            total=self.T1,
+            initial=min(state.tau, self.T1),
+            unit="τ",
+            dynamic_ncols=True,
+            disable=not (self.progress and self.dist.is_main) or None,
+            leave=False,
+            desc=f"{spec['task']} {spec['method']} {spec['scale']} seed{spec['seed']}",
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| τ {n:.0f}/{total:.0f} [{elapsed}<{remaining}{postfix}]",
+        )
+
+    def _at_new_scale(self, state: State, scale: int, here: AtScale | None, started: float) -> AtScale:
+        """The stream's slice and the observer for a new S; a checkpoint and RanksChange where S needs another W."""
+        ranks = ranks_for(self.spec, scale, self.dist.world)
+        if ranks != self.dist.world:
+            state.wall_time = time.perf_counter() - started
+            self._checkpoint(state)
+            raise RanksChange(
+                ranks,
+                f"S = {scale} at τ = {state.tau:.1f} needs {ranks} ranks (accumulation "
+                f"{self.spec['accumulation']}); checkpoint saved, run it again with --ranks {ranks}",
+            )
+        batches = self.batches(state, scale)
+        if here is not None:
+            here.close()
+        return self.at_scale(state, scale, batches)
+
+    def _show(self, bar: Any, beat: Heartbeat | None, state: State, before: float) -> None:
+        """The progress bar and the heartbeat, from the numbers the step left on the host."""
+        bar.update(min(state.tau, self.T1) - min(before, self.T1))
+        if state.iteration % 10 == 0:
+            bar.set_postfix_str("S={} gain={:.2f} loss={:.3f}".format(*self._last[:3]), refresh=False)
+        if beat is not None:
+            s_, gain_, loss_, lr_ = self._last
+            beat.beat(state.iteration, state.tau, s_, loss=loss_, gain=gain_, lr=lr_)
+
+    def _after_step(self, state: State, c: Cadence, started: float, before: float, epochs_before: float) -> None:
+        """What follows an iteration: an evaluation when its clock crossed a period (or the run ended), kept
+        weights, and on a stop signal or at the checkpoint period a checkpoint (Interrupted after a signal's)."""
+        clock, clock_before = (self.epochs(state), epochs_before) if c.by_epochs else (state.tau, before)
+        if self._done(state) or math.floor(clock / c.eval_every) > math.floor(clock_before / c.eval_every):
+            self._evaluate(state)
+        done = self._done(state)
+        if c.keep_every and state.iteration % c.keep_every == 0 and state.tau <= c.keep_until:
+            self._keep(state)
+        # W = 1: the signal as it stands now; W > 1: every rank stops in the same iteration, on the vote
+        # that rode on this iteration's gather (a signal that came during the step: at the next one)
+        if self.vote.anyone or (self.dist.world == 1 and stop_requested()):
+            state.wall_time = time.perf_counter() - started
+            self._checkpoint(state)
+            raise Interrupted(
+                f"stopped by signal at iteration {state.iteration} (τ = {state.tau:.1f}); "
+                "checkpoint saved, run the same command to resume"
+            )
+        if c.ckpt_every and state.iteration % c.ckpt_every == 0 and not done:
+            state.wall_time = time.perf_counter() - started
+            self._checkpoint(state)
 
     def epochs(self, state: State) -> float:
         """Epochs of training data consumed so far."""
