@@ -451,6 +451,85 @@ class PerfOptions:
     amp: str = "none"  # both: also time amp=bf16
 
 
+def _cell(
+    task: Any,
+    s: int,
+    args: PerfOptions,
+    root: str | None,
+    dist: Dist,
+    tmp: Path,
+    extras: tuple[str, ...],
+    synthetic: bool,
+    bar: Any,
+    said: set[str],
+) -> dict[str, Any]:
+    """One task at one S: build its variants, time them interleaved, and print its line (each ratio against the
+    bare loop timed in this process, so that a regression shows in the benchmark's output)."""
+    bar.set_description(f"{task.name} S={s} (setting up)")
+    if dist.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dist.device)
+    setup = build(task, s, args.preset, root, dist, tmp, extras, synthetic)
+    bar.set_description(f"{task.name} S={s}")
+    try:
+        row = measure(setup, int(args.repeats), dist.device, lambda: bar.update(1))
+        adascale = setup.loops[ADASCALE]
+        assert isinstance(adascale, EngineLoop)
+        row["flush_us_per_iteration"] = adascale.flush_us_per_iteration()
+        row["peak_memory_mb"], row["peak_memory_kind"] = peak_memory(dist.device)
+    finally:
+        setup.close()
+    row.update(
+        task=task.name,
+        scale=s,
+        device=str(dist.device),
+        device_name=device_name(dist.device),
+        synthetic=synthetic,
+        threads=torch.get_num_threads(),
+        load_1min=round(os.getloadavg()[0], 2),
+    )
+    for notice in setup.notices:
+        if notice not in said:  # once per task, not once per scale
+            said.add(notice)
+            tqdm.write(notice)
+    extra = "".join(
+        f", {v}: {row[f'examples_per_s_{v}']:.0f} ex/s (time {row[f'{v}_over_adascale']:.3f}x adascale)"
+        for v in extras
+        if f"{v}_over_adascale" in row
+    )
+    extra += "".join(f", {k} {row[k]:.3f}" for k in ("simulated_over_big_batch", "batched_over_big_batch") if k in row)
+    tqdm.write(
+        f"{task.name} S={s}: adascale/identity {row['adascale_over_identity']:.3f}, "
+        f"engine/bare {row['engine_over_bare']:.3f}, adascale/bare {row['adascale_over_bare']:.3f} "
+        f"(against the bare loop timed in this process), "
+        f"adascale {row['examples_per_s_adascale']:.0f} ex/s{extra}, "
+        f"peak {row['peak_memory_mb']:.0f} MiB"
+    )
+    return row
+
+
+def _report(rows: list[dict[str, Any]], out: Path, device: torch.device, repeats: int, args: PerfOptions) -> None:
+    """perf.csv, the table, how it was measured, and the throughput table when asked for."""
+    path = out / "perf.csv"
+    write_csv(path, rows)
+    print(table(rows))
+    clock = rows[0]["clock"] if rows else clock_for(device)
+    print(
+        f"device {device}, {rows[0]['threads'] if rows else '?'} torch thread(s), clock: "
+        f"{'process CPU time' if clock == 'cpu' else 'wall time'}; load average now "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}. Medians (± IQR) over {repeats} interleaved samples; "
+        "ratios: medians of per-round ratios [95 % distribution-free interval]. Micro-batches pre-fetched: "
+        "data loading is not compared."
+    )
+    print(f"perf: {path}")
+    if args.write_throughput:
+        from bench.experiments.plan import write_throughput
+
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+        measured = {(r["task"], args.preset): (r["examples_per_s_bare"], name) for r in rows if r["scale"] == 1}
+        write_throughput(Path(args.write_throughput), measured)
+        print(f"throughput (examples/s at S = 1, bare loop, {name}): {args.write_throughput}")
+
+
 def perf(args: PerfOptions) -> int:
     """Run the benchmark for every requested task and scale; print the table and write perf.csv."""
     from tasks import available, get_task
@@ -486,71 +565,9 @@ def perf(args: PerfOptions) -> int:
             for task in tasks:
                 root = _data_root(args, task.name, len(tasks) > 1)
                 for s in scales:
-                    bar.set_description(f"{task.name} S={s} (setting up)")
-                    if device.type == "cuda":
-                        torch.cuda.reset_peak_memory_stats(device)
-                    setup = build(task, s, args.preset, root, dist, Path(tmp), extras, synthetic)
-                    bar.set_description(f"{task.name} S={s}")
-                    try:
-                        row = measure(setup, repeats, device, lambda: bar.update(1))
-                        adascale = setup.loops[ADASCALE]
-                        assert isinstance(adascale, EngineLoop)
-                        row["flush_us_per_iteration"] = adascale.flush_us_per_iteration()
-                        row["peak_memory_mb"], row["peak_memory_kind"] = peak_memory(device)
-                    finally:
-                        setup.close()
-                    row.update(
-                        task=task.name,
-                        scale=s,
-                        device=str(device),
-                        device_name=device_name(device),
-                        synthetic=synthetic,
-                        threads=torch.get_num_threads(),
-                        load_1min=round(os.getloadavg()[0], 2),
-                    )
-                    rows.append(row)
-                    for notice in setup.notices:
-                        if notice not in said:  # once per task, not once per scale
-                            said.add(notice)
-                            tqdm.write(notice)
-                    extra = "".join(
-                        f", {v}: {row[f'examples_per_s_{v}']:.0f} ex/s (time {row[f'{v}_over_adascale']:.3f}x adascale)"
-                        for v in extras
-                        if f"{v}_over_adascale" in row
-                    )
-                    extra += "".join(
-                        f", {k} {row[k]:.3f}"
-                        for k in ("simulated_over_big_batch", "batched_over_big_batch")
-                        if k in row
-                    )
-                    tqdm.write(
-                        f"{task.name} S={s}: adascale/identity {row['adascale_over_identity']:.3f}, "
-                        f"engine/bare {row['engine_over_bare']:.3f}, adascale/bare {row['adascale_over_bare']:.3f} "
-                        f"(against the bare loop timed in this process), "
-                        f"adascale {row['examples_per_s_adascale']:.0f} ex/s{extra}, "
-                        f"peak {row['peak_memory_mb']:.0f} MiB"
-                    )
-                    del setup
+                    rows.append(_cell(task, s, args, root, dist, Path(tmp), extras, synthetic, bar, said))
     finally:
         bar.close()
         torch.set_num_threads(threads_before)
-    path = out / "perf.csv"
-    write_csv(path, rows)
-    print(table(rows))
-    clock = rows[0]["clock"] if rows else clock_for(device)
-    print(
-        f"device {device}, {rows[0]['threads'] if rows else '?'} torch thread(s), clock: "
-        f"{'process CPU time' if clock == 'cpu' else 'wall time'}; load average now "
-        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}. Medians (± IQR) over {repeats} interleaved samples; "
-        "ratios: medians of per-round ratios [95 % distribution-free interval]. Micro-batches pre-fetched: "
-        "data loading is not compared."
-    )
-    print(f"perf: {path}")
-    if args.write_throughput:
-        from bench.experiments.plan import write_throughput
-
-        name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
-        measured = {(r["task"], args.preset): (r["examples_per_s_bare"], name) for r in rows if r["scale"] == 1}
-        write_throughput(Path(args.write_throughput), measured)
-        print(f"throughput (examples/s at S = 1, bare loop, {name}): {args.write_throughput}")
+    _report(rows, out, device, repeats, args)
     return 0
