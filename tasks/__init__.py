@@ -106,7 +106,7 @@ def load(name: str) -> type[Task]:
     from dataclasses import replace
 
     from tasks.base import Task
-    from tasks.presets import TaskCard, remember
+    from tasks.presets import TaskCard, check_card, remember
 
     cls, digest = usercode.import_named("task", name)
     where = name.replace(":", ".")
@@ -118,6 +118,10 @@ def load(name: str) -> type[Task]:
     c = getattr(cls, "card", None)
     if not isinstance(c, TaskCard):
         raise UserError(f"task {name}: {where} has no card (card = tasks.presets.TaskCard(...): metric, presets, ...)")
+    try:
+        check_card(c)
+    except ValueError as e:
+        raise UserError(f"task {name}: its card's {e}") from None
     if "tiny" not in c.presets:
         raise UserError(f"task {name}: its card has no tiny preset (the one smoke, tests and advise run)")
     named = type(cls.__name__, (cls,), {"card": replace(c, name=name), "__module__": cls.__module__})

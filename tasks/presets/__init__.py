@@ -171,7 +171,7 @@ def recorded_card(name: str, facts: Any, where: str = "spec") -> TaskCard:
             fields[key] = tuple(fields[key])
     try:
         c = TaskCard(**fields)
-        _check_card(c)
+        check_card(c)
     except (TypeError, ValueError) as e:
         raise UserError(f"{where}: user_task.card: {' '.join(str(e).split())[:200]}") from None
     _USER_CARDS.setdefault(name, c)
@@ -188,8 +188,9 @@ def card_of_spec(spec: dict[str, Any], where: str = "spec") -> TaskCard:
     return recorded_card(name, record.get("card") if isinstance(record, dict) else None, where)
 
 
-def _check_card(c: TaskCard) -> None:
-    """The types a card's fields must have (a recorded card comes from a file someone else may have written)."""
+def check_card(c: TaskCard) -> None:
+    """The types a card's fields must have: a task of yours is checked when it is loaded, and a recorded card when it
+    is read (it comes from a file someone else may have written); ValueError naming the first wrong field."""
     checks = [
         ("metric", isinstance(c.metric, str) and c.metric != ""),
         ("metric_label", isinstance(c.metric_label, str)),

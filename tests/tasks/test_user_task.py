@@ -107,6 +107,7 @@ def test_a_changed_source_is_another_run(user_dir: Path, tmp_path: Path) -> None
         (("    card = CARD\n", "    pass\n"), "has no card"),
         (("class Mixture(Task):", "class Mixture:"), "expected a subclass of tasks.base.Task"),
         (('"tiny": {', '"small": {'), "no tiny preset"),
+        (("metric_range=(0.0, 100.0),", 'metric_range=("0", "100"),'), "card's field metric_range has the wrong"),
     ],
 )
 def test_a_task_module_that_breaks_the_protocol_fails_at_load_in_one_line(
