@@ -188,28 +188,47 @@ def card_of_spec(spec: dict[str, Any], where: str = "spec") -> TaskCard:
     return recorded_card(name, record.get("card") if isinstance(record, dict) else None, where)
 
 
+def _number(v: Any) -> bool:
+    """A finite number that is not a boolean (NaN and ±inf are no margin, window count or optimum)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, tuple | list) and all(isinstance(x, str) for x in v)
+
+
 def check_card(c: TaskCard) -> None:
-    """The types a card's fields must have: a task of yours is checked when it is loaded, and a recorded card when it
-    is read (it comes from a file someone else may have written); ValueError naming the first wrong field."""
+    """The types and ranges a card's fields must have: a task of yours is checked when it is loaded, and a recorded
+    card when it is read (it comes from a file someone else may have written, where NaN is a JSON literal);
+    ValueError naming the first wrong field."""
+    rng = c.metric_range
     checks = [
         ("metric", isinstance(c.metric, str) and c.metric != ""),
         ("metric_label", isinstance(c.metric_label, str)),
         ("higher_is_better", isinstance(c.higher_is_better, bool)),
         ("needs_data", isinstance(c.needs_data, bool)),
         ("presets", isinstance(c.presets, dict) and c.presets and all(isinstance(v, dict) for v in c.presets.values())),
-        ("tiny_windows", isinstance(c.tiny_windows, int | float) and not isinstance(c.tiny_windows, bool)),
+        ("tiny_windows", _number(c.tiny_windows) and c.tiny_windows > 0),
         ("unit", isinstance(c.unit, str)),
         ("paper_metric", isinstance(c.paper_metric, str)),
-        ("metric_range", all(isinstance(v, int | float) and not isinstance(v, bool) for v in c.metric_range)),
+        (
+            "metric_range",  # ±inf for an open end, never NaN, the low end first
+            isinstance(rng, tuple | list)
+            and len(rng) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) and v == v for v in rng)
+            and rng[0] < rng[1],
+        ),
         (
             "max_ranks",
             isinstance(c.max_ranks, dict)
-            and all(v is None or (isinstance(v, int) and v >= 1) for v in c.max_ranks.values()),
+            and all(v is None or (_number(v) and isinstance(v, int) and v >= 1) for v in c.max_ranks.values()),
         ),
-        ("margins", isinstance(c.margins, dict) and all(isinstance(v, int | float) for v in c.margins.values())),
-        ("optimum", c.optimum is None or isinstance(c.optimum, int | float)),
-        ("differs", all(isinstance(v, str) for v in c.differs)),
-        ("requires", all(isinstance(v, str) for v in c.requires)),
+        ("margins", isinstance(c.margins, dict) and all(_number(v) and v >= 0 for v in c.margins.values())),
+        ("optimum", c.optimum is None or _number(c.optimum)),
+        ("differs", _strings(c.differs)),
+        ("tiny_data", _strings(c.tiny_data)),
+        ("requires", _strings(c.requires)),
+        ("extra", isinstance(c.extra, str)),
     ]
     bad = [name for name, ok in checks if not ok]
     if bad:

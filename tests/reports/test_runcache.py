@@ -216,3 +216,29 @@ def test_warming_in_processes_gives_the_one_at_a_time_read_and_its_warnings(tmp_
     assert runcache._load(runcache.cache_file(cache, runs[1]), paths[1]) is None  # stale now
     runcache.warm(paths, cache, 2, warned.append)
     assert runcache._load(runcache.cache_file(cache, runs[1]), paths[1]) is not None  # brought up to date
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [{"tau": 0.0, "loss": 1.5, "gain": None}, {"tau": 1.0, "loss": True, "gain": 2}],  # uniform: one 2-D read
+        [{"tau": 0.0, "loss": 1.5}, {"loss": 2.5, "tau": 1.0}],  # the same keys in another order
+        [{"tau": 0.0}, {"tau": 1.0, "extra": 3.0}],  # a key only some records have
+        [{"tau": 0.0, "note": "x"}, {"tau": 1.0, "note": "y"}],  # a string column: dropped
+        [{"tau": 0.0, "big": 10**400}, {"tau": 1.0, "big": 1}],  # an integer past float's range: NaN
+        [{"tau": 0.0, "bad": [1, 2]}, {"tau": 1.0, "bad": {}}],  # lists and objects: dropped
+        [],
+    ],
+)
+def test_uniform_records_give_the_columns_a_column_at_a_time_read_gives(
+    records: list[dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_columns`' fast path for records that all have the same keys, in order, and only numbers (what the engine
+    writes) gives the columns the general path gives, key for key and bit for bit; anything else takes the general
+    path."""
+    fast = runcache._columns(records)
+    monkeypatch.setattr(runcache, "_uniform", lambda records: None)
+    slow = runcache._columns(records)
+    assert list(fast) == list(slow)
+    for key in fast:
+        assert np.array_equal(fast[key], slow[key], equal_nan=True) and fast[key].dtype == slow[key].dtype

@@ -56,6 +56,11 @@ def test_momentum_is_the_papers() -> None:
         assert get_task(name).presets["paper"]["momentum"] == 0.9
 
 
+def smoke_gaps(largest: dict[str, int]) -> list[str]:
+    """The registered tasks the smoke matrix runs no AdaScale cell of (read off the registry, not a list here)."""
+    return sorted(set(available()) - set(largest))
+
+
 def _smoke_scales() -> dict[str, int]:
     """The largest constant S of each task's AdaScale-using runs in the smoke matrix (elastic runs count
     with their schedule's largest S); the sweep is left out (its own T1, and it stops at a target loss)."""
@@ -90,8 +95,8 @@ def test_smoke_runs_follow_the_rule_at_their_largest_scale() -> None:
     from bench.experiments import matrix
 
     largest = _smoke_scales()
-    missing = set(TASKS) - set(largest)
-    assert not missing, f"a new task adds a table2 cell to bench/experiments/matrices/smoke.yaml: {sorted(missing)}"
+    missing = smoke_gaps(largest)
+    assert not missing, f"a new task adds a table2 cell to bench/experiments/matrices/smoke.yaml: {missing}"
     assert largest["logreg"] == 64  # the positive control's cell: the largest S docs/design.md §2 says is checked
     for name, s in largest.items():
         c = card(name)
@@ -123,3 +128,41 @@ def test_paper_presets_reduce_natively_and_tiny_ones_pairwise() -> None:
     for name in ("cifar10", "imagenet", "speech", "transformer", "yolo"):
         assert resolve(card(name), "adascale", 16, 0, "paper", "/data")["reduction"] == "native"
         assert resolve(card(name), "adascale", 16, 0, "tiny", "/data")["reduction"] == "pairwise"
+
+
+def test_a_task_added_to_the_registry_is_checked_or_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks above read the registry: a task registered without its card or its smoke cell is not skipped.
+    `card` says in one line what it must add; the smoke check names it."""
+    import tasks
+    from bench.errors import UserError
+
+    monkeypatch.setitem(tasks._REGISTRY, "newtask", "tasks.logreg:LogReg")
+    assert "newtask" in available()
+    with pytest.raises(UserError, match="a new task adds tasks/presets/newtask.py defining CARD"):
+        card("newtask")
+    assert smoke_gaps(_smoke_scales()) == ["newtask"]
+
+
+def test_every_card_passes_the_card_check_and_a_damaged_one_does_not() -> None:
+    """tasks.presets.check_card, which a task of yours and a recorded card go through: every built-in card passes,
+    and each damage below is named by its field (a NaN margin is a JSON literal a hostile spec can hold)."""
+    import dataclasses
+    import math
+
+    from tasks.presets import check_card
+
+    for name in TASKS:
+        check_card(card(name))
+    good = card("cifar10")
+    for field, value in [
+        ("margins", {"tiny": math.nan}),
+        ("margins", {"tiny": -1.0}),
+        ("metric_range", (100.0, 0.0)),
+        ("metric_range", (math.nan, 1.0)),
+        ("max_ranks", {"paper": True}),
+        ("optimum", math.inf),
+        ("tiny_windows", 0),
+        ("metric", ""),
+    ]:
+        with pytest.raises(ValueError, match=f"field {field} "):
+            check_card(dataclasses.replace(good, **{field: value}))
