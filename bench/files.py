@@ -36,6 +36,12 @@ LOCK = ".lock"  # held (flock) by the one process writing the run folder
 # what atomic_write_bytes leaves behind when killed mid-write: .<name>.<random>.tmp
 _TEMPORARY = re.compile(r"\.(checkpoint\.pt|[^/]+\.json)\.[A-Za-z0-9_]+\.tmp")
 
+# A spec.json as read from a run folder, unchecked. What reads many run folders (report, status, the lookups
+# of the runs a run depends on) takes each field as it finds it, so that a folder written by another version,
+# by hand or damaged is shown with a warning, not refused; a run being made or trained holds the checked,
+# typed bench.runspec.RunSpec, whose `to_json` is this document.
+SpecDocument = dict[str, Any]
+
 # Spec keys that do not change what a run computes: where its data lives, how it is spread over
 # processes, threads and devices, which matrix it came from, and T_AS / T (derived from the runs it
 # depends on, which are part of the identity). The one definition of a run's identity: the folder
@@ -57,7 +63,7 @@ NOT_IDENTITY = (
 
 
 # Settings added after runs were recorded, with the value a spec written before them means: such a spec
-# is the same run as one at this value (bench.run.schema.Settings takes these defaults from here).
+# is the same run as one at this value (bench.runspec.Settings takes these defaults from here).
 LATE_SETTINGS: dict[str, Any] = {"microbatch_mode": "sequential", "amp": "none"}
 
 
@@ -66,7 +72,7 @@ def in_identity(key: str) -> bool:
     return key.split(".", 1)[0] not in NOT_IDENTITY
 
 
-def identity_of(spec: dict[str, Any]) -> dict[str, Any]:
+def identity_of(spec: SpecDocument) -> dict[str, Any]:
     """The one identity of a run: the parts of its spec that decide its results. Where it runs (and the
     overrides saying so) is left out, and a setting added later counts only off its default. The folder
     name, the same-run check, the engine's resume check, LSW+'s lookup and the reports all use it."""
@@ -93,9 +99,13 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def identity_differs(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def identity_differs(a: SpecDocument, b: SpecDocument) -> list[str]:
     """The identity keys in which two specs differ (empty: the same run)."""
-    x, y = identity_of(a), identity_of(b)
+    return differing(identity_of(a), identity_of(b))
+
+
+def differing(x: dict[str, Any], y: dict[str, Any]) -> list[str]:
+    """The keys in which two identities (identity_of) differ."""
     return sorted(k for k in set(x) | set(y) if x.get(k) != y.get(k))
 
 
@@ -176,8 +186,8 @@ def _holder(path: Path) -> str:
 def run_lock(run_dir: Path) -> Iterator[None]:
     """Hold the run folder's exclusive lock (flock on .lock, released by the OS when the process dies),
     or fail at once with a UserError naming the holder. The holder writes its host, pid and SLURM job
-    id into the lock file. Re-entrant within a process. On a file system without locks (some Lustre
-    mounts), a warning and no lock."""
+    id into the lock file. Taken once per run: a second take, even in this process, is refused. On a file
+    system without locks (some Lustre mounts), a warning and no lock."""
     run_dir = Path(run_dir)
     safefs.mkdirs(run_dir)
     with file_lock(run_dir / LOCK, f"run folder {run_dir}"):
@@ -189,14 +199,6 @@ def file_lock(path: Path, what: str) -> Iterator[None]:
     """The lock of run_lock on any lock file `path` (`prepare` holds one beside its --out): `what` names
     the guarded thing in the one-line error when another process holds it."""
     path = Path(path)
-    key = str(path.resolve())
-    if key in _HELD:
-        _HELD[key] += 1
-        try:
-            yield
-        finally:
-            _HELD[key] -= 1
-        return
     fd = open_own(path, os.O_RDWR | os.O_CREAT)
     try:
         for attempt in range(3):  # `status` probes the lock for a moment: try again past such a probe
@@ -216,16 +218,9 @@ def file_lock(path: Path, what: str) -> Iterator[None]:
         info = {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        _HELD[key] = 1
-        try:
-            yield
-        finally:
-            del _HELD[key]
+        yield
     finally:
         os.close(fd)  # releases the lock
-
-
-_HELD: dict[str, int] = {}
 
 
 def lock_is_held(run_dir: Path) -> bool | None:

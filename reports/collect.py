@@ -32,12 +32,13 @@ from bench.files import (
     METRICS,
     SPEC,
     SUMMARY,
+    SpecDocument,
     identity_of,
     lock_is_held,
     open_regular,
 )
 from bench.usercode import is_user_name
-from tasks.presets import card_of_spec
+from tasks.presets import card_of_run
 
 from . import guards, runcache
 from .memo import ReportWarning  # defined where `report` replays warnings (reports.memo)
@@ -215,7 +216,7 @@ def scale_order(scale: Any) -> tuple[int, float]:
         return (2, 0.0)
 
 
-def experiment_of(spec: dict) -> dict:
+def experiment_of(spec: SpecDocument) -> dict:
     """spec["experiment"] as a dict ({} for ad-hoc runs; a bare string is read as its kind)."""
     exp = spec.get("experiment")
     if isinstance(exp, str):
@@ -307,18 +308,18 @@ class Results:
         return self._metrics[key]
 
 
-def max_scale(spec: dict) -> float:
+def max_scale(spec: SpecDocument) -> float:
     """The largest S of a run: its scale, or the largest step of its elastic schedule."""
     scale = spec.get("scale")
     if isinstance(scale, str) and scale in ELASTIC:
         try:
-            return float(max(s for _, s in scale_steps(spec)))
+            return float(max(s for _, s in scale_steps(scale, spec.get("elastic"))))
         except Exception:  # a damaged schedule: no largest S to show
             return math.nan
     return _num(scale)
 
 
-def planned_iterations(spec: dict) -> float:
+def planned_iterations(spec: SpecDocument) -> float:
     """The iterations a run was planned to take, as the paper prints for a diverged cell: the method
     table's plan (bench.algo.rules.planned_iterations: LSW's ⌈T1/S⌉ on its scale schedule, LSW+'s T_AS);
     NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else.
@@ -328,7 +329,8 @@ def planned_iterations(spec: dict) -> float:
 
     try:
         row = recorded(str(spec["method"]), spec.get("rule"))
-        planned = plan(row, scale_schedule(spec), float(spec["T1"]), spec.get("T_AS"), spec.get("T"))
+        T1 = float(spec["T1"])
+        planned = plan(row, scale_schedule(spec["scale"], spec.get("elastic"), T1), T1, spec.get("T_AS"), spec.get("T"))
     except Exception:  # an incomplete spec: no plan to show
         return math.nan
     return _num(planned)
@@ -355,7 +357,7 @@ def _is_pilot(seed: Any, pilot_seeds: Any) -> bool:
     return isinstance(pilot_seeds, list) and isinstance(seed, int) and seed in pilot_seeds
 
 
-def _row(run_dir: Path, spec: dict, summary: dict | None) -> dict[str, Any]:
+def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, Any]:
     exp = experiment_of(spec)
     sched = spec.get("lr_schedule") if isinstance(spec.get("lr_schedule"), dict) else {}
     overrides = spec.get("overrides") if isinstance(spec.get("overrides"), dict) else {}
@@ -431,7 +433,7 @@ def load(out: Path) -> Results:
             continue
         if is_user_name(spec.get("task")):  # a task of yours: its card as recorded (metric, margins), never imported
             try:
-                card_of_spec(spec, str(spec_path))
+                card_of_run(spec.get("task"), spec.get("user_task"), str(spec_path))
             except UserError as e:
                 res.warn(f"{e} (its metric is read as the summary names it)")
         summary_path = run_dir / SUMMARY

@@ -32,7 +32,7 @@ def data_problems(m: matrices.Matrix, sizes: bool = True) -> list[str]:
         except UserError as e:
             problems.append(str(e))
             continue
-        root = Path(spec["data_root"])
+        root = Path(spec.data_root)
         if m.preset == "tiny" and not root.exists():
             continue  # the tiny data set is written on first use
         try:

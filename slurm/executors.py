@@ -21,6 +21,7 @@ from bench.errors import UserError
 from bench.experiments.slots import default_slots
 from bench.files import SPEC, read_json_object
 from bench.run.spec import run_name
+from bench.runspec import RunSpec
 
 from .procgroup import DEFAULT_JOIN_TIMEOUT_MIN, user_port
 
@@ -144,9 +145,9 @@ class Shape:
         )
 
 
-def run_scales(spec: dict[str, Any]) -> list[int]:
+def run_scales(spec: RunSpec) -> list[int]:
     """Every scale S a run uses: one, or each step of its elastic schedule."""
-    return sorted({s for _, s in scale_steps(spec)})
+    return sorted({s for _, s in scale_steps(spec.scale, spec.elastic)})
 
 
 def fits(ranks: int, res: Resources) -> bool:
@@ -168,36 +169,36 @@ def choose_ranks(scales: list[int], res: Resources, cap: int | None = None) -> i
     return next(w for w in range(most, 0, -1) if feasible(w, scales, res))
 
 
-def named_cap(spec: dict[str, Any]) -> bool:
+def named_cap(spec: RunSpec) -> bool:
     """Whether the task card names the run's preset in its max_ranks (a number, or None: uncapped on purpose)."""
-    from tasks.presets import card_of_spec
+    from tasks.presets import card_of_run
 
     try:
-        return str(spec.get("preset")) in card_of_spec(spec).max_ranks
+        return spec.preset in card_of_run(spec.task, spec.user_task).max_ranks
     except (ImportError, KeyError, UserError):
         return False
 
 
-def rank_cap(spec: dict[str, Any]) -> int | None:
+def rank_cap(spec: RunSpec) -> int | None:
     """The task card's cap on the ranks of one run of this preset (tasks/presets: `max_ranks`)."""
-    from tasks.presets import card_of_spec
+    from tasks.presets import card_of_run
 
     try:
-        return card_of_spec(spec).max_ranks.get(str(spec.get("preset")))
+        return card_of_run(spec.task, spec.user_task).max_ranks.get(spec.preset)
     except (ImportError, KeyError, UserError):
         return None
 
 
-def shape_for(spec: dict[str, Any], ranks: int, res: Resources) -> Shape:
+def shape_for(spec: RunSpec, ranks: int, res: Resources) -> Shape:
     per_node = min(ranks, res.ranks_per_node)
     nodes = ranks // per_node
-    cpus = res.cpus_per_task or int(spec.get("num_workers") or 0) + 1  # data workers + the training process
+    cpus = res.cpus_per_task or int(spec.num_workers or 0) + 1  # data workers + the training process
     return Shape(ranks, nodes, per_node, per_node if res.gpus_per_node else 0, cpus)
 
 
-def accumulation(spec: dict[str, Any], ranks: int) -> dict[int, int]:
+def accumulation(spec: RunSpec, ranks: int) -> dict[int, int]:
     """A for each scale of the run: S / W, or the spec's fixed A (then W follows S instead)."""
-    fixed = spec.get("accumulation")
+    fixed = spec.accumulation
     return {s: int(fixed) if fixed else s // ranks for s in run_scales(spec)}
 
 
@@ -294,17 +295,17 @@ def local_parallelism(res: Resources) -> int:
     return res.array_parallelism or default_slots()
 
 
-def ranks_to_start(spec: dict[str, Any], run_dir: Path, res: Resources) -> int:
+def ranks_to_start(spec: RunSpec, run_dir: Path, res: Resources) -> int:
     """W for the run's next job. Usually the most ranks the resources and the task card's cap allow (an
     incomplete run keeps the W it started with); a spec that fixes the accumulation A needs W = S / A at
     its checkpoint's τ."""
-    if spec.get("accumulation"):
+    if spec.accumulation:
         from bench.run.launch import initial_ranks
 
-        ranks = initial_ranks({**spec, "ranks": 1}, run_dir)
+        ranks = initial_ranks(spec.replace(ranks=1), run_dir)
         if not fits(ranks, res):
             raise UserError(
-                f"{run_name(spec)} needs {ranks} ranks (accumulation {spec['accumulation']}), more than "
+                f"{run_name(spec)} needs {ranks} ranks (accumulation {spec.accumulation}), more than "
                 f"--gpus-per-node × --max-nodes allow ({res.max_ranks}) as whole nodes"
             )
         return ranks

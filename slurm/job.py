@@ -36,6 +36,7 @@ from bench.files import SUMMARY, RunFolderBusy, open_regular, read_json, read_js
 from bench.run.runner import existing_summary, run_dir_of, run_spec
 from bench.run.spec import run_name
 from bench.run.summary import record_failure
+from bench.runspec import RunSpec
 
 from . import procgroup
 from .executors import Resources, fits, make_executor, shape_for
@@ -82,7 +83,7 @@ def member_of(env: Any) -> procgroup.Member:
 
 def start_group(
     env: Any,
-    spec: dict[str, Any],
+    spec: RunSpec,
     folder: Path,
     res: Resources | None,
     on_failure: Callable[[procgroup.GroupFailed], None] = lambda e: None,
@@ -93,21 +94,21 @@ def start_group(
     starts on the store they share. Raises procgroup.GroupFailed."""
     from bench.engine.distributed import from_env, timeout_s
 
-    device = spec.get("device") or "auto"
+    device = spec.device
     if env.num_tasks <= 1:
         for key in [k for k in os.environ if k in ONE_PROCESS_CLEARS or k.startswith(TORCHRUN_PREFIXES)]:
             del os.environ[key]
-        return from_env(device, spec.get("collective_timeout_s"))
+        return from_env(device, spec.collective_timeout_s)
     os.environ.update(dist_environment(env))
     member = member_of(env)
     # (getattr: a job pickled before these resources existed, still queued after an upgrade)
     join_min = getattr(res, "join_timeout_min", None) or procgroup.DEFAULT_JOIN_TIMEOUT_MIN
-    collective = timeout_s(spec.get("collective_timeout_s"))
+    collective = timeout_s(spec.collective_timeout_s)
     port = getattr(res, "master_port", None)
     store = procgroup.join(member, folder, join_min * 60, collective, port, list(env.hostnames), on_failure)
     os.environ["MASTER_PORT"] = str(store.port)
     try:
-        return from_env(device, spec.get("collective_timeout_s"), store=store)
+        return from_env(device, spec.collective_timeout_s, store=store)
     except Exception as e:
         raise procgroup.GroupFailed(member.rank, member.node, f"torch.distributed did not start: {e}") from None
 
@@ -123,7 +124,7 @@ class RunJob(submitit.helpers.Checkpointable):
 
     def __init__(
         self,
-        spec: dict[str, Any],
+        spec: RunSpec,
         out: str | Path,
         needs: list[str] | None = None,
         raise_on_failure: bool = True,
@@ -138,11 +139,13 @@ class RunJob(submitit.helpers.Checkpointable):
         self._outcome: tuple[str, Any, str] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        # the thread and the outcome belong to one process; a requeued job starts clean
-        return {k: v for k, v in self.__dict__.items() if k not in ("_worker", "_outcome")}
+        # the thread and the outcome belong to one process; a requeued job starts clean. The spec travels
+        # as its JSON document, typed again on arrival (a job queued before an upgrade holds a dict too)
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_worker", "_outcome")}
+        return state | {"spec": self.spec.to_json()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _worker=None, _outcome=None)
+        self.__dict__.update(state, spec=RunSpec.model_validate(state["spec"]), _worker=None, _outcome=None)
 
     @property
     def run_dir(self) -> Path:
@@ -150,7 +153,7 @@ class RunJob(submitit.helpers.Checkpointable):
 
     def fresh(self, **changes: Any) -> RunJob:
         """The same job, without this process's state (what submitit requeues)."""
-        spec = {**self.spec, **changes}
+        spec = self.spec.replace(**changes)
         return RunJob(spec, self.out, self.needs, self.raise_on_failure, self.resources)
 
     # -- submitit's side ---------------------------------------------------------------------------------
@@ -299,7 +302,7 @@ class RunJob(submitit.helpers.Checkpointable):
         return read_json(path) if path.exists() else {"status": "failed", "error": message}
 
 
-def unmet_need(spec: dict[str, Any], out: Path, needs: list[str]) -> str | None:
+def unmet_need(spec: RunSpec, out: Path, needs: list[str]) -> str | None:
     """Why the run cannot start yet (a run it needs ended without a readable summary), or None."""
     for need in needs:
         path = Path(out) / need / SUMMARY
@@ -308,9 +311,9 @@ def unmet_need(spec: dict[str, Any], out: Path, needs: list[str]) -> str | None:
         except (OSError, ValueError):
             status = "unreadable"
         if status is None:  # its job ended (afterany) without a summary: cancelled, killed, out of time
-            return f"{spec['method']} needs the run {need}, which did not finish (no summary.json)"
+            return f"{spec.method} needs the run {need}, which did not finish (no summary.json)"
         if status == "unreadable":
-            return f"{spec['method']} needs the run {need}, whose summary.json is unreadable"
+            return f"{spec.method} needs the run {need}, whose summary.json is unreadable"
     return None
 
 
@@ -359,8 +362,8 @@ def submit_continuation(job: RunJob, ranks: int) -> str:
     res: Resources = job.resources
     if not fits(ranks, res):
         raise UserError(f"{ranks} ranks do not fit --gpus-per-node {res.gpus_per_node} × --max-nodes {res.max_nodes}")
-    spec = {**job.spec, "ranks": ranks}
-    request = matrices.RunRequest(spec["task"], spec["method"], spec["scale"], spec["seed"])
+    spec = job.spec.replace(ranks=ranks)
+    request = matrices.RunRequest(spec.task, spec.method, spec.scale, spec.seed)
     p = Planned(request, spec, run_name(spec), shape_for(spec, ranks, res), job.needs)
     ex = make_executor(res, p.shape, Path(job.out) / SUBMITIT_DIR, name=job_name([p], ranks))
     # sbatch exports this process's environment: the next job must not inherit this job's allocation

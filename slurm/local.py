@@ -17,11 +17,12 @@ from bench.errors import UserError
 from bench.files import SUMMARY, RunFolderBusy, read_json_object
 from bench.run.runner import existing_summary, run_dir_of, run_spec
 from bench.run.summary import record_failure
+from bench.runspec import RunSpec
 
 from .job import record_attempt, unmet_need
 
 
-def run_here(spec: dict[str, Any], out: str, needs: list[str], job_id: str) -> dict[str, Any]:
+def run_here(spec: RunSpec, out: str, needs: list[str], job_id: str) -> dict[str, Any]:
     """Train `spec` under `out` here; rank 0's result (the summary, or a ranks change). Raises Interrupted
     when stopped by a signal (the run has checkpointed)."""
     clear_stop()  # a worker trains run after run: a stop asked of an earlier run is not this one's
@@ -29,7 +30,7 @@ def run_here(spec: dict[str, Any], out: str, needs: list[str], job_id: str) -> d
     done = existing_summary(run_dir)
     if done is not None:
         return done
-    ranks = int(spec.get("ranks") or 1)
+    ranks = spec.ranks
     record_attempt(run_dir, job_id, "local", ranks)
     unmet = unmet_need(spec, root, needs)
     if unmet:
@@ -50,11 +51,11 @@ def run_here(spec: dict[str, Any], out: str, needs: list[str], job_id: str) -> d
         return _summary(run_dir) or {"status": "failed", "error": f"{type(e).__name__}: {e}"}
 
 
-def _ranks(spec: dict[str, Any], out: Path, ranks: int) -> dict[str, Any]:
+def _ranks(spec: RunSpec, out: Path, ranks: int) -> dict[str, Any]:
     from bench.run.launch import JobFailed, launch_ranks
 
     try:
-        result = launch_ranks({**spec, "ranks": ranks}, out, ranks)
+        result = launch_ranks(spec.replace(ranks=ranks), out, ranks)
     except JobFailed as e:
         if e.interrupted:
             raise Interrupted(e.message) from None
@@ -73,5 +74,5 @@ def _summary(run_dir: Path) -> dict[str, Any] | None:
     return read_json_object(run_dir / SUMMARY)
 
 
-def _failed(spec: dict[str, Any], run_dir: Path, message: str) -> dict[str, Any]:
+def _failed(spec: RunSpec, run_dir: Path, message: str) -> dict[str, Any]:
     return record_failure(spec, run_dir, message)

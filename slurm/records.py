@@ -14,6 +14,7 @@ from typing import Any
 
 from bench.experiments import matrix as matrices
 from bench.files import write_json
+from bench.runspec import RunSpec
 
 from .executors import Resources, Shape, accumulation
 
@@ -27,7 +28,7 @@ class Planned:
     """A run to submit: its resolved spec, its allocation, and what it waits for."""
 
     request: matrices.RunRequest
-    spec: dict[str, Any]
+    spec: RunSpec
     name: str
     shape: Shape
     needs: list[str] = field(default_factory=list)  # run names that must have ended first
@@ -43,8 +44,8 @@ def job_name(runs: list[Planned], ranks: int) -> str:
 
 def describe_group(runs: list[Planned], shape: Shape) -> str:
     """One line: how many runs of which tasks and methods, their allocation, and A for each S."""
-    methods = ", ".join(dict.fromkeys(p.spec["method"] for p in runs))
-    tasks = ", ".join(dict.fromkeys(p.spec["task"] for p in runs))
+    methods = ", ".join(dict.fromkeys(p.spec.method for p in runs))
+    tasks = ", ".join(dict.fromkeys(p.spec.task for p in runs))
     acc: dict[int, int] = {}
     for p in runs:
         acc.update(accumulation(p.spec, shape.ranks))
@@ -62,10 +63,10 @@ def job_record(
         "job_id": str(job.job_id) if job is not None else job_id,
         "submitted_at": time.time(),
         "submitted": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "task": p.spec["task"],
-        "method": p.spec["method"],
-        "scale": p.spec["scale"],
-        "seed": p.spec["seed"],
+        "task": p.spec.task,
+        "method": p.spec.method,
+        "scale": p.spec.scale,
+        "seed": p.spec.seed,
         "ranks": p.shape.ranks,
         "nodes": p.shape.nodes,
         "tasks_per_node": p.shape.tasks_per_node,

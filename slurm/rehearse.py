@@ -43,6 +43,7 @@ from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.plan import _unit
 from bench.files import write_csv_rows
+from bench.runspec import RunSpec
 
 from .executors import Resources, make_executor, ranks_to_start, run_scales, sbatch_reason, shape_for
 from .job import start_group
@@ -77,20 +78,18 @@ COLUMNS = [
 ]
 
 
-def configurations(m: matrices.Matrix, res: Resources) -> list[dict[str, Any]]:
+def configurations(m: matrices.Matrix, res: Resources) -> list[RunSpec]:
     """One resolved spec per distinct configuration (see the module docstring), with its ranks."""
 
-    seen: dict[tuple, dict[str, Any]] = {}
+    seen: dict[tuple, RunSpec] = {}
     for req in m.runs:
         base = m.spec(req)
         for s in run_scales(base):
-            spec = {**base, "scale": s}
-            spec.setdefault("T_AS", None)
-            if method(spec["method"]).needs:  # its length comes from other runs (the method table): any will do here
-                spec["T_AS"] = spec.get("T_AS") or float(spec["T1"])
-                spec["T"] = spec.get("T") or float(spec["T1"])
-            spec["ranks"] = ranks_to_start(spec, Path("/nonexistent"), res)
-            key = (spec["task"], spec["method"], s, spec["ranks"], spec["batch_size"], spec["preset"])
+            spec = base.replace(scale=s)
+            if method(spec.method).needs:  # its length comes from other runs (the method table): any will do here
+                spec = spec.replace(T_AS=spec.T_AS or float(spec.T1), T=spec.T or float(spec.T1))
+            spec = spec.replace(ranks=ranks_to_start(spec, Path("/nonexistent"), res))
+            key = (spec.task, spec.method, s, spec.ranks, spec.batch_size, spec.preset)
             seen.setdefault(key, spec)
     return list(seen.values())
 
@@ -98,7 +97,7 @@ def configurations(m: matrices.Matrix, res: Resources) -> list[dict[str, Any]]:
 class RehearseJob:
     """One configuration's rehearsal on every rank of its job (see the module docstring)."""
 
-    def __init__(self, spec: dict[str, Any], scratch: str, iterations: int, eval_batches: int) -> None:
+    def __init__(self, spec: RunSpec, scratch: str, iterations: int, eval_batches: int) -> None:
         self.spec, self.scratch, self.iterations, self.eval_batches = spec, scratch, iterations, eval_batches
 
     def __call__(self) -> dict[str, Any] | None:
@@ -125,7 +124,7 @@ class Loop:
     def __init__(self, engine: Any, state: Any, scale: int) -> None:
         self.engine, self.state, self.scale = engine, state, scale
         self.batches = engine.batches(state, scale)
-        self.observer = engine.split.observer(scale, bool(engine.spec["track_stats"]))
+        self.observer = engine.split.observer(scale, bool(engine.spec.track_stats))
         self.losses: list[float] = []
 
     def fetch(self) -> list[Any]:
@@ -137,7 +136,7 @@ class Loop:
         micro = self.fetch() if micro is None else micro
         start = time.perf_counter()
         if not self.engine.step(self.state, self.scale, iter(micro), self.observer):
-            raise UserError(f"{self.engine.spec['task']} diverged during the rehearsal")
+            raise UserError(f"{self.engine.spec.task} diverged during the rehearsal")
         _sync(self.engine.dist.device)
         self.losses.append(self.engine._last[2])
         return time.perf_counter() - start
@@ -188,14 +187,14 @@ def _continued(engine: Any, state: Any, scale: int) -> tuple[list[float], list[A
 
 
 def _resumed_differences(
-    spec: dict[str, Any], task: Any, scratch: Path, root: Path, dist: Any, expected: list[float], weights: list[Any]
+    spec: RunSpec, task: Any, scratch: Path, root: Path, dist: Any, expected: list[float], weights: list[Any]
 ) -> list[float]:
     """The same RESUMED iterations from a new engine resumed from the checkpoint: how far its losses and weights
     are from `expected` and `weights` (all 0.0: the resume is exact)."""
     from bench.engine.loop import Engine
 
     again = Engine(spec, task, scratch, root, dist=dist, progress=False)
-    resumed_loop = Loop(again, again.setup(), int(spec["scale"]))
+    resumed_loop = Loop(again, again.setup(), int(spec.scale))
     again.model.train()
     for _ in range(RESUMED):
         resumed_loop.step()
@@ -207,20 +206,20 @@ def _resumed_differences(
 
 
 def _row(
-    spec: dict[str, Any], task: Any, dist: Any, state: Any, m: dict[str, Any], setup_s: float, started: float
+    spec: RunSpec, task: Any, dist: Any, state: Any, m: dict[str, Any], setup_s: float, started: float
 ) -> dict[str, Any]:
     """Rank 0's row of the rehearsal table from what `rehearse_one` measured (`m`)."""
     from bench.experiments.perf import device_name, peak_memory
 
-    scale = int(spec["scale"])
+    scale = int(spec.scale)
     mem, kind = peak_memory(dist.device)
-    b = int(spec["batch_size"])
+    b = int(spec.batch_size)
     times, syncs, by_op = m["times"], m["syncs"], m["by_op"]
     per_iteration = statistics.median(times) if times else math.nan
     last = state.last_eval or {}
     return {
-        "task": spec["task"],
-        "method": spec["method"],
+        "task": spec.task,
+        "method": spec.method,
         "scale": scale,
         "ranks": dist.world,
         "accumulation": scale // dist.world,
@@ -243,7 +242,7 @@ def _row(
     }
 
 
-def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batches: int, dist: Any) -> dict | None:
+def rehearse_one(spec: RunSpec, scratch: Path, iterations: int, eval_batches: int, dist: Any) -> dict | None:
     """The rehearsal of one configuration on this rank; rank 0's row (None on the others)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
@@ -254,8 +253,8 @@ def rehearse_one(spec: dict[str, Any], scratch: Path, iterations: int, eval_batc
     from bench.run.data import prepare_data
     from tasks import get_task
 
-    task = get_task(spec["task"])
-    scale, started = int(spec["scale"]), time.perf_counter()
+    task = get_task(spec.task)
+    scale, started = int(spec.scale), time.perf_counter()
     if dist.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dist.device)
     root = prepare_data(task, spec, dist)
@@ -345,15 +344,15 @@ def rehearse(args: Any, m: matrices.Matrix, res: Resources, out: Path) -> int:
     print(f"rehearsal of {m.path} ({m.preset}): {len(specs)} configurations × {iterations} iterations ({res.executor})")
     if args.dry_run:
         for spec in specs:
-            print(f"  {spec['task']} {spec['method']} S={spec['scale']} W={spec['ranks']} b={spec['batch_size']}")
+            print(f"  {spec.task} {spec.method} S={spec.scale} W={spec.ranks} b={spec.batch_size}")
         return 0
     safefs.mkdirs(home / "submitit")  # a link planted at rehearsal/ or submitit/ is refused (bench.safefs)
     rows, failed, started = [], [], time.perf_counter()
     for i, spec in enumerate(specs, 1):  # one after the other: each job times itself on the whole machine
-        name = f"{spec['task']}-{spec['method']}-s{spec['scale']}-w{spec['ranks']}-b{spec['batch_size']}"
+        name = f"{spec.task}-{spec.method}-s{spec.scale}-w{spec.ranks}-b{spec.batch_size}"
         scratch = home / "scratch" / name
         safefs.rmtree(scratch)
-        shape = shape_for(spec, spec["ranks"], res)
+        shape = shape_for(spec, spec.ranks, res)
         refused = _refused(res, shape, f"rehearse-{name}")
         if refused:  # a request SLURM would leave pending forever
             failed.append(f"{name}: sbatch refused it: {refused}")
@@ -370,8 +369,8 @@ def rehearse(args: Any, m: matrices.Matrix, res: Resources, out: Path) -> int:
             continue
         finally:
             safefs.rmtree(scratch)
-        row["unit"] = _unit(spec["task"])
-        row["paper_batch_size"] = _paper_batch(spec["task"], m.preset)
+        row["unit"] = _unit(spec.task)
+        row["paper_batch_size"] = _paper_batch(spec.task, m.preset)
         rows.append(row)
         print(f"  [{i}/{len(specs)}] {row['resume']:8s} {name}  ({row['wall_s']:.0f} s)", flush=True)
     safefs.rmtree(home / "scratch")

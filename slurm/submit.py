@@ -22,6 +22,7 @@ from bench.experiments.pool import ReadyQueue
 from bench.files import SUMMARY, read_json_object
 from bench.run.runner import existing_summary
 from bench.run.spec import run_name
+from bench.runspec import RunSpec
 
 from .backends import BACKENDS
 from .datacheck import data_problems
@@ -63,11 +64,11 @@ class Plan:
 def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
     """Resolve every run of the matrix, give it W ranks, and sort it into complete, queued and to-do."""
 
-    specs: dict[tuple, dict[str, Any]] = {}
+    specs: dict[tuple, RunSpec] = {}
     names: dict[tuple, str] = {}
     for req in m.runs:
         spec = m.spec(req)
-        spec["ranks"] = ranks_to_start(spec, out / run_name(spec), res)
+        spec = spec.replace(ranks=ranks_to_start(spec, out / run_name(spec), res))
         specs[req.key], names[req.key] = spec, run_name(spec)
 
     jobs = {name: read_json_object(out / name / JOB) for name in names.values()}
@@ -83,7 +84,7 @@ def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
         else:
             spec = specs[req.key]
             needs = [names[d.key] for d in matrices.depends_on(req, m.runs)]
-            todo.append(Planned(req, spec, name, shape_for(spec, spec["ranks"], res), needs))
+            todo.append(Planned(req, spec, name, shape_for(spec, spec.ranks, res), needs))
     waves: dict[str, int] = {}
     pending = {p.name: p for p in todo}
 
@@ -118,9 +119,9 @@ def uncapped(plan: Plan, res: Resources) -> list[str]:
     runs spread over as many ranks as the resources allow, said rather than done silently (a new task's card
     that forgot it, a run that gains nothing from more ranks)."""
     lines = []
-    for task, preset in sorted({(str(p.spec["task"]), str(p.spec["preset"])) for p in plan.todo}):
-        spec = next(p.spec for p in plan.todo if (p.spec["task"], p.spec["preset"]) == (task, preset))
-        if not named_cap(spec) and not spec.get("accumulation") and res.max_ranks > 1:
+    for task, preset in sorted({(str(p.spec.task), str(p.spec.preset)) for p in plan.todo}):
+        spec = next(p.spec for p in plan.todo if (p.spec.task, p.spec.preset) == (task, preset))
+        if not named_cap(spec) and not spec.accumulation and res.max_ranks > 1:
             lines.append(
                 f"task {task}'s card sets no max_ranks for its {preset} preset: each run spreads over up to "
                 f"{res.max_ranks} ranks (set max_ranks={{'{preset}': N}} on the card to cap it)"
@@ -277,5 +278,5 @@ def _ranks_change(out: Path, p: Planned, result: dict[str, Any] | None, res: Res
         message = f"{result.get('message')}; but {ranks} ranks {where}"
         record_failure(p.spec, out / p.name, message)
         return None
-    spec = {**p.spec, "ranks": ranks}
+    spec = p.spec.replace(ranks=ranks)
     return Planned(p.request, spec, p.name, shape_for(spec, ranks, res), p.needs, p.wave)

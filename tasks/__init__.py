@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench import usercode
 from bench.errors import UserError
+from bench.runspec import RunSpec
 from bench.usercode import is_user_name
 
 if TYPE_CHECKING:  # tasks.base imports torch; the registry and tasks.presets must not
@@ -147,9 +148,8 @@ def record(name: str) -> dict[str, Any] | None:
     return {"name": name, "sha256": _DIGESTS[name], "card": record_card(cls.card)}
 
 
-def check_recorded(spec: dict[str, Any]) -> None:
+def check_recorded(spec: RunSpec) -> None:
     """A run of a task of yours goes on only with the source its spec recorded (one line otherwise)."""
-    name = str(spec["task"])
-    if is_user_name(name):
-        load(name)
-        usercode.check_recorded("task", name, spec.get("user_task"), _DIGESTS.get(name))
+    if is_user_name(spec.task):
+        load(spec.task)
+        usercode.check_recorded("task", spec.task, spec.user_task, _DIGESTS.get(spec.task))

@@ -3,10 +3,13 @@
 A task adapter owns its model, its data on disk, its loss and its evaluation. It never owns an
 optimizer loop: `bench.engine.loop` drives every task the same way.
 
+`cfg` is the run's spec (bench.runspec.RunSpec, re-exported here): typed and frozen, read as attributes
+(`cfg.seed`, `cfg.batch_size`); the task's own settings are the mappings `cfg.model` and `cfg.data`.
+
 How the engine uses a task (per run):
 
     task.check_data(root, cfg)                     # one-line UserError if the layout is wrong
-    torch.manual_seed(cfg["seed"]); model = task.build_model(cfg)
+    torch.manual_seed(cfg.seed); model = task.build_model(cfg)
     samples = task.samples(cfg, root, "train")     # rank 0 only; None: nothing to share (see below)
     train = task.train_set(cfg, root)              # TrainSet, see below; or (cfg, root, samples=samples)
     evalset = task.eval_set(cfg, root)             # anything; handed back to task.evaluate; likewise "eval"
@@ -55,6 +58,7 @@ from torch import nn
 from bench.engine.evaluation import Concat, FloatSum, combine, shard
 from bench.engine.task import TrainSet
 from bench.errors import UserError
+from bench.runspec import RunSpec
 from tasks.presets import TaskCard
 
 __all__ = ["Concat", "ExactMoments", "FloatSum", "Task", "TrainSet", "seeded", "shard"]
@@ -92,10 +96,10 @@ class Task(ABC):
             cls.name, cls.metric, cls.metric_label = card.name, card.metric, card.metric_label
             cls.higher_is_better, cls.needs_data, cls.presets = card.higher_is_better, card.needs_data, card.presets
 
-    def items_per_microbatch(self, cfg: dict[str, Any]) -> int:
+    def items_per_microbatch(self, cfg: RunSpec) -> int:
         """How many items of the TrainSet make one micro-batch (b for example-level data, 1 when
         each item is already a batch, e.g. length-bucketed or max-tokens batches)."""
-        return int(cfg["batch_size"])
+        return int(cfg.batch_size)
 
     def write_tiny(self, root: Path) -> None:
         """Write the tiny preset's dataset under `root`, in the task's real on-disk format. The default writes
@@ -106,31 +110,31 @@ class Task(ABC):
         )
 
     @abstractmethod
-    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
+    def check_data(self, root: Path, cfg: RunSpec) -> None:
         """Raise UserError naming the path and the expected layout if `root` is not usable."""
         raise NotImplementedError
 
-    def check_paper_data(self, root: Path, cfg: dict[str, Any]) -> list[str]:
+    def check_paper_data(self, root: Path, cfg: RunSpec) -> list[str]:
         """The paper data check `submit` runs on a paper matrix's data root after check_data: one line per
         way the data is not the paper's full data set (split sizes, an unreadable sample). Default: none."""
         return []
 
     @abstractmethod
-    def build_model(self, cfg: dict[str, Any]) -> nn.Module:
+    def build_model(self, cfg: RunSpec) -> nn.Module:
         raise NotImplementedError
 
-    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> list[Any] | None:
+    def samples(self, cfg: RunSpec, root: Path, split: str) -> list[Any] | None:
         """The sample list that building split "train" or "eval" scans files for, or None (the default:
         nothing worth reading once and sharing). Called on rank 0 only; see the module docstring."""
         return None
 
     @abstractmethod
-    def train_set(self, cfg: dict[str, Any], root: Path) -> TrainSet:
+    def train_set(self, cfg: RunSpec, root: Path) -> TrainSet:
         """The training set; a task whose `samples` returns lists also accepts `samples=` (its list)."""
         raise NotImplementedError
 
     @abstractmethod
-    def eval_set(self, cfg: dict[str, Any], root: Path) -> Any:
+    def eval_set(self, cfg: RunSpec, root: Path) -> Any:
         """The evaluation set; `samples=` as for train_set."""
         raise NotImplementedError
 
@@ -141,21 +145,21 @@ class Task(ABC):
 
     @abstractmethod
     def eval_stats(
-        self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
+        self, model: nn.Module, evalset: Any, cfg: RunSpec, device: torch.device, rank: int = 0, world: int = 1
     ) -> dict[str, Any]:
         """Sufficient statistics of the metrics over shard `rank` of `world` of the evaluation set."""
         raise NotImplementedError
 
     @abstractmethod
-    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+    def metrics_from(self, stats: dict[str, Any], cfg: RunSpec) -> dict[str, float]:
         """Validation metrics as floats from the statistics of the whole set; must contain `self.metric`."""
         raise NotImplementedError
 
-    def evaluate(self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device) -> dict:
+    def evaluate(self, model: nn.Module, evalset: Any, cfg: RunSpec, device: torch.device) -> dict:
         """Validation metrics over the whole set in one process. Called in eval mode, no_grad."""
         return self.metrics_from(combine([self.eval_stats(model, evalset, cfg, device, 0, 1)]), cfg)
 
-    def exact_moments(self, model: nn.Module, cfg: dict[str, Any]) -> ExactMoments | None:
+    def exact_moments(self, model: nn.Module, cfg: RunSpec) -> ExactMoments | None:
         """Optional, not for the engine: the exact gradient moments at the model's weights where the task can
         compute them (logreg: closed form), for `gain` to print beside its estimates; None (the default)
         where it cannot."""

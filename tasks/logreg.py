@@ -26,6 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 
 from .base import ExactMoments, FloatSum, Task, shard
 from .presets.logreg import CARD, SEED, TARGET_MARGIN, D, N
@@ -44,9 +45,9 @@ def dataset(conditioning: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def conditioning_of(cfg: dict[str, Any]) -> float:
+def conditioning_of(cfg: RunSpec) -> float:
     """κ of a spec (data.conditioning; 1, the textbook's data, where a spec predates it)."""
-    kappa = float(cfg["data"].get("conditioning", 1.0))
+    kappa = float(cfg.data.get("conditioning", 1.0))
     if not kappa >= 1.0:
         raise UserError(f"data.conditioning = {kappa!r}: expected a feature-scale ratio ≥ 1")
     return kappa
@@ -94,18 +95,18 @@ class LogReg(Task):
     def write_tiny(self, root: Path) -> None:
         """Nothing to write: the data is generated in memory."""
 
-    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
+    def check_data(self, root: Path, cfg: RunSpec) -> None:
         """Nothing to check: the data is generated in memory."""
 
-    def build_model(self, cfg: dict[str, Any]) -> nn.Module:
+    def build_model(self, cfg: RunSpec) -> nn.Module:
         model = nn.Linear(D, 1, bias=False)
         nn.init.zeros_(model.weight)
         return model
 
-    def train_set(self, cfg: dict[str, Any], root: Path) -> _Examples:
+    def train_set(self, cfg: RunSpec, root: Path) -> _Examples:
         return _Examples(conditioning_of(cfg))
 
-    def eval_set(self, cfg: dict[str, Any], root: Path) -> _Examples:
+    def eval_set(self, cfg: RunSpec, root: Path) -> _Examples:
         return _Examples(conditioning_of(cfg))
 
     def loss(self, model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -116,7 +117,7 @@ class LogReg(Task):
         self,
         model: nn.Module,
         evalset: _Examples,
-        cfg: dict[str, Any],
+        cfg: RunSpec,
         device: torch.device,
         rank: int = 0,
         world: int = 1,
@@ -135,11 +136,11 @@ class LogReg(Task):
             n += len(y)
         return {"loss_sum": loss_sum, "correct": correct, "n": n}
 
-    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+    def metrics_from(self, stats: dict[str, Any], cfg: RunSpec) -> dict[str, float]:
         n = max(int(stats["n"]), 1)
         return {"loss": stats["loss_sum"] / n, "accuracy": 100.0 * stats["correct"] / n}
 
-    def exact_moments(self, model: nn.Module, cfg: dict[str, Any]) -> ExactMoments:
+    def exact_moments(self, model: nn.Module, cfg: RunSpec) -> ExactMoments:
         """‖G‖² and tr Σ at the model's weights, exactly (float64, all N training examples): see `exact_moments`."""
         w = model.weight.detach().to("cpu", torch.float64).numpy().ravel()
         return exact_moments(w, conditioning_of(cfg))

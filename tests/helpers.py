@@ -11,14 +11,27 @@ from bench.engine.loop import Engine
 from bench.files import METRICS, read_jsonl
 from bench.run.runner import train as run_train
 from bench.run.spec import resolve
+from bench.runspec import RunSpec
 from tasks import get_task
 
 
-def spec_for(task: str, method: str = "adascale", scale: int | str = 1, seed: int = 0, **overrides: Any) -> dict:
+def spec_for(task: str, method: str = "adascale", scale: int | str = 1, seed: int = 0, **overrides: Any) -> RunSpec:
     return resolve(get_task(task), method, scale, seed, "tiny", overrides=overrides)
 
 
-def train(spec: dict, run_dir: Path) -> tuple[dict, Engine]:
+def preset_spec(task: str, preset: str, seed: int = 0, **changes: Any) -> RunSpec:
+    """A task's spec at `preset` with `changes`, for the task's own methods (no data root: they are given one);
+    `model` and `data` changes are merged into the preset's mappings."""
+    spec = resolve(get_task(task), "adascale", 1, seed, preset, "/nonexistent").replace(data_root=None)
+    return spec.replace(**{k: {**getattr(spec, k), **v} if k in ("model", "data") else v for k, v in changes.items()})
+
+
+def tiny_spec(task: str, seed: int = 0, **changes: Any) -> RunSpec:
+    """preset_spec at the tiny preset."""
+    return preset_spec(task, "tiny", seed, **changes)
+
+
+def train(spec: RunSpec, run_dir: Path) -> tuple[dict, Engine]:
     return run_train(spec, Path(run_dir), Dist(), progress=False)
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench import runspec
 from bench.errors import UserError
 
 
@@ -44,20 +45,13 @@ class Constant:
         return self.lr0
 
 
-def lr_schedule(cfg: dict[str, Any], T1: float) -> ExponentialDecay | StepDecay | Constant:
-    """Build lr(τ) from the spec's `lr_schedule` mapping."""
-    kind = cfg.get("kind")
-    try:
-        if kind == "exponential":
-            return ExponentialDecay(float(cfg["lr0"]), float(cfg["decay"]), float(T1))
-        if kind == "step":
-            ms = tuple(float(m) for m in cfg.get("milestones", ()))
-            return StepDecay(float(cfg["lr0"]), float(cfg["gamma"]), ms, float(T1))
-        if kind == "constant":
-            return Constant(float(cfg["lr0"]))
-    except KeyError as e:
-        raise UserError(f"lr_schedule of kind {kind!r} needs the key {e.args[0]!r}") from None
-    raise UserError(f"lr_schedule.kind is {kind!r}; expected exponential, step or constant")
+def lr_schedule(cfg: runspec.Schedule, T1: float) -> ExponentialDecay | StepDecay | Constant:
+    """Build lr(τ) from the spec's `lr_schedule` (its kind and keys checked by the schema)."""
+    if isinstance(cfg, runspec.Exponential):
+        return ExponentialDecay(float(cfg.lr0), float(cfg.decay), float(T1))
+    if isinstance(cfg, runspec.Step):
+        return StepDecay(float(cfg.lr0), float(cfg.gamma), tuple(float(m) for m in cfg.milestones), float(T1))
+    return Constant(float(cfg.lr0))
 
 
 ELASTIC = ("elastic-up", "elastic-down")  # the scale names of a preset's `elastic` schedules (up, down)
@@ -103,21 +97,20 @@ def ceil_div(a: float, b: float) -> int:
     return int(math.ceil(a / b - 1e-12))
 
 
-def scale_steps(spec: dict[str, Any]) -> list[tuple[float, int]]:
-    """(fraction of T1 at which it starts, S) of a spec's scale: one step for a constant S, else the preset's
-    elastic steps. The one reader of `elastic`: the engine and `plan` (scale_schedule), the submitter's
+def scale_steps(scale: int | str, elastic: Mapping[str, Any]) -> list[tuple[float, int]]:
+    """(fraction of T1 at which it starts, S) of a spec's `scale`: one step for a constant S, else the preset's
+    `elastic` steps. The one reader of `elastic`: the engine and `plan` (scale_schedule), the submitter's
     rank choice and the reports use it."""
-    scale = spec["scale"]
     if not isinstance(scale, str):
         return [(0.0, int(scale))]
     if scale not in ELASTIC:
         raise UserError(f"scale {scale!r} is not a positive integer or one of {', '.join(ELASTIC)}")
-    steps = spec["elastic"][scale.removeprefix("elastic-")]
+    steps = elastic[scale.removeprefix("elastic-")]
     return [(float(f), int(s)) for f, s in steps]
 
 
-def scale_schedule(spec: dict[str, Any]) -> ScaleSchedule:
-    """The S schedule of a resolved spec: a constant S, or the preset's elastic steps over τ."""
-    if isinstance(spec["scale"], str):
-        return ScaleSchedule.from_fractions(scale_steps(spec), spec["T1"])
-    return ScaleSchedule.constant(spec["scale"])
+def scale_schedule(scale: int | str, elastic: Mapping[str, Any], T1: float) -> ScaleSchedule:
+    """The S schedule of a spec's `scale`: a constant S, or the preset's `elastic` steps over τ (T1 long)."""
+    if isinstance(scale, str):
+        return ScaleSchedule.from_fractions(scale_steps(scale, elastic), T1)
+    return ScaleSchedule.constant(scale)

@@ -53,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = resolve(
         task, args.method, args.scale, args.seed, args.preset, args.data_root, parse_overrides(args.set), args.ranks
     )
-    if spec["ranks"] > 1 or spec.get("accumulation"):
+    if spec.ranks > 1 or spec.accumulation:
         from bench.run.launch import launch_local
 
         return launch_local(spec, Path(args.out))

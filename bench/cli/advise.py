@@ -8,11 +8,13 @@ import argparse
 import math
 import shlex
 from pathlib import Path
+from typing import Any
 
 from bench import safefs
 from bench.algo.rules import ADASCALE
 from bench.cli.argtypes import non_negative_int, positive_int, task_help, task_name
 from bench.errors import UserError
+from bench.runspec import RunSpec
 
 DEFAULT_SCALES = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -46,7 +48,7 @@ def _scales(text: str) -> list[int]:
     return sorted({1, *scales})
 
 
-def _hours_per_example(task: str, preset: str, spec: dict) -> float:
+def _hours_per_example(task: str, preset: str, spec: RunSpec) -> float:
     """GPU-hours per example as `plan` prices a run of this spec (its default tables); NaN where unknown."""
     from bench.experiments import plan
     from bench.experiments.costbasis import PUBLISHED, rate_for, read_published
@@ -59,7 +61,7 @@ def _hours_per_example(task: str, preset: str, spec: dict) -> float:
     return 1.0 / (rate.examples_per_s * 3600.0) if rate is not None and rate.examples_per_s > 0 else math.nan
 
 
-def _probe(args: argparse.Namespace, out: Path, overrides: dict) -> dict:
+def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> RunSpec:
     """Run (or resume, or find finished) the probe into `out`; its resolved spec."""
     from bench.engine.signals import install_signal_handlers
     from bench.experiments import matrix as matrices

@@ -19,16 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench.errors import UserError
-
-AMP_MODES = ("none", "bf16")
-
-
-def amp_mode(spec: dict[str, Any]) -> str:
-    mode = spec.get("amp", "none")
-    if mode not in AMP_MODES:
-        raise UserError(f"amp {mode!r}: expected one of {', '.join(AMP_MODES)}")
-    return mode
+from bench.runspec import RunSpec
 
 
 @contextlib.contextmanager
@@ -54,10 +45,9 @@ class AutocastLoss:
         return getattr(self._task, name)
 
 
-def with_amp(task: Any, spec: dict[str, Any], device: torch.device) -> Any:
-    """`task`, or a wrapper whose loss runs under bf16 autocast when the spec asks for it."""
-    mode = amp_mode(spec)
-    return task if mode == "none" else AutocastLoss(task, mode, device)
+def with_amp(task: Any, spec: RunSpec, device: torch.device) -> Any:
+    """`task`, or a wrapper whose loss runs under bf16 autocast when the spec asks for it (its values: the schema's)."""
+    return task if spec.amp == "none" else AutocastLoss(task, spec.amp, device)
 
 
 def cuda_speed_knobs(module: nn.Module, device: torch.device) -> nn.Module:

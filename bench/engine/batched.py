@@ -42,7 +42,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bench.engine import tree
 from bench.engine.batchnorm import RunningStats
-from bench.errors import UserError
+from bench.runspec import RunSpec
 
 MODES = ("sequential", "batched")
 
@@ -101,11 +101,8 @@ class BatchedMicrobatches:
         )  # over (params, fixed buffers, per-micro-batch BatchNorm buffers, micro-batches)
 
     @classmethod
-    def for_spec(cls, spec: dict[str, Any], module: nn.Module, task: Any, world: int) -> BatchedMicrobatches | None:
-        mode = spec.get("microbatch_mode", "sequential")
-        if mode not in MODES:
-            raise UserError(f"microbatch_mode {mode!r}: expected one of {', '.join(MODES)}")
-        if mode == "sequential":
+    def for_spec(cls, spec: RunSpec, module: nn.Module, task: Any, world: int) -> BatchedMicrobatches | None:
+        if spec.microbatch_mode == "sequential":  # or batched: the schema's two values
             return None
         if world > 1:
             notice(f"W = {world} ranks (data parallelism needs DDP's backward)")

@@ -21,6 +21,7 @@ from bench.engine.distributed import Dist
 from bench.engine.seeding import mix_array
 from bench.engine.task import Task
 from bench.errors import UserError
+from bench.runspec import RunSpec
 
 
 class ItemStream:
@@ -100,7 +101,7 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return batch
 
 
-def shared_samples(task: Task, cfg: dict[str, Any], root: Path, split: str, dist: Dist) -> Any:
+def shared_samples(task: Task, cfg: RunSpec, root: Path, split: str, dist: Dist) -> Any:
     """The task's sample list of `split` ("train" or "eval"; tasks.base, Task.samples), read on rank 0
     alone and broadcast to every rank, so W ranks do not each read an index of a million entries.
     None when the task has nothing to share. Every rank must call it (a collective when W > 1). If rank
@@ -126,6 +127,6 @@ def shared_samples(task: Task, cfg: dict[str, Any], root: Path, split: str, dist
     return value
 
 
-def build_set(make: Any, cfg: dict[str, Any], root: Path, samples: Any) -> Any:
+def build_set(make: Any, cfg: RunSpec, root: Path, samples: Any) -> Any:
     """`make(cfg, root)` (a task's train_set or eval_set), given `samples=` when there is a shared list."""
     return make(cfg, root) if samples is None else make(cfg, root, samples=samples)

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 
 TIMEOUT_ENV = "ADASCALE_BENCH_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 300.0  # a collective waits this long for a silent peer before the job fails (no spec)
@@ -144,19 +145,10 @@ def shutdown() -> None:
         gc.collect()
 
 
-def accumulation_of(spec: dict[str, Any]) -> int | None:
-    """The spec's fixed accumulation A (None: W stays as launched and A = S / W follows S)."""
-    value = spec.get("accumulation")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"accumulation {value!r} is not a positive integer (or null to keep the ranks fixed)")
-    return value
-
-
-def ranks_for(spec: dict[str, Any], scale: int, world: int) -> int:
-    """How many ranks scale S needs: S / A when the spec fixes the accumulation A, else the current W."""
-    accum = accumulation_of(spec)
+def ranks_for(spec: RunSpec, scale: int, world: int) -> int:
+    """How many ranks scale S needs: S / A when the spec fixes the accumulation A (a positive integer: the
+    schema's), else the current W."""
+    accum = spec.accumulation
     if accum is None:
         if scale % world:
             raise UserError(f"scale {scale} is not a multiple of {world} ranks")

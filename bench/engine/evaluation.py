@@ -29,6 +29,7 @@ from torch import nn
 
 from bench.engine.distributed import Dist
 from bench.engine.task import Task
+from bench.runspec import RunSpec
 
 
 class Concat(list):
@@ -101,7 +102,7 @@ def is_sharded(task: Any) -> bool:
     return callable(getattr(task, "eval_stats", None)) and callable(getattr(task, "metrics_from", None))
 
 
-def evaluate(task: Task, model: nn.Module, evalset: Any, cfg: dict[str, Any], dist: Dist) -> dict[str, float] | None:
+def evaluate(task: Task, model: nn.Module, evalset: Any, cfg: RunSpec, dist: Dist) -> dict[str, float] | None:
     """The task's metrics over the whole evaluation set, on rank 0 (None on the other ranks). Every rank
     must call it (collectives) with the model in eval mode, under no_grad."""
     if not is_sharded(task):
@@ -116,7 +117,7 @@ def evaluate(task: Task, model: nn.Module, evalset: Any, cfg: dict[str, Any], di
 
 
 def evaluate_sharded_locally(
-    task: Task, model: nn.Module, evalset: Any, cfg: dict[str, Any], world: int, device: torch.device | None = None
+    task: Task, model: nn.Module, evalset: Any, cfg: RunSpec, world: int, device: torch.device | None = None
 ) -> dict[str, float]:
     """What W ranks would report, computed in one process shard after shard (for tests and checks)."""
     device = device or torch.device("cpu")

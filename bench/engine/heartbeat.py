@@ -23,6 +23,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TextIO
 
+from bench.runspec import RunSpec
+
 MAX_ETA_S = 1000 * 86400
 
 
@@ -43,14 +45,14 @@ class Heartbeat:
         self._last: tuple[float, int, float] | None = None  # (time, iteration, τ) at the previous line
 
     @classmethod
-    def for_run(cls, spec: dict[str, Any], is_main: bool, stream: TextIO | None = None) -> Heartbeat | None:
+    def for_run(cls, spec: RunSpec, is_main: bool, stream: TextIO | None = None) -> Heartbeat | None:
         """The run's heartbeat: on rank 0, when `heartbeat_s` > 0 and the stream (stdout) is not a terminal."""
-        every = spec.get("heartbeat_s")
+        every = spec.heartbeat_s
         stream = stream if stream is not None else sys.stdout
         if not is_main or not every or _is_terminal(stream):
             return None
-        label = f"{spec['task']} {spec['method']} {_scale(spec['scale'])} seed{spec['seed']}"
-        return cls(float(every), label, float(spec["T1"]), stream)
+        label = f"{spec.task} {spec.method} {_scale(spec.scale)} seed{spec.seed}"
+        return cls(float(every), label, float(spec.T1), stream)
 
     def start(self, iteration: int, tau: float) -> None:
         """Where the interval of the first line starts (the run's start, or its resume)."""

@@ -40,7 +40,8 @@ from bench.engine.signals import Interrupted, RanksChange, stop_requested
 from bench.engine.task import Task
 from bench.engine.tensorboard_sink import TensorBoardSink
 from bench.errors import UserError
-from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, identity_differs, kept_name
+from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, kept_name
+from bench.runspec import RunSpec
 
 _DROPOUT_STREAM = 0x0D20
 
@@ -70,7 +71,7 @@ class State:
     metrics_records: int = 0
     wall_time: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
-    target_epochs: float | None = None  # data epochs at the first evaluation that reached spec["target"]
+    target_epochs: float | None = None  # data epochs at the first evaluation that reached spec.target
     # running aggregates of the training records, so the summary need not re-read metrics.jsonl
     # (None: restored from a checkpoint written before they existed; the summary then reads the file)
     gain_sum: float | None = 0.0
@@ -292,13 +293,13 @@ class Cadence:
     keep_until: float  # τ past which no more weights are kept
 
     @classmethod
-    def of(cls, spec: dict[str, Any], T1: float) -> Cadence:
+    def of(cls, spec: RunSpec, T1: float) -> Cadence:
         return cls(
-            eval_every=float(spec["eval_every"]),
-            by_epochs=spec["eval_unit"] == "epochs",
-            ckpt_every=int(spec["checkpoint_every"]),
-            keep_every=int(spec.get("keep_checkpoints_every") or 0),
-            keep_until=float(spec.get("keep_checkpoints_until") or 1.0) * T1,
+            eval_every=float(spec.eval_every),
+            by_epochs=spec.eval_unit == "epochs",
+            ckpt_every=int(spec.checkpoint_every),
+            keep_every=int(spec.keep_checkpoints_every or 0),
+            keep_until=float(spec.keep_checkpoints_until or 1.0) * T1,
         )
 
 
@@ -307,7 +308,7 @@ class Engine:
 
     def __init__(
         self,
-        spec: dict[str, Any],
+        spec: RunSpec,
         task: Task,
         run_dir: Path,
         data_root: Path | None = None,
@@ -321,19 +322,19 @@ class Engine:
         self.progress = progress
         self.task = task
         self.root = Path(data_root) if data_root is not None else Path()
-        self.T1 = float(spec["T1"])
-        self.scales = scale_schedule(spec)
-        self.rule = make_rule(spec["method"], self.scales, self.T1, spec.get("T_AS"), spec.get("T"), spec.get("rule"))
-        if spec["estimator"] not in ESTIMATORS:
+        self.T1 = float(spec.T1)
+        self.scales = scale_schedule(spec.scale, spec.elastic, spec.T1)
+        self.rule = make_rule(spec.method, self.scales, self.T1, spec.T_AS, spec.T, spec.rule)
+        if spec.estimator not in ESTIMATORS:
             names = ", ".join(ESTIMATORS)
-            raise UserError(f"unknown estimator {spec['estimator']!r}; expected one of: {names}")
-        self.estimator = ESTIMATORS[spec["estimator"]]()
-        self.lr = lr_schedule(spec["lr_schedule"], self.T1)
+            raise UserError(f"unknown estimator {spec.estimator!r}; expected one of: {names}")
+        self.estimator = ESTIMATORS[spec.estimator]()
+        self.lr = lr_schedule(spec.lr_schedule, self.T1)
         self.vote = StopVote(False)  # the last iteration's stop vote (Engine.step)
         self.sink: TensorBoardSink | None = None  # spec tensorboard: the records as TensorBoard events (run())
         # the spec's values `step` reads every iteration, looked up once (the hot path: see `adascale-bench perf`)
-        self._track, self._seed = bool(spec["track_stats"]), spec["seed"]
-        self._warmup = spec["warmup_iterations"]
+        self._track, self._seed = bool(spec.track_stats), spec.seed
+        self._warmup = spec.warmup_iterations
         for s in self.scales.scales:
             ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
 
@@ -341,9 +342,9 @@ class Engine:
     def _build(self) -> None:
         spec, dist = self.spec, self.dist
         retain_freed_memory()  # no page faults for every iteration's tensors (bench.engine.allocator)
-        if spec.get("threads"):
-            torch.set_num_threads(int(spec["threads"]))
-        torch.manual_seed(spec["seed"])
+        if spec.threads:
+            torch.set_num_threads(int(spec.threads))
+        torch.manual_seed(spec.seed)
         self.module = cuda_speed_knobs(self.task.build_model(spec).to(dist.device), dist.device)
         self.loss_task = with_amp(self.task, spec, dist.device)  # spec amp: bf16 autocast of the loss
         self.model: nn.Module = self.module
@@ -352,10 +353,10 @@ class Engine:
             # Each rank keeps its own BatchNorm statistics; self.split merges them into the W = 1 ones.
             self.model = nn.parallel.DistributedDataParallel(self.module, device_ids=ids, broadcast_buffers=False)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
-        self.split = SplitInvariance(self.model, self.module, self.params, dist, spec["reduction"])
+        self.split = SplitInvariance(self.model, self.module, self.params, dist, spec.reduction)
         self.batched = BatchedMicrobatches.for_spec(spec, self.module, self.loss_task, dist.world)
         self.optimizer = torch.optim.SGD(
-            self.params, lr=0.0, momentum=spec["momentum"], weight_decay=spec["weight_decay"], foreach=True
+            self.params, lr=0.0, momentum=spec.momentum, weight_decay=spec.weight_decay, foreach=True
         )
         # rank 0 reads the sample lists (an index, a folder walk) and the other ranks receive them
         self.train = build_set(
@@ -366,7 +367,7 @@ class Engine:
             self.evalset = build_set(self.task.eval_set, spec, self.root, samples)
         else:
             self.evalset = self.task.eval_set(spec, self.root) if dist.is_main else None
-        self.stream = ItemStream(len(self.train), self.task.items_per_microbatch(spec), spec["seed"])
+        self.stream = ItemStream(len(self.train), self.task.items_per_microbatch(spec), spec.seed)
         self.metrics = MetricsLog(self.run_dir / METRICS, enabled=dist.is_main)
 
     def _restore(self) -> State:
@@ -405,7 +406,7 @@ class Engine:
     def _damage(self, saved: dict[str, Any] | None, state: State) -> str | None:
         """Why the checkpoint cannot continue this run here: another run's spec, or metrics cut short."""
         if isinstance(saved, dict):
-            differ = identity_differs(saved, self.spec)  # the one identity (bench.files.identity_of)
+            differ = self.spec.differs_from(saved)  # the one identity (bench.files.identity_of)
             if differ:
                 return f"{CHECKPOINT} belongs to another run (differs in: {', '.join(differ)}); delete"
         why = self.metrics.damage(state.metrics_offset, state.metrics_records)
@@ -422,7 +423,7 @@ class Engine:
                     "optimizer": self.optimizer.state_dict(),
                     "estimator": self.estimator.state_dict(),
                     "state": vars(state).copy(),
-                    "spec": self.spec,
+                    "spec": self.spec.to_json(),
                 },
             )
         self.dist.barrier()
@@ -441,7 +442,7 @@ class Engine:
                     "iteration": state.iteration,
                     "tau": state.tau,
                     "scale": self.scales(state.tau),  # the S of iteration N
-                    "spec": self.spec,
+                    "spec": self.spec.to_json(),
                 },
             )
 
@@ -552,12 +553,12 @@ class Engine:
         """This rank's micro-batches from the stream cursor on, at scale S (each yielded once, in order)."""
         sampler = RankSampler(self.stream, state.microbatch, scale, self.dist.world, self.dist.rank)
         pin = self.dist.device.type == "cuda"
-        return iter(loader(self.train, sampler, int(self.spec["num_workers"]), pin_memory=pin))
+        return iter(loader(self.train, sampler, int(self.spec.num_workers), pin_memory=pin))
 
     def at_scale(self, state: State, scale: int, batches: Iterator[Any] | None = None) -> AtScale:
         """Start iterating at S: this rank's micro-batches of the stream (or `batches`) and a new observer."""
         batches = self.batches(state, scale) if batches is None else batches
-        return AtScale(self, state, scale, batches, self.split.observer(scale, bool(self.spec["track_stats"])))
+        return AtScale(self, state, scale, batches, self.split.observer(scale, bool(self.spec.track_stats)))
 
     def items(self, first: int, count: int) -> list[Any]:
         """The TrainSet items of micro-batches first … first + count − 1 of the run's example stream."""
@@ -615,7 +616,7 @@ class Engine:
             dynamic_ncols=True,
             disable=not (self.progress and self.dist.is_main) or None,
             leave=False,
-            desc=f"{spec['task']} {spec['method']} {spec['scale']} seed{spec['seed']}",
+            desc=f"{spec.task} {spec.method} {spec.scale} seed{spec.seed}",
             bar_format="{desc}: {percentage:3.0f}%|{bar}| τ {n:.0f}/{total:.0f} [{elapsed}<{remaining}{postfix}]",
         )
 
@@ -628,7 +629,7 @@ class Engine:
             raise RanksChange(
                 ranks,
                 f"S = {scale} at τ = {state.tau:.1f} needs {ranks} ranks (accumulation "
-                f"{self.spec['accumulation']}); checkpoint saved, run it again with --ranks {ranks}",
+                f"{self.spec.accumulation}); checkpoint saved, run it again with --ranks {ranks}",
             )
         batches = self.batches(state, scale)
         if here is not None:
@@ -671,7 +672,7 @@ class Engine:
         return state.microbatch * self.stream.k / self.stream.n
 
     def _done(self, state: State) -> bool:
-        max_epochs = self.spec["max_epochs"]
+        max_epochs = self.spec.max_epochs
         return (
             finished(state.tau, self.T1)
             or (max_epochs is not None and self.epochs(state) >= max_epochs * (1 - 1e-12))
@@ -679,7 +680,7 @@ class Engine:
         )
 
     def _reached(self, value: float) -> bool:
-        target = self.spec["target"]
+        target = self.spec.target
         if target is None:
             return False
         return value <= target if not self.task.higher_is_better else value >= target
@@ -712,8 +713,8 @@ class Engine:
     def _finish(self, state: State, status: str) -> Outcome:
         """Flush everything, drop the checkpoint of a finished run, and say how it ended."""
         noise = None
-        if status == "completed" and self.spec["track_stats"] and self.estimator.updates:
-            noise = self.estimator.noise_scale(self.spec["batch_size"])
+        if status == "completed" and self.spec.track_stats and self.estimator.updates:
+            noise = self.estimator.noise_scale(self.spec.batch_size)
         outcome = Outcome(status, state, self.epochs(state), noise)
         self.dist.barrier()
         return outcome

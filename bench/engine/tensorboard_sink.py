@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import safefs
+from bench.runspec import RunSpec
 
 DIRNAME = "tensorboard"
 _SKIP = ("iteration", "eval", "diverged")  # the step, and flags
@@ -40,9 +41,9 @@ class TensorBoardSink:
         self._dir_fd = dir_fd  # the events' folder, held open while the writer writes into it
 
     @classmethod
-    def for_run(cls, spec: dict[str, Any], run_dir: Path, is_main: bool, first_step: int) -> TensorBoardSink | None:
+    def for_run(cls, spec: RunSpec, run_dir: Path, is_main: bool, first_step: int) -> TensorBoardSink | None:
         """The run's sink, or None: not asked for, not rank 0, or TensorBoard not installed (one line said)."""
-        if not spec.get("tensorboard") or not is_main:
+        if not spec.tensorboard or not is_main:
             return None
         try:
             from torch.utils.tensorboard import SummaryWriter

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 
 PUBLISHED = Path(__file__).with_name("published_throughput.csv")
 PUBLISHED_COLUMNS = [
@@ -153,7 +154,7 @@ class Rate:
 def rate_for(
     task: str,
     preset: str,
-    spec: dict[str, Any],
+    spec: RunSpec,
     measured: dict[tuple[str, str], dict[str, Any]],
     published: dict[tuple[str, str, str, str], Published],
     flops: dict[tuple[str, str], float],
@@ -166,7 +167,7 @@ def rate_for(
     if eps:
         device = (measured.get((task, preset)) or {}).get("device") or "its GPU"
         return Rate(eps, "measured", f"{eps:,.4g} {unit}/s measured on {device} (--write-throughput)")
-    precision = PRECISION_OF_AMP.get(str(spec.get("amp", "none")), "tf32")
+    precision = PRECISION_OF_AMP.get(spec.amp, "tf32")
     row = published.get((task, preset, peak.device, precision)) if peak is not None else None
     if row is not None and (row.flops_per_example is None or own):
         peak_flops = PEAKS[row.device][PEAK_OF_PRECISION[row.precision]]

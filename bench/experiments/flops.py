@@ -35,6 +35,7 @@ from bench.experiments.plan import FLOPS, FLOPS_COLUMNS
 from bench.experiments.synthetic import SyntheticData
 from bench.files import atomic_write_bytes
 from bench.run.spec import resolve
+from bench.runspec import RunSpec
 
 DRAWS = 4  # micro-batches averaged over on fake tensors (their shapes vary for the max-tokens batches)
 # tasks whose batch_size counts examples that each cost the same whatever else is in the micro-batch, so that
@@ -62,13 +63,13 @@ def _loss_flops(task: Any, model: torch.nn.Module, batch: Any) -> int:
     return int(counter.get_total_flops())
 
 
-def _batches(task: Any, spec: dict[str, Any], draws: int) -> list[Any]:
-    train = task.train_set(spec, Path(spec["data_root"]) if spec.get("data_root") else None)
+def _batches(task: Any, spec: RunSpec, draws: int) -> list[Any]:
+    train = task.train_set(spec, Path(spec.data_root) if spec.data_root else None)
     k = task.items_per_microbatch(spec)
     return [train.collate([train[(d * k + i, d * k + i)] for i in range(k)]) for d in range(draws)]
 
 
-def count_on_fake(task: Any, spec: dict[str, Any], draws: int = DRAWS) -> float:
+def count_on_fake(task: Any, spec: RunSpec, draws: int = DRAWS) -> float:
     """Mean counted FLOPs of forward + backward of `draws` micro-batches, on fake tensors."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -83,10 +84,10 @@ def count_on_fake(task: Any, spec: dict[str, Any], draws: int = DRAWS) -> float:
     return total / draws
 
 
-def count_per_example(task: Any, spec: dict[str, Any], examples: int = 1) -> float:
+def count_per_example(task: Any, spec: RunSpec, examples: int = 1) -> float:
     """FLOPs of a micro-batch of b examples from real CPU tensors of `examples` of them, times b / examples."""
-    b = int(spec["batch_size"])
-    small = {**spec, "batch_size": examples}
+    b = int(spec.batch_size)
+    small = spec.replace(batch_size=examples)
     torch.manual_seed(0)
     model = task.build_model(small).train()
     (batch,) = _batches(task, small, 1)
@@ -117,12 +118,12 @@ def count(name: str, preset: str = "paper", data_root: str | None = None) -> dic
                 raise
             flops, how = count_per_example(task, spec), "CPU tensors, 1 example x b (linear in examples)"
         if not synthetic:
-            how += f", on its data ({spec['data_root']})"
+            how += f", on its data ({spec.data_root})"
     params = sum(p.numel() for p in task.build_model(spec).parameters() if p.requires_grad)
     return {
         "task": name,
         "preset": preset,
-        "batch_size": int(spec["batch_size"]),
+        "batch_size": int(spec.batch_size),
         "flops_per_microbatch": f"{flops:.6g}",
         "params": params,
         "counted": how,

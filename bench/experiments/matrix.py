@@ -46,6 +46,7 @@ from bench.experiments import names
 from bench.files import open_regular
 from bench.run.spec import parse_scale
 from bench.run.yamlread import excerpt, load_yaml
+from bench.runspec import RunSpec
 from bench.usercode import USER_NAME, is_user_name
 
 PRESET_DIR = Path(__file__).parent / "matrices"
@@ -79,7 +80,7 @@ class Matrix:
     overrides: dict[str, Any]
     methods: tuple[str, ...] = ()  # the methods its table2 and elastic experiments name, in the table's order
 
-    def spec(self, req: RunRequest) -> dict[str, Any]:
+    def spec(self, req: RunRequest) -> RunSpec:
         """The resolved spec of one of this matrix's runs."""
         from bench.run.spec import resolve
         from tasks import card_of as card
@@ -93,17 +94,10 @@ class Matrix:
                 raise UserError(
                     f"{self.path}: data_roots.{req.task} = {excerpt(root)}: set the environment variable it names"
                 )
-        spec = resolve(
-            card(req.task),
-            req.method,
-            req.scale,
-            req.seed,
-            self.preset,
-            root,
-            {**self.overrides, **req.overrides},
+        overrides = {**self.overrides, **req.overrides}
+        return resolve(
+            card(req.task), req.method, req.scale, req.seed, self.preset, root, overrides, None, req.experiment
         )
-        spec["experiment"] = dict(req.experiment)
-        return spec
 
 
 def _fail(path: Path, where: str, expected: str) -> UserError:

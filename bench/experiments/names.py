@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from bench.files import identity_of
+from bench.files import SpecDocument, identity_of
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+-]{0,31}")  # what a matrix's `variant:` may say
 
@@ -41,7 +41,7 @@ def label_of(experiment: Any) -> str:
     return label if isinstance(label, str) and VARIANT_NAME.fullmatch(label) else ""
 
 
-def variant_name(spec: dict) -> str:
+def variant_name(spec: SpecDocument) -> str:
     """A run's variant as `status` shows it: its matrix's name for it, a sweep run by its batch (the rest is
     the sweep's), else its overrides written short."""
     exp = spec.get("experiment")
@@ -53,7 +53,7 @@ def variant_name(spec: dict) -> str:
     return label_of(exp) or short_form(overrides)
 
 
-def method_name(spec: dict) -> str:
+def method_name(spec: SpecDocument) -> str:
     """A run's method as `status` shows it: a sweep run by its sweep's rule (`sweep linear`), not the identity
     rule every sweep run trains with."""
     exp = spec.get("experiment")

@@ -64,6 +64,7 @@ from bench.experiments.synthetic import SyntheticData
 from bench.files import write_csv_rows
 from bench.run.data import prepare_data
 from bench.run.spec import resolve
+from bench.runspec import RunSpec
 
 VARIANTS = (ADASCALE, IDENTITY, "bare")
 # optional variants of the adascale engine, measured in the same interleaving when asked for:
@@ -116,24 +117,24 @@ COLUMNS = [
 class BareLoop:
     """What one would write by hand: the model, torch.optim.SGD and the loop, nothing else."""
 
-    def __init__(self, task: Any, spec: dict[str, Any], device: torch.device, engine_layout: bool = False) -> None:
+    def __init__(self, task: Any, spec: RunSpec, device: torch.device, engine_layout: bool = False) -> None:
         self.task, self.spec, self.device = task, spec, device
-        torch.manual_seed(spec["seed"])  # the engine's initial weights
+        torch.manual_seed(spec.seed)  # the engine's initial weights
         self.model = task.build_model(spec).to(device)
         if engine_layout:  # the engine's CUDA knobs (channels-last for conv nets); nothing on a CPU
             self.model = cuda_speed_knobs(self.model, device)
         self.model.train()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(
-            self.params, lr=0.0, momentum=spec["momentum"], weight_decay=spec["weight_decay"], foreach=True
+            self.params, lr=0.0, momentum=spec.momentum, weight_decay=spec.weight_decay, foreach=True
         )
-        self.lr = lr_schedule(spec["lr_schedule"], float(spec["T1"]))
+        self.lr = lr_schedule(spec.lr_schedule, float(spec.T1))
         self.iteration = 0
         self.microbatch = 0
 
     def step(self, micro: list[Any]) -> float:
         accum = len(micro)
-        seeds = dropout_seeds(self.spec["seed"], self.microbatch, accum)  # the engine's, for the same arithmetic
+        seeds = dropout_seeds(self.spec.seed, self.microbatch, accum)  # the engine's, for the same arithmetic
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for a, batch in enumerate(micro):
             # the engine's dropout seeds, so the two do the same arithmetic (see tests/test_perf.py)
@@ -143,7 +144,7 @@ class BareLoop:
             loss_sum += loss.detach()
         if accum > 1:
             torch._foreach_div_([p.grad for p in self.params if p.grad is not None], accum)
-        lr = self.lr(self.iteration) * extra_warmup(self.iteration, self.spec["warmup_iterations"])
+        lr = self.lr(self.iteration) * extra_warmup(self.iteration, self.spec.warmup_iterations)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
@@ -157,11 +158,11 @@ class EngineLoop:
     """The real engine, driven one iteration at a time through its public API (Engine.at_scale), as
     Engine.run drives it; each step gets the benchmark's micro-batches instead of the stream's."""
 
-    def __init__(self, spec: dict[str, Any], task: Any, run_dir: Path, data_root: Path, dist: Dist) -> None:
+    def __init__(self, spec: RunSpec, task: Any, run_dir: Path, data_root: Path, dist: Dist) -> None:
         self.engine = Engine(spec, task, run_dir, data_root, dist=dist, progress=False)
         self.state = self.engine.setup()
         self.engine.model.train()
-        self.scale = int(spec["scale"])
+        self.scale = int(spec.scale)
         self.iterating = self.engine.at_scale(self.state, self.scale, iter(()))
 
     @property
@@ -170,7 +171,7 @@ class EngineLoop:
 
     def step(self, micro: list[Any]) -> None:
         if not self.iterating.step(iter(micro)):
-            raise UserError(f"{self.engine.spec['task']} diverged at S = {self.scale} during the benchmark")
+            raise UserError(f"{self.engine.spec.task} diverged at S = {self.scale} during the benchmark")
 
     def flush_us_per_iteration(self) -> float:
         """Flush what the metrics log holds (serialise, write, fsync) and return the wall µs per record:
@@ -227,7 +228,7 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def specs(task: Any, scale: int, preset: str, data_root: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def specs(task: Any, scale: int, preset: str, data_root: str | None) -> tuple[RunSpec, RunSpec]:
     """The AdaScale spec and its identity twin without statistics: the same preset otherwise."""
     adascale = resolve(task, ADASCALE, scale, 0, preset, data_root)
     identity = resolve(task, IDENTITY, scale, 0, preset, data_root, {"track_stats": False})
@@ -267,8 +268,8 @@ def build(
     micro = [to_device(next(stream), dist.device) for _ in range(DISTINCT * scale)]
     del stream  # stops a paper preset's loader workers
     iterations = [micro[i * scale : (i + 1) * scale] for i in range(DISTINCT)]
-    setup = Setup(loops, iterations, scale * int(spec_a["batch_size"]))
-    if task.items_per_microbatch(spec_b) != int(spec_b["batch_size"]):
+    setup = Setup(loops, iterations, scale * int(spec_a.batch_size))
+    if task.items_per_microbatch(spec_b) != int(spec_b.batch_size):
         setup.notices.append(
             f"{task.name}: no `{BIG}` variant (its items are whole batches, not examples): "
             "simulated_over_big_batch left empty"

@@ -47,6 +47,7 @@ from bench.experiments.costbasis import (
     read_published,
 )
 from bench.files import atomic_write_bytes
+from bench.runspec import RunSpec
 
 THROUGHPUT = Path(__file__).with_name("throughput.csv")
 THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "measured"]
@@ -161,16 +162,16 @@ class RunCost:
     waits: bool  # starts after another run of the same length (LSW+ after AdaScale, scaled SGD after its grid)
 
 
-def run_cost(spec: dict[str, Any], logreg_n: int) -> RunCost:
+def run_cost(spec: RunSpec, logreg_n: int) -> RunCost:
     """The iterations and examples of one resolved run (see the module docstring)."""
-    scales = scale_schedule(spec)
-    T1, b, method = float(spec["T1"]), int(spec["batch_size"]), spec["method"]
+    scales = scale_schedule(spec.scale, spec.elastic, spec.T1)
+    T1, b, method = float(spec.T1), int(spec.batch_size), spec.method
     fast, slow = walk(scales, T1, True), walk(scales, T1, False)
     row = rules.method(method)
     lo, hi = {"scale": (fast, fast), "gain": (fast, slow), "one": (slow, slow)}[row.pace]
     its, sums = [lo[0], hi[0]], [lo[1], hi[1]]
-    if spec.get("max_epochs") and spec["task"] == "logreg":  # the sweep: stopped after max_epochs of data
-        cap_examples = spec["max_epochs"] * logreg_n
+    if spec.max_epochs and spec.task == "logreg":  # the sweep: stopped after max_epochs of data
+        cap_examples = spec.max_epochs * logreg_n
         for i in range(2):
             if sums[i] * b > cap_examples:
                 per = sums[i] / its[i]

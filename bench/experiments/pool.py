@@ -22,6 +22,7 @@ from tqdm import tqdm
 from bench.engine.signals import Interrupted, die_with_parent, install_signal_handlers, stop_requested
 from bench.experiments import matrix as matrices
 from bench.run.runner import run_spec
+from bench.runspec import RunSpec
 
 T = TypeVar("T")
 
@@ -96,7 +97,7 @@ def run_matrix(m: matrices.Matrix, out: Path, progress: bool = True, jobs: int =
     return counts
 
 
-def _run_one(spec: dict, out: Path, progress: bool = False) -> tuple[str, str | None]:
+def _run_one(spec: RunSpec, out: Path, progress: bool = False) -> tuple[str, str | None]:
     """One run: its final status, and the error of a failed one (UserError included)."""
     try:
         return run_spec(spec, out, progress=progress)["status"], None

@@ -33,6 +33,7 @@ from typing import Any
 from torch.overrides import TorchFunctionMode
 
 from bench.engine.allocator import large_blocks_returned
+from bench.runspec import RunSpec
 
 PROFILED = (
     "aten::_local_scalar_dense",  # item(), float(t), bool(t) (via aten::is_nonzero) all end here
@@ -126,7 +127,7 @@ def count_host_syncs(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, dic
     return syncs / repeat, dict(counts)
 
 
-def engine_syncs(task: Any, spec: dict[str, Any], work: Any, iterations: int = 2) -> tuple[float, dict[str, int]]:
+def engine_syncs(task: Any, spec: RunSpec, work: Any, iterations: int = 2) -> tuple[float, dict[str, int]]:
     """Host syncs per training iteration of the real engine (Engine.step at the spec's S, W = 1) on a task,
     after one warm-up iteration; the micro-batches are loaded before counting (the data pipeline runs in
     loader workers on a real run, not in the training process)."""
@@ -135,8 +136,8 @@ def engine_syncs(task: Any, spec: dict[str, Any], work: Any, iterations: int = 2
     from bench.engine.distributed import Dist
     from bench.experiments.perf import EngineLoop
 
-    scale = int(spec["scale"])
-    loop = EngineLoop(spec, task, Path(work) / "run", Path(spec["data_root"] or work), Dist())
+    scale = int(spec.scale)
+    loop = EngineLoop(spec, task, Path(work) / "run", Path(spec.data_root or work), Dist())
     try:
         stream = loop.engine.batches(loop.state, scale)
         micro = [next(stream) for _ in range(scale)]

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 
 
 class SyntheticData:
@@ -26,21 +27,21 @@ class SyntheticData:
         if task.needs_data and not hasattr(task, "synthetic_set"):
             raise UserError(f"perf --synthetic: no synthetic data for {task.name}; pass --data-root")
 
-    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
+    def check_data(self, root: Path, cfg: RunSpec) -> None:
         """Nothing on disk to check."""
 
-    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> None:
+    def samples(self, cfg: RunSpec, root: Path, split: str) -> None:
         """No files to list (the engine then builds the sets below without a shared list)."""
 
-    def build_model(self, cfg: dict[str, Any]) -> torch.nn.Module:
+    def build_model(self, cfg: RunSpec) -> torch.nn.Module:
         return getattr(self._task, "synthetic_model", self._task.build_model)(cfg)
 
-    def train_set(self, cfg: dict[str, Any], root: Path) -> Any:
+    def train_set(self, cfg: RunSpec, root: Path) -> Any:
         if not self._task.needs_data:
             return self._task.train_set(cfg, root)
         return self._task.synthetic_set(cfg)
 
-    def eval_set(self, cfg: dict[str, Any], root: Path) -> Any:
+    def eval_set(self, cfg: RunSpec, root: Path) -> Any:
         return None if self._task.needs_data else self._task.eval_set(cfg, root)
 
     def __getattr__(self, name: str) -> Any:

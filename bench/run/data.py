@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine.distributed import Dist
+from bench.runspec import RunSpec
 
 
-def prepare_data(task: Any, spec: dict[str, Any], dist: Dist) -> Path:
+def prepare_data(task: Any, spec: RunSpec, dist: Dist) -> Path:
     """The data root, with the tiny dataset written first if the tiny preset's root is empty."""
-    root = Path(spec["data_root"]) if spec.get("data_root") else Path()
+    root = Path(spec.data_root) if spec.data_root else Path()
     if not task.needs_data:
         return root
-    if spec["preset"] == "tiny" and not (root.exists() and any(root.iterdir())):
+    if spec.preset == "tiny" and not (root.exists() and any(root.iterdir())):
         if dist.is_main:
             write_tiny_atomically(task, root, spec)
         dist.barrier()
@@ -24,13 +25,13 @@ def prepare_data(task: Any, spec: dict[str, Any], dist: Dist) -> Path:
     return root
 
 
-def tiny_options(task: Any, spec: dict[str, Any] | None) -> dict[str, Any]:
+def tiny_options(task: Any, spec: RunSpec | None) -> dict[str, Any]:
     """The spec's values of the data keys the task's tiny writer takes (its card's tiny_data)."""
     keys = getattr(task.card, "tiny_data", ())
-    return {k: spec["data"][k] for k in keys if spec is not None and k in spec["data"]}
+    return {k: spec.data[k] for k in keys if spec is not None and k in spec.data}
 
 
-def write_tiny_atomically(task: Any, root: Path, spec: dict[str, Any] | None = None) -> None:
+def write_tiny_atomically(task: Any, root: Path, spec: RunSpec | None = None) -> None:
     """Write into a sibling temporary folder and rename it into place: a reader never sees half a set."""
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}."))

@@ -28,6 +28,7 @@ import torch
 
 from bench.errors import UserError
 from bench.files import CHECKPOINT
+from bench.runspec import RunSpec
 
 PROG = "adascale-bench"
 _USER_ERROR = "UserError: "
@@ -36,7 +37,7 @@ INTERRUPTED_EXIT = 3  # a worker stopped by SIGTERM/SIGUSR2/SIGINT after checkpo
 _QUIET = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")
 
 
-def _worker(spec: dict[str, Any], out: str, progress: bool) -> dict[str, Any]:
+def _worker(spec: RunSpec, out: str, progress: bool) -> dict[str, Any]:
     """One rank (in a process of its own): train, and tell the launcher how it ended."""
     import multiprocessing
 
@@ -49,7 +50,7 @@ def _worker(spec: dict[str, Any], out: str, progress: bool) -> dict[str, Any]:
     multiprocessing.set_start_method(None, force=True)
     install_signal_handlers()
     signal.signal(signal.SIGINT, request_stop)  # Ctrl-C reaches every rank: checkpoint, then stop
-    dist = from_env(spec["device"], spec.get("collective_timeout_s"))
+    dist = from_env(spec.device, spec.collective_timeout_s)
     try:
         return {"summary": run_spec(spec, Path(out), progress=progress, dist=dist)}
     except RanksChange as e:
@@ -89,14 +90,14 @@ def checkpoint_tau(run_dir: Path) -> float:
         return 0.0
 
 
-def initial_ranks(spec: dict[str, Any], run_dir: Path) -> int:
+def initial_ranks(spec: RunSpec, run_dir: Path) -> int:
     """The ranks to start with: --ranks, or S / A at the checkpoint's τ when the spec fixes A."""
     from bench.algo.schedules import scale_schedule
-    from bench.engine.distributed import accumulation_of, ranks_for
+    from bench.engine.distributed import ranks_for
 
-    if accumulation_of(spec) is None:
-        return int(spec["ranks"])
-    return ranks_for(spec, scale_schedule(spec)(checkpoint_tau(run_dir)), int(spec["ranks"]))
+    if spec.accumulation is None:
+        return int(spec.ranks)
+    return ranks_for(spec, scale_schedule(spec.scale, spec.elastic, spec.T1)(checkpoint_tau(run_dir)), int(spec.ranks))
 
 
 @contextmanager
@@ -121,7 +122,7 @@ def _quiet_torch_logs():
             lg.setLevel(level)
 
 
-def _preload(spec: dict[str, Any]) -> None:
+def _preload(spec: RunSpec) -> None:
     """Workers fork from a forkserver that has imported torch, DDP's dependencies and the task once:
     W processes no longer import them side by side (seconds each), and a restart on a new W reuses it.
     The forkserver initialises no CUDA and starts no threads, so forking it is safe."""
@@ -129,11 +130,11 @@ def _preload(spec: dict[str, Any]) -> None:
 
     from tasks import get_task
 
-    task = type(get_task(spec["task"])).__module__
+    task = type(get_task(spec.task)).__module__
     multiprocessing.set_forkserver_preload(["torch._dynamo", "bench.run.runner", task])
 
 
-def _launch(spec: dict[str, Any], out: Path, world: int, progress: bool) -> dict[int, Any]:
+def _launch(spec: RunSpec, out: Path, world: int, progress: bool) -> dict[int, Any]:
     """One elastic_launch of `world` local workers; their return values by rank."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -141,7 +142,7 @@ def _launch(spec: dict[str, Any], out: Path, world: int, progress: bool) -> dict
 
     from bench.engine.distributed import timeout_s
 
-    timeout = timeout_s(spec.get("collective_timeout_s"))
+    timeout = timeout_s(spec.collective_timeout_s)
     _preload(spec)
     with tempfile.TemporaryDirectory(prefix="adascale-launch-") as logs, _quiet_torch_logs():
         config = LaunchConfig(
@@ -160,12 +161,12 @@ def _launch(spec: dict[str, Any], out: Path, world: int, progress: bool) -> dict
             logs_specs=DefaultLogsSpecs(log_dir=logs),
         )
         try:
-            return elastic_launch(config, _worker)({**spec, "ranks": world}, str(out), progress)
+            return elastic_launch(config, _worker)(spec.replace(ranks=world), str(out), progress)
         except ChildFailedError as e:  # described here, while the workers' error files still exist
             raise JobFailed(*describe_failure(e)) from None
 
 
-def launch_ranks(spec: dict[str, Any], out: Path, world: int, progress: bool = False) -> dict[str, Any]:
+def launch_ranks(spec: RunSpec, out: Path, world: int, progress: bool = False) -> dict[str, Any]:
     """One start of `spec` on `world` local ranks, without restarting: rank 0's result, {"summary": ...}
     or {"ranks": W, "message": ...} when its S schedule asks for another W (the caller starts it again;
     `submit`'s local executor does, within its budget of busy ranks). Raises JobFailed."""
@@ -203,17 +204,17 @@ def describe_failure(error: Exception) -> tuple[str, bool, bool]:
     return f"rank {rank} (pid {failure.pid}) exited with status {failure.exitcode}", False, False
 
 
-def _record_failure(spec: dict[str, Any], run_dir: Path, message: str) -> None:
+def _record_failure(spec: RunSpec, run_dir: Path, message: str) -> None:
     """A `failed` summary with the root cause (rank 0 may itself be the rank that died), unless the run
     finished after all."""
     from bench.run.runner import existing_summary
     from bench.run.summary import record_failure
 
     if existing_summary(run_dir) is None:
-        record_failure(spec, run_dir, message, ranks=spec["ranks"])
+        record_failure(spec, run_dir, message, ranks=spec.ranks)
 
 
-def launch_local(spec: dict[str, Any], out: Path, progress: bool = True) -> int:
+def launch_local(spec: RunSpec, out: Path, progress: bool = True) -> int:
     """Train `spec` under `out` on local data-parallel processes, restarting on a new number of ranks
     whenever the S schedule asks for one. Returns 0 when the run has finished (completed or diverged),
     1 when a rank failed (a one-line message on stderr; the same call resumes from the last checkpoint).
@@ -232,8 +233,10 @@ def launch_local(spec: dict[str, Any], out: Path, progress: bool = True) -> int:
         print(describe(done, run_dir))
         return 0
     world = initial_ranks(spec, run_dir)
-    devices = torch.cuda.device_count() if spec["device"] != "cpu" and torch.cuda.is_available() else 0
-    for _ in range(len(scale_schedule(spec).steps) + 2):  # at most one restart per change of S
+    devices = torch.cuda.device_count() if spec.device != "cpu" and torch.cuda.is_available() else 0
+    for _ in range(
+        len(scale_schedule(spec.scale, spec.elastic, spec.T1).steps) + 2
+    ):  # at most one restart per change of S
         if devices and world > devices:
             raise UserError(f"{world} ranks asked for, but only {devices} CUDA devices are visible")
         try:
@@ -243,7 +246,7 @@ def launch_local(spec: dict[str, Any], out: Path, progress: bool = True) -> int:
                 raise UserError(e.message) from None
             if e.interrupted:
                 raise Interrupted(e.message) from None
-            _record_failure({**spec, "ranks": world}, run_dir, e.message)
+            _record_failure(spec.replace(ranks=world), run_dir, e.message)
             print(f"{PROG}: error: {e.message}; the same command resumes from the last checkpoint", file=sys.stderr)
             return 1
         except SignalException as e:

@@ -11,37 +11,36 @@ from bench.algo.rules import ADASCALE, method
 from bench.errors import UserError
 from bench.files import SPEC, SUMMARY, identity_of, read_json_object
 from bench.run.spec import run_name
+from bench.runspec import RunSpec
 
 
-def resolve_needs(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
+def resolve_needs(out: Path, spec: RunSpec) -> RunSpec:
     """`spec` with the value its method needs from other runs filled in (unless the user set it)."""
-    key = method(spec["method"]).needs
-    if key is None or spec.get(key):
+    key = method(spec.method).needs
+    if key is None or getattr(spec, key):
         return spec
     find = {"T_AS": find_T_AS, "T": find_T}[key]
-    return {**spec, key: find(Path(out), spec)}
+    return spec.replace(**{key: find(Path(out), spec)})
 
 
-def adascale_twin(spec: dict[str, Any]) -> dict[str, Any]:
+def adascale_twin(spec: RunSpec) -> RunSpec:
     """The spec of the AdaScale run of the same experiment (a user's rule's record is not AdaScale's)."""
-    twin = {k: v for k, v in spec.items() if k != "rule"}
-    twin["method"] = ADASCALE
-    return twin
+    return spec.replace(drop=("rule",), method=ADASCALE)
 
 
-def _same_experiment(run_dir: Path, twin: dict[str, Any], seed: bool = True) -> bool:
+def _same_experiment(run_dir: Path, twin: RunSpec, seed: bool = True) -> bool:
     """Whether the run in `run_dir` is `twin`'s experiment (its whole identity: task, preset, scale
     schedule, every override that changes training; the seed too unless `seed` is False)."""
     other = read_json_object(run_dir / SPEC)
     if other is None:
         return False
-    mine, theirs = identity_of(twin), identity_of(other)
+    mine, theirs = dict(twin.identity), identity_of(other)
     if not seed:
         mine.pop("seed", None), theirs.pop("seed", None)
     return mine == theirs
 
 
-def find_T_AS(out: Path, spec: dict[str, Any]) -> float:
+def find_T_AS(out: Path, spec: RunSpec) -> float:
     """LSW+ runs as many iterations as the AdaScale run of the same experiment and seed; when that seed
     is missing, the mean over the AdaScale seeds of the same experiment that completed. A folder whose
     spec.json is another experiment (another preset, other overrides) is never taken."""
@@ -72,17 +71,17 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def find_T(out: Path, spec: dict[str, Any]) -> float:
+def find_T(out: Path, spec: RunSpec) -> float:
     """Scaled SGD's own length in a heat map: the mean iteration count of the grid's AdaScale runs that
     reach the grid's threshold (all of its completed AdaScale runs when none does)."""
-    from tasks.presets import card_of_spec  # the metric's direction (a task of yours: as its spec recorded it)
+    from tasks.presets import card_of_run  # the metric's direction (a task of yours: as its spec recorded it)
 
-    exp = spec.get("experiment") or {}
+    exp = spec.experiment or {}
     if exp.get("kind") != "heatmap":
         raise UserError("scaled needs T, its number of iterations (--set T=...), or a heat map to derive it from")
-    higher = card_of_spec(spec).higher_is_better
+    higher = card_of_run(spec.task, spec.user_task).higher_is_better
     reached, completed = [], []
-    for path in sorted((Path(out) / spec["task"] / ADASCALE).rglob(SUMMARY)):
+    for path in sorted((Path(out) / spec.task / ADASCALE).rglob(SUMMARY)):
         other_spec, s = read_json_object(path.parent / SPEC), read_json_object(path)
         if other_spec is None or s is None:  # unreadable, or not an object: not one of the grid's runs
             continue

@@ -75,12 +75,12 @@ from bench.files import (
     METRICS,
     OFFLINE_GAIN,
     atomic_write_bytes,
-    identity_differs,
     kept_name,
     read_jsonl,
 )
 from bench.run.data import prepare_data
 from bench.run.spec import read_spec
+from bench.runspec import RunSpec
 from bench.usercode import is_user_name
 
 OFFLINE_STREAM = 0x0FF1  # the offline micro-batches' stream: mix(run seed, iteration, OFFLINE_STREAM)
@@ -185,7 +185,7 @@ class Draws:
         return (self.microbatch(j) for j in itertools.count())
 
 
-def microbatches(task: Any, train: Any, spec: dict[str, Any], n: int, seed: int) -> Iterator[Any]:
+def microbatches(task: Any, train: Any, spec: RunSpec, n: int, seed: int) -> Iterator[Any]:
     """n micro-batches of the run's batch size from the training set, each drawn with replacement
     (`Draws`, keyed by `seed`), through the engine's loader and the task's collate function."""
     draws = Draws(len(train), task.items_per_microbatch(spec), seed)
@@ -263,14 +263,14 @@ def measure(
     return _estimates(sums, group_sq, sizes, squares, scale, batch_size)
 
 
-def exact(task: Any, model: nn.Module, spec: dict[str, Any], scale: int) -> dict[str, float]:
+def exact(task: Any, model: nn.Module, spec: RunSpec, scale: int) -> dict[str, float]:
     """The EXACT columns from the task's oracle at `model`'s weights (NaN where the task has none):
     σ² = tr Σ/b, μ² = |G|², B = tr Σ/|G|² and the gain of S from them (`gain_from`, unclamped: exact)."""
     oracle = getattr(task, "exact_moments", None)
     m = oracle(model, spec) if oracle is not None else None
     if m is None:
         return dict.fromkeys(EXACT, math.nan)
-    b = float(spec["batch_size"])
+    b = float(spec.batch_size)
     var = m.trace / b
     return {
         "exact_gain": gain_from(var, m.sqr, scale) if scale > 1 else 1.0,
@@ -293,13 +293,13 @@ def kept_checkpoints(run_dir: Path) -> list[Path]:
     return [folder / n for n, _ in names if fnmatch.fnmatch(n, "iter*.pt")]
 
 
-def check_kept(path: Path, kept: dict[str, Any], spec: dict[str, Any]) -> None:
+def check_kept(path: Path, kept: dict[str, Any], spec: RunSpec) -> None:
     """A kept checkpoint belongs to the run folder it sits in: the run identity it carries (the spec of the
     run that wrote it, bench.files.identity_of) must be the folder's, or its gains would be another run's."""
     saved = kept.get("spec")
     if not isinstance(saved, dict):
         raise UserError(f"kept checkpoint {path} carries no run identity (no spec); it cannot be checked, delete it")
-    diff = identity_differs(spec, saved)
+    diff = spec.differs_from(saved)
     if diff:
         raise UserError(
             f"kept checkpoint {path} belongs to another run (differs in: {', '.join(diff)}); "
@@ -326,9 +326,9 @@ def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: s
     from tasks import check_recorded, get_task, is_loaded
 
     spec = read_spec(run_dir)  # checked: a seed or thread count that is a string is one line
-    if is_user_name(spec["task"]) and not is_loaded(spec["task"]):
+    if is_user_name(spec.task) and not is_loaded(spec.task):
         raise UserError(
-            f"{run_dir} is a run of the task of yours {spec['task']}: name it with --task {spec['task']} "
+            f"{run_dir} is a run of the task of yours {spec.task}: name it with --task {spec.task} "
             "(a module named by a run folder is never imported)"
         )
     paths = kept_checkpoints(run_dir)
@@ -336,16 +336,16 @@ def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: s
         raise UserError(
             f"{run_dir} has no kept checkpoints ({KEPT}/iter*.pt): run it with --set keep_checkpoints_every=K"
         )
-    n = int(batches or BATCHES.get(spec.get("preset"), BATCHES["paper"]))
+    n = int(batches or BATCHES.get(spec.preset, BATCHES["paper"]))
     if n < 2:
         raise UserError(f"--batches {n}: the offline gain needs at least 2 micro-batches")
-    task = get_task(spec["task"])
+    task = get_task(spec.task)
     check_recorded(spec)
-    dist = Dist(device=pick_device(device or spec.get("device", "auto")))
+    dist = Dist(device=pick_device(device or spec.device))
     root = prepare_data(task, spec, dist)
-    if spec.get("threads"):
-        torch.set_num_threads(int(spec["threads"]))
-    torch.manual_seed(spec["seed"])  # the engine's initial weights (bench.engine.loop: seed, then build)
+    if spec.threads:
+        torch.set_num_threads(int(spec.threads))
+    torch.manual_seed(spec.seed)  # the engine's initial weights (bench.engine.loop: seed, then build)
     model = task.build_model(spec).to(dist.device)
     train = task.train_set(spec, root)
     rows = []
@@ -358,20 +358,20 @@ def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: s
         desc=f"offline gain {run_dir.name}",
     ) as bar:
         for it, tau, scale in _weights(model, paths, spec, dist.device):
-            seed = mix(int(spec["seed"]), it, OFFLINE_STREAM)
-            b = float(spec["batch_size"])
+            seed = mix(int(spec.seed), it, OFFLINE_STREAM)
+            b = float(spec.batch_size)
             draws = microbatches(task, train, spec, n, seed)
             est = measure(task, model, draws, seed, scale, dist.device, bar.update, batch_size=b)
-            row = {"iteration": it, "tau": tau, "scale": scale, "batch_size": spec["batch_size"], **est}
+            row = {"iteration": it, "tau": tau, "scale": scale, "batch_size": spec.batch_size, **est}
             rows.append(row | exact(task, model, spec, scale))
     write_csv(run_dir / OFFLINE_GAIN, rows)
     return rows
 
 
-def _weights(model: nn.Module, paths: list[Path], spec: dict[str, Any], device: torch.device) -> Iterator[tuple]:
+def _weights(model: nn.Module, paths: list[Path], spec: RunSpec, device: torch.device) -> Iterator[tuple]:
     """(iteration, τ, S) with `model` holding that iteration's weights: first the initial ones as built,
     then each kept checkpoint's (checked to be this run's)."""
-    yield 0, 0.0, scale_schedule(spec)(0.0)
+    yield 0, 0.0, scale_schedule(spec.scale, spec.elastic, spec.T1)(0.0)
     for path in paths:
         kept = load_weights(path, device)
         check_kept(path, kept, spec)
@@ -380,7 +380,7 @@ def _weights(model: nn.Module, paths: list[Path], spec: dict[str, Any], device: 
         except (RuntimeError, TypeError, ValueError) as e:
             first = " ".join(str(e).split())[:160]
             raise UserError(f"kept checkpoint {path} does not fit this run's model ({first})") from None
-        yield kept_point(path, kept, scale_schedule(spec).max_scale())
+        yield kept_point(path, kept, scale_schedule(spec.scale, spec.elastic, spec.T1).max_scale())
 
 
 def kept_point(path: Path, kept: dict[str, Any], max_scale: float) -> tuple[int, float, int]:

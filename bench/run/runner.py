@@ -18,11 +18,12 @@ from bench.run.data import prepare_data
 from bench.run.needs import resolve_needs
 from bench.run.spec import check_same, run_name
 from bench.run.summary import record_failure, summarize, write_summary
+from bench.runspec import RunSpec
 
 FINAL = ("completed", "diverged")
 
 
-def run_dir_of(out: Path, spec: dict[str, Any]) -> Path:
+def run_dir_of(out: Path, spec: RunSpec) -> Path:
     return Path(out) / run_name(spec)
 
 
@@ -44,15 +45,17 @@ def writing(run_dir: Path, dist: Dist) -> Iterator[None]:
         yield
 
 
-def run_spec(spec: dict[str, Any], out: Path, progress: bool = True, dist: Dist | None = None) -> dict[str, Any]:
+def run_spec(spec: RunSpec, out: Path, progress: bool = True, dist: Dist | None = None) -> dict[str, Any]:
     """Train `spec` under `out` (or return the summary it already has). A crash is recorded as a
     `failed` summary, with the traceback in error.log, and re-raised. One rank (no `dist`) runs on the
     spec's device."""
     with safefs.confined(out):  # below --out no link is followed (bench.safefs)
-        return _run_spec(spec, Path(out), progress, dist or Dist(device=pick_device(spec["device"])))
+        return _run_spec(spec, Path(out), progress, dist or Dist(device=pick_device(spec.device)))
 
 
-def _run_spec(spec: dict[str, Any], out: Path, progress: bool, dist: Dist) -> dict[str, Any]:
+def _run_spec(spec: RunSpec, out: Path, progress: bool, dist: Dist) -> dict[str, Any]:
+    """Done already (and this run): its summary. Else its dependencies' values (T_AS, T), then, holding
+    the folder's lock, the same-run check and the training."""
     run_dir = run_dir_of(out, spec)
     done = existing_summary(run_dir)
     if done is not None:
@@ -65,7 +68,7 @@ def _run_spec(spec: dict[str, Any], out: Path, progress: bool, dist: Dist) -> di
             return done
         check_same(run_dir, spec)
         try:
-            return train(spec, run_dir, dist, progress)[0]
+            return _train(spec, run_dir, dist, progress)[0]
         except (UserError, Interrupted):
             raise
         except Exception as e:
@@ -77,21 +80,21 @@ def _run_spec(spec: dict[str, Any], out: Path, progress: bool, dist: Dist) -> di
             raise
 
 
-def train(spec: dict[str, Any], run_dir: Path, dist: Dist, progress: bool = True) -> tuple[dict[str, Any], Engine]:
+def train(spec: RunSpec, run_dir: Path, dist: Dist, progress: bool = True) -> tuple[dict[str, Any], Engine]:
     """Train `spec` into `run_dir` (resuming its checkpoint) and write its summary: spec.json first, then
     the engine, then summary.json from its Outcome. Returns the summary (empty on ranks other than 0)."""
     with writing(run_dir, dist):
         return _train(spec, run_dir, dist, progress)
 
 
-def _train(spec: dict[str, Any], run_dir: Path, dist: Dist, progress: bool) -> tuple[dict[str, Any], Engine]:
+def _train(spec: RunSpec, run_dir: Path, dist: Dist, progress: bool) -> tuple[dict[str, Any], Engine]:
     from tasks import check_recorded, get_task
 
-    task = get_task(spec["task"])
+    task = get_task(spec.task)
     check_recorded(spec)  # a task of yours: the source its spec recorded, or one line
     engine = Engine(spec, task, run_dir, prepare_data(task, spec, dist), dist=dist, progress=progress)
     if dist.is_main:
-        write_json(run_dir / SPEC, spec)
+        write_json(run_dir / SPEC, spec.to_json())
     outcome = engine.run()
     summary = summarize(spec, task, outcome, run_dir) if dist.is_main else {}
     if dist.is_main:

@@ -1,4 +1,5 @@
-"""Run specs: a task preset plus the user's choices, resolved into the one dict a run is made of.
+"""Run specs: a task preset plus the user's choices, resolved into the one typed spec a run is made of
+(bench.runspec.RunSpec), and read back from a run folder as the same type.
 
 The resolved spec is written as spec.json; a run is a pure function of it (and the data on disk).
 """
@@ -14,9 +15,9 @@ from typing import Any
 from bench.algo import rules
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
-from bench.files import SPEC, identity_differs, identity_of, read_json
-from bench.run.schema import RUN_DEFAULTS, problems, validate
+from bench.files import SPEC, SpecDocument, read_json
 from bench.run.yamlread import excerpt, load_yaml
+from bench.runspec import RUN_DEFAULTS, RunSpec, check
 from tasks import record as record_task
 
 PRESETS = ("tiny", "paper")
@@ -47,6 +48,8 @@ def tiny_variant(task: Any, data: dict[str, Any]) -> str:
     """The ",key=value" suffix of each of the task's tiny-data keys (card.tiny_data) that differs from its tiny preset:
     the default folder of a tiny data set written with other settings, so two data sets never share one."""
     preset = task.presets["tiny"]["data"]
+    if not isinstance(data, dict):  # not a mapping (`--set data=5`): the schema says so, in one line
+        return ""
     parts = [f",{k}={data[k]}" for k in getattr(task, "tiny_data", ()) if k in data and data[k] != preset.get(k)]
     return re.sub(r"[^A-Za-z0-9_.,=+-]", "_", "".join(parts))
 
@@ -68,7 +71,7 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def _apply(spec: dict[str, Any], key: str, value: Any) -> None:
+def _apply(spec: SpecDocument, key: str, value: Any) -> None:
     parts = key.split(".")
     node = spec
     for i, part in enumerate(parts[:-1]):
@@ -91,15 +94,16 @@ def resolve(
     data_root: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
     ranks: int | None = None,
-) -> dict[str, Any]:
-    """The full spec of one run."""
+    experiment: dict[str, Any] | None = None,
+) -> RunSpec:
+    """The full spec of one run, checked and typed."""
     row = rules.method(method)  # a user's rule (package.module:NAME) is imported here: the user named it
     if preset not in task.presets:
         raise UserError(f"unknown preset {preset!r} for task {task.name}; expected one of: {', '.join(task.presets)}")
     scale = parse_scale(scale)
     if not isinstance(seed, int) or seed < 0:
         raise UserError(f"seed {seed!r} is not a non-negative integer")
-    spec: dict[str, Any] = {"task": task.name, "method": method, "scale": scale, "seed": seed, "preset": preset}
+    spec: SpecDocument = {"task": task.name, "method": method, "scale": scale, "seed": seed, "preset": preset}
     spec.update(copy.deepcopy(RUN_DEFAULTS))
     spec.update(copy.deepcopy(task.presets[preset]))
     spec["overrides"] = dict(overrides or {})
@@ -111,50 +115,57 @@ def resolve(
             unknown.append(str(e))
     if ranks is not None:
         spec["ranks"] = ranks
+    if experiment is not None:  # the matrix experiment the run belongs to
+        spec["experiment"] = dict(experiment)
     if spec["threads"] is None and preset == "tiny":
         spec["threads"] = 1  # tiny models are too small for intra-op parallelism to pay
     user_task = record_task(task.name)
-    if not task.needs_data:
-        data_root = None
-    elif data_root is None:
-        if preset != "tiny":
-            raise UserError(f"--data-root is required for the {preset} preset of {task.name}")
-        # a task of yours writes its tiny set with the code of its source: another source, another folder
-        source = f",{user_task['sha256'][:12]}" if user_task is not None else ""
-        data_root = default_data_root(task.name, tiny_variant(task, spec["data"]) + source)
-    spec["data_root"] = str(Path(data_root).expanduser().resolve()) if data_root is not None else None
+    spec["data_root"] = _data_root(task, preset, data_root, spec["data"], user_task)
     if isinstance(scale, str) and scale.removeprefix("elastic-") not in spec.get("elastic", {}):
         raise UserError(f"task {task.name} preset {preset} has no {scale} schedule")
-    if not isinstance(spec["ranks"], int) or spec["ranks"] < 1:
-        raise UserError(f"ranks {spec['ranks']!r} is not a positive integer")
     recorded = rules.record(method)
     if recorded is not None:  # its name and source digest: part of the run's identity
         spec["rule"] = recorded
     if user_task is not None:  # likewise for a task of yours, with its card's facts (report never imports it)
         spec["user_task"] = user_task
+    typed, found = check(spec, task.presets[preset])
     if unknown:  # with what the schema finds in the rest, one line
-        found = [" ".join(p.split()) for p in problems(spec, task.presets[preset])]
         raise UserError("; ".join([*unknown, *found]))
-    validate(spec, task.presets[preset])
-    if row.uses_gain and not spec["track_stats"]:
+    if typed is None:
+        raise UserError("invalid spec: " + "; ".join(found))
+    if row.uses_gain and not typed.track_stats:
         raise UserError(f"{method} reads the gain from the gradient statistics: track_stats must stay true")
-    return spec
+    return typed
 
 
-def run_name(spec: dict[str, Any]) -> str:
+def _data_root(task: Any, preset: str, given: str | Path | None, data: Any, user_task: Any) -> str | None:
+    """Where the run's data is: none for a task without data, else the folder given (absolute), else for the
+    tiny preset its default folder (the paper presets name theirs)."""
+    if not task.needs_data:
+        return None
+    if given is None:
+        if preset != "tiny":
+            raise UserError(f"--data-root is required for the {preset} preset of {task.name}")
+        # a task of yours writes its tiny set with the code of its source: another source, another folder
+        source = f",{user_task['sha256'][:12]}" if user_task is not None else ""
+        given = default_data_root(task.name, tiny_variant(task, data) + source)
+    return str(Path(given).expanduser().resolve())
+
+
+def run_name(spec: RunSpec) -> str:
     """<task>/<method>/<s8|elastic-up>/seed<k>[,preset=paper][,key=value...]: readable, and one folder per
     identity (bench.files.identity_of): a preset other than tiny and every override that changes what
     the run computes are in the name; where it runs (threads, workers, devices, ranks) is not."""
-    leaf = f"seed{spec['seed']}"
-    if spec.get("preset", "tiny") != "tiny":
-        leaf += f",preset={spec['preset']}"
-    for key, value in sorted(identity_of(spec)["overrides"].items()):
+    leaf = f"seed{spec.seed}"
+    if spec.preset != "tiny":
+        leaf += f",preset={spec.preset}"
+    for key, value in sorted(spec.identity["overrides"].items()):
         leaf += f",{key}={value}"
     leaf = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", leaf)
-    return f"{spec['task']}/{spec['method']}/{scale_label(spec['scale'])}/{leaf}"
+    return f"{spec.task}/{spec.method}/{scale_label(spec.scale)}/{leaf}"
 
 
-def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
+def check_same(run_dir: Path, spec: RunSpec) -> None:
     """A run folder holds one spec; refuse to mix another run into it."""
     path = run_dir / SPEC
     if not path.exists():
@@ -165,7 +176,7 @@ def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
         raise UserError(f"{path} is unreadable ({e}); delete the run folder to start over") from None
     if not isinstance(old, dict):
         raise UserError(f"{path} is a JSON {type(old).__name__}, not a spec; delete the run folder to start over")
-    diff = identity_differs(old, spec)
+    diff = spec.differs_from(old)
     if diff:
         raise UserError(
             f"{run_dir} holds a run with a different spec (differs in: {', '.join(diff)}); "
@@ -173,12 +184,12 @@ def check_same(run_dir: Path, spec: dict[str, Any]) -> None:
         )
 
 
-def read_spec(run_dir: Path) -> dict[str, Any]:
+def read_spec(run_dir: Path) -> RunSpec:
     """A run folder's spec.json, checked as `resolve` checks a spec it makes (its task and preset known, the
     schema's types and ranges): a seed or thread count written as a string is one line naming the file,
     not a traceback where it is used."""
     from tasks import known, names_hint
-    from tasks.presets import card_of_spec
+    from tasks.presets import card_of_run
 
     path = Path(run_dir) / SPEC
     try:
@@ -194,10 +205,12 @@ def read_spec(run_dir: Path) -> dict[str, Any]:
     task = spec.get("task")
     if not isinstance(task, str) or not known(task):
         raise UserError(f"{path}: task {excerpt(task)} is not a task here; {names_hint()}")
-    presets = card_of_spec(spec, str(path)).presets  # a task of yours: the card its spec recorded, nothing imported
+    presets = card_of_run(
+        task, spec.get("user_task"), str(path)
+    ).presets  # a task of yours: the card its spec recorded, nothing imported
     if spec.get("preset") not in presets:
         raise UserError(f"{path}: preset {excerpt(spec.get('preset'))} is not one of: {', '.join(presets)}")
-    found = problems(spec, presets[spec["preset"]])
-    if found:
-        raise UserError(f"{path}: not a valid spec ({'; '.join(' '.join(p.split()) for p in found[:3])})")
-    return spec
+    typed, found = check(spec, presets[spec["preset"]])
+    if typed is None:  # the first three problems: a damaged file can hold many
+        raise UserError(f"{path}: not a valid spec ({'; '.join(found[:3])})")
+    return typed

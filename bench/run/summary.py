@@ -11,6 +11,7 @@ from bench import safefs
 from bench.algo.gain import b_simple, b_simple_average
 from bench.files import CHECKPOINT, METRICS, SUMMARY, atomic_write_bytes, read_jsonl, tail_records, write_json
 from bench.run.provenance import git_commit, versions
+from bench.runspec import RunSpec
 
 IDENTIFYING = ("task", "method", "scale", "seed", "preset")
 
@@ -24,11 +25,11 @@ def _has_stats(record: dict[str, Any]) -> bool:
     return all(isinstance(record.get(k), int | float) for k in ("sum_sq", "mean_sq"))
 
 
-def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> dict[str, Any]:
+def summarize(spec: RunSpec, task: Any, outcome: Any, run_dir: Path) -> dict[str, Any]:
     """The summary of a finished run (completed or diverged), from its Outcome and its metrics.jsonl."""
     state = outcome.state
     summary: dict[str, Any] = {
-        **{k: spec[k] for k in IDENTIFYING},
+        **{k: getattr(spec, k) for k in IDENTIFYING},
         "status": outcome.status,
         "iterations": state.iteration,
         "tau": state.tau,
@@ -38,7 +39,7 @@ def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> d
         **_task_fields(task),
         "val_metric": None,
         "train_loss": None,
-        "T_AS": spec.get("T_AS"),
+        "T_AS": spec.T_AS,
         "versions": versions(),
         "git_commit": git_commit(),
     }
@@ -47,19 +48,19 @@ def summarize(spec: dict[str, Any], task: Any, outcome: Any, run_dir: Path) -> d
         if all(v is not None for v in aggregates):
             # running aggregates (bench.engine.loop.State) and the file's tail: a transformer S = 1 run's
             # 1.5 M records are not read again (one record per iteration, so the count is the iterations)
-            window = max(1, math.ceil(spec["train_loss_window"] * state.iteration))
+            window = max(1, math.ceil(spec.train_loss_window * state.iteration))
             losses = [r["loss"] for r in tail_records(run_dir / METRICS, window, lambda r: not r.get("eval"))]
             mean_gain = state.gain_sum / state.gain_count if state.gain_count else None
             n = state.moments_count
-            noise = b_simple(state.var_sum / n, state.sqr_sum / n, spec["batch_size"]) if n else math.nan
+            noise = b_simple(state.var_sum / n, state.sqr_sum / n, spec.batch_size) if n else math.nan
         else:  # resumed from a checkpoint that predates the aggregates
             records = [r for r in read_jsonl(run_dir / METRICS) if not r.get("eval")]
-            window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
+            window = max(1, math.ceil(spec.train_loss_window * len(records)))
             losses = [r["loss"] for r in records[-window:]]
             gains = [r["gain"] for r in records if r.get("gain") is not None]
             mean_gain = sum(gains) / len(gains) if gains else None
             stats = [(r["sum_sq"], r["mean_sq"], r.get("scale", 1)) for r in records if _has_stats(r)]
-            noise = b_simple_average(stats, spec["batch_size"])
+            noise = b_simple_average(stats, spec.batch_size)
         summary.update(
             val_metric=state.last_eval.get(task.metric),
             train_loss=sum(losses) / len(losses),
@@ -80,14 +81,14 @@ def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
 
 
 def record_failure(
-    spec: dict[str, Any], run_dir: Path, message: str, details: str | None = None, **extra: Any
+    spec: RunSpec, run_dir: Path, message: str, details: str | None = None, **extra: Any
 ) -> dict[str, Any]:
     """Write a `failed` summary (with `extra` keys) and error.log (`details`, e.g. a traceback, then the
     message): the one record of a failure, whether the engine crashed or the run never started (an unmet
     dependency, a dead rank, a user error found when the job starts). `status` shows its message."""
     atomic_write_bytes(run_dir / "error.log", ((details or "") + message + "\n").encode(errors="backslashreplace"))
     summary = {
-        **{k: spec[k] for k in IDENTIFYING},
+        **{k: getattr(spec, k) for k in IDENTIFYING},
         "status": "failed",
         "error": message,
         **extra,

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from bench.runspec import RunSpec
 from tasks.base import FloatSum, Task, shard
 from tasks.presets.cifar10 import CARD
 from tasks.synthetic import SyntheticImages
@@ -34,29 +35,29 @@ class Cifar10(Task):
     ) -> None:
         write_tiny(root, tiny_noise, tiny_test_size, tiny_train_size)
 
-    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
-        data.check_files(Path(root), bool(cfg["data"].get("verify_md5", False)))
-        check_tiny(Path(root), cfg["data"])
+    def check_data(self, root: Path, cfg: RunSpec) -> None:
+        data.check_files(Path(root), bool(cfg.data.get("verify_md5", False)))
+        check_tiny(Path(root), cfg.data)
 
-    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticImages:
+    def synthetic_set(self, cfg: RunSpec) -> SyntheticImages:
         """perf --synthetic: random 32 × 32 images and labels."""
-        return SyntheticImages((3, 32, 32), int(cfg["model"].get("num_classes", 10)))
+        return SyntheticImages((3, 32, 32), int(cfg.model.get("num_classes", 10)))
 
-    def check_paper_data(self, root: Path, cfg: dict[str, Any]) -> list[str]:
+    def check_paper_data(self, root: Path, cfg: RunSpec) -> list[str]:
         return data.paper_problems(Path(root))
 
-    def build_model(self, cfg: dict[str, Any]) -> nn.Module:
-        m = cfg["model"]
+    def build_model(self, cfg: RunSpec) -> nn.Module:
+        m = cfg.model
         return PreActResNet18(
             width=int(m["width"]), num_classes=int(m.get("num_classes", 10)), blocks=int(m.get("blocks", 2))
         )
 
-    def train_set(self, cfg: dict[str, Any], root: Path) -> data.TrainSet:
-        verify = bool(cfg["data"].get("verify_md5", False))
+    def train_set(self, cfg: RunSpec, root: Path) -> data.TrainSet:
+        verify = bool(cfg.data.get("verify_md5", False))
         return data.TrainSet(data.load_split(Path(root), train=True, verify_md5=verify))
 
-    def eval_set(self, cfg: dict[str, Any], root: Path) -> data.EvalSet:
-        verify = bool(cfg["data"].get("verify_md5", False))
+    def eval_set(self, cfg: RunSpec, root: Path) -> data.EvalSet:
+        verify = bool(cfg.data.get("verify_md5", False))
         return data.EvalSet.from_dataset(data.load_split(Path(root), train=False, verify_md5=verify))
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
@@ -64,10 +65,10 @@ class Cifar10(Task):
         return F.cross_entropy(model(images), labels)
 
     def eval_stats(
-        self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
+        self, model: nn.Module, evalset: Any, cfg: RunSpec, device: torch.device, rank: int = 0, world: int = 1
     ) -> dict[str, Any]:
         """Correct top-1 predictions and summed cross-entropy over this rank's block of eval batches."""
-        step = int(cfg["data"].get("eval_batch_size", 500))
+        step = int(cfg.data.get("eval_batch_size", 500))
         starts = range(0, len(evalset), step)
         correct, loss_sum, n = 0, FloatSum(), 0
         for b in shard(len(starts), rank, world):
@@ -80,7 +81,7 @@ class Cifar10(Task):
             n += len(labels)
         return {"correct": correct, "loss_sum": loss_sum, "n": n}
 
-    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+    def metrics_from(self, stats: dict[str, Any], cfg: RunSpec) -> dict[str, float]:
         """Top-1 accuracy (%) and mean cross-entropy over the whole test split."""
         n = max(int(stats["n"]), 1)
         return {"top1": 100.0 * stats["correct"] / n, "loss": stats["loss_sum"] / n}

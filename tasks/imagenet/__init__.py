@@ -30,6 +30,7 @@ from torchvision.models import resnet50
 from torchvision.models.resnet import Bottleneck, ResNet
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 from tasks.base import FloatSum, Task, shard
 from tasks.presets.imagenet import CARD
 from tasks.synthetic import SyntheticImages
@@ -96,37 +97,37 @@ class ImageNet(Task):
     def write_tiny(self, root: Path) -> None:
         tiny.write_tiny(Path(root))
 
-    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
+    def check_data(self, root: Path, cfg: RunSpec) -> None:
         data = data_settings(cfg)
         classes = check_layout(Path(root), data["train_dir"], data["val_dir"])
-        expected = int(cfg.get("model", {}).get("num_classes", 1000))
+        expected = int(cfg.model.get("num_classes", 1000))
         if len(classes) != expected:
             raise UserError(
                 f"imagenet: {Path(root) / data['train_dir']} has {len(classes)} class folders but the model "
                 f"has {expected} outputs; pass --set model.num_classes={len(classes)} or fix the data"
             )
 
-    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticImages:
+    def synthetic_set(self, cfg: RunSpec) -> SyntheticImages:
         """perf --synthetic: random images of the preset's size and labels."""
-        size = int(cfg.get("data", {}).get("image_size", 224))
-        return SyntheticImages((3, size, size), int(cfg.get("model", {}).get("num_classes", 1000)))
+        size = int(cfg.data.get("image_size", 224))
+        return SyntheticImages((3, size, size), int(cfg.model.get("num_classes", 1000)))
 
-    def check_paper_data(self, root: Path, cfg: dict[str, Any]) -> list[str]:
+    def check_paper_data(self, root: Path, cfg: RunSpec) -> list[str]:
         return paper_problems(Path(root), cfg)
 
-    def build_model(self, cfg: dict[str, Any]) -> nn.Module:
-        return build_resnet(cfg.get("model", {}))
+    def build_model(self, cfg: RunSpec) -> nn.Module:
+        return build_resnet(cfg.model)
 
-    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> list[tuple[str, int]]:
+    def samples(self, cfg: RunSpec, root: Path, split: str) -> list[tuple[str, int]]:
         """(path relative to the split folder, class index) of every image: index.csv's rows, else a walk."""
         data = data_settings(cfg)
         return folder_samples(Path(root) / data["train_dir" if split == "train" else "val_dir"])
 
-    def train_set(self, cfg: dict[str, Any], root: Path, samples: list[tuple[str, int]] | None = None) -> TrainSet:
+    def train_set(self, cfg: RunSpec, root: Path, samples: list[tuple[str, int]] | None = None) -> TrainSet:
         data = data_settings(cfg)
         return TrainSet(Path(root) / data["train_dir"], int(data["image_size"]), data["crop_scale"], samples)
 
-    def eval_set(self, cfg: dict[str, Any], root: Path, samples: list[tuple[str, int]] | None = None) -> Any:
+    def eval_set(self, cfg: RunSpec, root: Path, samples: list[tuple[str, int]] | None = None) -> Any:
         data = data_settings(cfg)
         return eval_folder(Path(root) / data["val_dir"], int(data["image_size"]), samples)
 
@@ -135,12 +136,12 @@ class ImageNet(Task):
         return F.cross_entropy(model(images), labels)
 
     def eval_stats(
-        self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
+        self, model: nn.Module, evalset: Any, cfg: RunSpec, device: torch.device, rank: int = 0, world: int = 1
     ) -> dict[str, Any]:
         """Top-1/top-5 hits and summed cross-entropy over this rank's block of validation batches."""
         data = data_settings(cfg)
         device = torch.device(device)
-        workers = int(cfg.get("num_workers", 0))
+        workers = int(cfg.num_workers)
         step = int(data["eval_batch_size"])
         mine = shard(-(-len(evalset) // step), rank, world)  # batches [start, stop) of ceil(n / step)
         part = Subset(evalset, range(mine.start * step, min(mine.stop * step, len(evalset))))
@@ -165,7 +166,7 @@ class ImageNet(Task):
             n += labels.numel()
         return {"correct1": correct1, "correct5": correct5, "loss_sum": loss_sum, "n": n}
 
-    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+    def metrics_from(self, stats: dict[str, Any], cfg: RunSpec) -> dict[str, float]:
         n = int(stats["n"])
         if n == 0:
             raise UserError(f"imagenet: no validation images in {data_settings(cfg)['val_dir']}")

@@ -21,6 +21,7 @@ from torchvision.datasets.vision import StandardTransform
 from torchvision.transforms import v2
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 from tasks.base import seeded
 
 MEAN = (0.485, 0.456, 0.406)
@@ -229,14 +230,14 @@ def check_layout(root: Path, train_dir: str = "train", val_dir: str = "val") -> 
     return train
 
 
-def data_settings(cfg: dict[str, Any]) -> dict[str, Any]:
+def data_settings(cfg: RunSpec) -> dict[str, Any]:
     """The preset's data settings with their defaults filled in."""
-    data = dict(cfg.get("data", {}))
+    data = dict(cfg.data)
     data.setdefault("train_dir", "train")
     data.setdefault("val_dir", "val")
     data.setdefault("image_size", 224)
     data.setdefault("crop_scale", [0.08, 1.0])
-    data.setdefault("eval_batch_size", int(cfg.get("batch_size", 256)))
+    data.setdefault("eval_batch_size", int(cfg.batch_size))
     data.setdefault("pin_memory", False)
     return data
 
@@ -248,12 +249,12 @@ def _files(folder: Path) -> list[Path]:
     return [Path(e.path) for e in os.scandir(folder) if e.is_file() and not e.name.startswith(".")]
 
 
-def paper_problems(root: Path, cfg: dict[str, Any]) -> list[str]:
+def paper_problems(root: Path, cfg: RunSpec) -> list[str]:
     """One line per way the data under `root` is not the full ImageNet: 1000 class folders per split,
     50 000 validation images (counted as files), and one readable image per split."""
     from PIL import Image
 
-    data = cfg.get("data", {})
+    data = cfg.data
     problems = []
     for split in (data.get("train_dir", "train"), data.get("val_dir", "val")):
         folder = root / split

@@ -178,14 +178,14 @@ def recorded_card(name: str, facts: Any, where: str = "spec") -> TaskCard:
     return c
 
 
-def card_of_spec(spec: dict[str, Any], where: str = "spec") -> TaskCard:
-    """The card of a spec's task, never importing a task of yours: a built-in task's card, or the card the spec
-    recorded (`user_task.card`). A spec read from a run folder is described this way (report, status, gain)."""
-    name = str(spec.get("task"))
+def card_of_run(task: object, user_task: object, where: str = "spec") -> TaskCard:
+    """The card of a run's task (its spec's `task` and `user_task`), never importing a task of yours: a built-in
+    task's card, or the card the spec recorded (`user_task.card`). A run folder is described this way (report,
+    status, gain), its spec checked or not yet."""
+    name = str(task)
     if ":" not in name:
         return card(name)
-    record = spec.get("user_task")
-    return recorded_card(name, record.get("card") if isinstance(record, dict) else None, where)
+    return recorded_card(name, user_task.get("card") if isinstance(user_task, dict) else None, where)
 
 
 def _number(v: Any) -> bool:

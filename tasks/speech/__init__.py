@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Subset
 
+from bench.runspec import RunSpec
 from tasks.base import FloatSum, Task, shard
 from tasks.presets.speech import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module
@@ -29,8 +30,8 @@ from .text import BLANK, ErrorCounts, decode, greedy_decode
 from .tiny import write_tiny
 
 
-def features_of(cfg: dict[str, Any]) -> data.Features:
-    d = cfg["data"]
+def features_of(cfg: RunSpec) -> data.Features:
+    d = cfg.data
     return data.Features(
         int(d["sample_rate"]),
         d.get("features", "linear"),
@@ -60,45 +61,45 @@ class Speech(Task):
 
     card = CARD
 
-    def items_per_microbatch(self, cfg: dict[str, Any]) -> int:
+    def items_per_microbatch(self, cfg: RunSpec) -> int:
         return 1  # each item is a whole length-bucketed batch of b utterances
 
     def write_tiny(self, root: Path) -> None:
         write_tiny(root)
 
-    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
-        data.check_layout(Path(root), [cfg["data"]["train_split"], cfg["data"]["eval_split"]])
+    def check_data(self, root: Path, cfg: RunSpec) -> None:
+        data.check_layout(Path(root), [cfg.data["train_split"], cfg.data["eval_split"]])
 
-    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticBatches:
+    def synthetic_set(self, cfg: RunSpec) -> SyntheticBatches:
         """perf --synthetic: batches of the preset's shapes (tasks/speech/synthetic.py, loaded when asked)."""
         return SyntheticBatches(partial(synthetic_module(__name__).synthetic_batch, cfg))
 
-    def build_model(self, cfg: dict[str, Any]) -> nn.Module:
-        return build(features_of(cfg).num_features, cfg["model"])
+    def build_model(self, cfg: RunSpec) -> nn.Module:
+        return build(features_of(cfg).num_features, cfg.model)
 
-    def samples(self, cfg: dict[str, Any], root: Path, split: str) -> list[data.Utterance]:
+    def samples(self, cfg: RunSpec, root: Path, split: str) -> list[data.Utterance]:
         """Every utterance of the train or eval split: from its manifest, else from the flac headers."""
-        d = cfg["data"]
+        d = cfg.data
         return data.read_split(
             Path(root), d["train_split" if split == "train" else "eval_split"], int(d["sample_rate"])
         )
 
-    def train_set(self, cfg: dict[str, Any], root: Path, samples: list[data.Utterance] | None = None) -> data.TrainSet:
-        d, feats = cfg["data"], features_of(cfg)
+    def train_set(self, cfg: RunSpec, root: Path, samples: list[data.Utterance] | None = None) -> data.TrainSet:
+        d, feats = cfg.data, features_of(cfg)
         utts = self.samples(cfg, root, "train") if samples is None else list(samples)
         if d.get("max_duration_s"):
             utts = [u for u in utts if u.num_samples <= float(d["max_duration_s"]) * int(d["sample_rate"])]
-        utts = data.trainable(utts, feats, lambda n: output_frames(n, cfg["model"]))
+        utts = data.trainable(utts, feats, lambda n: output_frames(n, cfg.model))
         return data.TrainSet(
-            utts, int(cfg["batch_size"]), feats, drop_last=True, cache=bool(d.get("cache_features", False))
+            utts, int(cfg.batch_size), feats, drop_last=True, cache=bool(d.get("cache_features", False))
         )
 
-    def eval_set(self, cfg: dict[str, Any], root: Path, samples: list[data.Utterance] | None = None) -> data.EvalSet:
-        d = cfg["data"]
+    def eval_set(self, cfg: RunSpec, root: Path, samples: list[data.Utterance] | None = None) -> data.EvalSet:
+        d = cfg.data
         utts = self.samples(cfg, root, "eval") if samples is None else list(samples)
         return data.EvalSet(
             utts,
-            int(d.get("eval_batch_size", cfg["batch_size"])),
+            int(d.get("eval_batch_size", cfg.batch_size)),
             features_of(cfg),
             drop_last=False,
             cache=bool(d.get("cache_features", False)),
@@ -112,12 +113,12 @@ class Speech(Task):
         return ctc_loss(log_probs, out_lengths, batch["targets"], target_lengths)
 
     def eval_stats(
-        self, model: nn.Module, evalset: Any, cfg: dict[str, Any], device: torch.device, rank: int = 0, world: int = 1
+        self, model: nn.Module, evalset: Any, cfg: RunSpec, device: torch.device, rank: int = 0, world: int = 1
     ) -> dict[str, Any]:
         """Word and character edits and reference lengths of greedy decoding, and the summed CTC loss over
         the utterances CTC can align (all of them in LibriSpeech's dev/test splits), over this rank's
         block of eval batches."""
-        workers = int(cfg.get("num_workers", 0))
+        workers = int(cfg.num_workers)
         part = Subset(evalset, shard(len(evalset), rank, world))
         batches = (
             DataLoader(part, batch_size=None, num_workers=workers) if workers else (part[i] for i in range(len(part)))
@@ -146,7 +147,7 @@ class Speech(Task):
             "loss_n": loss_n,
         }
 
-    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+    def metrics_from(self, stats: dict[str, Any], cfg: RunSpec) -> dict[str, float]:
         """Corpus WER/CER (%), word accuracy = 100 - WER, and the mean CTC loss."""
         counts = ErrorCounts(stats["word_errors"], stats["words"], stats["char_errors"], stats["chars"])
         return {

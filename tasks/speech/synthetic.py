@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from bench.runspec import RunSpec
+
 from . import features_of
 from .model import output_frames
 from .text import BLANK, NUM_CLASSES
@@ -31,24 +33,24 @@ SPREAD = 0.05  # ± around the nominal duration within a batch
 CHARS_PER_S = 15.0
 
 
-def duration_s(cfg: dict[str, Any]) -> float:
+def duration_s(cfg: RunSpec) -> float:
     """The nominal utterance duration of a synthetic batch (see the module docstring)."""
-    default = TINY_MEAN_S if cfg.get("preset") == "tiny" else LIBRISPEECH_MEAN_S
-    return float(cfg["data"].get("synthetic_duration_s") or default)
+    default = TINY_MEAN_S if cfg.preset == "tiny" else LIBRISPEECH_MEAN_S
+    return float(cfg.data.get("synthetic_duration_s") or default)
 
 
-def synthetic_batch(cfg: dict[str, Any], generator: torch.Generator, items: int | None = None) -> dict[str, Any]:
+def synthetic_batch(cfg: RunSpec, generator: torch.Generator, items: int | None = None) -> dict[str, Any]:
     """The collated batch of `items` TrainSet items (default 1, one micro-batch) of b utterances each."""
     feats = features_of(cfg)
-    sample_rate = int(cfg["data"]["sample_rate"])
-    n = int(cfg["batch_size"]) * (items or 1)
+    sample_rate = int(cfg.data["sample_rate"])
+    n = int(cfg.batch_size) * (items or 1)
     seconds = duration_s(cfg) * (1 + SPREAD * (2 * torch.rand(n, generator=generator) - 1))
     frames = [feats.num_frames(int(s * sample_rate)) for s in seconds.tolist()]
     features = torch.randn(n, feats.num_features, max(frames), generator=generator)
     for i, t in enumerate(frames):
         features[i, :, t:] = 0.0  # padding: zero, the normalised mean, as the real collate pads
     labels = [
-        max(1, min(round(CHARS_PER_S * s), output_frames(t, cfg["model"]) // 2))
+        max(1, min(round(CHARS_PER_S * s), output_frames(t, cfg.model) // 2))
         for s, t in zip(seconds.tolist(), frames, strict=True)
     ]
     targets = torch.randint(BLANK + 1, NUM_CLASSES, (sum(labels),), generator=generator)

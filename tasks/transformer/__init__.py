@@ -23,6 +23,7 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from torch import nn
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 from tasks.presets.transformer import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module
 
@@ -115,9 +116,9 @@ def bleu_from_statistics(stats: list[int], tokenised: bool = False) -> float:
     )
 
 
-def make_model(cfg: dict[str, Any], src_vocab: int, tgt_vocab: int, pad: int, joint: bool) -> TransformerNMT:
+def make_model(cfg: RunSpec, src_vocab: int, tgt_vocab: int, pad: int, joint: bool) -> TransformerNMT:
     """The preset's TransformerNMT for dictionaries of these sizes (shared embeddings when `joint`)."""
-    m = cfg["model"]
+    m = cfg.model
     return TransformerNMT(
         src_vocab,
         tgt_vocab,
@@ -140,33 +141,33 @@ class Transformer(Task):
     def __init__(self) -> None:
         self._vocab: dict[str, D.Vocab] = {}
 
-    def items_per_microbatch(self, cfg: dict[str, Any]) -> int:
+    def items_per_microbatch(self, cfg: RunSpec) -> int:
         return 1  # each TrainSet item is one whole max-tokens batch
 
     def write_tiny(self, root: Path) -> None:
         _write_tiny(Path(root))
 
-    def _vocab_for(self, root: Path, cfg: dict[str, Any]) -> D.Vocab:
+    def _vocab_for(self, root: Path, cfg: RunSpec) -> D.Vocab:
         key = str(Path(root).resolve())
         if key not in self._vocab:
-            self._vocab[key] = D.load_vocab(root, cfg["data"])
+            self._vocab[key] = D.load_vocab(root, cfg.data)
         return self._vocab[key]
 
-    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
-        D.check_layout(root, cfg["data"])
+    def check_data(self, root: Path, cfg: RunSpec) -> None:
+        D.check_layout(root, cfg.data)
         self._vocab_for(root, cfg)  # dictionary errors surface here; build_model needs its size
 
-    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticBatches:
+    def synthetic_set(self, cfg: RunSpec) -> SyntheticBatches:
         """perf --synthetic: batches of the preset's shapes (tasks/transformer/synthetic.py, loaded when asked)."""
         return SyntheticBatches(partial(synthetic_module(__name__).synthetic_batch, cfg))
 
-    def synthetic_model(self, cfg: dict[str, Any]) -> nn.Module:
+    def synthetic_model(self, cfg: RunSpec) -> nn.Module:
         """perf --synthetic: the model at the synthetic data's vocabulary (no dictionary on disk)."""
         return synthetic_module(__name__).build_model(cfg)
 
-    def build_model(self, cfg: dict[str, Any]) -> nn.Module:
+    def build_model(self, cfg: RunSpec) -> nn.Module:
         # the vocabulary size is a property of the data: take it from the root check_data just read
-        root = cfg.get("data_root")
+        root = cfg.data_root
         if root is not None:
             vocab = self._vocab_for(Path(root), cfg)
         elif self._vocab:
@@ -175,23 +176,23 @@ class Transformer(Task):
             raise UserError("transformer: call check_data(root, cfg) before build_model (vocabulary size)")
         return make_model(cfg, len(vocab.src), len(vocab.tgt), vocab.tgt.pad_index, vocab.joint)
 
-    def train_set(self, cfg: dict[str, Any], root: Path) -> D.TokenBatches:
+    def train_set(self, cfg: RunSpec, root: Path) -> D.TokenBatches:
         vocab = self._vocab_for(root, cfg)
-        data_cfg = cfg["data"]
+        data_cfg = cfg.data
         split = D.load_split(root, data_cfg, data_cfg["train_split"], vocab)
         batches = D.batch_by_size(
             split.src_sizes,
             split.tgt_sizes,
-            int(cfg["batch_size"]),
-            int(cfg.get("seed", 0)),
-            cfg["model"]["max_positions"],
+            int(cfg.batch_size),
+            int(cfg.seed),
+            cfg.model["max_positions"],
         )
         if not batches:
-            raise UserError(f"{root}: no training pair fits {cfg['batch_size']} tokens; expected shorter sentences")
+            raise UserError(f"{root}: no training pair fits {cfg.batch_size} tokens; expected shorter sentences")
         return D.TokenBatches(split, batches, vocab.tgt.pad_index, vocab.tgt.eos_index)
 
-    def eval_set(self, cfg: dict[str, Any], root: Path) -> D.EvalSet:
-        data_cfg = cfg["data"]
+    def eval_set(self, cfg: RunSpec, root: Path) -> D.EvalSet:
+        data_cfg = cfg.data
         return D.make_eval_set(root, data_cfg, self._vocab_for(root, cfg), int(data_cfg["eval_max_tokens"]))
 
     def loss(self, model: nn.Module, batch: dict[str, Any]) -> torch.Tensor:
@@ -202,14 +203,14 @@ class Transformer(Task):
         self,
         model: nn.Module,
         evalset: D.EvalSet,
-        cfg: dict[str, Any],
+        cfg: RunSpec,
         device: torch.device,
         rank: int = 0,
         world: int = 1,
     ) -> dict[str, Any]:
         """BLEU's statistics of this rank's block of eval batches (decoded as in one process: the same
         batches), and the token-weighted label-smoothed loss."""
-        m, tgt = cfg["model"], evalset.vocab.tgt
+        m, tgt = cfg.model, evalset.vocab.tgt
         hyps: dict[int, str] = {}
         loss_sum, tok_sum = FloatSum(), 0
         for b in shard(len(evalset.batches), rank, world):
@@ -247,7 +248,7 @@ class Transformer(Task):
             "tokens": tok_sum,
         }
 
-    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
+    def metrics_from(self, stats: dict[str, Any], cfg: RunSpec) -> dict[str, float]:
         return {
             "bleu": bleu_from_statistics(stats["bleu_stats"]),
             "bleu_tok": bleu_from_statistics(stats["bleu_tok_stats"], tokenised=True),

@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from bench.runspec import RunSpec
+
 from . import make_model
 from .data import collate_pairs
 from .dictionary import Dictionary
@@ -35,35 +37,35 @@ TINY_LENGTHS = (4, 8)
 _SPECIALS = Dictionary()  # <s>, <pad>, </s>, <unk> at fairseq's indices
 
 
-def vocab_size(cfg: dict[str, Any]) -> int:
+def vocab_size(cfg: RunSpec) -> int:
     """Entries of the synthetic joint dictionary: the symbols, the 4 specials, padded to a multiple of 8."""
-    default = TINY_VOCAB if cfg.get("preset") == "tiny" else SYNTHETIC_VOCAB
-    n = int(cfg["data"].get("synthetic_vocab") or default) + _SPECIALS.nspecial
+    default = TINY_VOCAB if cfg.preset == "tiny" else SYNTHETIC_VOCAB
+    n = int(cfg.data.get("synthetic_vocab") or default) + _SPECIALS.nspecial
     return -(-n // 8) * 8
 
 
-def lengths(cfg: dict[str, Any]) -> tuple[int, int]:
+def lengths(cfg: RunSpec) -> tuple[int, int]:
     """(shortest, longest) sentence length in tokens, </s> included, within max_positions."""
-    default = TINY_LENGTHS if cfg.get("preset") == "tiny" else LENGTHS
-    lo, hi = (int(x) for x in (cfg["data"].get("synthetic_lengths") or default))
-    hi = min(hi, int(cfg["model"]["max_positions"]), int(cfg["batch_size"]))
+    default = TINY_LENGTHS if cfg.preset == "tiny" else LENGTHS
+    lo, hi = (int(x) for x in (cfg.data.get("synthetic_lengths") or default))
+    hi = min(hi, int(cfg.model["max_positions"]), int(cfg.batch_size))
     return min(lo, hi), hi
 
 
-def build_model(cfg: dict[str, Any]) -> nn.Module:
+def build_model(cfg: RunSpec) -> nn.Module:
     """The preset's model over the synthetic joint dictionary."""
     n = vocab_size(cfg)
     return make_model(cfg, n, n, _SPECIALS.pad_index, True)
 
 
-def synthetic_batch(cfg: dict[str, Any], generator: torch.Generator, items: int | None = None) -> dict[str, Any]:
+def synthetic_batch(cfg: RunSpec, generator: torch.Generator, items: int | None = None) -> dict[str, Any]:
     """The collated batch of `items` TrainSet items (default 1, one micro-batch): max-tokens batches."""
     lo, hi = lengths(cfg)
     first, vocab = _SPECIALS.nspecial, vocab_size(cfg)
     pairs = []
     for _ in range(items or 1):
         longest = int(torch.randint(lo, hi + 1, (), generator=generator))
-        n = max(1, int(cfg["batch_size"]) // longest)
+        n = max(1, int(cfg.batch_size) // longest)
         sizes = torch.randint(lo, longest + 1, (n, 2), generator=generator)
         sizes[0, 0] = longest  # the batch's longest sentence
         for src_len, tgt_len in sizes.tolist():

@@ -58,6 +58,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from bench.runspec import RunSpec
 from tasks.base import Concat, FloatSum, Task, combine, shard
 from tasks.presets.yolo import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module
@@ -74,19 +75,19 @@ class Yolo(Task):
     def write_tiny(self, root: Path) -> None:
         _write_tiny(Path(root))
 
-    def check_data(self, root: Path, cfg: dict[str, Any]) -> None:
-        read_spec(Path(root), cfg["data"]["yaml"], nc=int(cfg["model"]["nc"]))
+    def check_data(self, root: Path, cfg: RunSpec) -> None:
+        read_spec(Path(root), cfg.data["yaml"], nc=int(cfg.model["nc"]))
 
-    def synthetic_set(self, cfg: dict[str, Any]) -> SyntheticBatches:
+    def synthetic_set(self, cfg: RunSpec) -> SyntheticBatches:
         """perf --synthetic: batches of the preset's shapes (tasks/yolo/synthetic.py, loaded when asked)."""
         return SyntheticBatches(partial(synthetic_module(__name__).synthetic_batch, cfg))
 
-    def build_model(self, cfg: dict[str, Any]) -> nn.Module:
+    def build_model(self, cfg: RunSpec) -> nn.Module:
         offline.ensure()
         from ultralytics.cfg import get_cfg
         from ultralytics.nn.tasks import DetectionModel, yaml_model_load
 
-        m = cfg["model"]
+        m = cfg.model
         arch = yaml_model_load(m["yaml"])  # ultralytics' packaged cfg/models/v3/*.yaml
         arch["width_multiple"] = float(m.get("width_multiple", 1.0))
         arch["depth_multiple"] = float(m.get("depth_multiple", 1.0))
@@ -96,14 +97,14 @@ class Yolo(Task):
         model.detection_loss = DetectionLoss(model)  # reads the strides now, on the host, not per step
         return model
 
-    def train_set(self, cfg: dict[str, Any], root: Path) -> YoloTrainSet:
-        spec = read_spec(Path(root), cfg["data"]["yaml"], nc=int(cfg["model"]["nc"]))
-        return YoloTrainSet(build_dataset(spec, cfg["data"], "train", int(cfg["batch_size"])))
+    def train_set(self, cfg: RunSpec, root: Path) -> YoloTrainSet:
+        spec = read_spec(Path(root), cfg.data["yaml"], nc=int(cfg.model["nc"]))
+        return YoloTrainSet(build_dataset(spec, cfg.data, "train", int(cfg.batch_size)))
 
-    def eval_set(self, cfg: dict[str, Any], root: Path) -> YoloEvalSet:
-        spec = read_spec(Path(root), cfg["data"]["yaml"], nc=int(cfg["model"]["nc"]))
-        b = int(cfg["data"].get("eval_batch_size", 32))
-        return YoloEvalSet(build_dataset(spec, cfg["data"], "val", b), spec, b)
+    def eval_set(self, cfg: RunSpec, root: Path) -> YoloEvalSet:
+        spec = read_spec(Path(root), cfg.data["yaml"], nc=int(cfg.model["nc"]))
+        b = int(cfg.data.get("eval_batch_size", 32))
+        return YoloEvalSet(build_dataset(spec, cfg.data, "val", b), spec, b)
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
         """box + cls + dfl of the micro-batch (tasks/yolo/loss.py): no host sync. The batch carries its padded
@@ -120,7 +121,7 @@ class Yolo(Task):
         self,
         model: nn.Module,
         evalset: YoloEvalSet,
-        cfg: dict[str, Any],
+        cfg: RunSpec,
         device: torch.device,
         rank: int = 0,
         world: int = 1,
@@ -130,8 +131,8 @@ class Yolo(Task):
         on rank 0 in order and mAP is computed there, as one process computes it)."""
         return map_statistics(model, evalset, device, rank, world)
 
-    def metrics_from(self, stats: dict[str, Any], cfg: dict[str, Any]) -> dict[str, float]:
-        return map_from_statistics(stats, int(cfg["model"]["nc"]))
+    def metrics_from(self, stats: dict[str, Any], cfg: RunSpec) -> dict[str, float]:
+        return map_from_statistics(stats, int(cfg.model["nc"]))
 
 
 def make_validator(evalset: YoloEvalSet, device: torch.device, loader: Any = None):

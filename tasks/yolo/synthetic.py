@@ -15,16 +15,18 @@ from typing import Any
 
 import torch
 
+from bench.runspec import RunSpec
+
 from .loss import with_padded_targets
 
 BOXES = (1, 4)  # boxes per image, both ends included
 SIDES = (0.1, 0.5)  # box width and height, as fractions of the image
 
 
-def synthetic_batch(cfg: dict[str, Any], generator: torch.Generator, items: int | None = None) -> dict[str, Any]:
+def synthetic_batch(cfg: RunSpec, generator: torch.Generator, items: int | None = None) -> dict[str, Any]:
     """The collated batch of `items` images (default batch_size, one micro-batch)."""
-    n = items or int(cfg["batch_size"])
-    size, nc = int(cfg["data"]["imgsz"]), int(cfg["model"]["nc"])
+    n = items or int(cfg.batch_size)
+    size, nc = int(cfg.data["imgsz"]), int(cfg.model["nc"])
     img = torch.randint(0, 256, (n, 3, size, size), dtype=torch.uint8, generator=generator)
     counts = torch.randint(BOXES[0], BOXES[1] + 1, (n,), generator=generator)
     k = int(counts.sum())

@@ -7,6 +7,7 @@ import math
 import random
 
 import pytest
+from pydantic import ValidationError
 
 from bench.algo.rules import (
     LEGW,
@@ -28,19 +29,19 @@ from bench.algo.rules import (
 )
 from bench.algo.schedules import ScaleSchedule, lr_schedule
 from bench.errors import UserError
+from bench.runspec import Constant, Exponential, Step
 
 
 def test_exponential_and_step_decay() -> None:
-    exp = lr_schedule({"kind": "exponential", "lr0": 0.1, "decay": 0.01}, 1000)
+    exp = lr_schedule(Exponential(kind="exponential", lr0=0.1, decay=0.01), 1000)
     assert exp(0) == pytest.approx(0.1)
     assert exp(500) == pytest.approx(0.1 * 0.1)
     assert exp(1000) == pytest.approx(0.1 * 0.01)
-    step = lr_schedule({"kind": "step", "lr0": 1.0, "gamma": 0.1, "milestones": [1 / 3, 2 / 3]}, 900)
+    step = lr_schedule(Step(kind="step", lr0=1.0, gamma=0.1, milestones=[1 / 3, 2 / 3]), 900)
     assert [step(t) for t in (0, 299, 300, 599, 600, 899)] == pytest.approx([1, 1, 0.1, 0.1, 0.01, 0.01])
-    with pytest.raises(UserError, match="lr0"):
-        lr_schedule({"kind": "exponential", "decay": 0.1}, 10)
-    with pytest.raises(UserError, match="kind"):
-        lr_schedule({"kind": "cosine", "lr0": 1}, 10)
+    assert lr_schedule(Constant(kind="constant", lr0=2), 10)(7) == 2.0
+    with pytest.raises(ValidationError, match="lr0"):  # the schema's: a schedule is checked when it is made
+        Exponential.model_validate({"kind": "exponential", "decay": 0.1})
 
 
 def test_elastic_schedule_switches_at_quarter_and_half() -> None:

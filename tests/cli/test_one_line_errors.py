@@ -19,7 +19,7 @@ import torch
 
 from bench.cli import main
 from bench.errors import UserError
-from bench.files import CHECKPOINT, SPEC, SUMMARY, identity_of
+from bench.files import CHECKPOINT, SPEC, SUMMARY
 from bench.run.runner import run_dir_of
 from bench.run.spec import parse_overrides, run_name
 from tests.helpers import finished_results, spec_for, train
@@ -101,7 +101,7 @@ def test_one_form_per_number_one_folder() -> None:
     a = spec_for("logreg", "adascale", 2, **parse_overrides(["T1=2000"]))
     b = spec_for("logreg", "adascale", 2, **parse_overrides(["T1=2000.0"]))
     c = spec_for("logreg", "adascale", 2, **parse_overrides(["T1=2e3"]))
-    assert run_name(a) == run_name(b) == run_name(c) and identity_of(a) == identity_of(b)
+    assert run_name(a) == run_name(b) == run_name(c) and a.identity == b.identity
     assert run_name(spec_for("logreg", "adascale", 2, T1=2000.5)) != run_name(a)  # the control
     lr = [spec_for("logreg", "adascale", 2, **parse_overrides([f"lr_schedule.lr0={v}"])) for v in ("1", "1.0")]
     assert run_name(lr[0]) == run_name(lr[1])

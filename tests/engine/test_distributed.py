@@ -20,7 +20,7 @@ import pytest
 import torch
 from torch import nn
 
-from bench.engine.distributed import TIMEOUT_ENV, Dist, accumulation_of, ranks_for, timeout_s
+from bench.engine.distributed import TIMEOUT_ENV, Dist, ranks_for, timeout_s
 from bench.engine.loop import Engine
 from bench.engine.reduction import PairwiseGrads, TreeSum
 from bench.engine.signals import RanksChange
@@ -28,7 +28,7 @@ from bench.errors import UserError
 from bench.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl, write_json
 from bench.run.launch import initial_ranks
 from bench.run.runner import run_dir_of
-from bench.run.spec import check_same
+from bench.run.spec import check_same, read_spec
 from tasks import get_task
 from tests.helpers import run_ranks, spec_for
 
@@ -146,15 +146,15 @@ def test_one_process_sums_without_hooks_and_observes_only_when_asked() -> None:
 
 # -- spec keys, ranks, timeouts ------------------------------------------------------------------------
 def test_ranks_follow_the_accumulation_or_stay_fixed() -> None:
-    assert ranks_for({"accumulation": None}, 8, 2) == 2
-    assert ranks_for({"accumulation": 2}, 8, 1) == 4
+    assert ranks_for(spec_for("logreg"), 8, 2) == 2
+    assert ranks_for(spec_for("logreg", accumulation=2), 8, 1) == 4
     with pytest.raises(UserError, match="not a multiple of 3 ranks"):
-        ranks_for({"accumulation": None}, 8, 3)
+        ranks_for(spec_for("logreg"), 8, 3)
     with pytest.raises(UserError, match="not a multiple of accumulation 4"):
-        ranks_for({"accumulation": 4}, 2, 1)
-    for bad in (0, -1, 1.5, "2", True):
+        ranks_for(spec_for("logreg", accumulation=4), 2, 1)
+    for bad in (0, -1, 1.5, "2", True):  # the schema's check, before anything is built
         with pytest.raises(UserError, match="accumulation"):
-            accumulation_of({"accumulation": bad})
+            spec_for("logreg", accumulation=bad)
 
 
 def test_process_group_timeout_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,23 +173,23 @@ def test_the_spec_sizes_the_collective_timeout_and_the_environment_overrides_it(
 ) -> None:
     monkeypatch.delenv(TIMEOUT_ENV, raising=False)
     spec = spec_for("logreg")
-    assert spec["collective_timeout_s"] == 1800 and timeout_s(spec["collective_timeout_s"]) == 1800
-    assert timeout_s(spec_for("logreg", collective_timeout_s=60)["collective_timeout_s"]) == 60
+    assert spec.collective_timeout_s == 1800 and timeout_s(spec.collective_timeout_s) == 1800
+    assert timeout_s(spec_for("logreg", collective_timeout_s=60).collective_timeout_s) == 60
     monkeypatch.setenv(TIMEOUT_ENV, "20")  # an operator's (or a test's) override for one job
     assert timeout_s(1800) == 20
     monkeypatch.delenv(TIMEOUT_ENV)
     with pytest.raises(UserError, match="collective_timeout_s"):
         timeout_s("soon")
-    write_json(tmp_path / "spec.json", spec)
-    check_same(tmp_path, {**spec, "collective_timeout_s": 60})  # not part of a run's identity
+    write_json(tmp_path / "spec.json", spec.to_json())
+    check_same(tmp_path, spec.replace(collective_timeout_s=60))  # not part of a run's identity
 
 
 def test_the_number_of_ranks_is_not_part_of_a_runs_identity(tmp_path: Path) -> None:
     one = spec_for("logreg", "adascale", 4, T1=40)
-    write_json(tmp_path / "spec.json", one)
-    check_same(tmp_path, {**one, "ranks": 4})  # the same run on 4 ranks: accepted
+    write_json(tmp_path / "spec.json", one.to_json())
+    check_same(tmp_path, one.replace(ranks=4))  # the same run on 4 ranks: accepted
     with pytest.raises(UserError, match="accumulation"):
-        check_same(tmp_path, {**one, "accumulation": 2})
+        check_same(tmp_path, one.replace(accumulation=2))
 
 
 def test_ranks_change_survives_pickling() -> None:
@@ -204,7 +204,7 @@ def test_a_scale_that_needs_more_ranks_checkpoints_and_raises_ranks_change(tmp_p
     spec = spec_for("logreg", "adascale", "elastic-up", T1=200, accumulation=2)  # S = 2, 4, 8: W = 1, 2, 4
     assert initial_ranks(spec, tmp_path) == 1
     with pytest.raises(RanksChange, match="needs 2 ranks") as info:
-        Engine(spec, get_task(spec["task"]), tmp_path, progress=False).run()
+        Engine(spec, get_task(spec.task), tmp_path, progress=False).run()
     assert info.value.ranks == 2
     ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=True)
     assert ckpt["state"]["tau"] >= 0.25 * 200 and not (tmp_path / SUMMARY).exists()
@@ -270,7 +270,7 @@ def test_any_split_of_S_gives_the_same_run(tmp_path: Path, reference: dict[str, 
         out = tmp_path / f"w{world}"
         res = subprocess.run(cli_run(out, task, "4", world, *SETS[task]), env=ENV, capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
-        row = _compare(reference[task], run_dir_of(out, read_json(next(out.glob("*/*/*/*/spec.json")))))
+        row = _compare(reference[task], run_dir_of(out, read_spec(next(out.glob("*/*/*/*/spec.json")).parent)))
         rows.append(f"  {world}  {4 // world}  {row['iterations']}  {row['train_loss']!r}  {row['eval_loss']!r}")
     print("\n".join(rows))
 

@@ -61,11 +61,11 @@ def test_a_line_every_n_seconds_with_rate_and_eta() -> None:
 
 def test_only_rank_zero_off_a_terminal_and_when_asked() -> None:
     spec = spec_for("logreg", "adascale", 2)
-    assert spec["heartbeat_s"] == 60  # the default: a line a minute
+    assert spec.heartbeat_s == 60  # the default: a line a minute
     assert Heartbeat.for_run(spec, True, io.StringIO()) is not None
     assert Heartbeat.for_run(spec, True, Terminal()) is None  # a terminal has the progress bar
     assert Heartbeat.for_run(spec, False, io.StringIO()) is None  # one line per run, not per rank
-    assert Heartbeat.for_run({**spec, "heartbeat_s": 0}, True, io.StringIO()) is None
+    assert Heartbeat.for_run(spec.replace(heartbeat_s=0), True, io.StringIO()) is None
 
 
 def _cli(out: Path, *sets: str) -> list[str]:
@@ -160,7 +160,7 @@ def test_asked_for_without_tensorboard_installed_is_one_line(
     assert TensorBoardSink.for_run(spec, tmp_path, True, 0) is None
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "tensorboard package is not installed" in err and "[tensorboard]" in err
-    assert TensorBoardSink.for_run({**spec, "tensorboard": False}, tmp_path, True, 0) is None
+    assert TensorBoardSink.for_run(spec.replace(tensorboard=False), tmp_path, True, 0) is None
     assert capsys.readouterr().err == ""  # not asked for: nothing said
     Engine(spec, get_task("logreg"), tmp_path / "run", progress=False).run()  # and the run goes on
     assert not (tmp_path / "run" / DIRNAME).exists()

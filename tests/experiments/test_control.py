@@ -58,7 +58,7 @@ def test_smoke_cell_is_past_the_noise_scale() -> None:
     runs = {(r.method, r.scale, r.seed) for r in m.runs}
     assert {("lsw", 64, s) for s in range(3)} <= runs and {("adascale", 1, s) for s in range(3)} <= runs
     spec = m.spec(next(r for r in m.runs if r.method == "lsw"))
-    assert spec["scale"] * spec["batch_size"] == 2048 and spec["data"]["conditioning"] == 10.0
+    assert spec.scale * spec.batch_size == 2048 and spec.data["conditioning"] == 10.0
 
 
 @pytest.mark.slow
@@ -132,8 +132,8 @@ def test_the_control_matrix_reaches_several_noise_scales() -> None:
         assert all(len({r.seed for r in runs if r.scale == top and r.method == mm}) >= 3 for mm in ("lsw", "lsw+"))
     assert any(r.experiment["kind"] == "elastic" for r in m.runs)
     cifar = m.spec(next(r for r in m.runs if r.task == "cifar10"))
-    assert cifar["data"]["tiny_noise"] == 3.0 and cifar["data"]["tiny_test_size"] == 5000
-    assert cifar["data_root"].endswith("cifar10,tiny_noise=3.0,tiny_test_size=5000")
+    assert cifar.data["tiny_noise"] == 3.0 and cifar.data["tiny_test_size"] == 5000
+    assert cifar.data_root.endswith("cifar10,tiny_noise=3.0,tiny_test_size=5000")
 
 
 PILOT_SD = 1.87  # S = 1's top-1 spread over the pilot's 10 seeds (control.yaml's header; docs/design.md §1)
@@ -159,7 +159,7 @@ def test_the_control_is_planned_for_a_true_difference_of_zero(tmp_path: Path) ->
     assert cifar_power(m) >= 0.8
     assert NI.decision_power(PILOT_SD_64, 1.0, 9, 0.0, n_base=18, sd_base=PILOT_SD) < 0.55
     spec = m.spec(next(r for r in m.runs if r.task == "cifar10"))
-    sampling_error = 100 * math.sqrt(0.9 * 0.1 / spec["data"]["tiny_test_size"])
+    sampling_error = 100 * math.sqrt(0.9 * 0.1 / spec.data["tiny_test_size"])
     assert sampling_error < 0.5 * 1.0 < 100 * math.sqrt(0.9 * 0.1 / 300)
 
 

@@ -13,6 +13,8 @@ from bench.errors import UserError
 from bench.experiments import matrix
 from bench.files import write_json
 from bench.run.needs import find_T
+from bench.run.spec import resolve
+from tasks import get_task
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -116,7 +118,11 @@ def test_scaled_sgd_T_is_the_mean_adascale_iterations_of_grid_runs_reaching_the_
     _grid_run(tmp_path, 0.2, 40, 70.0)
     _grid_run(tmp_path, 0.4, 90, 20.0)  # below the threshold: left out
     _grid_run(tmp_path, 0.8, 10, 99.0, grid="other")  # another grid: left out
-    spec = {"task": "cifar10", "experiment": {"kind": "heatmap", "grid": "g", "threshold": 50.0}}
+    spec = resolve(
+        get_task("cifar10"), "scaled", 4, 0, "tiny", experiment={"kind": "heatmap", "grid": "g", "threshold": 50.0}
+    )
     assert find_T(tmp_path, spec) == 35.0
-    spec["experiment"]["threshold"] = 99.5  # none reaches it: all of the grid's completed runs
+    spec = spec.replace(
+        experiment={**spec.experiment, "threshold": 99.5}
+    )  # none reaches it: all of the grid's completed runs
     assert find_T(tmp_path, spec) == pytest.approx((30 + 40 + 90) / 3)

@@ -79,7 +79,7 @@ def test_a_built_in_rule_reaches_matrix_plan_run_status_and_table2(tmp_path: Pat
     for r in m.runs:
         assert run_spec(m.spec(r), out, progress=False)["status"] == "completed"
     records = read_jsonl(out / "logreg/sqrt/s4/seed0,T1=60,eval_every=30" / METRICS)
-    lr0 = spec_for("logreg")["lr_schedule"]["lr0"]  # a constant schedule
+    lr0 = spec_for("logreg").lr_schedule.lr0  # a constant schedule
     assert [r["lr"] for r in records if not r.get("eval")] == [pytest.approx(2.0 * lr0)] * 15  # √4 · lr0
 
     text = table(collect(out))

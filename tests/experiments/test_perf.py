@@ -355,25 +355,25 @@ def test_a_synthetic_batch_is_the_real_collates_and_trains(task: str) -> None:
     real_set = real_task.train_set(spec, prepare_data(real_task, spec, Dist()))
     real = real_set.collate([real_set[(i, i)] for i in range(n)])
     assert _structure(batch) == _structure(real)
-    b = int(spec["batch_size"])
+    b = int(spec.batch_size)
     if task == "speech":
         from tasks.speech.data import ctc_feasible
         from tasks.speech.model import output_frames
 
-        assert batch["features"].shape[:2] == (b, spec["data"]["n_mels"])
+        assert batch["features"].shape[:2] == (b, spec.data["n_mels"])
         targets = batch["targets"].split(batch["target_lengths"].tolist())
         for t, frames in zip(targets, batch["feature_lengths"].tolist(), strict=True):
-            assert ctc_feasible(t.tolist(), output_frames(frames, spec["model"]))
+            assert ctc_feasible(t.tolist(), output_frames(frames, spec.model))
     elif task == "transformer":
         from tasks.transformer.data import load_vocab
         from tasks.transformer.synthetic import vocab_size
 
         assert int(batch["target"].ne(batch["pad"]).sum()) == batch["ntokens"] <= b
-        tiny_vocab = len(load_vocab(Path(spec["data_root"]), spec["data"]).src)
+        tiny_vocab = len(load_vocab(Path(spec.data_root), spec.data).src)
         assert int(batch["src_tokens"].max()) < vocab_size(spec) == tiny_vocab  # the toy corpus's dictionary
     else:
-        size = spec["data"]["imgsz"]
-        assert batch["img"].shape == (b, 3, size, size) and int(batch["cls"].max()) < spec["model"]["nc"]
+        size = spec.data["imgsz"]
+        assert batch["img"].shape == (b, 3, size, size) and int(batch["cls"].max()) < spec.model["nc"]
         assert set(batch["batch_idx"].long().tolist()) == set(range(b))
     torch.manual_seed(0)
     model = fake.build_model(spec)
@@ -385,7 +385,6 @@ def test_a_synthetic_batch_is_the_real_collates_and_trains(task: str) -> None:
 
 
 def test_bf16_autocast_is_a_spec_option(tmp_path: Path) -> None:
-    from bench.engine.amp import amp_mode
     from bench.errors import UserError
 
     summary, engine = train(spec_for("cifar10", "adascale", 2, T1=4, amp="bf16"), tmp_path / "bf16")
@@ -394,7 +393,7 @@ def test_bf16_autocast_is_a_spec_option(tmp_path: Path) -> None:
     _, plain = train(spec_for("cifar10", "adascale", 2, T1=4), tmp_path / "fp32")
     assert plain.loss_task is plain.task
     with pytest.raises(UserError, match="amp"):
-        amp_mode({"amp": "fp8"})
+        spec_for("cifar10", amp="fp8")  # the schema's values
 
 
 @pytest.mark.gpu

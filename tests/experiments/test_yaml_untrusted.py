@@ -85,7 +85,7 @@ def test_exponent_numbers_are_numbers(tmp_path: Path) -> None:
     spec = resolve(
         get_task("logreg"), "adascale", 2, 0, "tiny", overrides=parse_overrides(["T1=2e3", "eval_every=1e2"])
     )
-    assert spec["T1"] == 2000 and spec["eval_every"] == 100
+    assert spec.T1 == 2000 and spec.eval_every == 100
     path = tmp_path / "m.yaml"
     path.write_text(
         "preset: tiny\nset: {T1: 4e2}\nexperiments:\n"

@@ -74,7 +74,7 @@ def test_offline_gain_matches_a_computation_by_hand() -> None:
     trainset = task.train_set(spec, Path())
     n, seed, S = 12, 1234, 8
     batches = list(microbatches(task, trainset, spec, n, seed))
-    assert len(batches) == n and all(len(x) == spec["batch_size"] for x, _ in batches)
+    assert len(batches) == n and all(len(x) == spec.batch_size for x, _ in batches)
     est = measure(task, model, iter(batches), seed, S, torch.device("cpu"), batch_size=32)
 
     w = model.weight.detach().double().numpy().ravel()
@@ -180,7 +180,7 @@ def test_gain_command_prints_the_table(logreg_run: Path, capsys: pytest.CaptureF
 
 
 def test_gain_command_without_kept_checkpoints_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    write_json(tmp_path / SPEC, spec_for("logreg", "adascale", 8))
+    write_json(tmp_path / SPEC, spec_for("logreg", "adascale", 8).to_json())
     assert main(["gain", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no kept checkpoints" in err and "keep_checkpoints_every" in err

@@ -171,8 +171,8 @@ def test_the_permutation_drawn_estimator_fails_the_same_bars(smoke_run: Path) ->
     for path in kept_checkpoints(smoke_run):
         kept = load_weights(path, torch.device("cpu"))
         model.load_state_dict(kept["model"])
-        seed = mix(int(spec["seed"]), int(kept["iteration"]), OFFLINE_STREAM)
-        stream = ItemStream(len(trainset), spec["batch_size"], seed)
+        seed = mix(int(spec.seed), int(kept["iteration"]), OFFLINE_STREAM)
+        stream = ItemStream(len(trainset), spec.batch_size, seed)
         draws = itertools.islice(iter(loader(trainset, RankSampler(stream, 0, 1, 1, 0))), BATCHES["tiny"])
         m = measure(task, model, draws, seed, 8, torch.device("cpu"), batch_size=32)
         est.append(m["offline_gain"])

@@ -128,7 +128,7 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path: Path) -> None:
 
 def test_a_checkpoint_that_differs_only_in_non_identity_keys_resumes(tmp_path: Path) -> None:
     spec = stopped_run(tmp_path)
-    summary, _ = train({**spec, "num_workers": 0, "threads": 2, "device": "cpu"}, tmp_path)
+    summary, _ = train(spec.replace(num_workers=0, threads=2, device="cpu"), tmp_path)
     assert summary["status"] == "completed"
 
 
@@ -136,7 +136,7 @@ def test_a_resume_with_a_where_it_runs_override_continues_the_run(tmp_path: Path
     """`--set num_workers=2` on the resume: in the spec's overrides, but not in its identity."""
     spec = stopped_run(tmp_path)
     again = spec_for("logreg", "adascale", 2, T1=100, num_workers=2)
-    assert again["overrides"] != spec["overrides"]
+    assert again.overrides != spec.overrides
     summary, _ = train(again, tmp_path)
     assert summary["status"] == "completed" and summary["iterations"] > 1
 
@@ -152,7 +152,7 @@ def test_a_checkpoint_written_before_a_later_setting_existed_resumes(tmp_path: P
     torch.save(ckpt, tmp_path / CHECKPOINT)
     write_json(tmp_path / SPEC, ckpt["spec"])
     with pytest.raises(UserError, match="differs in: microbatch_mode"):
-        train({**spec, "microbatch_mode": "batched"}, tmp_path)
+        train(spec.replace(microbatch_mode="batched"), tmp_path)
     summary, _ = train(spec, tmp_path)
     assert summary["status"] == "completed" and summary["iterations"] > 1
 

@@ -1,12 +1,12 @@
-"""The run settings are written once (bench.run.schema.Settings): their defaults, types and meaning."""
+"""The run settings are written once (bench.runspec.Settings): their defaults, types and meaning."""
 
 from __future__ import annotations
 
 import pytest
 
 from bench.errors import UserError
-from bench.run.schema import PRESET_KEYS, RUN_DEFAULTS, Settings
 from bench.run.spec import resolve
+from bench.runspec import PRESET_KEYS, RUN_DEFAULTS, Settings
 from tasks import get_task
 
 
@@ -18,12 +18,12 @@ def test_every_setting_says_what_it_is_for() -> None:
 def test_a_resolved_spec_holds_every_default_and_every_preset_key() -> None:
     spec = resolve(get_task("logreg"), "adascale", 2, 0, "tiny")
     preset = get_task("logreg").presets["tiny"]  # a preset may set a setting (logreg: ttt_target)
-    assert {k: spec[k] for k in RUN_DEFAULTS if k != "threads" and k not in preset} == {
+    assert {k: getattr(spec, k) for k in RUN_DEFAULTS if k != "threads" and k not in preset} == {
         k: v for k, v in RUN_DEFAULTS.items() if k != "threads" and k not in preset
     }
-    assert spec["ttt_target"] == preset["ttt_target"]
-    assert spec["threads"] == 1  # the tiny preset's rule for an unset value
-    assert set(PRESET_KEYS) <= set(spec)
+    assert spec.ttt_target == preset["ttt_target"]
+    assert spec.threads == 1  # the tiny preset's rule for an unset value
+    assert set(PRESET_KEYS) <= set(spec.to_json())
 
 
 def test_a_setting_is_checked_against_its_one_declaration() -> None:

@@ -32,11 +32,11 @@ def test_summary_numbers_are_those_of_the_whole_file(tmp_path: Path) -> None:
     spec = spec_for("logreg", "adascale", 4, T1=300, eval_every=50)
     summary, _ = train(spec, tmp_path)
     records = [r for r in read_jsonl(tmp_path / METRICS) if not r.get("eval")]
-    window = max(1, math.ceil(spec["train_loss_window"] * len(records)))
+    window = max(1, math.ceil(spec.train_loss_window * len(records)))
     losses = [r["loss"] for r in records[-window:]]
     gains = [r["gain"] for r in records]
     assert summary["train_loss"] == sum(losses) / len(losses)  # bit for bit
     assert summary["mean_gain"] == sum(gains) / len(gains)
     assert summary["iterations"] == len(records)
     stats = [(r["sum_sq"], r["mean_sq"], r["scale"]) for r in records]
-    assert summary["B_simple"] == b_simple_average(stats, spec["batch_size"])
+    assert summary["B_simple"] == b_simple_average(stats, spec.batch_size)

@@ -18,6 +18,7 @@ from bench.files import CHECKPOINT, SUMMARY, read_json, write_json
 from slurm.executors import Resources, accumulation, choose_ranks, shape_for
 from slurm.job import ATTEMPTS, JOB, RunJob, dist_environment, start_group
 from slurm.status import add_to_manifest, collect, last_line, run_state, table
+from tests.helpers import spec_for
 
 
 def matrix(tmp_path: Path, body: str, name: str = "m.yaml") -> Path:
@@ -58,23 +59,24 @@ def test_ranks_are_the_most_that_divide_every_scale_and_fill_whole_nodes(
 
 def test_shape_spreads_ranks_over_nodes_and_asks_a_gpu_per_rank() -> None:
     res = Resources(executor="slurm", gpus_per_node=4, max_nodes=2)
-    spec = {"scale": 16, "num_workers": 3}
+    spec = spec_for("logreg", "adascale", 16, num_workers=3)
     shape = shape_for(spec, choose_ranks([16], res), res)
     assert (shape.ranks, shape.nodes, shape.tasks_per_node, shape.gpus_per_node, shape.cpus_per_task) == (8, 2, 4, 4, 4)
     assert accumulation(spec, shape.ranks) == {16: 2}
-    elastic = {"scale": "elastic-up", "elastic": {"up": [[0.0, 2], [0.25, 4], [0.5, 8]]}}
+    elastic = spec_for("logreg", "adascale", "elastic-up", elastic={"up": [[0.0, 2], [0.25, 4], [0.5, 8]]})
     assert accumulation(elastic, 2) == {2: 1, 4: 2, 8: 4}
     cpu = Resources(executor="slurm", gpus_per_node=0, max_nodes=1, cpus_per_task=2)
-    assert shape_for({"scale": 4}, 1, cpu).gpus_per_node == 0 and shape_for({"scale": 4}, 1, cpu).cpus_per_task == 2
+    four = spec_for("logreg", "adascale", 4)
+    assert shape_for(four, 1, cpu).gpus_per_node == 0 and shape_for(four, 1, cpu).cpus_per_task == 2
 
 
 def test_job_names_say_which_methods_an_array_runs() -> None:
     from bench.experiments.matrix import RunRequest
     from slurm.submit import Planned, job_name
 
-    shape = shape_for({"scale": 4}, 1, Resources(executor="slurm", gpus_per_node=0))
+    shape = shape_for(spec_for("logreg", "adascale", 4), 1, Resources(executor="slurm", gpus_per_node=0))
     runs = [
-        Planned(RunRequest("cifar10", m, 4, k), {}, f"r{m}{k}", shape)
+        Planned(RunRequest("cifar10", m, 4, k), spec_for("cifar10", m, 4, k), f"r{m}{k}", shape)
         for m in ("adascale", "lsw", "lsw")
         for k in (0, 1)
     ]
@@ -116,7 +118,7 @@ def test_a_one_task_job_ignores_the_group_variables_it_inherited(monkeypatch: py
     monkeypatch.setenv("MASTER_PORT", str(port))
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "old")
     monkeypatch.setenv("ADASCALE_BENCH_DIST_TIMEOUT", "5")
-    dist = start_group(OneTask(), {"device": "cpu"}, Path("."), None)
+    dist = start_group(OneTask(), spec_for("logreg", device="cpu"), Path("."), None)
     shutdown()
     assert (dist.rank, dist.world) == (0, 1)
     assert not [k for k in ("RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_RUN_ID") if k in os.environ]
@@ -128,7 +130,6 @@ def test_a_continuation_is_submitted_without_this_jobs_variables(
     """submit_continuation runs inside a job (rank 0 of W = 2): what sbatch exports to the next job
     carries neither this job's allocation nor its place in this job's group, and the port is not kept."""
     import slurm.job as job_module
-    from tests.helpers import spec_for
 
     seen: list[dict[str, str]] = []
 
@@ -174,12 +175,15 @@ def test_dry_run_prints_the_arrays_without_slurm_or_submitting(tmp_path: Path, c
 def test_cheap_runs_are_not_spread_over_nodes(preset: str, task: str, ranks: int) -> None:
     """The task card's max_ranks: a tiny run (seconds) and a logreg run train on one rank whatever the
     resources; a paper cifar10 run gets them all (the control), and a fixed accumulation is not capped."""
+    from bench.run.spec import resolve
     from slurm.executors import ranks_to_start
+    from tasks import get_task
 
     res = Resources(executor="slurm", gpus_per_node=8, max_nodes=2)
-    spec = {"task": task, "preset": preset, "scale": 16, "accumulation": None}
+    spec = resolve(get_task(task), "adascale", 16, 0, preset, "/nonexistent")
     assert ranks_to_start(spec, Path("/nonexistent"), res) == ranks
-    assert ranks_to_start({**spec, "task": "cifar10", "preset": "paper"}, Path("/nonexistent"), res) == 16
+    paper = resolve(get_task("cifar10"), "adascale", 16, 0, "paper", "/nonexistent")
+    assert ranks_to_start(paper, Path("/nonexistent"), res) == 16
 
 
 def test_submit_smoke_dry_run_gives_every_run_one_rank(capsys: pytest.CaptureFixture) -> None:
@@ -256,7 +260,6 @@ experiments:
 
 
 def test_a_need_without_summary_fails_the_dependent_run(tmp_path: Path) -> None:
-    from tests.helpers import spec_for
 
     spec = spec_for("logreg", "lsw+", 2, T1=40)
     job = RunJob(spec, tmp_path, needs=["logreg/adascale/s2/seed0,T1=40"], raise_on_failure=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.run.schema import PRESET_KEYS
+from bench.runspec import PRESET_KEYS
 from tasks import available, get_task
 from tasks.presets import card, gain_memory, tiny_T1, windows_at
 
@@ -107,7 +107,7 @@ def test_smoke_runs_follow_the_rule_at_their_largest_scale() -> None:
             continue
         spec = m.spec(r)
         s = r.scale if isinstance(r.scale, int) else largest[r.task]
-        assert windows_at(spec["T1"], s) >= card(r.task).tiny_windows - 1e-9, r
+        assert windows_at(spec.T1, s) >= card(r.task).tiny_windows - 1e-9, r
 
 
 def test_gain_memory_is_the_estimators() -> None:
@@ -126,8 +126,8 @@ def test_paper_presets_reduce_natively_and_tiny_ones_pairwise() -> None:
     from tasks.presets import card
 
     for name in ("cifar10", "imagenet", "speech", "transformer", "yolo"):
-        assert resolve(card(name), "adascale", 16, 0, "paper", "/data")["reduction"] == "native"
-        assert resolve(card(name), "adascale", 16, 0, "tiny", "/data")["reduction"] == "pairwise"
+        assert resolve(card(name), "adascale", 16, 0, "paper", "/data").reduction == "native"
+        assert resolve(card(name), "adascale", 16, 0, "tiny", "/data").reduction == "pairwise"
 
 
 def test_a_task_added_to_the_registry_is_checked_or_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,9 +15,10 @@ from bench.errors import UserError
 from tasks.cifar10 import Cifar10, data
 from tasks.cifar10.model import PreActBlock, PreActResNet18
 from tasks.cifar10.tiny import LABEL_NAMES, write_tiny
+from tests.helpers import tiny_spec
 
 TASK = Cifar10()
-TINY = {**Cifar10.presets["tiny"], "seed": 0}
+TINY = tiny_spec("cifar10")
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -117,7 +118,7 @@ def test_labels_must_match_meta(tmp_path: Path) -> None:
 
 
 def test_official_md5_is_checked_when_asked(root: Path) -> None:
-    cfg = {**TINY, "data": {**TINY["data"], "verify_md5": True}}
+    cfg = tiny_spec("cifar10", data={"verify_md5": True})
     with pytest.raises(UserError, match="md5"):
         TASK.check_data(root, cfg)
     assert Cifar10.presets["paper"]["data"]["verify_md5"] is True
@@ -192,7 +193,7 @@ def test_tiny_model_has_one_block_per_stage() -> None:
 
 @pytest.mark.parametrize("width", [64, 8])
 def test_model_output_shape(width: int) -> None:
-    model = TASK.build_model({**TINY, "model": {"width": width, "num_classes": 10}})
+    model = TASK.build_model(tiny_spec("cifar10").replace(model={"width": width, "num_classes": 10}))
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
     assert model.fc.in_features == 8 * width
     if width == 64:  # ResNet-18 on CIFAR: ~11.2 M parameters
@@ -219,7 +220,7 @@ def test_top1_and_loss_match_independent_computation() -> None:
     labels = torch.randint(0, 10, (n,), generator=g)
     labels[:8] = logits[:8].argmax(1)  # make some right for sure
     evalset = data.EvalSet(torch.zeros(n, 3, 32, 32, dtype=torch.uint8), labels, LABEL_NAMES)
-    cfg = {**TINY, "data": {**TINY["data"], "eval_batch_size": 5}}  # several batches, last one partial
+    cfg = tiny_spec("cifar10", data={"eval_batch_size": 5})  # several batches, last one partial
     out = TASK.evaluate(_FixedLogits(logits), evalset, cfg, torch.device("cpu"))
     z = logits.double().numpy()
     y = labels.numpy()

@@ -6,6 +6,7 @@ import csv
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,10 +17,12 @@ from torchvision.datasets import ImageFolder
 from torchvision.models.resnet import Bottleneck
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 from tasks import get_task
 from tasks.imagenet import ImageNet, build_resnet, topk_correct
 from tasks.imagenet import tiny as tiny_mod
 from tasks.imagenet.data import check_layout
+from tests.helpers import preset_spec, tiny_spec
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +32,8 @@ def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def tiny_cfg(seed: int = 0) -> dict:
-    return {**ImageNet.presets["tiny"], "seed": seed}
+def tiny_cfg(seed: int = 0, **changes: Any) -> RunSpec:
+    return tiny_spec("imagenet", seed, **changes)
 
 
 # --- the tiny dataset, read by torchvision's own ImageFolder -----------------------------------------
@@ -85,8 +88,8 @@ def _layout(root: Path, train: dict[str, int], val: dict[str, int]) -> Path:
     return root
 
 
-def _error(root: Path, cfg: dict | None = None) -> str:
-    cfg = cfg or {**tiny_cfg(), "model": {**tiny_cfg()["model"], "num_classes": 2}}
+def _error(root: Path, cfg: RunSpec | None = None) -> str:
+    cfg = cfg or tiny_cfg(model={"num_classes": 2})
     with pytest.raises(UserError) as info:
         ImageNet().check_data(root, cfg)
     message = str(info.value)
@@ -148,7 +151,7 @@ def test_classes_differ_between_splits(tmp_path: Path) -> None:
 
 
 def test_class_count_must_match_model(tiny_root: Path) -> None:
-    message = _error(tiny_root, ImageNet.presets["paper"])
+    message = _error(tiny_root, preset_spec("imagenet", "paper"))
     assert "model.num_classes=5" in message
 
 
@@ -217,7 +220,7 @@ def test_evaluate_on_constant_predictor(tiny_root: Path) -> None:
             return out
 
     task = ImageNet()
-    cfg = {**tiny_cfg(), "data": {**tiny_cfg()["data"], "eval_batch_size": 7}}  # ragged last batch
+    cfg = tiny_cfg(data={"eval_batch_size": 7})  # ragged last batch
     result = task.evaluate(Constant(), task.eval_set(cfg, tiny_root), cfg, torch.device("cpu"))
     assert result["top1"] == pytest.approx(20.0)
     assert result["top5"] == pytest.approx(100.0)
@@ -278,7 +281,7 @@ def test_registry_finds_the_task() -> None:
 
 def test_paper_model_is_torchvision_resnet50() -> None:
     torch.manual_seed(0)
-    model = ImageNet().build_model(ImageNet.presets["paper"])
+    model = ImageNet().build_model(preset_spec("imagenet", "paper"))
     assert sum(p.numel() for p in model.parameters()) == 25_557_032  # ResNet-50, 1000 classes
     # zero-init of the last BN gamma per block (Goyal et al.)
     assert all(not m.bn3.weight.detach().any() for m in model.modules() if isinstance(m, Bottleneck))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import shutil
 from pathlib import Path
@@ -12,6 +11,7 @@ import soundfile as sf
 import torch
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 from tasks.base import Task
 from tasks.speech import Speech, ctc_loss
 from tasks.speech import data as sdata
@@ -25,6 +25,7 @@ from tasks.speech.text import (
     encode,
     greedy_decode,
 )
+from tests.helpers import tiny_spec
 
 
 @pytest.fixture(scope="module")
@@ -36,15 +37,12 @@ def tiny_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def train_set(tiny_root: Path) -> sdata.TrainSet:
-    c = copy.deepcopy(Speech.presets["tiny"])
-    return Speech().train_set(c, tiny_root)
+    return Speech().train_set(tiny_spec("speech"), tiny_root)
 
 
 @pytest.fixture
-def cfg() -> dict:
-    c = copy.deepcopy(Speech.presets["tiny"])
-    c["seed"] = 0
-    return c
+def cfg() -> RunSpec:
+    return tiny_spec("speech")
 
 
 def test_presets_complete_and_protocol() -> None:
@@ -83,13 +81,13 @@ def test_tiny_corpus_read_by_loader_and_round_trips(tiny_root: Path, cfg: dict, 
     assert rate == 8000 and len(audio) == first.num_samples and sf.info(str(first.path)).format == "FLAC"
 
     ts = train_set
-    assert len(ts) == 160 // cfg["batch_size"]
+    assert len(ts) == 160 // cfg.batch_size
     lengths = [[u.num_samples for u in b] for b in ts.batches]
     flat = [n for b in lengths for n in b]
-    assert flat == sorted(flat) and all(len(b) == cfg["batch_size"] for b in lengths)  # length-bucketed
+    assert flat == sorted(flat) and all(len(b) == cfg.batch_size for b in lengths)  # length-bucketed
     batch = ts.collate([ts[(3, 11)]])
     texts = [u.text for u in ts.batches[3]]
-    assert batch["features"].shape[:2] == (8, cfg["data"]["n_mels"])
+    assert batch["features"].shape[:2] == (8, cfg.data["n_mels"])
     assert batch["features"].shape[2] == int(batch["feature_lengths"].max())
     ids = batch["targets"].split(batch["target_lengths"].tolist())
     assert [decode(t.tolist()) for t in ids] == texts  # id round trip through collate
@@ -173,9 +171,8 @@ def test_bad_layouts_raise_user_error_naming_path(tiny_root: Path, tmp_path: Pat
     dev_trans.write_text(dev_trans.read_text().replace("84-121123-0005", "84-999-0005"))
     with pytest.raises(UserError, match="84-121123.trans.txt:6"):
         task.eval_set(cfg, root)
-    cfg["data"]["sample_rate"] = 16000
     with pytest.raises(UserError, match="16000 Hz"):
-        task.train_set(cfg, tiny_root)
+        task.train_set(tiny_spec("speech", data={"sample_rate": 16000}), tiny_root)
 
 
 def test_librispeech_top_folder_accepted(tiny_root: Path, tmp_path: Path, cfg: dict) -> None:

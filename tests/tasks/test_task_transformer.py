@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import struct
 from collections import Counter
 from pathlib import Path
@@ -13,6 +12,7 @@ import sacrebleu
 import torch
 
 from bench.errors import UserError
+from bench.runspec import RunSpec
 from tasks.transformer import Transformer, corpus_bleu
 from tasks.transformer import data as D
 from tasks.transformer.dictionary import Dictionary, post_process
@@ -26,13 +26,11 @@ from tasks.transformer.indexed import (
 )
 from tasks.transformer.model import TransformerNMT, beam_search, greedy_decode
 from tasks.transformer.tiny import tiny_pairs, write_raw
+from tests.helpers import tiny_spec
 
 
-def tiny_cfg(**data: object) -> dict:
-    cfg = copy.deepcopy(Transformer.presets["tiny"])
-    cfg["seed"] = 0
-    cfg["data"].update(data)
-    return cfg
+def tiny_cfg(**data: object) -> RunSpec:
+    return tiny_spec("transformer", data=data)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -220,7 +218,7 @@ def test_adapter_batches_model_and_eval(tiny_root: Path) -> None:
     assert model.src_embed is model.tgt_embed  # joint dictionary: one shared embedding matrix
     train = task.train_set(cfg, tiny_root)
     sizes = [int(np.maximum(train.data.src_sizes[b], train.data.tgt_sizes[b]).max()) * len(b) for b in train.batches]
-    assert max(sizes) <= cfg["batch_size"]
+    assert max(sizes) <= cfg.batch_size
     assert sum(len(b) for b in train.batches) == 1600
     batch = train.collate([train[(3, 123)]])
     model.train()
@@ -242,7 +240,7 @@ def test_adapter_batches_model_and_eval(tiny_root: Path) -> None:
 
 def test_masks_and_decoders(tiny_root: Path) -> None:
     task, cfg = Transformer(), tiny_cfg()
-    cfg["T1"] = 150  # the 150 steps this test was written for (the tiny preset's T1 is now 2000)
+    cfg = cfg.replace(T1=150)  # the 150 steps this test was written for (the tiny preset's T1 is now 2000)
     task.check_data(tiny_root, cfg)
     torch.manual_seed(0)
     model = task.build_model(cfg).eval()
@@ -265,7 +263,7 @@ def test_masks_and_decoders(tiny_root: Path) -> None:
 
 def test_few_adam_steps_lower_the_loss(tiny_root: Path) -> None:
     task, cfg = Transformer(), tiny_cfg()
-    cfg["T1"] = 150  # the 150 steps this test was written for (the tiny preset's T1 is now 2000)
+    cfg = cfg.replace(T1=150)  # the 150 steps this test was written for (the tiny preset's T1 is now 2000)
     task.check_data(tiny_root, cfg)
     torch.manual_seed(0)
     model = task.build_model(cfg)
@@ -290,8 +288,7 @@ def test_few_adam_steps_lower_the_loss(tiny_root: Path) -> None:
 
 
 def _tiny_model(tiny_root: Path, **model: object) -> TransformerNMT:
-    task, cfg = Transformer(), tiny_cfg()
-    cfg["model"].update(model)
+    task, cfg = Transformer(), tiny_spec("transformer", model=model)
     task.check_data(tiny_root, cfg)
     torch.manual_seed(0)
     return task.build_model(cfg).eval()
@@ -313,7 +310,7 @@ def valid_sources(tiny_root: Path) -> torch.Tensor:
 def trained_tiny(tiny_root: Path) -> TransformerNMT:
     """The tiny preset's model after 40 Adam steps: it ends hypotheses with </s> before the length budget."""
     task, cfg = Transformer(), tiny_cfg()
-    cfg["T1"] = 150  # the 150 steps this test was written for (the tiny preset's T1 is now 2000)
+    cfg = cfg.replace(T1=150)  # the 150 steps this test was written for (the tiny preset's T1 is now 2000)
     task.check_data(tiny_root, cfg)
     torch.manual_seed(0)
     model = task.build_model(cfg)
@@ -409,7 +406,7 @@ def test_raw_text_with_sentencepiece(tmp_path: Path) -> None:
         model_type="unigram",
         minloglevel=2,
     )
-    task, cfg = Transformer(), tiny_cfg(format="raw", spm_model="spm.model")
+    task, cfg = Transformer(), tiny_cfg(format="raw")  # spm.model: the default name
     task.check_data(tmp_path, cfg)
     torch.manual_seed(0)
     model = task.build_model(cfg)
@@ -430,17 +427,17 @@ def test_raw_text_with_sentencepiece(tmp_path: Path) -> None:
 
 def test_tiny_sgd_run_reaches_positive_bleu(tiny_root: Path) -> None:
     task, cfg = Transformer(), tiny_cfg()
-    cfg["T1"] = 150  # the 150 steps this test was written for (the tiny preset's T1 is now 2000)
+    cfg = cfg.replace(T1=150)  # the 150 steps this test was written for (the tiny preset's T1 is now 2000)
     task.check_data(tiny_root, cfg)
     torch.manual_seed(0)
     model = task.build_model(cfg)
     train, evalset = task.train_set(cfg, tiny_root), task.eval_set(cfg, tiny_root)
-    sched = cfg["lr_schedule"]
-    opt = torch.optim.SGD(model.parameters(), lr=sched["lr0"], momentum=cfg["momentum"])
+    sched = cfg.lr_schedule
+    opt = torch.optim.SGD(model.parameters(), lr=sched.lr0, momentum=cfg.momentum)
     order = np.random.default_rng(0).permutation(np.tile(np.arange(len(train)), 8))
     losses = []
-    for it in range(cfg["T1"]):
-        lr = sched["lr0"] * sched["gamma"] ** sum(it >= m * cfg["T1"] for m in sched["milestones"])
+    for it in range(cfg.T1):
+        lr = sched.lr0 * sched.gamma ** sum(it >= m * cfg.T1 for m in sched.milestones)
         for g in opt.param_groups:
             g["lr"] = lr
         torch.manual_seed(it)

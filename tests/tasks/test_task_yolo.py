@@ -19,10 +19,11 @@ from bench.errors import UserError
 from tasks.yolo import Yolo, evaluate_map
 from tasks.yolo.data import build_dataset, read_spec
 from tasks.yolo.tiny import CLASSES, IMAGE_SIZE, SPLITS, YAML_NAME, make_image, write_tiny
+from tests.helpers import tiny_spec
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = Yolo()
-TINY = {**Yolo.presets["tiny"], "seed": 0}
+TINY = tiny_spec("yolo")
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -69,7 +70,7 @@ def test_tiny_set_loads_through_ultralytics_dataset(root: Path, evalset) -> None
     spec = read_spec(root, YAML_NAME, nc=3)
     assert spec.names == dict(enumerate(CLASSES))
     for split in SPLITS:
-        ds = build_dataset(spec, TINY["data"], split, batch=8)  # "train" augments, "val" letterboxes
+        ds = build_dataset(spec, TINY.data, split, batch=8)  # "train" augments, "val" letterboxes
         assert len(ds) == SPLITS[split]
         assert [Path(f).name for f in ds.im_files] == [f"{split}_{i:04d}.jpg" for i in range(SPLITS[split])]
         for label, boxes in zip(ds.labels, written_boxes(split), strict=True):
@@ -100,7 +101,7 @@ def test_train_items_are_pure_functions_of_key(root: Path, train) -> None:
     assert not torch.equal(a["img"], c["img"])
     # With ultralytics' default mosaic (partners normally drawn from a load-history buffer) too.
     spec = read_spec(root, YAML_NAME)
-    mosaic = {**TINY["data"], "augment": {**TINY["data"]["augment"], "mosaic": 1.0}}
+    mosaic = {**TINY.data, "augment": {**TINY.data["augment"], "mosaic": 1.0}}
     from tasks.yolo.data import YoloTrainSet
 
     ts = YoloTrainSet(build_dataset(spec, mosaic, "train", batch=8))
@@ -212,7 +213,7 @@ def test_bad_layouts_raise_one_line_user_errors(tmp_path: Path, root: Path) -> N
     assert str(broken / "labels" / "val") in error(broken)
     (broken / YAML_NAME).write_text("train: images/train\nnames: [a, b, c]\n")
     assert "'val'" in error(broken) and str(broken / YAML_NAME) in error(broken)
-    assert "model.nc" in error(root, {**TINY, "model": {**TINY["model"], "nc": 20}})
+    assert "model.nc" in error(root, tiny_spec("yolo", model={"nc": 20}))
     TASK.check_data(root, TINY)  # the good one passes
 
 
@@ -246,8 +247,9 @@ NO_NETWORK_SCRIPT = textwrap.dedent(
     import torch
     torch.set_num_threads(1)
     from tasks.yolo import Yolo
+    from tests.helpers import tiny_spec
     task, root = Yolo(), Path(sys.argv[1])
-    cfg = {**Yolo.presets["tiny"], "seed": 0}
+    cfg = tiny_spec("yolo")
     task.write_tiny(root)
     task.check_data(root, cfg)
     torch.manual_seed(0)

@@ -21,10 +21,11 @@ from bench.errors import UserError
 from tasks.cifar10 import Cifar10, data
 from tasks.cifar10.prepare import prepare as prepare_cifar10
 from tasks.cifar10.tiny import write_tiny
+from tests.helpers import tiny_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TINY = {**Cifar10.presets["tiny"], "seed": 0}
+TINY = tiny_spec("cifar10")
 
 
 class Payload:

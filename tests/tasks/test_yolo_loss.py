@@ -13,6 +13,7 @@ import torch
 from bench.experiments.syncs import count_host_syncs
 from tasks.yolo import Yolo
 from tasks.yolo.loss import DetectionLoss, criterion, pad_targets
+from tests.helpers import preset_spec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,9 +24,9 @@ RTOL = 1e-5  # relative, on each of the three loss terms and on the gradients (a
 def model(request: pytest.FixtureRequest) -> Any:
     """The preset's real DetectionModel (the paper's: 104 M parameters, built once; no forward pass is run)."""
     torch.manual_seed(0)
-    cfg = {**Yolo.presets[request.param], "seed": 0}
+    cfg = preset_spec("yolo", request.param)
     m = Yolo().build_model(cfg).train()
-    m.imgsz = int(cfg["data"]["imgsz"])
+    m.imgsz = int(cfg.data["imgsz"])
     return m
 
 

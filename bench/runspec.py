@@ -1,32 +1,47 @@
-"""The typed schema of a resolved spec: every key's type, range and allowed values, checked once by
-bench.run.spec.resolve before anything is built, so that a bad value is one line naming the key instead
-of a crash (or a silent mistake) iterations later.
+"""A run's spec: one frozen, typed value (RunSpec), built once at the edge (bench.run.spec.resolve for a new
+run, bench.run.spec.read_spec for a run folder) and passed to everything that reads it: engine, tasks,
+experiments, slurm and reports. Its schema gives every key's type, range and allowed values, checked before
+anything is built, so that a bad value is one line naming the key instead of a crash (or a silent mistake)
+iterations later.
 
-Values are checked, not converted: the spec stays as resolved (strict mode: "5" is not a number, true is
-not an integer). `model` and `data` are the task's own: their keys are the preset's, and a value must be
-of the preset's kind (a number for a number, a list for a list, ...).
+Values are checked, not converted: the spec keeps what was resolved (strict mode: "5" is not a number, true
+is not an integer, and 2000 stays 2000 where a float is allowed), so spec.json is written back byte for byte.
+`model` and `data` are the task's own: their keys are the preset's, and a value must be of the preset's kind
+(a number for a number, a list for a list, ...).
 """
 
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
 
 from bench.errors import UserError
-from bench.files import LATE_SETTINGS
-from bench.run.yamlread import excerpt
+from bench.files import LATE_SETTINGS, SpecDocument, differing, identity_of
+from bench.yamlsafe import excerpt
 
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+def _keep_int(value: Any, handler: Any) -> Any:
+    """A float field checks an integer as a float but keeps it an integer (T1: 2000 stays 2000)."""
+    checked = handler(value)
+    return value if type(value) is int else checked
+
+
+def _number(**limits: Any) -> Any:
+    return Annotated[float, Field(**limits), WrapValidator(_keep_int)]
+
+
+Positive = _number(gt=0, allow_inf_nan=False)
+NonNegative = _number(ge=0, allow_inf_nan=False)
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
-Fraction = Annotated[float, Field(gt=0, le=1)]  # (0, 1]
+Fraction = _number(gt=0, le=1)  # (0, 1]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
 class Constant(_Strict):
@@ -44,16 +59,19 @@ class Step(_Strict):
     kind: Literal["step"]
     lr0: Positive
     gamma: Fraction
-    milestones: list[Annotated[float, Field(ge=0, le=1)]] = []  # fractions of T1
+    milestones: list[_number(ge=0, le=1)] = []  # fractions of T1
+
+
+Schedule = Constant | Exponential | Step
 
 
 class Preset(_Strict):
     """What every task preset defines (tasks/presets/<task>.py): its model, data and training recipe."""
 
-    T1: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]  # the paper's longest is 1.55 M: past 1e9, a typo
+    T1: _number(gt=0, le=1e9, allow_inf_nan=False)  # the paper's longest is 1.55 M: past 1e9, a typo
     batch_size: PositiveInt
-    lr_schedule: Constant | Exponential | Step = Field(discriminator="kind")
-    momentum: Annotated[float, Field(ge=0, lt=1)]
+    lr_schedule: Schedule = Field(discriminator="kind")
+    momentum: _number(ge=0, lt=1)
     weight_decay: NonNegative
     scales: list[PositiveInt]
     elastic: dict[str, list[Annotated[list[NonNegative], Field(min_length=2, max_length=2)]]]  # [[fraction, S]]
@@ -94,7 +112,7 @@ class Settings(_Strict):
     )
     max_epochs: Positive | None = Field(None, description="also stop after this many epochs of data")
     target: Positive | None = Field(None, description="also stop at the first evaluation that reaches this metric")
-    ttt_target: Annotated[float, Field(allow_inf_nan=False)] | None = Field(
+    ttt_target: _number(allow_inf_nan=False) | None = Field(
         None,
         description="time to target's threshold on the metric (reports.control), fixed before the runs: the "
         "preset's, which says where it comes from, or a matrix's for a variant; None: not counted",
@@ -105,7 +123,7 @@ class Settings(_Strict):
     keep_checkpoints_every: PositiveInt | None = Field(
         None, description="also keep the model weights every k iterations (checkpoints/), for `gain`"
     )
-    keep_checkpoints_until: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = Field(
+    keep_checkpoints_until: _number(gt=0, le=1, allow_inf_nan=False) | None = Field(
         None, description="keep them only while τ ≤ this share of T1 (finding iv's window: 0.1), for `gain`"
     )
     experiment: dict[str, Any] | None = Field(None, description="the matrix experiment the run belongs to")
@@ -128,8 +146,9 @@ class Settings(_Strict):
     tensorboard: bool = Field(False, description="also write the metrics as TensorBoard events (RUN_DIR/tensorboard)")
 
 
-class Spec(Settings, Preset):
-    """A resolved spec: which run, the preset's recipe, the settings, and what the user overrode."""
+class RunSpec(Settings, Preset):
+    """A resolved spec: which run, the preset's recipe, the settings, and what the user overrode. Frozen:
+    a changed spec is a new value (`replace`), checked again."""
 
     task: str
     method: str
@@ -140,6 +159,25 @@ class Spec(Settings, Preset):
     data_root: str | None
     rule: dict[str, Any] | None = None  # a user's rule: its name, source digest and facts (bench.algo.rules.record)
     user_task: dict[str, Any] | None = None  # a task of yours: its name, source digest and card (tasks.record)
+
+    def to_json(self) -> SpecDocument:
+        """The spec.json document: the keys resolved or read, with their values as given (nothing added)."""
+        return self.model_dump(exclude_unset=True)
+
+    @cached_property
+    def identity(self) -> dict[str, Any]:
+        """The run's identity (bench.files.identity_of), computed once per spec."""
+        return identity_of(self.to_json())
+
+    def differs_from(self, other: SpecDocument) -> list[str]:
+        """The identity keys in which the spec document `other` (a run folder's, a checkpoint's) is another run."""
+        return differing(self.identity, identity_of(other))
+
+    def replace(self, drop: tuple[str, ...] = (), **changes: Any) -> RunSpec:
+        """This spec with `changes` and without the keys in `drop`, checked as a resolved one is (the task's own
+        keys against themselves)."""
+        doc = {k: v for k, v in self.to_json().items() if k not in drop}
+        return checked(doc | changes, {"model": self.model, "data": self.data})
 
 
 RUN_DEFAULTS: dict[str, Any] = {name: field.default for name, field in Settings.model_fields.items()}
@@ -200,11 +238,12 @@ def _number_problem(value: float, preset: Any) -> str | None:
     return None
 
 
-def problems(spec: dict[str, Any], preset: dict[str, Any]) -> list[str]:
-    """Every violation of the schema in `spec`, one line each ([] when it is valid)."""
-    found = []
+def check(spec: SpecDocument, preset: dict[str, Any]) -> tuple[RunSpec | None, list[str]]:
+    """The typed spec of the JSON document `spec` and every violation of the schema in it, one line each
+    (None and the list when there is any)."""
+    found, typed = [], None
     try:
-        Spec.model_validate(spec)
+        typed = RunSpec.model_validate(spec)
     except ValidationError as e:
         for err in e.errors():
             where = _where(err["loc"])
@@ -217,11 +256,13 @@ def problems(spec: dict[str, Any], preset: dict[str, Any]) -> list[str]:
                 found.append(f"{where}={excerpt(err['input'])}: {msg[0].lower()}{msg[1:]}")
     for name in ("model", "data"):
         found += _task_keys(name, spec.get(name), preset.get(name) or {})
-    return list(dict.fromkeys(found))
+    found = [" ".join(p.split()) for p in dict.fromkeys(found)]
+    return (None if found else typed), found
 
 
-def validate(spec: dict[str, Any], preset: dict[str, Any]) -> None:
-    """Raise one UserError listing every violation (joined by '; ', one line)."""
-    found = problems(spec, preset)
-    if found:
-        raise UserError("invalid spec: " + "; ".join(" ".join(p.split()) for p in found))
+def checked(spec: SpecDocument, preset: dict[str, Any]) -> RunSpec:
+    """The typed spec of the JSON document `spec`, or one UserError listing every violation (one line)."""
+    typed, found = check(spec, preset)
+    if typed is None:
+        raise UserError("invalid spec: " + "; ".join(found))
+    return typed
