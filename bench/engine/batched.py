@@ -1,6 +1,6 @@
 """Simulated scale at the speed of one big batch (spec `microbatch_mode: batched`).
 
-At scale S on one device the sequential path (bench.engine.loop.accumulate) runs A = S forward and
+At scale S on one device the sequential path (bench.engine.accumulate) runs A = S forward and
 backward passes of b examples. Here the A micro-batches of the rank are stacked into one tensor of A × b
 examples and one vectorised pass computes every micro-batch's own gradient g_i:
 
@@ -23,7 +23,7 @@ What it does not handle falls back to the sequential path with a one-line notice
 - micro-batches that are not nests of tensors of one shape each (length-bucketed speech batches,
   max-tokens transformer batches, detection targets of varying counts);
 - models that draw random numbers in training (dropout): the sequential path seeds each micro-batch's
-  draws (bench.engine.loop.dropout_seeds), which vmap cannot reproduce (`randomness="error"` detects it);
+  draws (bench.engine.accumulate.dropout_seeds), which vmap cannot reproduce (`randomness="error"` detects it);
 - anything else torch.func refuses (e.g. cuDNN RNNs): the error is named in the notice.
 Memory: the A gradients are held at once (A × the model's parameters), plus A × b activations.
 """
@@ -125,7 +125,7 @@ class BatchedMicrobatches:
     ) -> tuple[float, float, float] | None:
         """Leave ḡ in `.grad`, hand each micro-batch's BatchNorm statistics to `bn` (begun for these A
         micro-batches; required when the model has BatchNorm layers), and return (mean loss, sum_sq,
-        mean_sq) as bench.engine.loop.accumulate does; or None, having touched nothing, when this path
+        mean_sq) as bench.engine.accumulate does; or None, having touched nothing, when this path
         cannot run these micro-batches (a notice says why, once; the run goes on sequentially)."""
         terms = self.terms(micro, bn)
         if terms is None:

@@ -14,7 +14,7 @@ before) end a few ulps away: 4e-9 from the first iteration on tiny cifar10, whic
 So no rank updates its running statistics in place. During an iteration every layer runs with momentum 1
 and its three buffers point at the current micro-batch's own slots (`RunningStats.at`): torch's own
 kernel writes x_i itself there (1·x + 0·r = x, exactly) and counts the layer's uses. At W > 1 the slots
-of every rank ride on the iteration's one all-gather (bench.engine.loop.accumulate); every rank then
+of every rank ride on the iteration's one all-gather (bench.engine.accumulate); every rank then
 holds the statistics of all S micro-batches in index order and replays the S updates above in float64,
 on the device, rounding once to the buffers' dtype at the end. W = 1 takes the same path, so every split
 S = W × A, W = 1 included, runs the same arithmetic on the same numbers: the same bits

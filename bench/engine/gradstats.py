@@ -14,7 +14,7 @@ gradients at once; they stay on the device until the iteration ends. A kept g_i 
 by autograd, but while it is kept autograd cannot adopt it as `.grad` (which it does when `.grad` is
 None: the first micro-batch, or every one under the pairwise reduction) and copies it instead. Hence:
 - a small model (≤ SMALL_MODEL parameters in all; copies cost less than ops): every g_i is kept to the
-  end of the iteration and folded into bench.engine.loop.accumulate's one fused norm, with ḡ's tensors;
+  end of the iteration and folded into bench.engine.accumulate's one fused norm, with ḡ's tensors;
 - a larger one: the gradients of a backward pass are normed right after it (`end_backward()`, one
   fused op per pass), so they are held only briefly; when autograd would adopt one, the hook hands it
   an alias instead (`detach()`: the same storage, no copy), whose values nothing changes before the
@@ -33,7 +33,7 @@ SMALL_MODEL = 1 << 16  # models up to this many parameters keep every g_i to the
 
 
 class GradientObserver(Protocol):
-    """What bench.engine.loop.accumulate calls around an iteration's backward passes: `synced` is set for the
+    """What bench.engine.accumulate calls around an iteration's backward passes: `synced` is set for the
     pass whose .grad DDP all-reduces, `end_backward()` follows every pass, `take()` ends the iteration
     (returning the g_i kept and the norms ||g_i|| taken; `.grad` holds the rank's sum by then). `tracks`:
     whether it observes the g_i at all (Σ||g_i||² is NaN otherwise). Implemented by SquaredNormHooks

@@ -9,7 +9,7 @@ identity; 0 turns it off):
     lr 0.1, 3.41 it/s, ETA 0:07:30
 
 Everything in it is already on the host: the iteration's loss, gain and lr come from its one transfer
-(bench.engine.loop.accumulate), τ and the iteration count from the loop's state, and time from the
+(bench.engine.accumulate), τ and the iteration count from the loop's state, and time from the
 host's clock. The rates are over the interval since the previous line; the ETA divides the τ still to go
 by τ's rate over that interval, so it follows the gain (AdaScale's τ advances by r_t per iteration).
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,241 +24,24 @@ from tqdm import tqdm
 from bench.algo.gain import ESTIMATORS, moments
 from bench.algo.rules import extra_warmup, finished, make_rule
 from bench.algo.schedules import lr_schedule, scale_schedule
+from bench.engine.accumulate import StopVote, accumulate, dropout_seeds
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.amp import cuda_speed_knobs, with_amp
 from bench.engine.batched import BatchedMicrobatches
-from bench.engine.batchnorm import RunningStats
 from bench.engine.checkpoint import load_checkpoint, save_checkpoint
 from bench.engine.data import ItemStream, RankSampler, build_set, loader, shared_samples, to_device
 from bench.engine.distributed import Dist, ranks_for
 from bench.engine.evaluation import evaluate, is_sharded
 from bench.engine.gradstats import GradientObserver
 from bench.engine.heartbeat import Heartbeat
+from bench.engine.loopstate import Outcome, State, checkpoint_misfit, odd_state_field
 from bench.engine.reduction import SplitInvariance
-from bench.engine.seeding import mix
 from bench.engine.signals import Interrupted, RanksChange, stop_requested
 from bench.engine.task import Task
 from bench.engine.tensorboard_sink import TensorBoardSink
 from bench.errors import UserError
 from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, kept_name
 from bench.runspec import RunSpec
-
-_DROPOUT_STREAM = 0x0D20
-
-
-def seed_generators(seed: int, device: torch.device) -> None:
-    """Seed the CPU generator and the run's CUDA device only (torch.manual_seed would also queue a lazy
-    seeding of every CUDA device, with a stack trace, on each call)."""
-    torch.default_generator.manual_seed(seed)
-    if device.type == "cuda":
-        torch.cuda.default_generators[device.index or 0].manual_seed(seed)
-
-
-def dropout_seeds(seed: int, first: int, count: int) -> list[int]:
-    """The RNG seeds of micro-batches first … first + count − 1 of the global stream (dropout and the
-    like): a function of the micro-batch, so any split S = W × A and any resume draw the same masks."""
-    return [mix(seed, first + a, _DROPOUT_STREAM) for a in range(count)]
-
-
-@dataclass
-class State:
-    """Everything a checkpoint must carry beyond the model and optimizer to resume exactly."""
-
-    iteration: int = 0
-    tau: float = 0.0
-    microbatch: int = 0  # the global micro-batch cursor
-    metrics_offset: int = 0
-    metrics_records: int = 0
-    wall_time: float = 0.0
-    last_eval: dict[str, float] = field(default_factory=dict)
-    target_epochs: float | None = None  # data epochs at the first evaluation that reached spec.target
-    # running aggregates of the training records, so the summary need not re-read metrics.jsonl
-    # (None: restored from a checkpoint written before they existed; the summary then reads the file)
-    gain_sum: float | None = 0.0
-    gain_count: int | None = 0
-    var_sum: float | None = 0.0  # Σ of the unbiased σ²_t, μ²_t of the iterations with S ≥ 2 (B_simple's average)
-    sqr_sum: float | None = 0.0
-    moments_count: int | None = 0
-
-
-def _odd_state_field(state: State) -> str | None:
-    """The first State field a checkpoint filled with something other than what the field holds (a count
-    for an int field, a finite number for a float one, None where the field allows it, a mapping of numbers
-    for last_eval), or None. A NaN τ or a negative offset would otherwise fail later, as a traceback."""
-    for f in fields(state):
-        value = getattr(state, f.name)
-        if f.name == "last_eval":
-            ok = isinstance(value, dict) and all(v is None or isinstance(v, int | float) for v in value.values())
-        elif value is None:
-            ok = "None" in str(f.type)
-        elif str(f.type).startswith("int"):
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        else:
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            ok = ok and (value >= 0 or f.name.endswith("_sum"))
-        if not ok:
-            return f.name
-    return None
-
-
-def _misfit(module: nn.Module, optimizer: torch.optim.Optimizer, ckpt: dict[str, Any]) -> str | None:
-    """Why the checkpoint's model, optimizer or estimator state does not fit this run, or None: a tensor of
-    another shape (which load_state_dict refuses, or, for a momentum buffer, the first step would), a
-    missing key, a value of another type, a non-finite estimator number."""
-    try:
-        module.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-    except (RuntimeError, KeyError, ValueError, TypeError, IndexError, AttributeError) as e:
-        return " ".join(str(e).split())[:160] or type(e).__name__
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            for key, v in optimizer.state.get(p, {}).items():
-                if not isinstance(v, torch.Tensor) or (v.dim() and v.shape != p.shape):
-                    return f"optimizer state {key!r} of shape {getattr(v, 'shape', type(v).__name__)}, not {p.shape}"
-    numbers = _numbers(ckpt["estimator"])
-    if numbers is None or not all(math.isfinite(x) for x in numbers):
-        return "the gain estimator's state is not finite numbers"
-    return None
-
-
-def _numbers(obj: Any) -> list[float] | None:
-    """Every number in a plain container (strings skipped), or None when it holds something else."""
-    if isinstance(obj, dict):
-        obj = list(obj.values())
-    if isinstance(obj, list | tuple):
-        out: list[float] = []
-        for v in obj:
-            got = _numbers(v)
-            if got is None:
-                return None
-            out += got
-        return out
-    if isinstance(obj, str):
-        return []
-    if isinstance(obj, int | float) and not isinstance(obj, bool):
-        return [float(obj)]
-    return None
-
-
-@dataclass
-class Outcome:
-    """How a run ended: `completed` or `diverged`, its final state, epochs of data, and the
-    gradient-noise scale B_noise = b·σ²/μ² the estimator ended with (None when not measured)."""
-
-    status: str
-    state: State
-    epochs: float
-    noise_scale: float | None = None
-
-
-@dataclass
-class StopVote:
-    """This rank's wish to stop (a signal arrived), carried by the iteration's one gather so that every
-    rank learns whether any rank wants to stop without a collective and a host read of its own."""
-
-    mine: bool
-    anyone: bool = False
-
-
-def accumulate(
-    model: nn.Module,
-    task: Task,
-    microbatches: Iterable[Any],
-    seeds: list[int],
-    params: list[nn.Parameter],
-    observer: GradientObserver | None,
-    scale: int,
-    dist: Dist,
-    vote: StopVote | None = None,
-    bn: RunningStats | None = None,
-) -> tuple[float, float, float]:
-    """Forward and backward each of this rank's A micro-batches separately, leave ḡ = (1/S) Σ_i g_i in
-    `.grad`, and return (mean loss, sum_sq, mean_sq) over all S micro-batches of all ranks.
-
-    The first A − 1 backward passes skip DDP's all-reduce (no_sync); the last one averages the
-    accumulated gradients over the W ranks, so `.grad` holds A·ḡ and is divided by A. sum_sq comes from
-    the observer (bench.engine.reduction.SplitInvariance.observer; none or not tracking: S = 1, where
-    sum_sq = mean_sq, or statistics off, where it is NaN).
-
-    Everything stays on the device until one transfer at the end (the only host sync of the iteration):
-    the A losses and the norms of every g_i's and of ḡ's tensors (float32), squared exactly in float64 and
-    summed with math.fsum on the host. The sums are thus exactly rounded, so they do not depend on the
-    order of the terms, nor on how S is split into W × A (for W > 1 the ranks' terms are all-gathered,
-    not all-reduced). Few small ops, because on tiny models every op's fixed cost shows (see
-    `adascale-bench perf`). A `vote` rides on the same gather (its `anyone` is set on every rank), and so
-    do `bn`'s rows: each micro-batch's BatchNorm statistics (bench.engine.batchnorm), which every rank
-    receives for all S micro-batches in order."""
-    accum = len(seeds)
-    ddp = isinstance(model, nn.parallel.DistributedDataParallel)
-    losses: list[torch.Tensor] = []
-    for a, (batch, seed) in enumerate(zip(microbatches, seeds, strict=True)):
-        seed_generators(seed, dist.device)  # dropout and the like: a function of the micro-batch
-        if bn is not None:
-            bn.at(a)  # this micro-batch's BatchNorm statistics go to its own row
-        if ddp and a < accum - 1:
-            with model.no_sync():
-                loss = task.loss(model, batch)
-                loss.backward()
-        else:
-            if observer is not None:
-                observer.synced = ddp  # DDP all-reduces this pass's .grad in place
-            loss = task.loss(model, batch)
-            loss.backward()
-        if observer is not None:
-            observer.end_backward()
-            observer.synced = False
-        losses.append(loss.detach())
-    kept, observed = observer.take() if observer is not None else ([], [])
-    grads = [p.grad for p in params if p.grad is not None]
-    if accum > 1:
-        torch._foreach_div_(grads, accum)
-    norms = torch._foreach_norm([*kept, *grads] if kept else grads)  # one fused op: kept g_i, then ḡ's tensors
-    n_obs = len(observed) + len(kept)
-    if dist.world == 1:  # [A losses | norms of the g_i | of ḡ | BatchNorm usage], exact as floats
-        host = torch.stack([*losses, *observed, *norms, *(bn.usage() if bn is not None else ())]).tolist()
-        if bn is not None:
-            bn.receive(None, (host[-2], host[-1]))  # (its own rows: nothing to gather)
-            del host[-2:]
-        if vote is not None:
-            vote.anyone = vote.mine
-        loss_total = math.fsum(host[:accum])
-        sum_sq = math.fsum(v * v for v in host[accum : accum + n_obs])
-        mean_sq = math.fsum(v * v for v in host[accum + n_obs :])
-    else:
-        loss_total, sum_sq, mean_sq = _gathered(torch.stack([*losses, *observed, *norms]), accum, n_obs, dist, vote, bn)
-    if observer is None or not observer.tracks:
-        sum_sq = mean_sq if scale == 1 else math.nan
-    return loss_total / scale, sum_sq, mean_sq
-
-
-def _gathered(
-    mine: torch.Tensor, accum: int, n_obs: int, dist: Dist, vote: StopVote | None, bn: RunningStats | None
-) -> tuple[float, float, float]:
-    """accumulate's end at W > 1: every rank's losses, g_i norms, stop vote and BatchNorm rows (ḡ is the
-    same on every rank), in one all-gather and one transfer; returns (Σ losses, Σ||g_i||², ||ḡ||²) over all
-    ranks, exactly rounded."""
-    import torch.distributed as torch_dist
-
-    over = [torch.stack(bn.usage()).to(mine.dtype)] if bn is not None else []  # a layer's fewest, most uses
-    flag = torch.full((1,), float(vote is not None and vote.mine), dtype=mine.dtype, device=mine.device)
-    small = torch.cat([mine[: accum + n_obs], flag, *over])  # what comes to the host
-    rows = [bn.local().to(mine.dtype).flatten()] if bn is not None else []  # stays on the device
-    part = torch.cat([small, *rows])  # (equal lengths: DDP and pairwise use every parameter)
-    parts = [torch.empty_like(part) for _ in range(dist.world)]
-    torch_dist.all_gather(parts, part)
-    k = len(small)
-    host = torch.cat([*(p[:k] for p in parts), mine[accum + n_obs :]]).tolist()  # one transfer
-    mine_of = [host[r * k : r * k + accum + n_obs] for r in range(dist.world)]
-    if vote is not None:
-        vote.anyone = any(host[r * k + accum + n_obs] > 0 for r in range(dist.world))
-    if bn is not None:
-        fewest = min(host[r * k + accum + n_obs + 1] for r in range(dist.world))
-        most = max(host[r * k + accum + n_obs + 2] for r in range(dist.world))
-        bn.receive(torch.cat([p[k:] for p in parts]).to(bn.dtype), (fewest, most))
-    loss_total = math.fsum(v for row in mine_of for v in row[:accum])
-    sum_sq = math.fsum(v * v for row in mine_of for v in row[accum:])
-    mean_sq = math.fsum(v * v for v in host[dist.world * k :])
-    return loss_total, sum_sq, mean_sq
 
 
 @dataclass
@@ -384,7 +167,7 @@ class Engine:
             state = State(**{**unknown, **ckpt["state"]})
         except TypeError:
             raise UserError(f"checkpoint {path} holds an unknown state; delete it to start the run over") from None
-        odd = _odd_state_field(state)
+        odd = odd_state_field(state)
         if odd:
             raise UserError(f"checkpoint {path}: state field {odd!r} is not a number; delete it to start the run over")
         damage = self._damage(ckpt.get("spec"), state) if self.dist.is_main else None
@@ -392,7 +175,7 @@ class Engine:
         if damage:
             raise UserError(f"run folder damaged: {damage} {path} to start the run over")
         self.dist.barrier()
-        misfit = _misfit(self.module, self.optimizer, ckpt)
+        misfit = checkpoint_misfit(self.module, self.optimizer, ckpt)
         if misfit is None:
             try:
                 self.estimator.load_state_dict(ckpt["estimator"])

@@ -54,11 +54,12 @@ from tqdm import tqdm
 
 from bench.algo.rules import ADASCALE, IDENTITY, extra_warmup
 from bench.algo.schedules import lr_schedule
+from bench.engine.accumulate import dropout_seeds, seed_generators
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.amp import cuda_speed_knobs
 from bench.engine.data import to_device
 from bench.engine.distributed import Dist, pick_device
-from bench.engine.loop import Engine, dropout_seeds, seed_generators
+from bench.engine.loop import Engine
 from bench.errors import UserError
 from bench.experiments.synthetic import SyntheticData
 from bench.files import write_csv_rows

@@ -14,7 +14,7 @@ stalls, but the same calls happen, so they can be counted here, before any GPU i
 
 A count here is an upper bound for a GPU run only in the sense that a tensor the task keeps on the host
 on purpose (a CPU lengths tensor) would also be counted; the engine's design is one transfer per
-iteration (bench.engine.loop.accumulate), so the bar is ≤ 1 outside evaluation.
+iteration (bench.engine.accumulate), so the bar is ≤ 1 outside evaluation.
 
 One such read is torch's own and is set apart: torch's recurrent modules (nn.RNN, nn.LSTM, nn.GRU) run
 on a PackedSequence read its `batch_sizes` (`int(batch_sizes[0])` and the like, 2-4 per layer), a

@@ -3,7 +3,7 @@ check the online estimate that AdaScale's moving averages give during training.
 
 At the weights w_t of checkpoints/iter<t>.pt (spec keep_checkpoints_every), n micro-batches of the run's
 batch size b are drawn, each micro-batch gradient g_i is taken as the engine takes it
-(bench.engine.loop.accumulate: train mode, BatchNorm over the micro-batch alone, the task's loss, the
+(bench.engine.accumulate: train mode, BatchNorm over the micro-batch alone, the task's loss, the
 run's dropout seeding), and
 
     sum_sq = Σ_i ||g_i||²,  mean_sq = ||(1/n) Σ_i g_i||²,
@@ -64,10 +64,10 @@ from torch import nn
 from bench import safefs
 from bench.algo.gain import b_simple, clamp, gain_from, moments
 from bench.algo.schedules import scale_schedule
+from bench.engine.accumulate import accumulate, dropout_seeds
 from bench.engine.checkpoint import load_weights
 from bench.engine.data import loader, to_device
 from bench.engine.distributed import Dist, pick_device
-from bench.engine.loop import accumulate, dropout_seeds
 from bench.engine.seeding import mix, mix_array
 from bench.errors import UserError
 from bench.files import (

@@ -46,7 +46,7 @@ def summarize(spec: RunSpec, task: Any, outcome: Any, run_dir: Path) -> dict[str
     if outcome.status == "completed":
         aggregates = (state.gain_sum, state.gain_count, state.var_sum, state.sqr_sum, state.moments_count)
         if all(v is not None for v in aggregates):
-            # running aggregates (bench.engine.loop.State) and the file's tail: a transformer S = 1 run's
+            # running aggregates (bench.engine.loopstate.State) and the file's tail: a transformer S = 1 run's
             # 1.5 M records are not read again (one record per iteration, so the count is the iterations)
             window = max(1, math.ceil(spec.train_loss_window * state.iteration))
             losses = [r["loss"] for r in tail_records(run_dir / METRICS, window, lambda r: not r.get("eval"))]

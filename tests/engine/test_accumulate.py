@@ -9,9 +9,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from bench.engine.accumulate import accumulate
 from bench.engine.distributed import Dist
 from bench.engine.gradstats import SquaredNormHooks
-from bench.engine.loop import accumulate
 
 
 class BNNet(nn.Module):

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from bench.engine.accumulate import accumulate
 from bench.engine.batchnorm import RunningStats
 from bench.engine.distributed import Dist
-from bench.engine.loop import accumulate
 from bench.experiments.syncs import count_host_syncs
 from tests.helpers import run_ranks
 

@@ -23,10 +23,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from bench.engine.accumulate import accumulate
 from bench.engine.data import ItemStream
 from bench.engine.distributed import Dist
 from bench.engine.gradstats import SquaredNormHooks
-from bench.engine.loop import accumulate
 from bench.engine.reduction import PairwiseGrads
 from bench.engine.seeding import mix, mix_array
 from bench.experiments import perf, synthetic
