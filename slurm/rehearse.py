@@ -250,7 +250,7 @@ def rehearse_one(spec: RunSpec, scratch: Path, iterations: int, eval_batches: in
     from bench.engine.evaluation import sliced
     from bench.engine.loop import Engine
     from bench.experiments.syncs import count_host_syncs
-    from bench.run.data import prepare_data
+    from bench.run.dataroot import prepare_data
     from tasks import get_task
 
     task = get_task(spec.task)

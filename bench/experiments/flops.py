@@ -1,7 +1,7 @@
 """`adascale-bench flops`: the work of one training micro-batch of each preset, counted, for `plan`.
 
 Counted with torch.utils.flop_counter.FlopCounterMode over `task.loss(model, batch)` and its
-`backward()` on one micro-batch of the preset's real shapes (bench.experiments.synthetic: 32×32 and
+`backward()` on one micro-batch of the preset's real shapes (bench.experiments.synthetic_task: 32×32 and
 224×224 images, 2 048-token max-tokens batches, 12.3 s LibriSpeech-length utterances, 416×416 VOC
 images). FlopCounterMode counts what tensor cores do: matmuls, convolutions, attention (2 FLOPs per
 multiply-add), forward and backward. Not counted: elementwise work (BatchNorm, activations, the loss
@@ -32,7 +32,7 @@ from bench import safefs
 from bench.algo.rules import ADASCALE
 from bench.errors import UserError
 from bench.experiments.plan import FLOPS, FLOPS_COLUMNS
-from bench.experiments.synthetic import SyntheticData
+from bench.experiments.synthetic_task import SyntheticData
 from bench.files import atomic_write_bytes
 from bench.run.spec import resolve
 from bench.runspec import RunSpec
@@ -101,7 +101,7 @@ def count(name: str, preset: str = "paper", data_root: str | None = None) -> dic
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
     from bench.engine.distributed import Dist
-    from bench.run.data import prepare_data
+    from bench.run.dataroot import prepare_data
     from tasks import get_task
 
     own = get_task(name)

@@ -33,7 +33,7 @@ iterations (as in Engine.run), so the medians leave that out; `flush_us_per_iter
 peak_memory_mb is the peak over every variant of the cell, `big` included (on a GPU the big batch's
 activations usually set it).
 
-`--synthetic`: every task trains on random data of its preset's real shapes (bench.experiments.synthetic),
+`--synthetic`: every task trains on random data of its preset's real shapes (bench.experiments.synthetic_task),
 so the paper models can be timed on a machine without their datasets.
 """
 
@@ -61,9 +61,9 @@ from bench.engine.data import to_device
 from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import Engine
 from bench.errors import UserError
-from bench.experiments.synthetic import SyntheticData
+from bench.experiments.synthetic_task import SyntheticData
 from bench.files import write_csv_rows
-from bench.run.data import prepare_data
+from bench.run.dataroot import prepare_data
 from bench.run.spec import resolve
 from bench.runspec import RunSpec
 

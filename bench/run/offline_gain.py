@@ -78,7 +78,7 @@ from bench.files import (
     kept_name,
     read_jsonl,
 )
-from bench.run.data import prepare_data
+from bench.run.dataroot import prepare_data
 from bench.run.spec import read_spec
 from bench.runspec import RunSpec
 from bench.usercode import is_user_name

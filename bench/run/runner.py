@@ -14,7 +14,7 @@ from bench.engine.loop import Engine
 from bench.engine.signals import Interrupted
 from bench.errors import UserError
 from bench.files import SPEC, SUMMARY, read_json_object, remove_temporaries, run_lock, write_json
-from bench.run.data import prepare_data
+from bench.run.dataroot import prepare_data
 from bench.run.needs import resolve_needs
 from bench.run.spec import check_same, run_name
 from bench.run.summary import record_failure, summarize, write_summary

@@ -18,7 +18,7 @@ import torch
 
 from bench.engine.distributed import Dist
 from bench.engine.evaluation import Concat, FloatSum, combine, evaluate, evaluate_sharded_locally, shard
-from bench.run.data import prepare_data
+from bench.run.dataroot import prepare_data
 from bench.run.spec import resolve
 from tasks import get_task
 from tasks.transformer import bleu_from_statistics, bleu_statistics

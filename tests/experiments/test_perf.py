@@ -345,7 +345,7 @@ def _structure(batch: object) -> object:
 def test_a_synthetic_batch_is_the_real_collates_and_trains(task: str) -> None:
     """The tiny preset: a synthetic micro-batch has the real tiny collate's keys, dtypes and ranks (and
     the preset's sizes), and goes through the task's loss and backward with a finite loss."""
-    from bench.run.data import prepare_data
+    from bench.run.dataroot import prepare_data
 
     real_task, spec = get_task(task), spec_for(task)
     fake = synthetic.SyntheticData(real_task)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bench.experiments.syncs import HOST_RESIDENT, count_host_syncs, engine_syncs
-from bench.experiments.synthetic import SyntheticData
+from bench.experiments.synthetic_task import SyntheticData
 from bench.run.spec import resolve
 from tasks import get_task
 
