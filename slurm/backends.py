@@ -211,7 +211,7 @@ class LocalBackend(Backend):
         return self.pool
 
     def hand_over(self, runs: list[Planned], shape: Shape, after: list[str]) -> list[str]:
-        from .local import run_here
+        from .poolworker import run_here
 
         ids = []
         for p in runs:
