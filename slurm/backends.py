@@ -41,7 +41,7 @@ from .records import (
     quiet_submitit,
     record_job,
 )
-from .status import ACTIVE, scheduler_states
+from .scheduler import ACTIVE, scheduler_states
 
 
 class Backend(ABC):
