@@ -16,11 +16,11 @@ import pandas as pd
 from bench import safefs
 from bench.algo.rules import label
 
-from . import noninferiority as NI
-from .figures import Figure
-from .scalefree import _delta, paper_quality
-from .table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
-from .variants import display
+from .. import noninferiority as NI
+from ..figures import Figure
+from ..scalefree import _delta, paper_quality
+from ..table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
+from ..variants import display
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; font-size: 15px; line-height: 1.45;
