@@ -1,5 +1,6 @@
-"""What the positive control (bench/experiments/matrices/control.yaml) is read with, for any results folder:
-speed-ups against S beside the paper's, AdaScale's speed-up against S·b / B_simple, and time to target.
+"""How a results folder's runs scale with S, for any folder (the positive control, bench/experiments/matrices/
+control.yaml, is read with it): speed-ups against S beside the paper's, AdaScale's speed-up against S·b /
+B_simple, time to target and B_crit.
 
 - Speed-up = T1 / iterations (a fixed-S run; mean over its completed seeds), per table (task, preset,
   variant), Table 2 rule (every rule with runs: a rule whose pace is the scale, LSW, √S, LEGW, has S by
