@@ -31,7 +31,6 @@ from bench import safefs
 from bench.errors import UserError
 from bench.files import atomic_write_bytes
 
-from . import control as CT
 from . import figures as F
 from . import findings as FD
 from . import glance as G
@@ -40,6 +39,7 @@ from . import html as H
 from . import lagmatch as LM
 from . import rulecompare as RC
 from . import scalefree as SF
+from . import scaling as CT  # B_crit, speed-ups and time to target of any folder
 from .collect import load
 from .latex import latex
 from .memo import FORMATS

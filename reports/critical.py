@@ -1,6 +1,6 @@
 """The steps–examples trade-off's B_crit, with a bootstrap interval over seeds and the fit's misfit, wherever
 the report has steps to target against batch: the logreg sweep (reports.sweep) and the fixed-S Table 2
-cells' time to target (reports.control). Both hand `fit_series` one row per run; `report/b_crit.csv` holds
+cells' time to target (reports.timetotarget). Both hand `fit_series` one row per run; `report/b_crit.csv` holds
 every fit, with what it measures (`measures`: none is McCandlish et al.'s critical batch, which needs the lr
 tuned at each batch; AdaScale's is its own noise scale read back) and whether it agrees with the other
 source's fit of the same series (`agreement`).

@@ -8,7 +8,7 @@ So the last full build leaves a sealed record (report/cache/report.json) of:
 - the **inputs**: every entry below the folder (the report folder left out), found without following a
   link, each with its kind, size, mtime_ns, ctime_ns and inode (one lstat per file, as git's index keys
   a file), whether each unfinished run's lock was held, the options, and the identity of the code
-  (the sources of reports/, bench/algo/, bench/files.py, bench/safefs.py and tasks/presets/, the
+  (the sources of reports/, bench/algo/, bench/files.py, bench/safefs/ and tasks/presets/, the
   versions of pandas, numpy and matplotlib);
 - the **outputs**: every file the build wrote, with the same stat, and what `report` printed (the
   findings, the rules at a glance, the warnings, the last line).
@@ -51,7 +51,7 @@ MAX_RECORD_BYTES = 64 << 20  # ~200 B per run file: 60 MB is some 300 000 files
 # A file changed within this long of its stat being taken may have the same stat after a later change in
 # the same tick of the kernel's file clock (1-10 ms): two ticks of the coarsest (HZ = 100), as runcache.
 RACY_NS = 20_000_000
-CODE_PATHS = ("reports", "bench/algo", "bench/files.py", "bench/safefs.py", "tasks/presets")
+CODE_PATHS = ("reports", "bench/algo", "bench/files.py", "bench/safefs", "tasks/presets")
 ROOT = Path(__file__).resolve().parents[1]
 
 

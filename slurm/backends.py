@@ -41,7 +41,7 @@ from .records import (
     quiet_submitit,
     record_job,
 )
-from .status import ACTIVE, scheduler_states
+from .scheduler import ACTIVE, scheduler_states
 
 
 class Backend(ABC):
@@ -211,7 +211,7 @@ class LocalBackend(Backend):
         return self.pool
 
     def hand_over(self, runs: list[Planned], shape: Shape, after: list[str]) -> list[str]:
-        from .local import run_here
+        from .poolworker import run_here
 
         ids = []
         for p in runs:

@@ -18,7 +18,7 @@ import submitit
 from bench import safefs
 from bench.algo.schedules import scale_steps
 from bench.errors import UserError
-from bench.experiments.slots import default_slots
+from bench.experiments.concurrency import default_slots
 from bench.files import SPEC, read_json_object
 from bench.run.spec import run_name
 from bench.runspec import RunSpec

@@ -4,380 +4,34 @@ A run's state comes from its own files first (summary.json says done, diverged o
 the scheduler for the job that `submit` recorded in job.json (sacct through submitit's SlurmInfoWatcher,
 squeue for what sacct does not know yet; a run of the local executor is active while its `submit` lives).
 A run waiting for its job to start is `queued`; one that a matrix named but that has no folder and no job
-is `missing`. Each run's τ/T1 and ETA come from its files (slurm/progress.py).
+is `missing`. Each run's τ/T1 and ETA come from its files (slurm/progress.py). A run's state is read in
+slurm/runstate.py, the scheduler's in slurm/scheduler.py; here, the table and the command.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import re
-import shutil
-import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
 from bench.algo.rules import method_order, shared_note
 from bench.errors import UserError
 from bench.experiments.matrix import is_shared
-from bench.experiments.names import method_name, variant_name
-from bench.files import (
-    CHECKPOINT,
-    LOCK,
-    METRICS,
-    SPEC,
-    SUMMARY,
-    lock_is_held,
-    open_regular,
-    read_json,
-    read_json_object,
-    write_json,
-)
 
-from .procgroup import describe_bad_task
-from .progress import Progress, duration, progress
-from .records import ATTEMPTS, JOB, SUBMITIT_DIR, process_start
+from .progress import duration
+from .runstate import MANIFEST as MANIFEST
+from .runstate import STATES, RunState, collect, printable
+from .runstate import add_to_manifest as add_to_manifest
+from .runstate import last_line as last_line
+from .runstate import run_state as run_state
+from .scheduler import ACTIVE as ACTIVE
+from .scheduler import scheduler_states as scheduler_states
 
-MANIFEST = "matrix.json"  # the runs that `submit` was asked for, so that status can name missing ones
-
-STATES = ("done", "running", "queued", "stopped", "failed", "unreadable", "diverged", "missing")
-# Scheduler states of a job that has not ended (submitit treats PREEMPTED as not ended too: it is requeued).
-ACTIVE = {
-    "PENDING",
-    "RUNNING",
-    "REQUEUED",
-    "REQUEUE_HOLD",
-    "REQUEUE_FED",
-    "CONFIGURING",
-    "COMPLETING",
-    "SUSPENDED",
-    "RESIZING",
-    "SIGNALING",
-    "STAGE_OUT",
-    "PREEMPTED",
-    "READY",
-}
-# Scheduler states of a job ended from outside (scancel, its time limit, a deadline): with a checkpoint
-# the run is `stopped`, not `failed` (a crash, a dead node or an OOM kill is failed, checkpoint or not).
-STOPPED = {"CANCELLED", "TIMEOUT", "DEADLINE", "ENDED"}  # ENDED: a local run whose submit stopped (Ctrl-C)
-STALE_S = 600  # a run folder without a job whose metrics have not moved for this long has stopped
-
-
-@dataclass
-class RunState:
-    name: str  # the run's folder relative to the results folder: task/method/s8/seed0[,key=value...]
-    state: str
-    job_id: str | None = None
-    scheduler: str | None = None
-    detail: str | None = None
-    preset: str | None = None
-    progress: Progress = field(default_factory=Progress)
-    job_ids: list[str] = field(default_factory=list)  # every job that started the run (attempts.json), then job.json's
-    shown: tuple[str, str] = ("", "")  # (method, variant) for humans (bench.experiments.names); ("", "") unread
-
-    def as_json(self) -> dict[str, Any]:
-        task, method, scale, seed, variant = self.parts
-        p = self.progress
-        return {
-            "name": self.name,
-            "task": task,
-            "method": method,
-            "scale": scale,
-            "seed": seed,
-            "variant": variant,
-            "variant_name": self.shown[1] or None,
-            "preset": self.preset,
-            "state": self.state,
-            "scheduler": self.scheduler,
-            "job_id": self.job_id,
-            "job_ids": self.job_ids,
-            "tau": p.tau,
-            "T1": p.T1,
-            "progress": p.fraction,
-            "rate_tau_per_s": p.rate,
-            "eta_s": p.eta_s,
-            "detail": self.detail,
-        }
-
-    @property
-    def parts(self) -> tuple[str, str, str, int, str]:
-        """(task, method, scale label, seed, variant) parsed from the run name (bench.run.spec.run_name)."""
-        task, method, scale, leaf = self.name.split("/", 3)
-        seed_part, _, variant = leaf.partition(",")
-        seed = int(seed_part.removeprefix("seed")) if seed_part.removeprefix("seed").isdigit() else -1
-        return task, method, scale.removeprefix("s") if scale[1:].isdigit() else scale, seed, variant
-
-
-# -- the files ------------------------------------------------------------------------------------------------
-def _warn(message: str) -> None:
-    print(f"adascale-bench: warning: {printable(message)}", file=sys.stderr)
-
-
-def _run_name(name: Any) -> bool:
-    """A run name as submit writes it: task/method/scale/leaf, relative, no '..' (it names a folder)."""
-    parts = name.split("/") if isinstance(name, str) else []
-    return len(parts) == 4 and all(p and p not in (".", "..") for p in parts)
-
-
-def read_manifest(out: Path) -> dict[str, dict[str, Any]]:
-    """matrix.json's runs; entries of another shape are skipped with a warning naming the file."""
-    path = Path(out) / MANIFEST
-    obj = read_json_object(path)
-    if obj is None:
-        if path.exists():
-            _warn(f"{path}: not a readable JSON object; ignored")
-        return {}
-    runs = obj.get("runs", {})
-    if not isinstance(runs, dict):
-        _warn(f"{path}: 'runs' is a {type(runs).__name__}, not a mapping; ignored")
-        return {}
-    good = {k: (v if isinstance(v, dict) else {}) for k, v in runs.items() if _run_name(k)}
-    if len(good) < len(runs):
-        _warn(f"{path}: {len(runs) - len(good)} run name(s) that are not task/method/scale/seed; ignored")
-    return good
-
-
-def add_to_manifest(out: Path, runs: dict[str, dict[str, Any]], matrix: str) -> None:
-    old = read_json_object(Path(out) / MANIFEST) or {}
-    merged = {**read_manifest(out), **runs}
-    before = old.get("matrices") if isinstance(old.get("matrices"), list) else []
-    matrices = list(dict.fromkeys([*(m for m in before if isinstance(m, str)), matrix]))
-    write_json(Path(out) / MANIFEST, {"matrices": matrices, "runs": dict(sorted(merged.items()))})
-
-
-RUN_LEAF = re.compile(r"[^/]+/[^/]+/(s\d+|elastic-[a-z]+)/seed\d+([,_].*)?")  # task/method/s4/seed0[,overrides]
-
-
-def run_names(out: Path) -> list[str]:
-    """Every run the folder knows of: submitted by a matrix, or a folder holding a run's files."""
-    out = Path(out)
-    names = set(read_manifest(out))
-    for marker in (SPEC, SUMMARY, JOB, LOCK):  # the lock: a run is there from its first second
-        for path in out.rglob(marker):
-            rel = path.parent.relative_to(out)
-            if rel.parts and rel.parts[0] != SUBMITIT_DIR and len(rel.parts) == 4 and RUN_LEAF.match(rel.as_posix()):
-                names.add(rel.as_posix())
-    return sorted(names)
-
-
-def last_line(path: Path | str | None) -> str | None:
-    """The last non-empty line of a log (progress bars' carriage returns count as line ends)."""
-    if not path or not isinstance(path, str | Path):  # job.json's stderr may be anything
-        return None
-    if not safefs.inside(path):  # a path from a file, outside the results folder: never shown
-        return None
-    try:
-        with open_regular(path, "rb") as f:  # job.json names it: a FIFO there must not block `status`
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 16384))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    lines = [line.strip() for line in re.split(r"[\r\n]+", text) if line.strip()]
-    return lines[-1] if lines else None
-
-
-# -- the scheduler --------------------------------------------------------------------------------------------
-def _pid_is_submitit(pid: str) -> bool:
-    return _own_python(pid, b"submitit")
-
-
-def _own_python(pid: Any, word: bytes = b"python") -> bool:
-    """Whether `pid` (from a job.json another user may have written) is a process of this user's whose
-    command line holds `word`: pid 1, or any process of someone else's that never ends, is no job of the
-    user's (a job.json naming it kept `status --watch` waiting for ever)."""
-    try:
-        n = int(pid)
-        if isinstance(pid, bool) or n <= 1:
-            return False
-        proc = Path(f"/proc/{n}")
-        return proc.stat().st_uid == os.geteuid() and word in (proc / "cmdline").read_bytes()[:65536]
-    except (OSError, ValueError, TypeError, OverflowError):
-        return False
-
-
-def _squeue(ids: list[str]) -> dict[str, str]:
-    if not ids or shutil.which("squeue") is None:
-        return {}
-    mains = sorted({i.split("_")[0] for i in ids})
-    try:
-        res = subprocess.run(
-            ["squeue", "-h", "-r", "-o", "%i|%T", "-j", ",".join(mains)], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    states = {}
-    for line in res.stdout.splitlines():
-        jid, _, state = line.partition("|")
-        states[jid.strip()] = state.strip()
-    return states
-
-
-def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
-    """Job id -> scheduler state (first word: 'CANCELLED by 0' -> CANCELLED) for the recorded jobs.
-    SLURM: one sacct call through submitit's watcher, squeue for jobs sacct has not seen yet; local:
-    RUNNING while the job's controller process lives, else ENDED. UNKNOWN when nothing answers."""
-    states: dict[str, str] = {}
-    slurm_ids = sorted({j["job_id"] for j in jobs if j.get("executor") == "slurm" and j.get("job_id")})
-    if slurm_ids and shutil.which("sacct"):
-        from submitit.slurm.slurm import SlurmInfoWatcher
-
-        watcher = SlurmInfoWatcher(delay_s=0)
-        for jid in slurm_ids:
-            watcher.register_job(jid)
-        watcher.update()
-        for jid in slurm_ids:
-            state = watcher.get_state(jid, mode="cache")
-            if state != "UNKNOWN":
-                states[jid] = state.split()[0].upper()
-        unknown = [jid for jid in slurm_ids if jid not in states]
-        states.update({k: v for k, v in _squeue(unknown).items() if k in unknown})
-    for j in jobs:
-        if j.get("executor") == "local" and j.get("job_id") and "pid" in j:  # a run of submit's local pool
-            alive = (
-                _seconds(j.get("pid_start")) > 0
-                and _own_python(j["pid"])
-                and process_start(j["pid"]) == j.get("pid_start")
-            )
-            states[j["job_id"]] = ("RUNNING" if j.get("started") else "PENDING") if alive else "ENDED"
-        elif j.get("executor") == "local" and j.get("job_id"):  # a submitit local job (before the pool)
-            states[j["job_id"]] = "RUNNING" if _pid_is_submitit(j["job_id"]) else "ENDED"
-        elif j.get("executor") == "debug" and j.get("job_id"):
-            states[j["job_id"]] = "ENDED"  # ran inside the submitting process, which has returned
-    return states
-
-
-# -- one run --------------------------------------------------------------------------------------------------
-def _seconds(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
-def read_job(out: Path, name: str) -> dict[str, Any] | None:
-    """job.json of a run when it names a job (a non-empty string job_id); else None, with a warning
-    naming the file when there is one."""
-    path = Path(out) / name / JOB
-    job = read_json_object(path)
-    if job is None:
-        if path.exists():
-            _warn(f"{path}: not a readable JSON object; ignored")
-        return None
-    if not isinstance(job.get("job_id"), str) or not job["job_id"]:
-        _warn(f"{path}: no job_id (a string); ignored")
-        return None
-    return job
-
-
-@safefs.rooted
-def run_state(out: Path, name: str, job: dict[str, Any] | None, scheduler: str | None) -> RunState:
-    run_dir = Path(out) / name
-    summary = read_json_object(run_dir / SUMMARY)
-    status = summary.get("status") if summary else None
-    job_id = job.get("job_id") if job else None
-    if status == "completed":
-        return RunState(name, "done", job_id, scheduler)
-    if status == "diverged":
-        return RunState(name, "diverged", job_id, scheduler)
-    if job is not None and scheduler in ACTIVE:  # a new attempt is under way, whatever the last one left
-        return RunState(name, "running" if scheduler in ("RUNNING", "COMPLETING") else "queued", job_id, scheduler)
-    if job is not None and scheduler == "UNKNOWN" and time.time() - _seconds(job.get("submitted_at")) < 60:
-        return RunState(name, "queued", job_id, scheduler)  # sacct and squeue lag a fresh submission
-    if status is None and (run_dir / SUMMARY).exists():
-        return RunState(name, "unreadable", job_id, scheduler, f"{run_dir / SUMMARY} is not a readable summary")
-    if status == "failed":
-        error = summary.get("error") if isinstance(summary.get("error"), str) else None
-        line = last_line(run_dir / "error.log") or error or last_line(job and job.get("stderr"))
-        said = _srun_says(job)
-        if said and not said.startswith("rank 0 ") and line and "ended first" not in line:
-            line = f"{line}; {said}"  # the rank whose end the others saw (srun names it, and its node)
-        return RunState(name, "failed", job_id, scheduler, line)
-    if job is not None and job.get("executor") == "local" and job.get("started") is False and scheduler == "ENDED":
-        return RunState(name, "stopped", job_id, scheduler, "never started: its submit ended first; submit again")
-    if job is not None:
-        why = f"job {job_id} ended ({scheduler or 'UNKNOWN'}) without a summary"
-        if (run_dir / CHECKPOINT).exists():
-            why += "; checkpoint saved, submit again to resume"
-            if scheduler in STOPPED:  # stopped from outside, not broken: nothing to investigate
-                return RunState(name, "stopped", job_id, scheduler, why)
-        said = _srun_says(job)
-        line = said or last_line(job.get("stderr"))
-        return RunState(name, "failed", job_id, scheduler, f"{why}; log: {line}" if line else why)
-    if job is None and lock_is_held(run_dir) is True:  # training, before its first metrics or checkpoint
-        return RunState(name, "running")
-    if (run_dir / METRICS).exists() or (run_dir / CHECKPOINT).exists():  # started outside `submit`
-        held = lock_is_held(run_dir)  # its writer holds the lock while it trains
-        if held is True:
-            return RunState(name, "running")
-        if held is False and (run_dir / CHECKPOINT).exists():
-            return RunState(name, "stopped", detail="checkpoint saved; run the same command to resume")
-        if held is False:
-            return RunState(name, "failed", detail="stopped before its first checkpoint; run it again")
-        recent = max(p.stat().st_mtime for p in (run_dir / METRICS, run_dir / CHECKPOINT) if p.exists())
-        if time.time() - recent < STALE_S:
-            return RunState(name, "running")
-        return RunState(name, "failed", detail="stopped without a summary; submit again to resume")
-    return RunState(name, "missing")
-
-
-def _srun_says(job: dict[str, Any] | None) -> str | None:
-    """srun's word on the rank that ended first, from a SLURM job's log (slurm/procgroup.py)."""
-    if not job or job.get("executor") != "slurm" or not isinstance(job.get("stderr"), str):
-        return None
-    if not safefs.inside(job["stderr"]):  # a path from a file, outside the results folder: never read
-        return None
-    try:
-        with open_regular(Path(job["stderr"]), "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 65536))
-            return describe_bad_task(f.read().decode(errors="replace"))
-    except OSError:
-        return None
-
-
-def _job_ids(out: Path, name: str, job: dict[str, Any] | None) -> list[str]:
-    attempts = read_json_list(Path(out) / name / ATTEMPTS)
-    ids = [str(a["job_id"]) for a in attempts if isinstance(a, dict) and isinstance(a.get("job_id"), str | int)]
-    if job is not None:
-        ids.append(job["job_id"])
-    return list(dict.fromkeys(ids))
-
-
-def read_json_list(path: Path) -> list[Any]:
-    try:
-        value = read_json(path)
-    except (OSError, ValueError):
-        return []
-    return value if isinstance(value, list) else []
-
-
-@safefs.rooted  # below `out` no link is followed (bench.safefs)
-def collect(out: Path) -> list[RunState]:
-    """The state of every run of a results folder, with its progress and the jobs that ran it."""
-    out = Path(out)
-    names = run_names(out)
-    jobs = {name: read_job(out, name) for name in names}
-    states = scheduler_states([j for j in jobs.values() if j])
-    manifest = read_manifest(out)
-    result = []
-    now = time.time()
-    for name in names:
-        job = jobs[name]
-        state = run_state(out, name, job, states.get(job["job_id"], "UNKNOWN") if job else None)
-        spec = read_json_object(out / name / SPEC) or {}
-        preset = spec.get("preset") or manifest.get(name, {}).get("preset")
-        state.preset = preset if isinstance(preset, str) else None
-        if spec:
-            state.shown = (method_name(spec), variant_name(spec))
-        if state.state != "missing":
-            summary = read_json_object(out / name / SUMMARY) if state.state in ("done", "diverged") else None
-            state.progress = progress(out / name, summary, state.state == "running", now)
-        state.job_ids = _job_ids(out, name, job)
-        result.append(state)
-    return result
+# Imported `as` themselves: re-exported for submit and the tests, which import them from here (their homes are
+# slurm/runstate.py and slurm/scheduler.py).
 
 
 # -- the table ------------------------------------------------------------------------------------------------
@@ -453,14 +107,6 @@ def table(runs: list[RunState]) -> str:
     counts = Counter(r.state for r in runs)
     lines += ["", f"{len(runs)} runs: " + ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])]
     return "\n".join(printable(line) for line in lines)
-
-
-def printable(text: str) -> str:
-    """`text` with every character a terminal would act on (ESC, CR, BEL, …: a run folder named with an
-    escape code that clears the screen, or a log line holding one) shown escaped instead, as \\x1b."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] if len(repr(c)) > 3 else f"\\x{ord(c):02x}" for c in text)
 
 
 def as_json(out: Path, runs: list[RunState]) -> dict[str, Any]:

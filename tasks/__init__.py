@@ -73,7 +73,7 @@ def names_hint() -> str:
 
 def card_of(name: str) -> TaskCard:
     """The card of a task the user names (matrix, plan, submit, advise): a built-in task's, or a task of yours,
-    imported (`load`). What reads run folders uses tasks.presets.card_of_spec instead, which imports nothing."""
+    imported (`load`). What reads run folders uses tasks.presets.card_of_run instead, which imports nothing."""
     from tasks.presets import card
 
     if is_user_name(name):

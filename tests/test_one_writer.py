@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("bench", "tasks", "slurm", "reports")
-EXEMPT = {"bench/safefs.py"}  # the one writer
+EXEMPT = {p.relative_to(ROOT).as_posix() for p in (ROOT / "bench" / "safefs").glob("*.py")}  # the one writer
 SHUTIL_WRITERS = {"copy", "copy2", "copyfile", "move", "copytree"}
 # Justified exceptions, (file, function): none needed today; a new one says here why it cannot be safefs.
 ALLOWED: dict[tuple[str, str], str] = {}
@@ -101,7 +101,7 @@ def test_every_write_goes_through_safefs() -> None:
             name = path.relative_to(ROOT).as_posix()
             if name not in EXEMPT:
                 found += violations(path.read_text(), name)
-    assert not found, "raw writes outside bench/safefs.py:\n" + "\n".join(found)
+    assert not found, "raw writes outside bench/safefs/:\n" + "\n".join(found)
 
 
 def test_the_lint_sees_each_kind_of_raw_write() -> None:

@@ -21,10 +21,12 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from bench import usercode
 from bench.algo.schedules import ScaleSchedule
+from bench.algo.tau import advance as advance  # re-exported: plan reads it here
+from bench.algo.tau import finished as finished  # re-exported: the engine's loop reads it here
+from bench.algo.tau import iterations_for, tau_after
 from bench.errors import UserError
 
 WARMUP_FRACTION = 0.055  # Goyal et al. 2017's warm-up, as a fraction of the run's iterations (5 of 90 epochs)
-TAU_RTOL = 1e-9  # τ is a float sum; "τ ≥ T1" tolerates this relative rounding error
 # LEGW's base warm-up (its warm-up at S = 1) as a fraction of T1: the value at which its warm-up at S = 32 spans
 # Goyal et al.'s 5.5 % of the run, at the batch (32 × 256 = 8 192) where that warm-up was calibrated.
 LEGW_BASE_WARMUP = WARMUP_FRACTION / 32
@@ -35,73 +37,9 @@ PACES: tuple[str, ...] = ("scale", "gain", "one")
 NEEDS: tuple[str, ...] = ("T_AS", "T")
 
 
-def finished(tau: float, T1: float) -> bool:
-    return tau >= T1 * (1.0 - TAU_RTOL)
-
-
 def extra_warmup(iteration: int, n: int | None) -> float:
     """The textbook's extra ramp (spec `warmup_iterations`): iteration k uses (k + 1) / n of its lr for k < n."""
     return min(1.0, (iteration + 1) / n) if n else 1.0
-
-
-# -- τ under a known progress, in closed form ----------------------------------------------------------------
-def _segments(scales: ScaleSchedule) -> list[tuple[float, int]]:
-    """(τ where it starts, S) of each constant-S stretch of τ ≥ 0, in τ order: S(τ) is constant between two
-    consecutive step starts, so one call of the schedule per stretch gives exactly what it gives anywhere in it."""
-    cuts = sorted({0.0, *(start for start, _ in scales.steps if start > 0)})
-    return [(start, scales(start)) for start in cuts]
-
-
-def _steps_to(tau: float, p: float, end: float) -> int:
-    """The fewest n ≥ 0 with τ + n·p ≥ end (p > 0): ⌈(end − τ)/p⌉, corrected against the float expression
-    itself, so that it is exact wherever τ + n·p is (integers below 2⁵³: every τ of a pace of S_t or 1)."""
-    if tau >= end:
-        return 0
-    n = max(1, math.ceil((end - tau) / p))
-    while n > 1 and tau + (n - 1) * p >= end:
-        n -= 1
-    while tau + n * p < end:
-        n += 1
-    return n
-
-
-def advance(
-    scales: ScaleSchedule, T1: float, progress: float | None = None, limit: int | None = None
-) -> tuple[int, float, int]:
-    """(iterations, τ, Σ S_t) of the loop whose τ advances by S_t per iteration (`progress` None) or by the
-    constant `progress`, until τ reaches T1 (within TAU_RTOL) or `limit` iterations: the count and τ a walk of
-    the loop gives, computed per constant-S stretch of the schedule instead of per iteration, so its work grows
-    with the schedule's steps, not with T1. Exactly the walk's where τ stays on integers (p_t = S_t, or 1);
-    for a fractional constant progress, the real-number count, which the walk's float sum matches unless n·p
-    lands within that sum's rounding (≈ n·2⁻⁵³ relative) of the stop."""
-    stop = T1 * (1.0 - TAU_RTOL)
-    tau, t, total = 0.0, 0, 0
-    segments = _segments(scales)
-    for k, (_, s) in enumerate(segments):
-        end = segments[k + 1][0] if k + 1 < len(segments) else math.inf
-        if tau >= end:  # a step of the stretch before went past this one
-            continue
-        if tau >= stop or (limit is not None and t >= limit):
-            break
-        p = float(s) if progress is None else float(progress)
-        target = min(end, stop)
-        if limit is not None:
-            n = limit - t if math.isinf(target) else min(_steps_to(tau, p, target), limit - t)
-        else:
-            n = _steps_to(tau, p, target)
-        tau, t, total = tau + n * p, t + n, total + n * s
-    return t, tau, total
-
-
-def iterations_for(scales: ScaleSchedule, T1: float, progress: float | None = None) -> int:
-    """Iterations a rule with a known progress per iteration takes to reach T1: p_t = S_t when
-    `progress` is None (LSW), else the constant `progress`."""
-    return advance(scales, T1, progress)[0]
-
-
-def tau_after(scales: ScaleSchedule, t: int) -> float:
-    """τ after t iterations of p_t = S_t from τ = 0 (τ_t of a rule whose pace is the scale)."""
-    return advance(scales, math.inf, None, limit=t)[1]
 
 
 # -- the rules --------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from bench import safefs
 from bench.cli import advise
 from bench.cli.argtypes import batches, non_negative_int, positive_int, task_help, task_name, watch_seconds
 from bench.errors import UserError
-from bench.experiments.slots import default_slots
+from bench.experiments.concurrency import default_slots
 from bench.files import SUMMARY
 
 T = TypeVar("T")

@@ -18,8 +18,8 @@ from bench.algo import rules
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import run_matrix
-from reports import control, noise
 from reports import findings as FD
+from reports import noise, speedup, timetotarget
 from reports import noninferiority as NI
 from reports.build import build_report
 from reports.collect import ReportWarning, load
@@ -83,7 +83,7 @@ def test_time_to_target_and_speedup_of_the_cell(cell_out: tuple[Path, pd.DataFra
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReportWarning)
         res = load(out)
-        ttt = control.time_to_target(res)
+        ttt = timetotarget.time_to_target(res)
     by = ttt.set_index(["scale", "method", "seed"])
     assert by.loc[("1", "adascale", 0), "reached"]  # S = 1 reaches its own final metric within the margin
     assert by.loc[("64", "adascale", 0), "reached"] and by.loc[("64", "adascale", 0), "seconds"] > 0
@@ -93,17 +93,17 @@ def test_time_to_target_and_speedup_of_the_cell(cell_out: tuple[Path, pd.DataFra
     assert row["target"] == pytest.approx(TARGET_LOSS)  # fixed before the runs (the preset), not their mean
     assert row["resolution"] <= 3 and not row["parallel"]  # evaluated every 50 τ; S = 64 on one process
     assert by.loc[("1", "adascale", 0), "parallel"] and by.loc[("1", "adascale", 0), "resolution"] == 50
-    summary = control.ttt_summary(ttt)
+    summary = timetotarget.ttt_summary(ttt)
     lsw = summary[(summary["scale"] == "64") & (summary["method"] == "lsw")].iloc[0]
-    assert lsw["iterations"] == control.NOT_REACHED and lsw["reached"] == "0/3" and lsw["fraction"] == 0
-    assert lsw["speedup"] == control.NOT_REACHED
+    assert lsw["iterations"] == timetotarget.NOT_REACHED and lsw["reached"] == "0/3" and lsw["fraction"] == 0
+    assert lsw["speedup"] == timetotarget.NOT_REACHED
     ada = summary[(summary["scale"] == "64") & (summary["method"] == "adascale")].iloc[0]
-    assert ada["seconds"] == control.SIMULATED and ada["reached"] == "3/3"  # W = 1 < S: no time to compare
+    assert ada["seconds"] == timetotarget.SIMULATED and ada["reached"] == "3/3"  # W = 1 < S: no time to compare
     s1 = summary[(summary["scale"] == "1") & (summary["method"] == "adascale")].iloc[0]
     assert isinstance(s1["seconds"], float) and ada["speedup"] == pytest.approx(s1["iterations"] / ada["iterations"])
-    noise = control.noise_scales(res)
+    noise = speedup.noise_scales(res)
     assert len(noise) == 3 and (noise["B_simple"] > 0).all() and (noise["B_simple"] < 2048).all()
-    sp = control.speedups(res, noise)
+    sp = speedup.speedups(res, noise)
     ada = sp[(sp["method"] == "adascale") & (sp["scale"] == 64)].iloc[0]
     assert 1 < ada["speedup"] < 64 and ada["S_b_over_B"] > 1 and math.isnan(ada["paper"])  # logreg: not in the paper
     report = build_report(out)

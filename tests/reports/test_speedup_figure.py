@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import control, figures
+from reports import figures, speedup
 
 from .test_reports import quiet_load, write_run
 
@@ -25,7 +25,7 @@ def test_adascale_is_drawn_over_the_lsw_plus_line_it_coincides_with(tmp_path: Pa
         return real(fig, path)
 
     monkeypatch.setattr(figures, "_save", spy)
-    (fig,) = control.speedup_figures(quiet_load(tmp_path), tmp_path / "out")
+    (fig,) = speedup.speedup_figures(quiet_load(tmp_path), tmp_path / "out")
     ada = seen["AdaScale"]
     plus = next(ln for label, ln in seen.items() if label.startswith("LSW+"))
     assert np.allclose(ada.get_ydata(), plus.get_ydata())  # the same speed-ups: one line over the other
@@ -42,7 +42,7 @@ def test_a_rule_is_drawn_pale_only_where_it_coincides_with_one_drawn_over_it() -
     is at 1), is drawn plainly."""
     import pandas as pd
 
-    from reports.control import _covered
+    from reports.speedup import _covered
 
     ada = pd.DataFrame({"scale": [1.0, 4.0, 8.0], "speedup": [1.0, 3.0, 4.7]})
     assert _covered(pd.DataFrame({"scale": [1.0, 4.0, 8.0], "speedup": [1.0, 3.02, 4.71]}), ada)

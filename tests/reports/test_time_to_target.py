@@ -1,4 +1,4 @@
-"""Time to target as AlgoPerf counts it (reports.control) and B_crit with a bootstrap interval over seeds
+"""Time to target as AlgoPerf counts it (reports.timetotarget) and B_crit with a bootstrap interval over seeds
 (reports.critical): the threshold fixed before the runs, misses counted, seconds only where S ran in parallel,
 degenerate fits marked."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import control
+from reports import scaling, timetotarget
 from reports.critical import bootstrap, describe, fit_series, fit_tradeoff
 
 from .test_reports import quiet_load, write_run
@@ -53,29 +53,29 @@ def test_the_target_is_the_specs_and_misses_count(tmp_path: Path) -> None:
     for seed, hit in enumerate((5, None, None)):  # 1 of 3: the median is a miss
         ttt_run(tmp_path, "lsw", 4, seed, curve(hit), ttt_target=60.0)
     ttt_run(tmp_path, "lsw", 2, 0, curve(5))  # no ttt_target fixed before the run: not counted
-    ttt = control.time_to_target(quiet_load(tmp_path))
+    ttt = timetotarget.time_to_target(quiet_load(tmp_path))
     assert set(ttt["scale"]) == {"1", "4"} and (ttt["target"] == 60.0).all()
     first = ttt[(ttt["scale"] == "4") & (ttt["method"] == "adascale") & (ttt["seed"] == 1)].iloc[0]
     assert first["iterations"] == 10 and first["resolution"] == 5 and first["examples"] == 10 * 4 * 16
     assert first["seconds"] == pytest.approx(1.0) and first["parallel"]
-    s = control.ttt_summary(ttt).set_index(["scale", "method"])
+    s = timetotarget.ttt_summary(ttt).set_index(["scale", "method"])
     assert s.loc[("4", "adascale"), "reached"] == "2/3" and s.loc[("4", "adascale"), "iterations"] == 10
     assert s.loc[("4", "adascale"), "seconds"] == pytest.approx(1.0)  # W = S = 4: a time
     assert s.loc[("1", "adascale"), "iterations"] == 10 and s.loc[("4", "adascale"), "speedup"] == pytest.approx(1.0)
     lsw = s.loc[("4", "lsw")]
     assert lsw["reached"] == "1/3" and lsw["fraction"] == pytest.approx(1 / 3)
-    assert lsw["iterations"] == control.NOT_REACHED and lsw["speedup"] == control.NOT_REACHED
-    assert lsw["seconds"] == control.SIMULATED  # W = 1 < S = 4: S micro-batches in sequence, no time
-    html = control.ttt_html(control.ttt_summary(ttt))
+    assert lsw["iterations"] == timetotarget.NOT_REACHED and lsw["speedup"] == timetotarget.NOT_REACHED
+    assert lsw["seconds"] == timetotarget.SIMULATED  # W = 1 < S = 4: S micro-batches in sequence, no time
+    html = timetotarget.ttt_html(timetotarget.ttt_summary(ttt))
     assert "simulated" in html and "2/3" in html and "never the current runs" not in html
 
 
 def test_parallel_means_one_micro_batch_per_rank() -> None:
     row = pd.Series({"scale": "8", "ranks": 8.0, "accumulation": math.nan})
-    assert control.parallel(row)
-    assert not control.parallel(row.copy().replace({8.0: 4.0}))  # W = 4 < S = 8: two micro-batches a rank
-    assert control.parallel(pd.Series({"scale": "elastic-up", "ranks": 2.0, "accumulation": 1.0}))
-    assert not control.parallel(pd.Series({"scale": "elastic-up", "ranks": 8.0, "accumulation": math.nan}))
+    assert timetotarget.parallel(row)
+    assert not timetotarget.parallel(row.copy().replace({8.0: 4.0}))  # W = 4 < S = 8: two micro-batches a rank
+    assert timetotarget.parallel(pd.Series({"scale": "elastic-up", "ranks": 2.0, "accumulation": 1.0}))
+    assert not timetotarget.parallel(pd.Series({"scale": "elastic-up", "ranks": 8.0, "accumulation": math.nan}))
 
 
 def steps_of(batch: np.ndarray, s_min: float, b_crit: float) -> np.ndarray:
@@ -156,14 +156,14 @@ def test_table2_cells_give_a_critical_batch(tmp_path: Path) -> None:
             evals = [(i, 61.0 if i >= it else 55.0) for i in range(0, 500, 1)][1:]
             ttt_run(tmp_path, "adascale", scale, seed, evals, ttt_target=60.0)
     res = quiet_load(tmp_path)
-    fits = control.critical_table(res)
+    fits = scaling.critical_table(res)
     (row,) = fits.itertuples()
     assert row.source == "table2" and row.n_points == 4 and row.seeds_min == 3
     assert row.B_crit_lo <= row.B_crit <= row.B_crit_hi and 16 < row.B_crit < 1024
-    control.write_csvs(res, tmp_path)
+    scaling.write_csvs(res, tmp_path)
     t = pd.read_csv(tmp_path / "b_crit.csv")
     assert len(t) == 1 and {"B_crit", "B_crit_lo", "B_crit_hi", "degenerate"} <= set(t.columns)
-    assert "Critical batch" in control.critical_html(fits)
+    assert "Critical batch" in scaling.critical_html(fits)
 
 
 def every(step: int, hit: int, end: int) -> list[tuple[int, float]]:
@@ -176,7 +176,7 @@ def summary_of(tmp_path: Path, base: list[tuple[int, float]], at4: list[tuple[in
     for seed in (0, 1):
         ttt_run(tmp_path, "adascale", 1, seed, base, ttt_target=60.0)
         ttt_run(tmp_path, "adascale", 4, seed, at4, ttt_target=60.0)
-    s = control.ttt_summary(control.time_to_target(quiet_load(tmp_path)))
+    s = timetotarget.ttt_summary(timetotarget.time_to_target(quiet_load(tmp_path)))
     return s.set_index(["scale", "method"]).loc[("4", "adascale")]
 
 
@@ -184,9 +184,9 @@ def test_a_speed_up_the_windows_pin_down_is_resolved(tmp_path: Path) -> None:
     """S = 1 reaches at 100 (every 5: crossed in 95–100), S = 4 at 30 (every 2: 28–30): 3.33 within
     3.17–3.57, 12 % of it: resolved, printed as the number."""
     r = summary_of(tmp_path, every(5, 100, 120), every(2, 30, 40))
-    assert r["speedup"] == pytest.approx(100 / 30) and r["speedup_status"] == control.RESOLVED
+    assert r["speedup"] == pytest.approx(100 / 30) and r["speedup_status"] == timetotarget.RESOLVED
     assert (r["speedup_lo"], r["speedup_hi"]) == pytest.approx((95 / 30, 100 / 28))
-    assert control.speedup_text(r) == "3.33"  # a Series reads as the row it is
+    assert timetotarget.speedup_text(r) == "3.33"  # a Series reads as the row it is
 
 
 def test_a_speed_up_wider_than_its_windows_allow_is_unresolved(tmp_path: Path) -> None:
@@ -195,10 +195,10 @@ def test_a_speed_up_wider_than_its_windows_allow_is_unresolved(tmp_path: Path) -
     r = summary_of(tmp_path, every(50, 100, 150), every(5, 30, 40))
     assert r["speedup_status"].startswith("unresolved: the windows allow")
     assert (r["speedup_lo"], r["speedup_hi"]) == pytest.approx((50 / 30, 100 / 25))
-    ttt = control.time_to_target(quiet_load(tmp_path))
-    html = control.ttt_html(control.ttt_summary(ttt))
+    ttt = timetotarget.time_to_target(quiet_load(tmp_path))
+    html = timetotarget.ttt_html(timetotarget.ttt_summary(ttt))
     assert "unresolved (1.7×–4×)" in html and "3.33" not in html
-    control.write_csvs(quiet_load(tmp_path), tmp_path)
+    scaling.write_csvs(quiet_load(tmp_path), tmp_path)
     cells = pd.read_csv(tmp_path / "time_to_target_cells.csv")
     assert cells.loc[cells["scale"] == 4, "speedup_status"].str.startswith("unresolved").all()
 
@@ -209,22 +209,22 @@ def test_a_speed_up_above_s_is_unresolved(tmp_path: Path) -> None:
     r = summary_of(tmp_path, every(500, 1000, 1500), every(10, 100, 120))
     assert r["speedup"] == pytest.approx(10.0) and r["speedup_status"] == "unresolved: above S = 4"
     assert r["speedup_lo"] == pytest.approx(5.0) and r["speedup_hi"] == pytest.approx(1000 / 90)
-    assert control.speedup_status(3.9, 3.8, 3.95, "4") == control.RESOLVED
-    assert control.speedup_status(3.9, 3.8, 3.95, "elastic-up") == control.RESOLVED  # no S to exceed
+    assert timetotarget.speedup_status(3.9, 3.8, 3.95, "4") == timetotarget.RESOLVED
+    assert timetotarget.speedup_status(3.9, 3.8, 3.95, "elastic-up") == timetotarget.RESOLVED  # no S to exceed
     # the smoke's speech S = 4: its first evaluation reached, so the crossing may lie anywhere after 0
-    assert control.speedup_status(2.09, 0.0, math.inf, "4") == "unresolved: the windows leave it unbounded"
+    assert timetotarget.speedup_status(2.09, 0.0, math.inf, "4") == "unresolved: the windows leave it unbounded"
 
 
 def test_report_prints_the_unresolved_and_the_disagreeing(tmp_path: Path) -> None:
     """`report` prints, after the rules, each unresolved speed-up with its range and each B_crit fit that
     disagrees with the other source's; nothing where all resolve and agree."""
     summary_of(tmp_path, every(500, 1000, 1500), every(10, 100, 120))
-    summary = control.ttt_summary(control.time_to_target(quiet_load(tmp_path)))
+    summary = timetotarget.ttt_summary(timetotarget.time_to_target(quiet_load(tmp_path)))
     fits = pd.DataFrame(
         [("sweep", 420.0, 412.0, 428.0, "no: table2 203 [196, 212]"), ("table2", 203.0, 196.0, 212.0, "")],
         columns=["source", "B_crit", "B_crit_lo", "B_crit_hi", "agrees"],
     ).assign(task="logreg", variant="", method="adascale")
-    text = control.flags_text(fits, summary)
+    text = scaling.flags_text(fits, summary)
     assert "cifar10 S = 4 adascale: speed-up unresolved (5×–11×), above S = 4" in text
     assert "B_crit logreg adascale, sweep 420 [412, 428] DISAGREES with table2 203 [196, 212]" in text
-    assert control.flags_text(fits.assign(agrees="yes"), summary[summary["scale"] == "1"]) == ""
+    assert scaling.flags_text(fits.assign(agrees="yes"), summary[summary["scale"] == "1"]) == ""

@@ -1,0 +1,46 @@
+"""report.html: one self-contained file (inline CSS, figures inlined as base64 PNG, no external links).
+
+Its parts: `page` (the CSS, the page, escaping, names, metadata, warnings, figures), `tables` (Table 2, the
+findings, the scale-free and absolute comparisons, the sweep) and `differs` (what differs from the paper). Every
+name build.py reads is here too, as `H.X`.
+"""
+
+from .differs import differs_html, preset_lines
+from .page import (
+    CSS,
+    MAX_PNG,
+    E,
+    figures_html,
+    img_tag,
+    meta_html,
+    name_html,
+    on_demand,
+    page,
+    shared_caption,
+    variants_html,
+    warnings_html,
+)
+from .tables import absolute_html, comparison_html, findings_html, scalefree_html, sweep_table_html, table2_html
+
+__all__ = [
+    "CSS",
+    "MAX_PNG",
+    "E",
+    "absolute_html",
+    "comparison_html",
+    "differs_html",
+    "figures_html",
+    "findings_html",
+    "img_tag",
+    "meta_html",
+    "name_html",
+    "on_demand",
+    "page",
+    "preset_lines",
+    "scalefree_html",
+    "shared_caption",
+    "sweep_table_html",
+    "table2_html",
+    "variants_html",
+    "warnings_html",
+]
