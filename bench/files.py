@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import csv
-import fcntl
 import io
 import json
 import math
 import os
 import re
-import socket
-import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench import safefs
-from bench.errors import UserError
 
 SPEC = "spec.json"
 METRICS = "metrics.jsonl"
@@ -35,78 +29,6 @@ def kept_name(iteration: int) -> str:
 LOCK = ".lock"  # held (flock) by the one process writing the run folder
 # what atomic_write_bytes leaves behind when killed mid-write: .<name>.<random>.tmp
 _TEMPORARY = re.compile(r"\.(checkpoint\.pt|[^/]+\.json)\.[A-Za-z0-9_]+\.tmp")
-
-# A spec.json as read from a run folder, unchecked. What reads many run folders (report, status, the lookups
-# of the runs a run depends on) takes each field as it finds it, so that a folder written by another version,
-# by hand or damaged is shown with a warning, not refused; a run being made or trained holds the checked,
-# typed bench.runspec.RunSpec, whose `to_json` is this document.
-SpecDocument = dict[str, Any]
-
-# Spec keys that do not change what a run computes: where its data lives, how it is spread over
-# processes, threads and devices, which matrix it came from, and T_AS / T (derived from the runs it
-# depends on, which are part of the identity). The one definition of a run's identity: the folder
-# name, the same-run check on a folder, dependency lookups, status and the report's variants use it.
-NOT_IDENTITY = (
-    "data_root",
-    "device",
-    "T_AS",
-    "T",
-    "experiment",
-    "threads",
-    "num_workers",
-    "ranks",
-    "collective_timeout_s",
-    "heartbeat_s",
-    "tensorboard",
-    "ttt_target",  # what the report counts time to target against, not what the run computes
-)
-
-
-# Settings added after runs were recorded, with the value a spec written before them means: such a spec
-# is the same run as one at this value (bench.runspec.Settings takes these defaults from here).
-LATE_SETTINGS: dict[str, Any] = {"microbatch_mode": "sequential", "amp": "none"}
-
-
-def in_identity(key: str) -> bool:
-    """Whether a spec key (or a dotted override key) is part of a run's identity."""
-    return key.split(".", 1)[0] not in NOT_IDENTITY
-
-
-def identity_of(spec: SpecDocument) -> dict[str, Any]:
-    """The one identity of a run: the parts of its spec that decide its results. Where it runs (and the
-    overrides saying so) is left out, and a setting added later counts only off its default. The folder
-    name, the same-run check, the engine's resume check, LSW+'s lookup and the reports all use it."""
-    overrides = spec.get("overrides") if isinstance(spec.get("overrides"), dict) else {}
-    return canonical(
-        {
-            k: v
-            for k, v in spec.items()
-            if in_identity(k) and k != "overrides" and not (k in LATE_SETTINGS and v == LATE_SETTINGS[k])
-        }
-        | {"overrides": {k: v for k, v in overrides.items() if in_identity(k)}}
-    )
-
-
-def canonical(value: Any) -> Any:
-    """One form per number: a float that is a whole number is that int (T1=2000.0 is T1=2000: one run,
-    one folder name, one report variant), inside mappings and lists too; booleans stay booleans."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: canonical(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [canonical(v) for v in value]
-    return value
-
-
-def identity_differs(a: SpecDocument, b: SpecDocument) -> list[str]:
-    """The identity keys in which two specs differ (empty: the same run)."""
-    return differing(identity_of(a), identity_of(b))
-
-
-def differing(x: dict[str, Any], y: dict[str, Any]) -> list[str]:
-    """The keys in which two identities (identity_of) differ."""
-    return sorted(k for k in set(x) | set(y) if x.get(k) != y.get(k))
 
 
 def _clean(obj: Any) -> Any:
@@ -168,79 +90,6 @@ def remove_temporaries(run_dir: Path) -> list[Path]:
             safefs.unlink(Path(run_dir) / name)
             removed.append(Path(run_dir) / name)
     return removed
-
-
-class RunFolderBusy(UserError):
-    """Another process holds the run folder's lock."""
-
-
-def _holder(path: Path) -> str:
-    info = read_json_object(path) or {}
-    if not info:
-        return "another process"
-    where = f"pid {info.get('pid')} on {info.get('host')}"
-    return where + (f", SLURM job {info['slurm_job_id']}" if info.get("slurm_job_id") else "")
-
-
-@contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    """Hold the run folder's exclusive lock (flock on .lock, released by the OS when the process dies),
-    or fail at once with a UserError naming the holder. The holder writes its host, pid and SLURM job
-    id into the lock file. Taken once per run: a second take, even in this process, is refused. On a file
-    system without locks (some Lustre mounts), a warning and no lock."""
-    run_dir = Path(run_dir)
-    safefs.mkdirs(run_dir)
-    with file_lock(run_dir / LOCK, f"run folder {run_dir}"):
-        yield
-
-
-@contextmanager
-def file_lock(path: Path, what: str) -> Iterator[None]:
-    """The lock of run_lock on any lock file `path` (`prepare` holds one beside its --out): `what` names
-    the guarded thing in the one-line error when another process holds it."""
-    path = Path(path)
-    fd = open_own(path, os.O_RDWR | os.O_CREAT)
-    try:
-        for attempt in range(3):  # `status` probes the lock for a moment: try again past such a probe
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if attempt == 2:
-                    raise RunFolderBusy(f"{what} is in use by {_holder(path)}; wait for it to end or stop it") from None
-                time.sleep(0.05)
-            except OSError as e:  # ENOLCK, ENOSYS, EINVAL: no locks here
-                print(
-                    f"adascale-bench: warning: cannot lock {path} ({e.strerror}); no guard against a second writer",
-                    file=sys.stderr,
-                )
-                break
-        info = {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def lock_is_held(run_dir: Path) -> bool | None:
-    """Whether some process holds the run folder's lock (None: cannot tell, no locks on this file system)."""
-    path = Path(run_dir) / LOCK
-    try:
-        fd = safefs.open_fd(path)  # a planted FIFO or link: cannot tell
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
 
 from bench.errors import UserError
-from bench.files import LATE_SETTINGS, SpecDocument, differing, identity_of
+from bench.identity import LATE_SETTINGS, SpecDocument, differing, identity_of
 from bench.yamlsafe import excerpt
 
 
@@ -166,7 +166,7 @@ class RunSpec(Settings, Preset):
 
     @cached_property
     def identity(self) -> dict[str, Any]:
-        """The run's identity (bench.files.identity_of), computed once per spec."""
+        """The run's identity (bench.identity.identity_of), computed once per spec."""
         return identity_of(self.to_json())
 
     def differs_from(self, other: SpecDocument) -> list[str]:

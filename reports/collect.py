@@ -26,17 +26,9 @@ import pandas as pd
 from bench import safefs
 from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
 from bench.errors import UserError
-from bench.files import (
-    CHECKPOINT,
-    MAX_JSON_BYTES,
-    METRICS,
-    SPEC,
-    SUMMARY,
-    SpecDocument,
-    identity_of,
-    lock_is_held,
-    open_regular,
-)
+from bench.files import CHECKPOINT, MAX_JSON_BYTES, METRICS, SPEC, SUMMARY, open_regular
+from bench.identity import SpecDocument, identity_of
+from bench.locks import lock_is_held
 from bench.usercode import is_user_name
 from tasks.presets import card_of_run
 

@@ -51,7 +51,16 @@ MAX_RECORD_BYTES = 64 << 20  # ~200 B per run file: 60 MB is some 300 000 files
 # A file changed within this long of its stat being taken may have the same stat after a later change in
 # the same tick of the kernel's file clock (1-10 ms): two ticks of the coarsest (HZ = 100), as runcache.
 RACY_NS = 20_000_000
-CODE_PATHS = ("reports", "bench/algo", "bench/files.py", "bench/safefs", "tasks/presets")
+CODE_PATHS = (
+    "reports",
+    "bench/algo",
+    "bench/files.py",
+    "bench/identity.py",
+    "bench/locks.py",
+    "bench/runspec.py",
+    "bench/safefs",
+    "tasks/presets",
+)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -145,7 +154,7 @@ def _walk(fd: int, prefix: str, out: list[list[Any]], unfinished: list[str]) -> 
 def fingerprint(out: Path, formats: list[str], std: bool, quiet: bool = False) -> dict[str, Any] | None:
     """What the report of `out` depends on, as above (`quiet`: what it printed); None where the folder cannot be
     walked."""
-    from bench.files import lock_is_held
+    from bench.locks import lock_is_held
 
     taken = time.time_ns()
     files: list[list[Any]] = []

@@ -32,7 +32,8 @@ import submitit
 from bench.engine.signals import Interrupted, RanksChange, clear_stop, request_stop
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
-from bench.files import SUMMARY, RunFolderBusy, open_regular, read_json, read_json_object, write_json
+from bench.files import SUMMARY, open_regular, read_json, read_json_object, write_json
+from bench.locks import RunFolderBusy
 from bench.run.runner import existing_summary, run_dir_of, run_spec
 from bench.run.spec import run_name
 from bench.run.summary import record_failure

@@ -14,7 +14,8 @@ from typing import Any
 
 from bench.engine.signals import Interrupted, RanksChange, clear_stop
 from bench.errors import UserError
-from bench.files import SUMMARY, RunFolderBusy, read_json_object
+from bench.files import SUMMARY, read_json_object
+from bench.locks import RunFolderBusy
 from bench.run.runner import existing_summary, run_dir_of, run_spec
 from bench.run.summary import record_failure
 from bench.runspec import RunSpec

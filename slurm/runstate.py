@@ -14,18 +14,8 @@ from typing import Any
 
 from bench import safefs
 from bench.experiments.names import method_name, variant_name
-from bench.files import (
-    CHECKPOINT,
-    LOCK,
-    METRICS,
-    SPEC,
-    SUMMARY,
-    lock_is_held,
-    open_regular,
-    read_json,
-    read_json_object,
-    write_json,
-)
+from bench.files import CHECKPOINT, LOCK, METRICS, SPEC, SUMMARY, open_regular, read_json, read_json_object, write_json
+from bench.locks import lock_is_held
 
 from .procgroup import describe_bad_task
 from .progress import Progress, progress

@@ -17,7 +17,7 @@ alone. So a colleague's link to a private file never lands in `--out`, hard-link
 Nothing from the source decides where a file goes outside `--out`: every name taken from input data (a
 class id in a ground-truth file, an image id in a list) passes `safe_id` (one path component of plain
 characters, else a one-line error naming the file and the id). Two `prepare` into one `--out` exclude
-each other (the runs' OS lock, bench.files.file_lock, on `.<name>.lock` beside it), and a staging folder
+each other (the runs' OS lock, bench.locks.file_lock, on `.<name>.lock` beside it), and a staging folder
 left by a run with another source is started over, never mixed (its source is recorded in it).
 
 A staging folder is made by this user's prepare, private (mode 0700, so nobody else can plant anything
@@ -50,7 +50,7 @@ from tqdm import tqdm
 
 from bench import safefs
 from bench.errors import UserError
-from bench.files import file_lock
+from bench.locks import file_lock
 
 MARKER = "PREPARED.json"
 SOURCE = ".source"  # in the staging folder: the source it is being prepared from

@@ -189,7 +189,7 @@ class Engine:
     def _damage(self, saved: dict[str, Any] | None, state: State) -> str | None:
         """Why the checkpoint cannot continue this run here: another run's spec, or metrics cut short."""
         if isinstance(saved, dict):
-            differ = self.spec.differs_from(saved)  # the one identity (bench.files.identity_of)
+            differ = self.spec.differs_from(saved)  # the one identity (bench.identity.identity_of)
             if differ:
                 return f"{CHECKPOINT} belongs to another run (differs in: {', '.join(differ)}); delete"
         why = self.metrics.damage(state.metrics_offset, state.metrics_records)

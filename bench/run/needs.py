@@ -9,7 +9,8 @@ from typing import Any
 
 from bench.algo.rules import ADASCALE, method
 from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, identity_of, read_json_object
+from bench.files import SPEC, SUMMARY, read_json_object
+from bench.identity import identity_of
 from bench.run.spec import run_name
 from bench.runspec import RunSpec
 

@@ -295,7 +295,7 @@ def kept_checkpoints(run_dir: Path) -> list[Path]:
 
 def check_kept(path: Path, kept: dict[str, Any], spec: RunSpec) -> None:
     """A kept checkpoint belongs to the run folder it sits in: the run identity it carries (the spec of the
-    run that wrote it, bench.files.identity_of) must be the folder's, or its gains would be another run's."""
+    run that wrote it, bench.identity.identity_of) must be the folder's, or its gains would be another run's."""
     saved = kept.get("spec")
     if not isinstance(saved, dict):
         raise UserError(f"kept checkpoint {path} carries no run identity (no spec); it cannot be checked, delete it")

@@ -13,7 +13,8 @@ from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import Engine
 from bench.engine.signals import Interrupted
 from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, read_json_object, remove_temporaries, run_lock, write_json
+from bench.files import SPEC, SUMMARY, read_json_object, remove_temporaries, write_json
+from bench.locks import run_lock
 from bench.run.dataroot import prepare_data
 from bench.run.needs import resolve_needs
 from bench.run.spec import check_same, run_name

@@ -15,7 +15,8 @@ from typing import Any
 from bench.algo import rules
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
-from bench.files import SPEC, SpecDocument, read_json
+from bench.files import SPEC, read_json
+from bench.identity import SpecDocument
 from bench.run.yamlread import excerpt, load_yaml
 from bench.runspec import RUN_DEFAULTS, RunSpec, check
 from tasks import record as record_task
@@ -154,7 +155,7 @@ def _data_root(task: Any, preset: str, given: str | Path | None, data: Any, user
 
 def run_name(spec: RunSpec) -> str:
     """<task>/<method>/<s8|elastic-up>/seed<k>[,preset=paper][,key=value...]: readable, and one folder per
-    identity (bench.files.identity_of): a preset other than tiny and every override that changes what
+    identity (bench.identity.identity_of): a preset other than tiny and every override that changes what
     the run computes are in the name; where it runs (threads, workers, devices, ranks) is not."""
     leaf = f"seed{spec.seed}"
     if spec.preset != "tiny":

@@ -29,7 +29,7 @@ from bench.engine.distributed import Dist
 from bench.engine.gradstats import SquaredNormHooks
 from bench.engine.reduction import PairwiseGrads
 from bench.engine.seeding import mix, mix_array
-from bench.experiments import perf, synthetic
+from bench.experiments import perf, synthetic_task
 from bench.files import MetricsLog, read_jsonl
 from tasks import get_task
 from tests.helpers import spec_for, train
@@ -302,7 +302,8 @@ def test_synthetic_tiny_shapes_and_the_batched_and_bf16_variants(tmp_path: Path)
     assert float(row["peak_memory_mb"]) > 0 and row["device_name"]
     for v in ("batched", "bf16"):
         assert float(row[f"examples_per_s_{v}"]) > 0 and float(row[f"{v}_over_adascale"]) > 0
-    batch = synthetic.SyntheticData(get_task("imagenet")).train_set(spec_for("imagenet"), Path()).collate([(5)] * 3)
+    fake = synthetic_task.SyntheticData(get_task("imagenet"))
+    batch = fake.train_set(spec_for("imagenet"), Path()).collate([(5)] * 3)
     assert batch[0].shape == (3, 3, 32, 32) and batch[1].shape == (3,)
 
 
@@ -312,7 +313,7 @@ def test_synthetic_data_names_the_tasks_it_cannot_make() -> None:
     from bench.errors import UserError
 
     with pytest.raises(UserError, match="no synthetic data for nope"):
-        synthetic.SyntheticData(SimpleNamespace(name="nope", needs_data=True))
+        synthetic_task.SyntheticData(SimpleNamespace(name="nope", needs_data=True))
 
 
 @pytest.mark.parametrize("task", ["speech", "transformer", "yolo"])
@@ -348,7 +349,7 @@ def test_a_synthetic_batch_is_the_real_collates_and_trains(task: str) -> None:
     from bench.run.dataroot import prepare_data
 
     real_task, spec = get_task(task), spec_for(task)
-    fake = synthetic.SyntheticData(real_task)
+    fake = synthetic_task.SyntheticData(real_task)
     train_set = fake.train_set(spec, Path())
     n = real_task.items_per_microbatch(spec)
     batch = train_set.collate([train_set[(i, 7 + i)] for i in range(n)])

@@ -19,7 +19,7 @@ NAME = "logreg/adascale/s2/seed0"
 
 def holder(run_dir: Path) -> subprocess.Popen:
     code = (
-        "import sys, time\nfrom bench.files import run_lock\n"
+        "import sys, time\nfrom bench.locks import run_lock\n"
         f"with run_lock({str(run_dir)!r}):\n    print('held', flush=True)\n    time.sleep(600)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)

@@ -1,4 +1,4 @@
-"""One definition of a run's identity (bench.files.NOT_IDENTITY): the folder name, the same-run check,
+"""One definition of a run's identity (bench.identity.NOT_IDENTITY): the folder name, the same-run check,
 the LSW+ lookup of its AdaScale run and the report's seeds all agree."""
 
 from __future__ import annotations

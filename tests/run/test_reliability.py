@@ -55,7 +55,7 @@ def stopped_run(run_dir: Path, **overrides) -> dict:
 def hold_lock(run_dir: Path) -> subprocess.Popen:
     """Another process holding the run folder's lock until killed."""
     code = (
-        "import sys, time\nfrom bench.files import run_lock\n"
+        "import sys, time\nfrom bench.locks import run_lock\n"
         f"with run_lock({str(run_dir)!r}):\n    print('held', flush=True)\n    time.sleep(600)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -85,7 +85,7 @@ def test_a_locked_run_folder_stops_a_second_writer_naming_the_holder(
 
 
 def test_the_lock_names_the_slurm_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.files import run_lock
+    from bench.locks import run_lock
 
     monkeypatch.setenv("SLURM_JOB_ID", "4242_7")
     with run_lock(tmp_path):
@@ -144,7 +144,7 @@ def test_a_resume_with_a_where_it_runs_override_continues_the_run(tmp_path: Path
 def test_a_checkpoint_written_before_a_later_setting_existed_resumes(tmp_path: Path) -> None:
     """A checkpoint (and spec.json) from before `amp` and `microbatch_mode` existed is the same run as
     one at their defaults, and another run than one that sets them off their default."""
-    from bench.files import LATE_SETTINGS
+    from bench.identity import LATE_SETTINGS
 
     spec = stopped_run(tmp_path)
     ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=False)
