@@ -110,8 +110,9 @@ def speedup_bounds(base: tuple[float, float], cell: tuple[float, float]) -> tupl
     monotone), so base/cell lies in [base_lo/cell_hi, base_hi/cell_lo] (inf where cell_lo is 0)."""
     (b_lo, b_hi), (c_lo, c_hi) = base, cell
     lo = b_lo / c_hi if 0 < c_hi < math.inf else math.nan
-    hi = b_hi / c_lo if c_lo > 0 else math.inf
-    return lo, hi if math.isfinite(lo) else math.nan
+    if not math.isfinite(lo):  # no lower bound, no range (and no inf / inf: a cell that never crossed)
+        return lo, math.nan
+    return lo, b_hi / c_lo if c_lo > 0 else math.inf
 
 
 def speedup_status(point: float, lo: float, hi: float, scale: object) -> str:

@@ -228,3 +228,20 @@ def test_report_prints_the_unresolved_and_the_disagreeing(tmp_path: Path) -> Non
     assert "cifar10 S = 4 adascale: speed-up unresolved (5×–11×), above S = 4" in text
     assert "B_crit logreg adascale, sweep 420 [412, 428] DISAGREES with table2 203 [196, 212]" in text
     assert scaling.flags_text(fits.assign(agrees="yes"), summary[summary["scale"] == "1"]) == ""
+
+
+def test_speedup_bounds_of_cells_that_never_crossed_are_unknown_without_a_warning() -> None:
+    """A cell (and its baseline) whose median never crossed has no range: NaN, not inf / inf's RuntimeWarning;
+    a finite pair divides as the docstring says (the control)."""
+    import warnings
+
+    from reports.timetotarget import speedup_bounds
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        never = np.float64(math.inf)  # the medians come from numpy, whose inf / inf warns
+        lo, hi = speedup_bounds((never, never), (never, never))
+        assert math.isnan(lo) and math.isnan(hi)
+        assert speedup_bounds((10.0, 12.0), (5.0, 6.0)) == (10 / 6, 12 / 5)
+        assert speedup_bounds((10.0, math.inf), (5.0, 6.0)) == (10 / 6, math.inf)
+        assert speedup_bounds((10.0, 12.0), (0.0, 6.0)) == (10 / 6, math.inf)
