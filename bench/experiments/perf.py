@@ -353,7 +353,7 @@ def _report(rows: list[dict[str, Any]], out: Path, device: torch.device, repeats
     )
     print(f"perf: {path}")
     if args.write_throughput:
-        from bench.experiments.plan import write_throughput
+        from bench.experiments.costtables import write_throughput
 
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
         measured = {(r["task"], args.preset): (r["examples_per_s_bare"], name) for r in rows if r["scale"] == 1}
