@@ -23,178 +23,20 @@ from typing import Any
 
 import pandas as pd
 
-from bench import safefs
-from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
+from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
-from bench.files import CHECKPOINT, MAX_JSON_BYTES, METRICS, SPEC, SUMMARY, open_regular
-from bench.identity import SpecDocument, identity_of
+from bench.files import METRICS, SPEC, SUMMARY, open_regular
 from bench.locks import lock_is_held
 from bench.usercode import is_user_name
 from tasks.presets import card_of_run
 
 from . import guards, runcache
 from .memo import ReportWarning  # defined where `report` replays warnings (reports.memo)
-from .variants import label_of
+from .runrow import RUN_COLUMNS, SPEC_FIELDS, SUMMARY_FIELDS, _num, _read_json, _row, checked, scale_str
 from .variants import names as variant_names
 
 STATUSES = ("completed", "diverged", "failed")
 CACHE_DIR = Path("report") / "cache"  # per-run metrics summaries (reports.runcache), beside the report
-
-# summary.json's numbers, as they go into a run's row
-SUMMARY_NUMBERS = (
-    "val_metric",
-    "train_loss",
-    "iterations",
-    "tau",
-    "wall_time_s",
-    "epochs",
-    "target_epochs",
-    "mean_gain",
-    "noise_scale",
-    "B_simple",
-)
-RUN_COLUMNS = [
-    "task",
-    "method",
-    "scale",
-    "seed",
-    "preset",
-    "status",
-    *SUMMARY_NUMBERS,
-    "metric",
-    "metric_label",
-    "higher_is_better",
-    "batch_size",
-    "T1",
-    "T_AS",
-    "max_scale",
-    "planned_iterations",
-    "max_epochs",
-    "lr_kind",
-    "lr0",
-    "decay",
-    "experiment_kind",
-    "grid",
-    "panel",
-    "threshold",
-    "sweep_batch",
-    "sweep_method",
-    "sweep_target",
-    "ttt_target",
-    "ranks",
-    "accumulation",
-    "overrides",
-    "variant",
-    "variant_label",
-    "variant_name",
-    "pilot",
-    "rule",
-    "git_commit",
-    "versions",
-    "error",
-    "eval",
-    "has_metrics",
-    "has_checkpoint",
-    "run_dir",
-]
-
-
-_NUMBER = (int, float)
-# The fields the report reads, with the types it can use: any other type is dropped with a warning
-# naming the file and the field (as if absent), never a traceback later on.
-SPEC_FIELDS: dict[str, tuple[type, ...]] = {
-    "task": (str,),
-    "method": (str,),
-    "scale": (int, str),
-    "seed": (int,),
-    "preset": (str,),
-    "batch_size": _NUMBER,
-    "T1": _NUMBER,
-    "T_AS": _NUMBER,
-    "max_epochs": _NUMBER,
-    "lr_schedule": (dict,),
-    "overrides": (dict,),
-    "experiment": (dict, str),
-    "elastic": (dict,),
-    "rule": (dict,),
-    "user_task": (dict,),
-    "ttt_target": _NUMBER,
-    "ranks": (int,),
-    "accumulation": (int,),
-}
-SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
-    "status": (str,),
-    **dict.fromkeys(SUMMARY_NUMBERS, _NUMBER),
-    "metric": (str,),
-    "metric_label": (str,),
-    "higher_is_better": (bool,),
-    "git_commit": (str,),
-    "versions": (dict,),
-    "error": (str,),
-}
-
-
-def checked(obj: dict, fields: dict[str, tuple[type, ...]], path: Path, warn: Any) -> dict:
-    """`obj` less the fields of a type the report cannot use (None is always "absent"), each named in
-    a warning; booleans are not numbers."""
-    out = dict(obj)
-    for key, types in fields.items():
-        value = out.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            warn(f"{path}: field {key!r} is {type(value).__name__}, not {'/'.join(t.__name__ for t in types)}; ignored")
-            del out[key]
-    return out
-
-
-def _read_json(path: Path) -> tuple[dict | None, str | None]:
-    """(object, None) or (None, why it could not be used)."""
-    try:
-        with open_regular(path, "rb", MAX_JSON_BYTES) as f:  # no link, no FIFO, bounded (bench.safefs)
-            text = f.read().decode("utf-8")
-    except OSError as e:
-        return None, f"cannot read ({e.strerror or e})"
-    except UnicodeDecodeError as e:
-        return None, f"not UTF-8 text (byte {e.start})"
-    if not text.strip():
-        return None, "empty file"
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        return None, f"corrupt JSON ({e.msg}: line {e.lineno}, column {e.colno})"
-    except (ValueError, RecursionError):  # a value nested past the parser's depth
-        return None, "corrupt JSON (nested too deep)"
-    if not isinstance(obj, dict):
-        return None, f"not a JSON object ({type(obj).__name__})"
-    try:
-        safefs.check_shape(obj, path)  # a 980-deep value would crash whatever walks it next
-    except OSError as e:
-        return None, f"corrupt JSON ({e.strerror})"
-    return obj, None
-
-
-def _num(value: Any) -> float:
-    """A finite float, or NaN for anything else (None, strings, inf)."""
-    if isinstance(value, bool):
-        return math.nan
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
-
-
-def _str(value: Any) -> str | None:
-    """A label from a nested field: strings only (a list or mapping there would break the grouping)."""
-    return value if isinstance(value, str) else None
-
-
-def scale_str(scale: Any) -> str:
-    """Scales as table labels: "8", "elastic-up"."""
-    if isinstance(scale, float) and scale.is_integer():
-        scale = int(scale)
-    return str(scale)
 
 
 def scale_order(scale: Any) -> tuple[int, float]:
@@ -206,20 +48,6 @@ def scale_order(scale: Any) -> tuple[int, float]:
         return (0, float(s))
     except ValueError:
         return (2, 0.0)
-
-
-def experiment_of(spec: SpecDocument) -> dict:
-    """spec["experiment"] as a dict ({} for ad-hoc runs; a bare string is read as its kind)."""
-    exp = spec.get("experiment")
-    if isinstance(exp, str):
-        return {"kind": exp}
-    return exp if isinstance(exp, dict) else {}
-
-
-def variant_of(overrides: dict) -> str:
-    """The overrides that make a run differ from its preset, as a stable string ("" for none)."""
-    keep = identity_of({"overrides": overrides or {}})["overrides"]
-    return ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(keep.items()))
 
 
 def read_metrics(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
@@ -300,34 +128,6 @@ class Results:
         return self._metrics[key]
 
 
-def max_scale(spec: SpecDocument) -> float:
-    """The largest S of a run: its scale, or the largest step of its elastic schedule."""
-    scale = spec.get("scale")
-    if isinstance(scale, str) and scale in ELASTIC:
-        try:
-            return float(max(s for _, s in scale_steps(scale, spec.get("elastic"))))
-        except Exception:  # a damaged schedule: no largest S to show
-            return math.nan
-    return _num(scale)
-
-
-def planned_iterations(spec: SpecDocument) -> float:
-    """The iterations a run was planned to take, as the paper prints for a diverged cell: the method
-    table's plan (bench.algo.rules.planned_iterations: LSW's ⌈T1/S⌉ on its scale schedule, LSW+'s T_AS);
-    NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else.
-    A user's rule is read as its spec recorded it (bench.algo.rules.recorded): nothing is imported."""
-    from bench.algo.rules import planned_iterations as plan
-    from bench.algo.rules import recorded
-
-    try:
-        row = recorded(str(spec["method"]), spec.get("rule"))
-        T1 = float(spec["T1"])
-        planned = plan(row, scale_schedule(spec["scale"], spec.get("elastic"), T1), T1, spec.get("T_AS"), spec.get("T"))
-    except Exception:  # an incomplete spec: no plan to show
-        return math.nan
-    return _num(planned)
-
-
 def rule_rows(df: pd.DataFrame) -> dict[str, Any]:
     """method name -> its row of the method table (bench.algo.rules.Method) as the runs' specs describe it: a
     built-in row by name, a user's rule from the facts its spec recorded (`rule`), never imported."""
@@ -342,66 +142,6 @@ def rule_rows(df: pd.DataFrame) -> dict[str, Any]:
             facts[name] = json.loads(raw)  # written by _row with json.dumps
         facts.setdefault(name, None)
     return {name: recorded(name, f) for name, f in facts.items()}
-
-
-def _is_pilot(seed: Any, pilot_seeds: Any) -> bool:
-    """Whether a run's seed is one of its matrix's pilot seeds (bench.experiments.matrix: pilot_seeds)."""
-    return isinstance(pilot_seeds, list) and isinstance(seed, int) and seed in pilot_seeds
-
-
-def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, Any]:
-    exp = experiment_of(spec)
-    sched = spec.get("lr_schedule") if isinstance(spec.get("lr_schedule"), dict) else {}
-    overrides = spec.get("overrides") if isinstance(spec.get("overrides"), dict) else {}
-    row: dict[str, Any] = {
-        "task": str(spec.get("task", "?")),
-        "method": str(spec.get("method", "?")),
-        "scale": scale_str(spec.get("scale", "?")),
-        "seed": spec.get("seed"),
-        "preset": str(spec.get("preset") or ""),
-        "batch_size": _num(spec.get("batch_size")),
-        "T1": _num(spec.get("T1")),
-        "T_AS": _num(spec.get("T_AS")),
-        "max_scale": max_scale(spec),
-        "max_epochs": _num(spec.get("max_epochs")),
-        "lr_kind": _str(sched.get("kind")),
-        "lr0": _num(sched.get("lr0")),
-        "decay": _num(sched.get("decay")),
-        "experiment_kind": _str(exp.get("kind")),
-        "grid": _str(exp.get("grid")),
-        "panel": _str(exp.get("panel")),
-        "threshold": _num(exp.get("threshold")),
-        "sweep_batch": _num(exp.get("batch")),
-        "sweep_method": _str(exp.get("method")),
-        "sweep_target": _num(exp.get("target")),
-        "ttt_target": _num(spec.get("ttt_target")),  # time to target's threshold, fixed before the run
-        "ranks": _num(spec.get("ranks")),
-        "accumulation": _num(spec.get("accumulation")),
-        "overrides": json.dumps(overrides, sort_keys=True, default=str),
-        "variant": variant_of(overrides),
-        "variant_label": label_of(exp),
-        "pilot": _is_pilot(spec.get("seed"), exp.get("pilot_seeds")),
-        "rule": json.dumps(spec["rule"], sort_keys=True, default=str) if isinstance(spec.get("rule"), dict) else None,
-        "has_metrics": (run_dir / METRICS).exists(),
-        "has_checkpoint": (run_dir / CHECKPOINT).exists(),
-        "run_dir": str(run_dir),
-    }
-    if summary is not None:
-        row["status"] = summary["status"]
-        for k in SUMMARY_NUMBERS:
-            row[k] = _num(summary.get(k))
-        row["metric"] = summary.get("metric")
-        row["metric_label"] = summary.get("metric_label")
-        row["higher_is_better"] = summary.get("higher_is_better")
-        row["git_commit"] = summary.get("git_commit")
-        versions = summary.get("versions")
-        row["versions"] = json.dumps(versions, sort_keys=True) if isinstance(versions, dict) else None
-        row["error"] = summary.get("error")
-        last_eval = summary.get("eval")
-        row["eval"] = json.dumps(last_eval, sort_keys=True) if isinstance(last_eval, dict) else None
-        if summary["status"] == "diverged":  # only there: the plan stands in for the iterations (Table 2)
-            row["planned_iterations"] = planned_iterations(spec)
-    return row
 
 
 def load(out: Path) -> Results:

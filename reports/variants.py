@@ -1,4 +1,4 @@
-"""Short names for variants: runs made with other `--set` overrides form their own tables (`collect.variant_of`
+"""Short names for variants: runs made with other `--set` overrides form their own tables (`runrow.variant_of`
 writes those overrides as the variant, `data.conditioning=10.0,lr_schedule.lr0=1.0,...`), and a name that
 long widens every table and figure title it is in. The report shows each variant by a short name instead,
 with the overrides on hover and in a list under Table 2:
@@ -34,7 +34,7 @@ __all__ = ["display", "label_of", "named", "names", "number", "short_form"]  # t
 
 
 def names(runs: pd.DataFrame) -> dict[str, str]:
-    """{variant (the overrides as collect.variant_of writes them): its short name} of every variant in
+    """{variant (the overrides as runrow.variant_of writes them): its short name} of every variant in
     `runs` (columns variant, variant_label, overrides); "" stays ""."""
     if runs.empty or "variant" not in runs:
         return {}

@@ -41,7 +41,7 @@ from bench import safefs
 from bench.algo.rules import method
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
-from bench.experiments.plan import _unit
+from bench.experiments.plancells import _unit
 from bench.files import write_csv_rows
 from bench.runspec import RunSpec
 
@@ -390,7 +390,7 @@ def rehearse(args: Any, m: matrices.Matrix, res: Resources, out: Path) -> int:
 
 def _write_throughput(path: Path, rows: list[dict[str, Any]], preset: str) -> None:
     """examples/s per GPU at S = 1 with the preset's micro-batch, per task, into plan's table."""
-    from bench.experiments.plan import write_throughput
+    from bench.experiments.costtables import write_throughput
 
     measured = {
         (r["task"], preset): (r["examples_per_s"] / r["ranks"], r["device"])

@@ -31,7 +31,7 @@ import torch
 from bench import safefs
 from bench.algo.rules import ADASCALE
 from bench.errors import UserError
-from bench.experiments.plan import FLOPS, FLOPS_COLUMNS
+from bench.experiments.costtables import FLOPS, FLOPS_COLUMNS
 from bench.experiments.synthetic_task import SyntheticData
 from bench.files import atomic_write_bytes
 from bench.run.spec import resolve

@@ -134,7 +134,7 @@ def engine_syncs(task: Any, spec: RunSpec, work: Any, iterations: int = 2) -> tu
     from pathlib import Path
 
     from bench.engine.distributed import Dist
-    from bench.experiments.perf import EngineLoop
+    from bench.experiments.perfloops import EngineLoop
 
     scale = int(spec.scale)
     loop = EngineLoop(spec, task, Path(work) / "run", Path(spec.data_root or work), Dist())
