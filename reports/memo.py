@@ -57,7 +57,6 @@ CODE_PATHS = (
     "bench/files.py",
     "bench/identity.py",
     "bench/locks.py",
-    "bench/runspec.py",
     "bench/safefs",
     "tasks/presets",
 )

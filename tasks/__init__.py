@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from bench import usercode
 from bench.errors import UserError
-from bench.runspec import RunSpec
 from bench.usercode import is_user_name
 
-if TYPE_CHECKING:  # tasks.base imports torch; the registry and tasks.presets must not
+if TYPE_CHECKING:  # tasks.base imports torch, bench.runspec pydantic; the registry and tasks.presets must not
+    from bench.runspec import RunSpec
+
     from .base import Task
     from .presets import TaskCard
 

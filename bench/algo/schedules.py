@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench import runspec
 from bench.errors import UserError
+
+if TYPE_CHECKING:  # the type only: what imports the math (the report) does not load pydantic for it
+    from bench.runspec import Schedule
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,11 @@ class Constant:
         return self.lr0
 
 
-def lr_schedule(cfg: runspec.Schedule, T1: float) -> ExponentialDecay | StepDecay | Constant:
+def lr_schedule(cfg: Schedule, T1: float) -> ExponentialDecay | StepDecay | Constant:
     """Build lr(τ) from the spec's `lr_schedule` (its kind and keys checked by the schema)."""
-    if isinstance(cfg, runspec.Exponential):
+    if cfg.kind == "exponential":
         return ExponentialDecay(float(cfg.lr0), float(cfg.decay), float(T1))
-    if isinstance(cfg, runspec.Step):
+    if cfg.kind == "step":
         return StepDecay(float(cfg.lr0), float(cfg.gamma), tuple(float(m) for m in cfg.milestones), float(T1))
     return Constant(float(cfg.lr0))
 
