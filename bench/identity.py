@@ -69,11 +69,6 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def identity_differs(a: SpecDocument, b: SpecDocument) -> list[str]:
-    """The identity keys in which two specs differ (empty: the same run)."""
-    return differing(identity_of(a), identity_of(b))
-
-
 def differing(x: dict[str, Any], y: dict[str, Any]) -> list[str]:
     """The keys in which two identities (identity_of) differ."""
     return sorted(k for k in set(x) | set(y) if x.get(k) != y.get(k))
