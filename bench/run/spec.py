@@ -51,7 +51,8 @@ def tiny_variant(task: Any, data: dict[str, Any]) -> str:
     preset = task.presets["tiny"]["data"]
     if not isinstance(data, dict):  # not a mapping (`--set data=5`): the schema says so, in one line
         return ""
-    parts = [f",{k}={data[k]}" for k in getattr(task, "tiny_data", ()) if k in data and data[k] != preset.get(k)]
+    keys = getattr(getattr(task, "card", task), "tiny_data", ())  # a task's card, or the card itself (matrices)
+    parts = [f",{k}={data[k]}" for k in keys if k in data and data[k] != preset.get(k)]
     return re.sub(r"[^A-Za-z0-9_.,=+-]", "_", "".join(parts))
 
 

@@ -40,3 +40,21 @@ def test_an_unknown_key_does_not_hide_the_other_mistakes() -> None:
     assert "--set nokey: unknown key" in text and "T1=-5" in text and "momentum=3" in text and "\n" not in text
     with pytest.raises(UserError, match="invalid spec: T1=-5"):  # the schema alone, as before
         resolve(task, "adascale", 2, 0, "tiny", overrides={"T1": -5})
+
+
+def test_a_task_mapping_that_is_not_a_mapping_is_the_schemas_one_line() -> None:
+    """`--set data=5` reached the tiny data folder's name (tiny_variant) before the schema and was a TypeError."""
+    with pytest.raises(UserError, match=r"data: expected a mapping, got 5") as e:
+        resolve(get_task("cifar10"), "adascale", 2, 0, "tiny", overrides={"data": 5})
+    assert "\n" not in str(e.value)
+
+
+def test_a_tiny_data_setting_has_its_own_default_folder_whether_named_by_task_or_card() -> None:
+    """`run` resolves with the task (get_task), a matrix with its card: both must put data written with another
+    tiny_noise in a folder of its own (the task's object once lacked the card's tiny_data: the default folder)."""
+    from tasks import card_of
+
+    for named in (get_task("cifar10"), card_of("cifar10")):
+        harder = resolve(named, "adascale", 2, 0, "tiny", overrides={"data.tiny_noise": 2.0}).data_root
+        default = resolve(named, "adascale", 2, 0, "tiny").data_root
+        assert harder.endswith("cifar10,tiny_noise=2.0") and default.endswith("cifar10")
