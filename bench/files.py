@@ -172,25 +172,31 @@ class MetricsLog:
     """Buffered appends to metrics.jsonl. `offset()` is the byte size of what is durably on disk, saved
     in checkpoints; `truncate(offset)` on resume drops records written after that checkpoint.
 
-    `append` runs once per iteration, on the hot path, so it only keeps (a copy of) the record; records
-    are serialised when they are flushed, many at once (a few µs each, see `adascale-bench perf`)."""
+    `append_row` runs once per iteration, on the hot path, so it only keeps the record's values beside its
+    keys (a tuple the engine makes once); records become dicts and are serialised when they are flushed,
+    many at once (a few µs each, see `adascale-bench perf`)."""
 
     def __init__(self, path: Path, enabled: bool = True, flush_every: int = 1000) -> None:
         self.path = Path(path)
         self.enabled = enabled
         self.flush_every = flush_every
-        self._buffer: list[dict[str, Any]] = []
+        self._buffer: list[tuple[tuple[str, ...], tuple[Any, ...]]] = []  # (keys, values) per record
         self.records = 0  # records durably on disk (checked against a checkpoint's count on resume)
 
     def append(self, record: dict[str, Any]) -> None:
-        """Keep the record; every `flush_every` records, write them out."""
+        """Keep (a copy of) the record; every `flush_every` records, write them out."""
+        self.append_row(tuple(record), tuple(record.values()))
+
+    def append_row(self, keys: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        """Keep the record {keys[i]: values[i]} (both tuples: nothing the caller changes later reaches it)."""
         if self.enabled:
-            self._buffer.append(dict(record))
+            self._buffer.append((keys, values))
             if len(self._buffer) >= self.flush_every:
                 self.flush()
 
     @staticmethod
-    def _line(record: dict[str, Any]) -> str:
+    def _line(row: tuple[tuple[str, ...], tuple[Any, ...]]) -> str:
+        record = dict(zip(*row, strict=True))
         line = json.dumps(record)
         if "NaN" in line or "Infinity" in line:  # not JSON: only then walk the record to write them as null
             line = json.dumps(_clean(record))

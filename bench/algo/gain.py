@@ -132,18 +132,22 @@ class _BiasCorrectedEMA:
         self.raw = [0.0, 0.0]
         self.theta_prod = 1.0  # Π θ_k over the updates so far
         self.updates = 0
+        self._values = self.initial
 
     def update(self, x: float, y: float, th: float) -> None:
         self.raw[0] = th * self.raw[0] + (1.0 - th) * x
         self.raw[1] = th * self.raw[1] + (1.0 - th) * y
         self.theta_prod *= th
         self.updates += 1
+        self._corrected()
+
+    def _corrected(self) -> None:
+        """The bias-corrected pair, computed once per update (the gain and the metrics record both read it)."""
+        correction = 1.0 - self.theta_prod
+        self._values = (self.raw[0] / correction, self.raw[1] / correction) if self.updates else self.initial
 
     def values(self) -> tuple[float, float]:
-        if self.updates == 0:
-            return self.initial
-        correction = 1.0 - self.theta_prod
-        return self.raw[0] / correction, self.raw[1] / correction
+        return self._values
 
     def state_dict(self) -> dict[str, Any]:
         return {"raw": list(self.raw), "theta_prod": self.theta_prod, "updates": self.updates}
@@ -152,6 +156,7 @@ class _BiasCorrectedEMA:
         self.raw = [float(v) for v in state["raw"]]
         self.theta_prod = float(state["theta_prod"])
         self.updates = int(state["updates"])
+        self._corrected()
 
 
 class UnbiasedGain:
@@ -159,7 +164,7 @@ class UnbiasedGain:
     r = (σ² + μ²) / (σ²/S + μ²) from their moving averages."""
 
     name = "unbiased"
-    averages = ("var", "sqr")  # what stats() calls its two moving averages (metrics.jsonl keys)
+    averages = ("var", "sqr")  # what the metrics record calls its two moving averages (metrics.jsonl keys)
 
     def __init__(self) -> None:
         self.ema = _BiasCorrectedEMA(0.0, 1.0)  # before the first update: var_avg = 0, sqr_avg = 1
@@ -169,9 +174,9 @@ class UnbiasedGain:
         """How many iterations' statistics have been folded in."""
         return self.ema.updates
 
-    def stats(self) -> dict[str, float]:
-        """The two bias-corrected moving averages under this estimator's own names."""
-        return dict(zip(self.averages, self.ema.values(), strict=True))
+    def averaged(self) -> tuple[float, float]:
+        """The two bias-corrected moving averages, in the order of `averages` (the metrics record's values)."""
+        return self.ema.values()
 
     @property
     def var_avg(self) -> float:

@@ -43,6 +43,10 @@ from bench.errors import UserError
 from bench.files import CHECKPOINT, KEPT, METRICS, MetricsLog, kept_name
 from bench.runspec import RunSpec
 
+# A training record's keys (docs/design.md §4), in the order metrics.jsonl has them; with statistics at
+# S > 1 the estimator's two moving averages follow (UnbiasedGain.averages).
+TRAIN_KEYS = ("iteration", "tau", "scale", "gain", "lr", "loss", "sum_sq", "mean_sq", "progress", "warmup")
+
 
 @dataclass
 class AtScale:
@@ -118,6 +122,7 @@ class Engine:
         # the spec's values `step` reads every iteration, looked up once (the hot path: see `adascale-bench perf`)
         self._track, self._seed = bool(spec.track_stats), spec.seed
         self._warmup = spec.warmup_iterations
+        self._keys_stats = (*TRAIN_KEYS, *self.estimator.averages)  # a training record's keys at S > 1 with statistics
         for s in self.scales.scales:
             ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
 
@@ -236,23 +241,14 @@ class Engine:
         loss_v, sum_sq_v, mean_sq_v = self._gradients(state, scale, batches, observer)
         if self._diverged(state, scale, loss_v, sum_sq_v, mean_sq_v):
             return False
-        gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if self._track else 1.0
+        track = self._track
+        gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
         lr, p, w = self._apply(state, scale, gain)
-        self._log(
-            {
-                "iteration": state.iteration,
-                "tau": state.tau,
-                "scale": scale,
-                "gain": gain,
-                "lr": lr,
-                "loss": loss_v,
-                "sum_sq": sum_sq_v if self._track else None,
-                "mean_sq": mean_sq_v,
-                "progress": p,
-                "warmup": w,
-                **(self.estimator.stats() if self._track and scale > 1 else {}),
-            }
-        )
+        values = (state.iteration, state.tau, scale, gain, lr, loss_v, sum_sq_v if track else None, mean_sq_v, p, w)
+        if track and scale > 1:  # and the estimator's two moving averages
+            self._log_row(self._keys_stats, values + self.estimator.averaged())
+        else:
+            self._log_row(TRAIN_KEYS, values)
         self._advance(state, scale, gain, p, sum_sq_v, mean_sq_v)
         self._last = (scale, gain, loss_v, lr)  # on the host already: the progress bar's and heartbeat's numbers
         return True
@@ -268,7 +264,7 @@ class Engine:
         seeds = dropout_seeds(self._seed, state.microbatch + dist.rank * accum, accum)
         self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
         result = None
-        self.vote = StopVote(stop_requested())  # answered by this iteration's gather (W = 1: at once)
+        self.vote.mine, self.vote.anyone = stop_requested(), False  # answered by this iteration's gather
         bn = self.split.bn
         try:
             if self.batched is not None and accum > 1:  # spec microbatch_mode=batched (bench.engine.batched)
@@ -321,9 +317,13 @@ class Engine:
 
     def _log(self, record: dict[str, Any]) -> None:
         """A metrics record to metrics.jsonl (rank 0's MetricsLog) and, when asked for, to TensorBoard."""
-        self.metrics.append(record)
+        self._log_row(tuple(record), tuple(record.values()))
+
+    def _log_row(self, keys: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        """The record {keys[i]: values[i]}: every iteration's, made without a dict (the hot path)."""
+        self.metrics.append_row(keys, values)
         if self.sink is not None:
-            self.sink.write(record)
+            self.sink.write(dict(zip(keys, values, strict=True)))
 
     # -- the loop -------------------------------------------------------------------------------------------
     def setup(self) -> State:

@@ -30,33 +30,40 @@ import torch.distributed as dist
 from torch import nn
 
 from bench.engine import tree
-from bench.engine.gradstats import SMALL_MODEL, GradientObserver, SquaredNormHooks
+from bench.engine.gradstats import GradientObserver, SquaredNormHooks
 
 REDUCTIONS = ("pairwise", "native")
+# TreeSum keeps every g_i of an iteration to its end while A·(the model's parameters) stays within this many
+# numbers (64 MiB in float32): each backward pass's norm is then not a separate op on code that the pass
+# pushed out of the caches, and the adds go a level of the tree at a time (tiny cifar10 at S = 4 keeps
+# 311 k numbers; a paper model's 11 M and more take the per-pass path at every S ≥ 2)
+KEEP_BUDGET = 1 << 24
+Node = list[torch.Tensor]  # a node of the tree: one tensor per parameter
 
 
 class TreeSum:
     """The pairwise sum in one process (W = 1), without hooks: after each backward pass (`end_backward`)
     the micro-batch's gradients leave `.grad` in one Python pass over the parameters and merge into the
-    binary counter with one fused add per tree level (torch._foreach_add_), instead of a hook call and
-    an add per parameter and micro-batch (hooks and ops inside backward cost several times more on a
-    CPU, see bench.engine.gradstats). With `track` the taken gradients are g_i alone, so they give the
-    statistics too, and no SquaredNormHooks are needed: a small model's g_i are kept (merged out of
-    place) for accumulate's one fused norm at the end, a larger one's normed after each pass (one fused
-    op) before a merge adds into them, as bench.engine.gradstats does. Without `track` autograd's own accumulation
-    adds each pair of micro-batches (the tree's first level), and only every second pass takes `.grad`
-    out (`_pairs`). A GradientObserver: `take()` leaves the sum in `.grad`."""
+    tree with fused multi-tensor adds, instead of a hook call and an add per parameter and micro-batch
+    (hooks and ops inside backward cost several times more on a CPU, see bench.engine.gradstats). With
+    `track` the taken gradients are g_i alone, so they give the statistics too, and no SquaredNormHooks
+    are needed: within KEEP_BUDGET the g_i are kept for accumulate's one fused norm at the end and added
+    by `take()` out of place, one fused add per level of the tree (tree.by_levels: log2(A) ops); past it
+    they are normed after each pass (one fused op) and merged into the binary counter in place, as
+    bench.engine.gradstats does. Without `track` autograd's own accumulation adds each pair of
+    micro-batches (the tree's first level), and only every second pass takes `.grad` out (`_pairs`).
+    A GradientObserver: `take()` leaves the sum in `.grad`."""
 
     synced = False
 
-    def __init__(self, params: list[nn.Parameter], accum: int, track: bool, small_model: int = SMALL_MODEL) -> None:
+    def __init__(self, params: list[nn.Parameter], accum: int, track: bool, keep_budget: int = KEEP_BUDGET) -> None:
         if accum < 2:
             raise ValueError(f"TreeSum sums A ≥ 2 micro-batches, got A = {accum}")
         self.params = [p for p in params if p.requires_grad]
         self.accum = accum
         self.tracks = track
-        self._keep = track and sum(p.numel() for p in self.params) <= small_model
-        self._kept: list[torch.Tensor] = []
+        self._keep = track and accum * sum(p.numel() for p in self.params) <= keep_budget
+        self._kept: list[list[torch.Tensor]] = []  # a small model's g_i, per pass
         self._stack: list[tuple[int, list[torch.Tensor]]] = []  # (level, partial sums), levels decreasing
         self._norms: list[torch.Tensor] = []
         self._passes = 0
@@ -66,19 +73,28 @@ class TreeSum:
         if not self.tracks:
             self._pairs()
             return
-        grads = [p.grad for p in self.params]
-        for p in self.params:
-            p.grad = None
-        if any(g is None for g in grads):
-            raise RuntimeError(
-                f"reduction=pairwise: a parameter got no gradient from micro-batch {self._passes} of "
-                f"{self.accum}; it needs every parameter used by every micro-batch (use --set reduction=native)"
-            )
-        if self._keep:
-            self._kept.extend(grads)
-        elif self.tracks:
-            self._norms.extend(torch._foreach_norm(grads))
+        grads = self._out_of_grad(self._passes)
+        if self._keep:  # added at take(), a level of the tree at a time
+            self._kept.append(grads)
+            return
+        self._norms.extend(torch._foreach_norm(grads))
         tree.push(self._stack, grads, self._add)
+
+    def _out_of_grad(self, first: int) -> list[torch.Tensor]:
+        """Every parameter's `.grad` (of micro-batches first … this pass), taken out (left None); refused
+        where a parameter got none. (One plain loop: it runs after every backward pass.)"""
+        grads = []
+        for p in self.params:
+            g = p.grad
+            if g is None:
+                which = "micro-batch" if first == self._passes else f"micro-batches {first} and"
+                raise RuntimeError(
+                    f"reduction=pairwise: a parameter got no gradient from {which} {self._passes} of {self.accum}; "
+                    "it needs every parameter used by every micro-batch (use --set reduction=native)"
+                )
+            grads.append(g)
+            p.grad = None
+        return grads
 
     def _pairs(self) -> None:
         """Without statistics: autograd's own accumulation adds each odd micro-batch's gradient into the even
@@ -88,32 +104,35 @@ class TreeSum:
         tracking path, for the same tree."""
         if self._passes % 2 or self._passes == self.accum:
             return  # the next pass adds into .grad (or take() folds it, the newest node)
-        grads = [p.grad for p in self.params]
-        if any(g is None for g in grads):
-            raise RuntimeError(
-                f"reduction=pairwise: a parameter got no gradient from micro-batches {self._passes - 1} and "
-                f"{self._passes} of {self.accum}; it needs every parameter used by every micro-batch "
-                "(use --set reduction=native)"
-            )
-        for p in self.params:
-            p.grad = None
+        grads = self._out_of_grad(self._passes - 1)
         tree.push(self._stack, grads, self._add, level=1)
 
     def take(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Fold what is left, smaller subtrees first, into `.grad`; return (the g_i kept, the norms taken)."""
-        node = tree.fold(self._stack, self._add, [p.grad for p in self.params] if not self.tracks else None)
+        """Fold what is left, smaller subtrees first, into `.grad`; return (the g_i kept, the norms taken).
+        A small model's kept g_i are added here, one fused out-of-place add per level of the tree."""
+        if self._keep:
+            node = tree.by_levels(self._kept, self._add_pairs)
+            kept = [g for grads in self._kept for g in grads]
+        else:
+            node = tree.fold(self._stack, self._add, [p.grad for p in self.params] if not self.tracks else None)
+            kept = []
         for p, g in zip(self.params, node, strict=True):
             p.grad = g
-        kept, norms = self._kept, self._norms
+        norms = self._norms
         self._kept, self._norms, self._passes = [], [], 0
         return kept, norms
 
     def _add(self, older: list[torch.Tensor], newer: list[torch.Tensor]) -> list[torch.Tensor]:
-        """older + newer, in place into older unless older holds kept g_i."""
-        if self._keep:
-            return list(torch._foreach_add(older, newer))
+        """older + newer, in place into older (a larger model's partial sums, whose g_i are normed already)."""
         torch._foreach_add_(older, newer)
         return older
+
+    def _add_pairs(self, olders: list[list[torch.Tensor]], newers: list[list[torch.Tensor]]) -> list[Node]:
+        """Each older + newer pair of one tree level, out of place (the kept g_i are normed later), in one
+        fused op over every parameter of every pair."""
+        k = len(self.params)
+        flat = torch._foreach_add([t for node in olders for t in node], [t for node in newers for t in node])
+        return [list(flat[i : i + k]) for i in range(0, len(flat), k)]
 
     def remove(self) -> None:
         self._stack.clear()

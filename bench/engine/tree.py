@@ -31,3 +31,24 @@ def fold(stack: Stack, add: Callable[[T, T], T], node: T | None = None) -> T:
     while stack:
         node = add(stack.pop()[1], node)
     return node
+
+
+def by_levels(nodes: list[T], add_pairs: Callable[[list[T], list[T]], list[T]]) -> T:
+    """The sum `push` and `fold` build over `nodes` (level-0 nodes in index order), built one level at a
+    time: all pairs of a level in one call add_pairs(olders, newers) (one fused op for all of them: log2(A)
+    calls instead of A − 1), then each level's odd node out folded as `fold` does, smaller subtrees first.
+    The same tree, so the same bits (tests/engine/test_tree.py holds the shapes equal for A = 1 … 40)."""
+    if not nodes:
+        raise ValueError("by_levels: no nodes to add")
+    left: list[T] = []  # each level's odd node out (the newest of that level): lower levels first
+    while len(nodes) > 1:
+        if len(nodes) % 2:
+            left.append(nodes[-1])
+            nodes = nodes[:-1]
+        nodes = add_pairs(nodes[0::2], nodes[1::2])
+    if not left:
+        return nodes[0]
+    node = left[0]
+    for older in [*left[1:], nodes[0]]:
+        node = add_pairs([older], [node])[0]
+    return node

@@ -85,9 +85,9 @@ def test_pairwise_grads_sum_the_microbatches_as_a_balanced_tree(accum: int, how:
         assert not torch.equal(running, tree[8]())
 
 
-@pytest.mark.parametrize("small_model", [0, 1 << 30], ids=["per-pass", "keep-all"])
+@pytest.mark.parametrize("keep_budget", [0, 1 << 30], ids=["per-pass", "keep-all"])
 @pytest.mark.parametrize("accum", [2, 3, 4])
-def test_tree_sum_observes_each_microbatch_gradient(accum: int, small_model: int) -> None:
+def test_tree_sum_observes_each_microbatch_gradient(accum: int, keep_budget: int) -> None:
     """Normed after each pass or kept to the end (and then left untouched by the merges and by the
     division of .grad that follows), the observed g_i are each micro-batch's gradient alone."""
     torch.manual_seed(0)
@@ -95,7 +95,7 @@ def test_tree_sum_observes_each_microbatch_gradient(accum: int, small_model: int
     mbs = [torch.randn(4, 20) for _ in range(accum)]
     g = _grads(model, mbs)
     model.zero_grad(set_to_none=True)
-    tree = TreeSum(list(model.parameters()), accum, track=True, small_model=small_model)
+    tree = TreeSum(list(model.parameters()), accum, track=True, keep_budget=keep_budget)
     for _ in range(2):  # a second iteration starts afresh
         for x in mbs:
             model(x).square().mean().backward()
