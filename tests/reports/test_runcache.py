@@ -242,3 +242,34 @@ def test_uniform_records_give_the_columns_a_column_at_a_time_read_gives(
     assert list(fast) == list(slow)
     for key in fast:
         assert np.array_equal(fast[key], slow[key], equal_nan=True) and fast[key].dtype == slow[key].dtype
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64, 1 << 20])
+def test_the_scan_finds_every_newline_and_every_eval_word_as_a_byte_search_does(tmp_path: Path, chunk: int) -> None:
+    """`_scan` (numpy, a chunk at a time, the word found from its `v`s) finds what a plain byte search finds:
+    every newline, and every `"eval"`, overlapping ones, ones across a chunk's edge and ones at either end of
+    the file included; none past the last newline."""
+    import mmap
+    import re
+
+    data = b'"eval"eval"\n{"tau": 1, "var": 2}\nvv"ev\nal"\n{"eval": true}"eval"\n{"x": "eval"}\n"eval"'
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(data)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        end = mm.rfind(b"\n") + 1
+        nl, at = runcache._scan(mm, end, chunk)
+        assert list(nl) == [m.start() for m in re.finditer(b"\n", data[:end])]
+        assert list(at) == [m.start() for m in re.finditer(b'(?="eval")', data[:end])] == [0, 5, 44, 57, 70]
+
+
+def test_a_line_with_the_eval_word_is_an_evaluation_only_where_its_record_says_so(tmp_path: Path, monkeypatch) -> None:
+    """A training record with `"eval"` in a string, one with `"eval": false`, and a line that is no JSON are
+    training lines, counted (the undecodable one as bad where sampled); only `"eval": true` is an evaluation."""
+    monkeypatch.setattr(runcache, "SMALL_BYTES", 10)
+    lines = [b'{"tau": 0.0, "note": "eval"}', b'{"eval": false, "tau": 1.0}', b'"eval" no json',
+             b'{"eval": true, "tau": 2.0, "metric": 5}', b'{"tau": 3.0}']  # fmt: skip
+    path = tmp_path / METRICS
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    columns, evals, meta = runcache.summarize(path)
+    assert evals == [{"eval": True, "tau": 2.0, "metric": 5}]
+    assert list(columns["tau"]) == [0.0, 1.0, 3.0] and meta["records"] == 3 and meta["bad"] == 1
