@@ -369,39 +369,80 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+Summary = tuple[dict[str, np.ndarray], list[dict], dict[str, Any]]  # (training columns, evaluations, meta)
+
+
 def refresh(path: Path, cache_dir: Path) -> str | None:
     """Bring the cached summary of `path` up to date (nothing to do when it is current); a warning naming a
-    damaged cache file it replaced, or an unreadable metrics file, else None. `warm`'s unit of work."""
+    damaged cache file it replaced, or an unreadable metrics file, else None."""
+    return _refreshed(path, cache_dir)[0]
+
+
+def _refreshed(path: Path, cache_dir: Path) -> tuple[str | None, Summary | None]:
+    """(`refresh`'s warning, the summary it found current or made; None where the file is unreadable)."""
     target = cache_file(cache_dir, path.parent)
     note = None
     try:
-        if _load(target, path) is not None:
-            return None
+        got = _load(target, path)
+        if got is not None:
+            return None, got
     except Damaged as e:
         note = e.warning(target, path)
     try:
-        _save(target, *summarize(path))
-    except Exception:  # unreadable metrics, a read-only folder: the report's own read of it says why, or goes uncached
+        got = summarize(path)
+    except Exception:  # unreadable metrics: the report's own read of it says why
+        return note, None
+    try:
+        _save(target, *got)
+    except Exception:  # a read-only folder: the report goes uncached
         pass
-    return note
+    return note, got
 
 
-def warm(paths: list[Path], cache_dir: Path, workers: int, warn: Callable[[str], None]) -> None:
+def warm_one(path: Path, cache_dir: Path, read: Callable[[Path, Summary], Any] | None = None) -> tuple[str | None, Any]:
+    """`warm`'s unit of work: (`refresh`'s warning, `read(path, summary)` of the summary it found current or made,
+    None without `read` or a summary)."""
+    note, got = _refreshed(path, cache_dir)
+    return note, (read(path, got) if read is not None and got is not None else None)
+
+
+def warm(
+    paths: list[Path],
+    cache_dir: Path,
+    workers: int,
+    warn: Callable[[str], None],
+    read: Callable[[Path, Summary], Any] | None = None,
+) -> dict[Path, Any]:
     """Refresh the summaries of every metrics file in `paths` in `workers` processes (forked), before the
     report reads them one at a time: the first report of a large matrix is the scan of every file, which
-    is CPU work per file and parallel across files. Warnings reach `warn` in the parent."""
+    is CPU work per file and parallel across files. Warnings reach `warn` in the parent. With `read` (a
+    module-level function: it runs in the worker), the path -> what it made of each file's summary, so that
+    the parent need not load it back from the cache ({} where nothing ran in processes)."""
     if workers < 2 or len(paths) < 2 or seal_of(cache_dir) is None:  # the key made here, before the fork
-        return
+        return {}
     from .workers import pool as worker_pool
 
     # largest first, one at a time (the longest-processing-time rule): the paper matrix's files run from 0.2 MB to
     # 390 MB, and handed out in path order in large chunks the transformer's came last, to one worker, alone
     order = sorted(range(len(paths)), key=lambda i: -_size(paths[i]))
+    n = len(paths)
     with worker_pool(workers) as pool:
-        notes = dict(zip(order, pool.map(refresh, [paths[i] for i in order], [cache_dir] * len(paths)), strict=True))
-    for i in range(len(paths)):  # the warnings in the order of `paths`
-        if notes[i]:
-            warn(notes[i])
+        done = dict(zip(order, pool.map(warm_one, [paths[i] for i in order], [cache_dir] * n, [read] * n), strict=True))
+    for i in range(n):  # the warnings in the order of `paths`
+        if done[i][0]:
+            warn(done[i][0])
+    return {paths[i]: done[i][1] for i in range(n) if done[i][1] is not None}
+
+
+def current(path: Path, meta: dict[str, Any]) -> bool:
+    """Whether the metrics file at `path` still has the stamp `meta` was made from (one lstat: a link there now
+    has another inode), and is not racily clean: what a summary handed over by `warm` must pass to be used
+    instead of the cache's."""
+    try:
+        now = stamp_of(os.lstat(path))
+    except OSError:
+        return False
+    return meta.get("stamp") == now and not racy(now, meta.get("read_ns"))
 
 
 def _size(path: Path) -> int:
@@ -432,6 +473,11 @@ def frames(
                 _save(cache_file(cache_dir, path.parent), *got)
             except OSError:
                 pass  # a read-only results folder: the report still renders, uncached
+    return frames_of(got)
+
+
+def frames_of(got: Summary) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """`frames` of a summary: its training and evaluation records as frames, sorted by τ."""
     columns, evals, meta = got
     train, ev = pd.DataFrame(columns), pd.DataFrame(evals)
     for key in ev.columns:  # a hand-edited eval record may hold a string where a number belongs

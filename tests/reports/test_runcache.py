@@ -273,3 +273,68 @@ def test_a_line_with_the_eval_word_is_an_evaluation_only_where_its_record_says_s
     columns, evals, meta = runcache.summarize(path)
     assert evals == [{"eval": True, "tau": 2.0, "metric": 5}]
     assert list(columns["tau"]) == [0.0, 1.0, 3.0] and meta["records"] == 3 and meta["bad"] == 1
+
+
+def _folder_with_bad_values(tmp_path: Path) -> Path:
+    """Three runs, one with a negative gain and a torn last line (guards' and the torn-line warnings)."""
+    out = tmp_path / "out"
+    runs = [write_run(out, "cifar10", "adascale", s, 0, 400, eval_every=100) for s in (2, 4, 8)]
+    bad = runs[1] / METRICS
+    bad.write_bytes(bad.read_bytes().replace(b'"gain": ', b'"gain": -', 3) + b'{"iteration": 9')
+    return out
+
+
+def test_the_frames_warm_hands_back_are_the_ones_the_report_reads_with_the_same_warnings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Results.warm_metrics` has each worker hand back the run's frames (`_read_warmed`): the report then
+    loads no summary back from the cache, and gets the frames and the warnings, in the same order, that
+    reading each run alone gives."""
+    from reports.collect import load
+
+    out = _folder_with_bad_values(tmp_path)
+    alone = load(out)
+    alone.cache_dir = None  # every run read from its metrics file, one at a time
+    want = {d: alone.metrics(d) for d in alone.runs["run_dir"]}
+    res = load(out)
+    res.warm_metrics(2)
+    assert len(res._warmed) == 3
+    monkeypatch.setattr(runcache, "_load", lambda *a: pytest.fail("a warmed run loaded from the cache"))
+    for d in res.runs["run_dir"]:
+        train, evals = res.metrics(d)
+        pd.testing.assert_frame_equal(train, want[d][0])
+        pd.testing.assert_frame_equal(evals, want[d][1])
+        assert train.attrs == want[d][0].attrs
+    assert res.warnings == alone.warnings and any("'gain'" in w for w in res.warnings)
+
+
+@pytest.mark.parametrize("change", ["append", "same size", "link"])
+def test_a_metrics_file_changed_after_warm_is_read_again_not_taken_from_the_worker(tmp_path: Path, change: str) -> None:
+    """A frame a worker handed back is used only while the file has the stamp it was read with (size, mtime,
+    ctime, inode): a file appended to, edited in place with its size and mtime put back, or replaced by a
+    link after the warm is read as it is now (the link refused, as the report refuses links)."""
+    from reports.collect import load
+
+    out = tmp_path / "out"
+    runs = [write_run(out, "cifar10", "adascale", s, 0, 400, eval_every=100) for s in (2, 4)]
+    res = load(out)
+    res.warm_metrics(2)
+    path = runs[0] / METRICS
+    if change == "append":
+        path.write_bytes(path.read_bytes() + b'{"iteration": 400, "tau": 1e9, "loss": 7.0}\n')
+    elif change == "same size":
+        st, data = path.stat(), path.read_bytes()
+        path.write_bytes(data.replace(b'"loss": ', b'"loss":-', 1))  # one byte for another
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    else:
+        target = tmp_path / "elsewhere.jsonl"
+        target.write_bytes(path.read_bytes())
+        path.unlink()
+        path.symlink_to(target)
+    train, _ = res.metrics(str(runs[0]))
+    if change == "append":
+        assert train["tau"].iloc[-1] == 1e9
+    elif change == "same size":
+        assert (train["loss"] < 0).any()
+    else:
+        assert train.empty and any("cannot read" in w for w in res.warnings)
