@@ -13,10 +13,12 @@ out of every table, with a warning naming the file).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,10 +87,25 @@ class Results:
     _warmed: dict[str, tuple] = field(default_factory=dict, repr=False)  # run folder -> `_read_warmed` of its metrics
     memo: dict[Any, Any] = field(default_factory=dict, repr=False)  # what one report derives once per run
 
+    _held: list[str] | None = field(default=None, repr=False)  # warnings held back (`hold_warnings`)
+
     def warn(self, message: str) -> None:
-        if message not in self.warnings:
+        if self._held is not None:
+            self._held.append(message)
+        elif message not in self.warnings:
             self.warnings.append(message)
             warnings.warn(message, ReportWarning, stacklevel=3)
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[list[str]]:
+        """Keep the warnings given inside in the list it yields, not given: the report computes its figures before
+        its tables, so that they are drawn while the tables are computed, and gives the figures' warnings after
+        the tables', in the order they had when the tables came first."""
+        self._held = held = []
+        try:
+            yield held
+        finally:
+            self._held = None
 
     def warm_metrics(self, workers: int) -> None:
         """Bring every run's metrics summary in the cache up to date in `workers` processes (reports.runcache
