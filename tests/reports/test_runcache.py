@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import time
 import zipfile
@@ -222,6 +223,8 @@ def test_warming_in_processes_gives_the_one_at_a_time_read_and_its_warnings(tmp_
     "records",
     [
         [{"tau": 0.0, "loss": 1.5, "gain": None}, {"tau": 1.0, "loss": True, "gain": 2}],  # uniform: one 2-D read
+        [{"tau": 0.0, "n": 2**53 + 1, "ok": True}, {"tau": -0.0, "n": 2**70, "ok": False}],  # no null: float() each
+        [{"tau": math.inf, "x": math.nan}, {"tau": 1e308, "x": -5}],  # ±inf, NaN, ints among floats
         [{"tau": 0.0, "loss": 1.5}, {"loss": 2.5, "tau": 1.0}],  # the same keys in another order
         [{"tau": 0.0}, {"tau": 1.0, "extra": 3.0}],  # a key only some records have
         [{"tau": 0.0, "note": "x"}, {"tau": 1.0, "note": "y"}],  # a string column: dropped
