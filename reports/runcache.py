@@ -164,7 +164,8 @@ def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int,
     train = []
     if len(train_lines):
         picked = np.unique(train_lines[np.linspace(0, len(train_lines) - 1, POINTS).round().astype(np.int64)])
-        for rec in decode_lines([mm[starts[i] : nl[i]] for i in picked]):
+        lines = [mm[a:b] for a, b in zip(starts[picked].tolist(), nl[picked].tolist(), strict=True)]  # ints: 2× faster
+        for rec in decode_lines(lines):
             if rec is None:
                 bad += 1
             elif not rec.get("eval"):
