@@ -341,3 +341,13 @@ def test_a_metrics_file_changed_after_warm_is_read_again_not_taken_from_the_work
         assert (train["loss"] < 0).any()
     else:
         assert train.empty and any("cannot read" in w for w in res.warnings)
+
+
+def test_lines_decode_as_one_at_a_time_whether_or_not_orjson_reads_them_all() -> None:
+    """decode_lines (orjson over all the lines where it reads each) gives what _decode gives line by line: where
+    orjson reads every line, and where one line needs json.loads (NaN) or is no JSON, the others unchanged."""
+    good = [b'{"tau": 1.0, "loss": 2.5}', b"[1, 2]", b'"text"', b'{"eval": true, "metric": 90}']
+    for lines in (good, [*good, b'{"tau": NaN}'], [*good, b"{not json"]):
+        got, want = runcache.decode_lines(lines), [runcache._decode(line) for line in lines]
+        assert json.dumps(got) == json.dumps(want)
+        assert got[1] is None and got[2] is None  # a list and a string are not records
