@@ -17,10 +17,12 @@ Unreadable or partial files never stop the build: they are skipped, named in a w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,6 +128,51 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     if "html" in formats:
         res.warm_metrics(FIGURE_WORKERS)  # the first report's scan of every metrics file, in parallel
     fill_noise(res, FIGURE_WORKERS)  # each AdaScale run's noise scale per third of τ: Table 2's notes, the findings
+    with _figures(res, dest, "html" in formats) as sections:  # computed first, drawn while the tables are computed
+        t = _tables(res, formats, built)
+    if "md" in formats:  # a variant by its short name; its overrides in table2.csv's `variant` column
+        _write(dest / "table2.md", markdown(named(t.cells, res.variants), std), built)
+    if "tex" in formats:
+        _write(dest / "table2.tex", latex(named(t.cells, res.variants), std), built)
+    if "csv" in formats:
+        _csvs(dest, res, t.csv, built)
+    if "txt" in formats:
+        _write(dest / "findings.txt", built.findings, built)  # what `report` prints
+        _write(dest / "rules.txt", built.rules, built)  # and this, after it
+    if "html" in formats:
+        built.written += [f.path for _, _, figs, _ in sections for f in figs]
+        c = t.cells
+        tasks = sorted(set(c["task"])) if not c.empty else []
+        parts = Parts(c, std, t.found, t.sf, t.comp, [x for x in tasks if x not in t.paper_tasks], tasks, sections)
+        parts.rules = (t.glance, t.verdicts)
+        _write(dest / "report.html", _html(out, res, parts, t.sweep, t.ttt, t.fits), built)
+    return built
+
+
+@dataclass
+class Tables:
+    """What the report computes besides its figures (`_tables`)."""
+
+    cells: pd.DataFrame
+    comp: pd.DataFrame
+    paper_tasks: set[str]
+    sweep: pd.DataFrame
+    found: pd.DataFrame
+    verdicts: pd.DataFrame
+    glance: pd.DataFrame
+    sf: pd.DataFrame
+    ttt: pd.DataFrame
+    fits: pd.DataFrame
+
+    @property
+    def csv(self) -> tuple:
+        """The tables `_csvs` writes, in its order."""
+        return (self.cells, self.comp, self.found, self.sf, self.sweep, self.ttt, self.verdicts, self.glance, self.fits)
+
+
+def _tables(res, formats: list[str], built: Built) -> Tables:
+    """Table 2's cells, the paper comparison, the sweep, the findings, the rules, the scale-free comparison, time
+    to target and the critical batches; the findings', the rules' and the flags' text into `built`."""
     c = cells(res.runs)
     paper, comp, paper_tasks = _paper(c, res)
     tables = bool({"csv", "html"} & set(formats))  # the sweep's and the time-to-target tables: csv and html
@@ -142,24 +189,7 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
     fits = CT.critical_table(res, ttt) if tables else pd.DataFrame()
     built.flags = CT.flags_text(fits, CT.ttt_summary(ttt)) if tables else ""
-
-    if "md" in formats:  # a variant by its short name; its overrides in table2.csv's `variant` column
-        _write(dest / "table2.md", markdown(named(c, res.variants), std), built)
-    if "tex" in formats:
-        _write(dest / "table2.tex", latex(named(c, res.variants), std), built)
-    if "csv" in formats:
-        _csvs(dest, res, (c, comp, found, sf, sweep_tab, ttt, verdicts, glance, fits), built)
-    if "txt" in formats:
-        _write(dest / "findings.txt", built.findings, built)  # what `report` prints
-        _write(dest / "rules.txt", built.rules, built)  # and this, after it
-    if "html" in formats:
-        sections = _figures(res, dest)
-        built.written += [f.path for _, _, figs, _ in sections for f in figs]
-        tasks = sorted(set(c["task"])) if not c.empty else []
-        parts = Parts(c, std, found, sf, comp, [t for t in tasks if t not in paper_tasks], tasks, sections)
-        parts.rules = (glance, verdicts)
-        _write(dest / "report.html", _html(out, res, parts, sweep_tab, ttt, fits), built)
-    return built
+    return Tables(c, comp, paper_tasks, sweep_tab, found, verdicts, glance, sf, ttt, fits)
 
 
 def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
@@ -188,28 +218,43 @@ def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
     built.written += [dest / "figure2.csv"] if (dest / "figure2.csv").exists() else []
 
 
-def _figures(res, dest: Path) -> list[tuple[str, str, list, str]]:
-    """Every figure kind drawn into `dest` (in parallel, unchanged ones kept); PNGs of an earlier build that
-    this one did not draw removed. The sections of the HTML: (anchor, heading, figures, note when none)."""
-    sections = []
-    with F.rendering(dest / "cache" / FIGURE_INDEX, FIGURE_WORKERS, res.warn) as renderer:
-        for kind, (fn, heading, empty_note) in {**F.KINDS, **CT.KINDS}.items():
-            try:
-                figs = fn(res, dest)
-            except Exception as e:  # one figure kind failing must not cost the others
-                tb = traceback.extract_tb(e.__traceback__)[-1]
-                res.warn(f"figure kind {kind!r} failed: {type(e).__name__}: {e} ({Path(tb.filename).name}:{tb.lineno})")
-                figs, empty_note = [], f"drawing failed ({type(e).__name__}: {e})"
-            sections.append((f"fig-{kind}", heading, figs, empty_note))
+@contextlib.contextmanager
+def _figures(res, dest: Path, draw: bool) -> Iterator[list[tuple[str, str, list, str]]]:
+    """Every figure kind computed into `dest` and handed to the drawing processes (unchanged ones kept), then the
+    body of the `with` (the tables) run while they draw; at its end the figures collected, and PNGs of an earlier
+    build that this one did not draw removed. Yields the HTML's sections (anchor, heading, figures, note when
+    none), filled by then (none where `draw` is false). The figures' warnings are given after the body's, as
+    when the report computed its tables first."""
+    sections: list[tuple[str, str, list, str]] = []
+    if not draw:
+        yield sections
+        return
+    with contextlib.ExitStack() as stack:
+        with res.holding() as later:
+            renderer = stack.enter_context(F.rendering(dest / "cache" / FIGURE_INDEX, FIGURE_WORKERS, res.warn))
+            sections += [_figure_kind(res, dest, kind, *how) for kind, how in {**F.KINDS, **CT.KINDS}.items()]
+        yield sections
+        for message in later:
+            res.warn(message)
         failed = renderer.flush()  # the deferred figures, drawn in parallel unless unchanged since the last build
     for path, why in failed.items():
         res.warn(f"figure {path.name} failed: {why}")
-    sections = [(a, h, [f for f in figs if f.path not in failed], note) for a, h, figs, note in sections]
+    sections[:] = [(a, h, [f for f in figs if f.path not in failed], note) for a, h, figs, note in sections]
     kept = {f.path for _, _, figs, _ in sections for f in figs}
     for old in dest.glob("*.png"):  # figures of an earlier build that no longer apply
         if old not in kept:
             old.unlink()
-    return sections
+
+
+def _figure_kind(res, dest: Path, kind: str, fn, heading: str, empty_note: str) -> tuple[str, str, list, str]:
+    """One figure kind's section; its failure a warning, not the others' loss."""
+    try:
+        figs = fn(res, dest)
+    except Exception as e:  # one figure kind failing must not cost the others
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        res.warn(f"figure kind {kind!r} failed: {type(e).__name__}: {e} ({Path(tb.filename).name}:{tb.lineno})")
+        figs, empty_note = [], f"drawing failed ({type(e).__name__}: {e})"
+    return f"fig-{kind}", heading, figs, empty_note
 
 
 @dataclass

@@ -13,10 +13,12 @@ out of every table, with a warning naming the file).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,16 +84,33 @@ class Results:
     cache_dir: Path | None = None  # where each run's metrics summary is cached (reports.runcache)
     variants: dict[str, str] = field(default_factory=dict)  # variant → its short name (reports.variants)
     _metrics: dict[str, tuple[pd.DataFrame, pd.DataFrame]] = field(default_factory=dict, repr=False)
+    _warmed: dict[str, tuple] = field(default_factory=dict, repr=False)  # run folder -> `_read_warmed` of its metrics
     memo: dict[Any, Any] = field(default_factory=dict, repr=False)  # what one report derives once per run
 
+    _held: list[str] | None = field(default=None, repr=False)  # warnings held back (`hold_warnings`)
+
     def warn(self, message: str) -> None:
-        if message not in self.warnings:
+        if self._held is not None:
+            self._held.append(message)
+        elif message not in self.warnings:
             self.warnings.append(message)
             warnings.warn(message, ReportWarning, stacklevel=3)
 
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[list[str]]:
+        """Keep the warnings given inside in the list it yields, not given: the report computes its figures before
+        its tables, so that they are drawn while the tables are computed, and gives the figures' warnings after
+        the tables', in the order they had when the tables came first."""
+        self._held = held = []
+        try:
+            yield held
+        finally:
+            self._held = None
+
     def warm_metrics(self, workers: int) -> None:
         """Bring every run's metrics summary in the cache up to date in `workers` processes (reports.runcache
-        .warm), so that `metrics` then only loads them; without a cache folder, nothing to do."""
+        .warm), each worker handing back the run's frames as `metrics` makes them (`_read_warmed`), so that the
+        report does not load 1 200 summaries back from the cache; without a cache folder, nothing to do."""
         if self.cache_dir is None or self.runs.empty or "run_dir" not in self.runs:
             return
         paths = [Path(d) / METRICS for d in self.runs["run_dir"] if (Path(d) / METRICS).is_file()]
@@ -99,7 +118,8 @@ class Results:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
         except OSError:
             return  # a read-only results folder: read one at a time, uncached
-        runcache.warm(paths, self.cache_dir, workers, self.warn)
+        warmed = runcache.warm(paths, self.cache_dir, workers, self.warn, _read_warmed)
+        self._warmed = {str(path.parent): got for path, got in warmed.items()}
 
     def metrics(self, run_dir: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(training records, eval records) of one run: every eval record, and the training curves
@@ -109,7 +129,13 @@ class Results:
         key = str(run_dir)
         if key not in self._metrics:
             path = Path(run_dir) / METRICS
-            if not path.exists():
+            warmed = self._warmed.pop(str(Path(run_dir)), None)
+            if warmed is not None and runcache.current(path, warmed[2]):  # the file as the worker read it
+                train, evals, meta, said = warmed
+                for message in said:  # guards' warnings, given when the run is read, as below
+                    self.warn(message)
+                self._metrics[key] = self._checked(path, train, evals, meta)
+            elif not path.exists():
                 self.warn(f"skipped {path}: missing (run left out of the figures)")
                 self._metrics[key] = (pd.DataFrame(), pd.DataFrame())
             else:
@@ -120,12 +146,26 @@ class Results:
                     self._metrics[key] = (pd.DataFrame(), pd.DataFrame())
                     return self._metrics[key]
                 train, evals = guards.frame(train, path, self.warn), guards.frame(evals, path, self.warn)
-                problem = _problem(int(meta.get("records") or 0) + len(evals), int(meta.get("bad") or 0))
-                if problem:
-                    what = "skipped" if train.empty and evals.empty else "partly read"
-                    self.warn(f"{what} {path}: {problem}")
-                self._metrics[key] = (train, evals)
+                self._metrics[key] = self._checked(path, train, evals, meta)
         return self._metrics[key]
+
+    def _checked(self, path: Path, train: pd.DataFrame, evals: pd.DataFrame, meta: dict) -> tuple:
+        """(train, evals), with a warning naming the file where records were torn or undecodable."""
+        problem = _problem(int(meta.get("records") or 0) + len(evals), int(meta.get("bad") or 0))
+        if problem:
+            what = "skipped" if train.empty and evals.empty else "partly read"
+            self.warn(f"{what} {path}: {problem}")
+        return train, evals
+
+
+def _read_warmed(path: Path, got: runcache.Summary) -> tuple:
+    """In a warm worker (reports.runcache.warm): a run's frames as `Results.metrics` makes them from its summary,
+    checked by guards, with the warnings that gave, for the report to give when it reads the run: (train,
+    evals, meta, warnings)."""
+    said: list[str] = []
+    train, evals, meta = runcache.frames_of(got)
+    train, evals = guards.frame(train, path, said.append), guards.frame(evals, path, said.append)
+    return train, evals, meta, said
 
 
 def rule_rows(df: pd.DataFrame) -> dict[str, Any]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..noise import numeric
-
 
 def _curve(df: pd.DataFrame, y: str) -> tuple[np.ndarray, np.ndarray] | None:
     """One seed's (τ, y) as arrays: rows where both are numbers, sorted by τ (a frame in order already, as a
@@ -14,16 +12,25 @@ def _curve(df: pd.DataFrame, y: str) -> tuple[np.ndarray, np.ndarray] | None:
     frames: the report draws hundreds of these, and pandas' per-call overhead was most of their cost."""
     if df.empty or "tau" not in df or y not in df:
         return None
-    d = numeric(df[["tau", y]])
-    tau, v = d["tau"].to_numpy(float), d[y].to_numpy(float)
+    tau, v = _numbers(df["tau"]), _numbers(df[y])
     keep = ~(np.isnan(tau) | np.isnan(v))  # dropna: ±inf stay, as pandas keeps them
     tau, v = tau[keep], v[keep]
+    if not len(tau):  # no row with both numbers (a seed whose quantity holds none): no curve, not an IndexError
+        return None
     if len(tau) > 1 and (np.diff(tau) < 0).any():
         order = np.argsort(tau, kind="quicksort")  # what sort_values does
         tau, v = tau[order], v[order]
     last = np.append(tau[1:] != tau[:-1], True)  # drop_duplicates(keep="last") of sorted τ
     tau, v = tau[last], v[last]
     return (tau, v) if len(tau) else None
+
+
+def _numbers(column: pd.Series) -> np.ndarray:
+    """One column of `numeric` as floats (anything else NaN), read without building a frame of the two
+    columns a band reads: a frame per seed and quantity was most of the curves' cost at paper volume."""
+    if pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_bool_dtype(column.dtype):
+        return column.to_numpy(float)
+    return pd.to_numeric(column, errors="coerce").to_numpy(float)
 
 
 def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
@@ -54,15 +61,19 @@ def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
     for e in evals:
         if e.empty or "tau" not in e or y not in e:
             continue
-        d = numeric(e[["tau", y]]).dropna()
-        d = d if d["tau"].is_monotonic_increasing else d.sort_values("tau", kind="stable")
-        if len(d):
-            seqs.append(d)
+        tau, v = _numbers(e["tau"]), _numbers(e[y])
+        keep = ~(np.isnan(tau) | np.isnan(v))  # dropna
+        tau, v = tau[keep], v[keep]
+        if not (tau[1:] >= tau[:-1]).all():  # not monotonic increasing: sorted, stably, as sort_values does
+            order = np.argsort(tau, kind="stable")
+            tau, v = tau[order], v[order]
+        if len(tau):
+            seqs.append((tau, v))
     if not seqs:
         return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
-    k = min(len(d) for d in seqs)
-    taus = np.vstack([d["tau"].to_numpy(float)[:k] for d in seqs])
-    ys = np.vstack([d[y].to_numpy(float)[:k] for d in seqs])
+    k = min(len(t) for t, _ in seqs)
+    taus = np.vstack([t[:k] for t, _ in seqs])
+    ys = np.vstack([v[:k] for _, v in seqs])
     return pd.DataFrame(
         {"tau": taus.mean(axis=0), "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(seqs)}
     )

@@ -194,3 +194,24 @@ def test_a_gain_that_is_no_number(base: Path, tmp_path: Path, capsys) -> None:
     out, run = case(base, tmp_path)
     set_csv(run / OFFLINE_GAIN, ["offline_gain"], "x")
     check(out, run, capsys)
+
+
+def test_a_float_frame_in_range_is_returned_as_it_is_and_one_out_of_range_the_long_way() -> None:
+    """guards.frame's look at a float frame's block (`_all_in_range`) passes a frame only where the column by column
+    check would change nothing (NaN is absent, not out of range); a negative gain, an infinite τ or a NaN-free column
+    out of range goes the long way, with its warning, as before."""
+    import numpy as np
+    import pandas as pd
+
+    from reports import guards
+
+    clean = pd.DataFrame({"tau": [0.0, 1.0], "gain": [1.0, np.nan], "loss": [-3.0, 2.0], "other": [-np.inf, 1.0]})
+    said: list[str] = []
+    assert (
+        guards.frame(clean, "m.jsonl", said.append) is clean and not said
+    )  # a loss any finite number; a column without a rule anything
+    for col, value in (("gain", -1.0), ("tau", np.inf), ("sum_sq", -0.5)):
+        bad = clean.assign(**{col: [1.0, value]})
+        assert not guards._all_in_range(bad, guards.METRICS_RANGES)
+        fixed = guards.frame(bad, "m.jsonl", said.append)
+        assert np.isnan(fixed[col].iloc[1]) and said[-1].startswith(f"m.jsonl: field {col!r} is ")

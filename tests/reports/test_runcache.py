@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import time
 import zipfile
@@ -222,6 +223,8 @@ def test_warming_in_processes_gives_the_one_at_a_time_read_and_its_warnings(tmp_
     "records",
     [
         [{"tau": 0.0, "loss": 1.5, "gain": None}, {"tau": 1.0, "loss": True, "gain": 2}],  # uniform: one 2-D read
+        [{"tau": 0.0, "n": 2**53 + 1, "ok": True}, {"tau": -0.0, "n": 2**70, "ok": False}],  # no null: float() each
+        [{"tau": math.inf, "x": math.nan}, {"tau": 1e308, "x": -5}],  # ±inf, NaN, ints among floats
         [{"tau": 0.0, "loss": 1.5}, {"loss": 2.5, "tau": 1.0}],  # the same keys in another order
         [{"tau": 0.0}, {"tau": 1.0, "extra": 3.0}],  # a key only some records have
         [{"tau": 0.0, "note": "x"}, {"tau": 1.0, "note": "y"}],  # a string column: dropped
@@ -242,3 +245,109 @@ def test_uniform_records_give_the_columns_a_column_at_a_time_read_gives(
     assert list(fast) == list(slow)
     for key in fast:
         assert np.array_equal(fast[key], slow[key], equal_nan=True) and fast[key].dtype == slow[key].dtype
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64, 1 << 20])
+def test_the_scan_finds_every_newline_and_every_eval_word_as_a_byte_search_does(tmp_path: Path, chunk: int) -> None:
+    """`_scan` (numpy, a chunk at a time, the word found from its `v`s) finds what a plain byte search finds:
+    every newline, and every `"eval"`, overlapping ones, ones across a chunk's edge and ones at either end of
+    the file included; none past the last newline."""
+    import mmap
+    import re
+
+    data = b'"eval"eval"\n{"tau": 1, "var": 2}\nvv"ev\nal"\n{"eval": true}"eval"\n{"x": "eval"}\n"eval"'
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(data)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        end = mm.rfind(b"\n") + 1
+        nl, at = runcache._scan(mm, end, chunk)
+        assert list(nl) == [m.start() for m in re.finditer(b"\n", data[:end])]
+        assert list(at) == [m.start() for m in re.finditer(b'(?="eval")', data[:end])] == [0, 5, 44, 57, 70]
+
+
+def test_a_line_with_the_eval_word_is_an_evaluation_only_where_its_record_says_so(tmp_path: Path, monkeypatch) -> None:
+    """A training record with `"eval"` in a string, one with `"eval": false`, and a line that is no JSON are
+    training lines, counted (the undecodable one as bad where sampled); only `"eval": true` is an evaluation."""
+    monkeypatch.setattr(runcache, "SMALL_BYTES", 10)
+    lines = [b'{"tau": 0.0, "note": "eval"}', b'{"eval": false, "tau": 1.0}', b'"eval" no json',
+             b'{"eval": true, "tau": 2.0, "metric": 5}', b'{"tau": 3.0}']  # fmt: skip
+    path = tmp_path / METRICS
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    columns, evals, meta = runcache.summarize(path)
+    assert evals == [{"eval": True, "tau": 2.0, "metric": 5}]
+    assert list(columns["tau"]) == [0.0, 1.0, 3.0] and meta["records"] == 3 and meta["bad"] == 1
+
+
+def _folder_with_bad_values(tmp_path: Path) -> Path:
+    """Three runs, one with a negative gain and a torn last line (guards' and the torn-line warnings)."""
+    out = tmp_path / "out"
+    runs = [write_run(out, "cifar10", "adascale", s, 0, 400, eval_every=100) for s in (2, 4, 8)]
+    bad = runs[1] / METRICS
+    bad.write_bytes(bad.read_bytes().replace(b'"gain": ', b'"gain": -', 3) + b'{"iteration": 9')
+    return out
+
+
+def test_the_frames_warm_hands_back_are_the_ones_the_report_reads_with_the_same_warnings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Results.warm_metrics` has each worker hand back the run's frames (`_read_warmed`): the report then
+    loads no summary back from the cache, and gets the frames and the warnings, in the same order, that
+    reading each run alone gives."""
+    from reports.collect import load
+
+    out = _folder_with_bad_values(tmp_path)
+    alone = load(out)
+    alone.cache_dir = None  # every run read from its metrics file, one at a time
+    want = {d: alone.metrics(d) for d in alone.runs["run_dir"]}
+    res = load(out)
+    res.warm_metrics(2)
+    assert len(res._warmed) == 3
+    monkeypatch.setattr(runcache, "_load", lambda *a: pytest.fail("a warmed run loaded from the cache"))
+    for d in res.runs["run_dir"]:
+        train, evals = res.metrics(d)
+        pd.testing.assert_frame_equal(train, want[d][0])
+        pd.testing.assert_frame_equal(evals, want[d][1])
+        assert train.attrs == want[d][0].attrs
+    assert res.warnings == alone.warnings and any("'gain'" in w for w in res.warnings)
+
+
+@pytest.mark.parametrize("change", ["append", "same size", "link"])
+def test_a_metrics_file_changed_after_warm_is_read_again_not_taken_from_the_worker(tmp_path: Path, change: str) -> None:
+    """A frame a worker handed back is used only while the file has the stamp it was read with (size, mtime,
+    ctime, inode): a file appended to, edited in place with its size and mtime put back, or replaced by a
+    link after the warm is read as it is now (the link refused, as the report refuses links)."""
+    from reports.collect import load
+
+    out = tmp_path / "out"
+    runs = [write_run(out, "cifar10", "adascale", s, 0, 400, eval_every=100) for s in (2, 4)]
+    res = load(out)
+    res.warm_metrics(2)
+    path = runs[0] / METRICS
+    if change == "append":
+        path.write_bytes(path.read_bytes() + b'{"iteration": 400, "tau": 1e9, "loss": 7.0}\n')
+    elif change == "same size":
+        st, data = path.stat(), path.read_bytes()
+        path.write_bytes(data.replace(b'"loss": ', b'"loss":-', 1))  # one byte for another
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    else:
+        target = tmp_path / "elsewhere.jsonl"
+        target.write_bytes(path.read_bytes())
+        path.unlink()
+        path.symlink_to(target)
+    train, _ = res.metrics(str(runs[0]))
+    if change == "append":
+        assert train["tau"].iloc[-1] == 1e9
+    elif change == "same size":
+        assert (train["loss"] < 0).any()
+    else:
+        assert train.empty and any("cannot read" in w for w in res.warnings)
+
+
+def test_lines_decode_as_one_at_a_time_whether_or_not_orjson_reads_them_all() -> None:
+    """decode_lines (orjson over all the lines where it reads each) gives what _decode gives line by line: where
+    orjson reads every line, and where one line needs json.loads (NaN) or is no JSON, the others unchanged."""
+    good = [b'{"tau": 1.0, "loss": 2.5}', b"[1, 2]", b'"text"', b'{"eval": true, "metric": 90}']
+    for lines in (good, [*good, b'{"tau": NaN}'], [*good, b"{not json"]):
+        got, want = runcache.decode_lines(lines), [runcache._decode(line) for line in lines]
+        assert json.dumps(got) == json.dumps(want)
+        assert got[1] is None and got[2] is None  # a list and a string are not records

@@ -1,8 +1,8 @@
 """The report's worker processes die with it: a `report` SIGKILLed while its 2 cache workers
-(reports.runcache.warm) are busy, or while its figure-drawing processes (reports.figures.Renderer) wait
-idle on their call queue, leaves no process behind. A forked ProcessPoolExecutor worker holds both ends of
-its call-queue pipe, so without PR_SET_PDEATHSIG it waited forever. The control: the same workers are alive
-while their parent is."""
+(reports.runcache.warm, each in `warm_one`) are busy, or while its figure-drawing processes
+(reports.figures.Renderer) wait idle on their call queue, leaves no process behind. A forked
+ProcessPoolExecutor worker holds both ends of its call-queue pipe, so without PR_SET_PDEATHSIG it waited
+forever. The control: the same workers are alive while their parent is."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ import os, sys, time
 from pathlib import Path
 from reports import runcache
 
-def slow(path, cache_dir):
+def slow(path, cache_dir, *rest):
     os.write(1, f"{os.getpid()}\\n".encode())  # one write: two workers share the pipe
     time.sleep(600)
 
-runcache.refresh = slow
+runcache.warm_one = slow
 runcache.warm([Path(f"/nonexistent/{i}/metrics.jsonl") for i in range(2)], Path(sys.argv[1]), 2, print)
 """
 
