@@ -73,10 +73,7 @@ def accumulate(
     do `bn`'s rows: each micro-batch's BatchNorm statistics (bench.engine.batchnorm), which every rank
     receives for all S micro-batches in order."""
     accum = len(seeds)
-    if isinstance(model, nn.parallel.DistributedDataParallel):
-        losses = _ddp_passes(model, task, microbatches, seeds, observer, dist, bn)
-    else:
-        losses = _passes(model, task, microbatches, seeds, observer, dist, bn)
+    losses = _passes(model, task, microbatches, seeds, observer, dist, bn)
     kept, observed = observer.take() if observer is not None else ([], [])
     grads = [p.grad for p in params if p.grad is not None]
     if accum > 1:
@@ -109,45 +106,22 @@ def _passes(
     dist: Dist,
     bn: RunningStats | None,
 ) -> list[torch.Tensor]:
-    """One process's A forward and backward passes (the hot path of tiny models: no more per pass than
-    the seed, BatchNorm's row and the observer); returns the A losses, on the device."""
+    """This rank's A forward and backward passes; returns the A losses, on the device. Under DDP the first
+    A − 1 backward passes skip its all-reduce (no_sync), and the observer is told which pass DDP all-reduces
+    in place (`synced`)."""
+    ddp = isinstance(model, nn.parallel.DistributedDataParallel)
+    last = len(seeds) - 1
     losses: list[torch.Tensor] = []
-    end = observer.end_backward if observer is not None else None
-    device = dist.device
     for a, (batch, seed) in enumerate(zip(microbatches, seeds, strict=True)):
-        seed_generators(seed, device)  # dropout and the like: a function of the micro-batch
+        seed_generators(seed, dist.device)  # dropout and the like: a function of the micro-batch
         if bn is not None:
             bn.at(a)  # this micro-batch's BatchNorm statistics go to its own row
-        loss = task.loss(model, batch)
-        loss.backward()
-        if end is not None:
-            end()
-        losses.append(loss.detach())
-    return losses
-
-
-def _ddp_passes(
-    model: nn.Module,
-    task: Task,
-    microbatches: Iterable[Any],
-    seeds: list[int],
-    observer: GradientObserver | None,
-    dist: Dist,
-    bn: RunningStats | None,
-) -> list[torch.Tensor]:
-    """`_passes` under DDP: the first A − 1 backward passes skip DDP's all-reduce (no_sync); the observer is
-    told which pass DDP all-reduces in place (`synced`)."""
-    accum, losses = len(seeds), []
-    for a, (batch, seed) in enumerate(zip(microbatches, seeds, strict=True)):
-        seed_generators(seed, dist.device)
-        if bn is not None:
-            bn.at(a)
-        if a < accum - 1:
+        if ddp and a < last:
             with model.no_sync():  # type: ignore[operator]
                 loss = task.loss(model, batch)
                 loss.backward()
         else:
-            if observer is not None:
+            if ddp and observer is not None:
                 observer.synced = True  # DDP all-reduces this pass's .grad in place
             loss = task.loss(model, batch)
             loss.backward()
