@@ -34,9 +34,10 @@ from bench.engine.gradstats import GradientObserver, SquaredNormHooks
 
 REDUCTIONS = ("pairwise", "native")
 # TreeSum keeps every g_i of an iteration to its end while A·(the model's parameters) stays within this many
-# numbers (64 MiB in float32): each backward pass's norm is then not a separate op on code that the pass
-# pushed out of the caches, and the adds go a level of the tree at a time (tiny cifar10 at S = 4 keeps
-# 311 k numbers; a paper model's 11 M and more take the per-pass path at every S ≥ 2)
+# numbers (64 MiB in float32, and about as much again for the tree's partial sums): each backward pass's norm
+# is then not a separate op on code that the pass pushed out of the caches, and the adds go a level of the
+# tree at a time (tiny cifar10 at S = 4 keeps 311 k numbers; a paper model's 11 M and more take the
+# per-pass path at every S ≥ 2)
 KEEP_BUDGET = 1 << 24
 Node = list[torch.Tensor]  # a node of the tree: one tensor per parameter
 
