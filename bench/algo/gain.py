@@ -153,9 +153,16 @@ class _BiasCorrectedEMA:
         return {"raw": list(self.raw), "theta_prod": self.theta_prod, "updates": self.updates}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.raw = [float(v) for v in state["raw"]]
-        self.theta_prod = float(state["theta_prod"])
-        self.updates = int(state["updates"])
+        """A saved state, checked as the update could have made it (a checkpoint may come from anyone; the engine
+        checks its numbers are finite): two averages, Π θ in [0, 1] and below 1 once anything was folded in (the
+        bias correction divides by 1 − Π θ), a count ≥ 0. ValueError otherwise: a checkpoint that does not fit."""
+        raw = [float(v) for v in state["raw"]]
+        theta_prod, updates = float(state["theta_prod"]), int(state["updates"])
+        if len(raw) != 2:
+            raise ValueError(f"{len(raw)} moving averages, not 2")
+        if not 0.0 <= theta_prod <= 1.0 or updates < 0 or (updates and theta_prod == 1.0):
+            raise ValueError(f"theta_prod {theta_prod!r} after {updates} updates")
+        self.raw, self.theta_prod, self.updates = raw, theta_prod, updates
         self._corrected()
 
 

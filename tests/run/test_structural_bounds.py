@@ -136,3 +136,26 @@ def test_a_kept_checkpoints_numbers_are_checked_where_gain_reads_them(
     assert main(["gain", str(run), "--batches", "2"]) == 2
     err = one_line(capsys)
     assert str(kept) in err and said in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    ("ema", "said"),
+    [({"theta_prod": 1.0}, "theta_prod 1.0 after 1 updates"), ({"theta_prod": 1.5}, "theta_prod 1.5"),
+     ({"updates": -3}, "after -3 updates"), ({"raw": [1.0]}, "1 moving averages, not 2"),
+     ({"raw": [float("inf"), 0.0]}, "not finite")],
+)  # fmt: skip
+def test_a_checkpoints_gain_estimator_state_is_checked_on_resume(tmp_path: Path, capsys, ema: dict, said: str) -> None:
+    """A resumed run divides by 1 − Π θ of the saved estimator: Π θ = 1 after an update was a ZeroDivisionError
+    traceback, a short list of averages an IndexError; each is now the one line of a checkpoint that does not
+    fit (a non-finite number already was: the last case)."""
+    out = tmp_path / "out"
+    run = run_dir_of(out, spec_for("logreg", "adascale", 2, T1=100))
+    stopped_run(run)
+    ckpt = torch.load(run / CHECKPOINT, weights_only=True)
+    assert ckpt["estimator"]["ema"]["updates"] == 1  # (the real state: one update folded in)
+    ckpt["estimator"]["ema"].update(ema)
+    torch.save(ckpt, run / CHECKPOINT)
+    argv = ["run", "--task", "logreg", "--method", "adascale", "--scale", "2", "--set", "T1=100", "--out", str(out)]
+    assert main(argv) == 2
+    err = one_line(capsys)
+    assert CHECKPOINT in err and "does not fit this run" in err and said in err
