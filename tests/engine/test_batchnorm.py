@@ -234,3 +234,18 @@ def test_rows_ride_on_the_gather_and_two_ranks_end_as_one(tmp_path: Path) -> Non
         got = json.loads((tmp_path / f"rank{r}.json").read_text())
         assert got["syncs"] == [1, 1, 1]  # the rows came with the iteration's one transfer
         assert got["stats"] == want  # bit for bit (lists of the same floats)
+
+
+def test_a_micro_batchs_slots_have_the_layers_dtypes() -> None:
+    """BatchNorm's forward adds 1 to num_batches_tracked in every layer and micro-batch: its slot is int64 as the
+    real buffer is (a float slot made that add a float add of a Python int, dearer on the hot path), and the
+    statistics' slots have the running buffers' dtype."""
+    net = BNNet()
+    stats = RunningStats.for_model(net)
+    assert stats is not None
+    real = dict(net.bn.named_buffers())
+    stats.begin(2)
+    for name, slot in net.bn.named_buffers():
+        assert slot is not real[name] and slot.dtype == real[name].dtype, name
+    stats.abandon()
+    assert dict(net.bn.named_buffers()) == real
