@@ -24,6 +24,7 @@ from tqdm import tqdm
 from bench.algo.gain import ESTIMATORS, moments
 from bench.algo.rules import extra_warmup, finished, make_rule
 from bench.algo.schedules import lr_schedule, scale_schedule
+from bench.engine import sgdstep
 from bench.engine.accumulate import StopVote, accumulate, dropout_seeds
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.amp import cuda_speed_knobs, with_amp
@@ -294,10 +295,7 @@ class Engine:
         m, p, w = self.rule.factors(state.iteration, scale, gain)
         w *= extra_warmup(state.iteration, self._warmup)
         lr = m * w * self.lr(math.floor(state.tau))
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        sgdstep.step(self.optimizer, lr)  # optimizer.step() and zero_grad(), without their wrapper (see there)
         return lr, p, w
 
     def _advance(self, state: State, scale: int, gain: float, p: float, sum_sq_v: float, mean_sq_v: float) -> None:
