@@ -22,13 +22,15 @@ items are whole batches (speech, transformer: items_per_microbatch = 1, S batche
 S·b examples): there `big` is not built, a one-line notice says so, and the columns stay empty; nor when
 the big batch does not fit in memory (dropped at its first step, with a notice).
 
-adascale_over_identity is the price of AdaScale (hooks, statistics, gain); engine_over_bare the price
-of the engine itself. They run in one process, interleaved (a, b, c, then b, c, a, ...), so whatever
-else the machine does hits all three alike and cancels in the ratios, which are medians of per-round
-ratios. Data loading is not compared: the micro-batches are loaded and moved to the device once, before
-timing. A timed sample is a block of iterations of about 50 ms (tiny models iterate in well under a
-millisecond). On a CPU with one torch thread the clock is the process's CPU time (see `clock_for`);
-wall-clock ratios are reported too. The metrics log is serialised when it is flushed, every 1000
+adascale_over_identity is the price of AdaScale (hooks, statistics, gain); engine_over_bare the price of the
+engine itself. They run in one process, interleaved in rounds, so whatever else the machine does hits all
+three alike and cancels in the ratios, which are medians of per-round ratios. The rounds' orders are balanced
+for carryover (`round_order`) and each timed block follows an untimed iteration of its own variant: a variant
+is timed as a run runs, after itself (interleaved after `big` in 3 rounds of 4, as a rotation had it, AdaScale
+looked 3 % dearer on tiny cifar10 than it is). Data loading is not compared: the micro-batches are loaded and
+moved to the device once, before timing. A timed sample is a block of iterations of about 50 ms (tiny models
+iterate in well under a millisecond). On a CPU with one torch thread the clock is the process's CPU time (see
+`clock_for`); wall-clock ratios are reported too. The metrics log is serialised when it is flushed, every 1000
 iterations (as in Engine.run), so the medians leave that out; `flush_us_per_iteration` reports it.
 peak_memory_mb is the peak over every variant of the cell, `big` included (on a GPU the big batch's
 activations usually set it).
@@ -143,13 +145,27 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
     return (xs[k - 1], xs[n - k]) if k > 0 else (math.nan, math.nan)
 
 
-def measure(
-    setup: Setup, repeats: int, device: torch.device, tick: Callable[[], None] = lambda: None
-) -> dict[str, Any]:
-    """Interleaved timings of the variants: median ms per iteration, IQR, paired ratios (on the
-    clock of `clock_for`, and on wall time as well)."""
-    clock = clock_for(device)
-    now = time.process_time if clock == "cpu" else time.perf_counter
+def round_order(n: int, r: int) -> list[int]:
+    """The order of n variants in round r: a Williams design, the Latin square balanced for carryover. Over
+    n rounds (2n when n is odd) every variant takes every place equally often and comes directly after every
+    other variant equally often, so what one variant leaves behind (a big batch evicts a tiny model's code and
+    data from the caches) is charged to none in particular. (Rotating a b c d, b c d a, … keeps the cyclic
+    order: there a would follow d in every round but one.)"""
+    first, lo, hi = [0], 1, n - 1
+    while lo <= hi:  # 0, 1, n − 1, 2, n − 2, …
+        first.append(lo)
+        lo += 1
+        if lo <= hi:
+            first.append(hi)
+            hi -= 1
+    k = r % (n if n % 2 == 0 else 2 * n)
+    row = [(x + k) % n for x in first]
+    return row if k < n else row[::-1]
+
+
+def _warm_up(setup: Setup, device: torch.device) -> dict[str, float]:
+    """WARMUP untimed iterations of each variant; the seconds of each one's last. Drops `big` where one batch
+    of S·b examples does not fit in memory."""
     last: dict[str, float] = {}
     for _ in range(WARMUP):
         for v in tuple(setup.loops):
@@ -166,14 +182,25 @@ def measure(
                 continue
             _sync(device)
             last[v] = time.perf_counter() - start
+    return last
+
+
+def measure(
+    setup: Setup, repeats: int, device: torch.device, tick: Callable[[], None] = lambda: None
+) -> dict[str, Any]:
+    """Interleaved timings of the variants: median ms per iteration, IQR, paired ratios (on the
+    clock of `clock_for`, and on wall time as well). Each timed block follows one untimed iteration of its
+    own variant, so that it is timed as a run runs it, after itself, not cold after another variant."""
+    clock = clock_for(device)
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    last = _warm_up(setup, device)
     variants = tuple(setup.loops)
     block = max(1, min(MAX_BLOCK, math.ceil(SAMPLE_S / max(statistics.median(last.values()), 1e-9))))
     times: dict[str, list[float]] = {v: [] for v in variants}
     walls: dict[str, list[float]] = {v: [] for v in variants}
     for r in range(repeats):
-        k = r % len(variants)
-        order = variants[k:] + variants[:k]  # rotate, so no variant always follows the same one
-        for v in order:
+        for v in (variants[j] for j in round_order(len(variants), r)):
+            setup.step(v, block)  # the lead-in, untimed
             _sync(device)
             start, wall = now(), time.perf_counter()
             for i in range(block):

@@ -120,6 +120,35 @@ def test_the_ratio_interval_is_the_median_s_order_statistics() -> None:
     assert low == high == 1.0
 
 
+def _carryover(orders: list[list[int]]) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
+    """(how often variant y directly follows x within a round, how often v takes place k)."""
+    follows: dict[tuple[int, int], int] = {}
+    places: dict[tuple[int, int], int] = {}
+    for order in orders:
+        for x, y in zip(order[:-1], order[1:], strict=True):
+            follows[x, y] = follows.get((x, y), 0) + 1
+        for k, v in enumerate(order):
+            places[v, k] = places.get((v, k), 0) + 1
+    return follows, places
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6])
+def test_round_orders_balance_places_and_predecessors(n: int) -> None:
+    """Over a cycle of rounds every variant comes after every other equally often (a big batch's cache
+    misses are nobody's in particular) and takes every place equally often; a rotation fails the first."""
+    cycle = n if n % 2 == 0 else 2 * n
+    orders = [perf.round_order(n, r) for r in range(cycle)]
+    assert all(sorted(o) == list(range(n)) for o in orders)
+    follows, places = _carryover(orders)
+    assert set(follows) == {(x, y) for x in range(n) for y in range(n) if x != y}
+    assert len(set(follows.values())) == 1 and len(set(places.values())) == 1
+    assert perf.round_order(n, cycle + 1) == orders[1]
+    rotation = [[(k + j) % n for j in range(n)] for k in range(cycle)]
+    if n > 2:  # (for n = 2 a rotation is the Williams square)
+        rotated, _ = _carryover(rotation)
+        assert not (set(rotated) == set(follows) and len(set(rotated.values())) == 1)
+
+
 def test_bad_scales_are_a_user_error() -> None:
     from bench.errors import UserError
 
