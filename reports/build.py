@@ -49,7 +49,7 @@ from .noise import fill as fill_noise
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
 from .sweep import noise_by_task, sweep_table
 from .sweep import write_csv as write_sweep_csv
-from .table2 import cells, markdown, to_csv
+from .table2 import cells_of, markdown, to_csv
 from .variants import named
 
 REPORT_DIR = "report"
@@ -173,7 +173,7 @@ class Tables:
 def _tables(res, formats: list[str], built: Built) -> Tables:
     """Table 2's cells, the paper comparison, the sweep, the findings, the rules, the scale-free comparison, time
     to target and the critical batches; the findings', the rules' and the flags' text into `built`."""
-    c = cells(res.runs)
+    c = cells_of(res)
     paper, comp, paper_tasks = _paper(c, res)
     tables = bool({"csv", "html"} & set(formats))  # the sweep's and the time-to-target tables: csv and html
     sweep_tab = sweep_table(res) if tables else pd.DataFrame()

@@ -18,10 +18,12 @@ from .tree import entries, walk_files
 from .walk import _NOFOLLOW, Refused, TooLarge, _dir_fd, _leaf, folder
 
 
-def write_bytes(path: Path | str, data: bytes | memoryview, mode: int | None = None) -> None:
+def write_bytes(path: Path | str, data: bytes | memoryview, mode: int | None = None, durable: bool = True) -> None:
     """Write `data` to `path` whole or not at all: a temporary file in the same folder (reached without
     following a link, created if missing), fsynced, then renamed over the target. Its mode is what
-    open() gives (0666 less the umask), or `mode` exactly."""
+    open() gives (0666 less the umask), or `mode` exactly. `durable=False` leaves out the fsync, for a cache
+    whose every read checks what it reads: after a crash the entry may be empty or damaged, which that check
+    refuses and a rebuild replaces, at less cost than an fsync for every entry."""
     root, parts, name = _leaf(path)
     dfd = _dir_fd(root, parts, create=True)
     try:
@@ -32,7 +34,8 @@ def write_bytes(path: Path | str, data: bytes | memoryview, mode: int | None = N
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    os.fsync(f.fileno())
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException as e:
             with contextlib.suppress(OSError):

@@ -25,7 +25,7 @@ from .. import scalefree as SF
 from ..collect import Results, rule_rows, scale_order
 from ..noninferiority import card_margin
 from ..paper import load_paper
-from ..table2 import cells, table_runs
+from ..table2 import cells_of, table_runs
 from . import render
 from .style import STYLE, Figure, _save, _slug
 
@@ -171,7 +171,7 @@ def _own(plan: dict) -> str:
 
 def table2_efficiency(res: Results, outdir: Path) -> list[Figure]:
     """One figure per table (task, preset, variant) whose task the paper's Table 2 has."""
-    c = cells(res.runs)
+    c = cells_of(res)
     if c.empty:
         return []
     paper = load_paper()

@@ -351,3 +351,31 @@ def test_lines_decode_as_one_at_a_time_whether_or_not_orjson_reads_them_all() ->
         got, want = runcache.decode_lines(lines), [runcache._decode(line) for line in lines]
         assert json.dumps(got) == json.dumps(want)
         assert got[1] is None and got[2] is None  # a list and a string are not records
+
+
+def test_cache_entries_skip_the_fsync_and_one_a_crash_left_empty_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache is written without an fsync (bench.safefs.write_bytes durable=False), report files with one;
+    what a crash can then leave (an empty entry) is refused with one line naming it and rebuilt."""
+    import os
+
+    from bench import safefs
+
+    synced: list[str] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    run_dir, cache = run_with(tmp_path, 300), tmp_path / "cache"
+    want_train, _, _ = runcache.frames(run_dir / METRICS, cache)
+    (target,) = cache.glob("*.npz")
+    assert not [p for p in synced if p.startswith(str(cache))]  # no fsync for the cache entry
+    safefs.write_bytes(tmp_path / "table.csv", b"a\n")
+    assert [p for p in synced if ".table.csv." in p]  # an ordinary atomic write still syncs
+    target.write_bytes(b"")  # what a crash between the rename and the data's writeback may leave
+    warned: list[str] = []
+    train, _, _ = runcache.frames(run_dir / METRICS, cache, warned.append)
+    assert len(warned) == 1 and str(target) in warned[0]
+    pd.testing.assert_frame_equal(train, want_train)
+    again: list[str] = []
+    runcache.frames(run_dir / METRICS, cache, again.append)
+    assert again == []
