@@ -34,7 +34,7 @@ from scipy import stats
 from bench.algo.rules import ADASCALE, SHARED_AT_S1, method_order, shares_s1
 
 from . import guards
-from .collect import LOSS_RANGE, metric_range, rule_rows, scale_order, task_info
+from .collect import LOSS_RANGE, Results, metric_range, rule_rows, scale_order, task_info
 from .noise import fmt as noise_fmt
 from .significance import ALPHA, worse_than
 
@@ -215,7 +215,7 @@ def _noise(done: pd.DataFrame, method: str, scale: str) -> dict[str, Any]:
     return row
 
 
-def cells_of(res: Any) -> pd.DataFrame:
+def cells_of(res: Results) -> pd.DataFrame:
     """Table 2's cells of a report's runs (`cells(res.runs)`), computed once per runs frame: the tables and the
     Table 2 figure read the same cells (~0.5 s each time at the paper matrix's volume). A copy each time."""
     got = res.memo.get("cells")

@@ -32,6 +32,25 @@ class State:
     moments_count: int | None = 0
 
 
+MAX_COUNT = 2**63  # a count or file offset a checkpoint may hold: what the OS and torch take as an int64
+
+
+def finite_number(value: Any) -> bool:
+    """Whether `value` is an int or a float (not a bool) of finite float value. A pickle or a JSON file holds
+    ints of any size: one past float's range (10**400) is not finite here, instead of math's OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _a_float(value: Any) -> bool:
+    """A number a float holds (NaN and inf included: an evaluation may give them), not an int past its range."""
+    return isinstance(value, float) or (finite_number(value) and isinstance(value, int))
+
+
 def odd_state_field(state: State) -> str | None:
     """The first State field a checkpoint filled with something other than what the field holds (a count
     for an int field, a finite number for a float one, None where the field allows it, a mapping of numbers
@@ -39,14 +58,13 @@ def odd_state_field(state: State) -> str | None:
     for f in fields(state):
         value = getattr(state, f.name)
         if f.name == "last_eval":
-            ok = isinstance(value, dict) and all(v is None or isinstance(v, int | float) for v in value.values())
+            ok = isinstance(value, dict) and all(v is None or _a_float(v) for v in value.values())
         elif value is None:
             ok = "None" in str(f.type)
         elif str(f.type).startswith("int"):
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT
         else:
-            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            ok = ok and (value >= 0 or f.name.endswith("_sum"))
+            ok = finite_number(value) and (value >= 0 or f.name.endswith("_sum"))
         if not ok:
             return f.name
     return None
@@ -67,17 +85,17 @@ def checkpoint_misfit(module: nn.Module, optimizer: torch.optim.Optimizer, ckpt:
                 if not isinstance(v, torch.Tensor) or (v.dim() and v.shape != p.shape):
                     return f"optimizer state {key!r} of shape {getattr(v, 'shape', type(v).__name__)}, not {p.shape}"
     numbers = _numbers(ckpt["estimator"])
-    if numbers is None or not all(math.isfinite(x) for x in numbers):
+    if numbers is None or not all(finite_number(x) for x in numbers):
         return "the gain estimator's state is not finite numbers"
     return None
 
 
-def _numbers(obj: Any) -> list[float] | None:
+def _numbers(obj: Any) -> list[int | float] | None:
     """Every number in a plain container (strings skipped), or None when it holds something else."""
     if isinstance(obj, dict):
         obj = list(obj.values())
     if isinstance(obj, list | tuple):
-        out: list[float] = []
+        out: list[int | float] = []
         for v in obj:
             got = _numbers(v)
             if got is None:
@@ -87,7 +105,7 @@ def _numbers(obj: Any) -> list[float] | None:
     if isinstance(obj, str):
         return []
     if isinstance(obj, int | float) and not isinstance(obj, bool):
-        return [float(obj)]
+        return [obj]  # (as it is: an int past float's range is no float, and not finite_number)
     return None
 
 

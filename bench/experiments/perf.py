@@ -151,6 +151,8 @@ def round_order(n: int, r: int) -> list[int]:
     other variant equally often, so what one variant leaves behind (a big batch evicts a tiny model's code and
     data from the caches) is charged to none in particular. (Rotating a b c d, b c d a, … keeps the cyclic
     order: there a would follow d in every round but one.)"""
+    if n < 1:
+        raise ValueError(f"round_order: {n} variants")
     first, lo, hi = [0], 1, n - 1
     while lo <= hi:  # 0, 1, n − 1, 2, n − 2, …
         first.append(lo)

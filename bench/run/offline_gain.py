@@ -68,6 +68,7 @@ from bench.engine.accumulate import accumulate, dropout_seeds
 from bench.engine.checkpoint import load_weights
 from bench.engine.data import loader, to_device
 from bench.engine.distributed import Dist, pick_device
+from bench.engine.loopstate import finite_number
 from bench.engine.seeding import mix, mix_array
 from bench.errors import UserError
 from bench.files import (
@@ -395,9 +396,9 @@ def kept_point(path: Path, kept: dict[str, Any], max_scale: float) -> tuple[int,
 
     if isinstance(it, bool) or not isinstance(it, int) or it < 0 or path.name != kept_name(it):
         raise bad("iteration", it, f"a count its file name states ({path.name})")
-    if isinstance(tau, bool) or not isinstance(tau, int | float) or not math.isfinite(tau) or tau < 0:
+    if not finite_number(tau) or tau < 0:
         raise bad("tau", tau, "a finite number >= 0")
-    if isinstance(scale, bool) or not isinstance(scale, int | float) or not float(scale).is_integer():
+    if not finite_number(scale) or not float(scale).is_integer():
         raise bad("scale", scale, "an integer")
     if not 1 <= scale <= max_scale:
         raise bad("scale", scale, f"in [1, {max_scale:g}] (the run's scales)")

@@ -144,6 +144,8 @@ def test_round_orders_balance_places_and_predecessors(n: int) -> None:
     assert len(set(follows.values())) == 1 and len(set(places.values())) == 1
     assert perf.round_order(n, cycle + 1) == orders[1]
     rotation = [[(k + j) % n for j in range(n)] for k in range(cycle)]
+    with pytest.raises(ValueError):
+        perf.round_order(0, 0)
     if n > 2:  # (for n = 2 a rotation is the Williams square)
         rotated, _ = _carryover(rotation)
         assert not (set(rotated) == set(follows) and len(set(rotated.values())) == 1)

@@ -99,7 +99,18 @@ def test_a_resume_through_a_linked_log_is_refused(tmp_path: Path) -> None:
     assert victim.read_bytes() == body
 
 
-@pytest.mark.parametrize(("key", "value"), [("metrics_offset", "a"), ("iteration", [1]), ("last_eval", {"x": "y"})])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("metrics_offset", "a"),
+        ("iteration", [1]),
+        ("last_eval", {"x": "y"}),
+        ("tau", 10**400),
+        ("metrics_offset", 2**70),
+        ("gain_sum", -(10**400)),
+        ("last_eval", {"loss": 10**400}),
+    ],
+)  # fmt: skip  (an int past float's or a file offset's range: a pickle holds any int)
 def test_a_checkpoint_state_of_the_wrong_type_is_one_line(tmp_path: Path, key: str, value) -> None:
     spec = stopped_run(tmp_path)
     ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=True)

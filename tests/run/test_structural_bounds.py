@@ -113,7 +113,7 @@ def test_a_checkpoint_nesting_too_deep_is_refused_on_resume(tmp_path: Path, caps
 @pytest.mark.parametrize(
     ("field", "value", "said"),
     [("scale", 0, "scale"), ("scale", -8, "scale"), ("scale", 1e30, "scale"), ("iteration", -50, "iteration"),
-     ("tau", float("nan"), "tau"), ("copy", None, "iteration")],
+     ("tau", float("nan"), "tau"), ("tau", 10**400, "tau"), ("scale", 10**400, "scale"), ("copy", None, "iteration")],
 )  # fmt: skip
 def test_a_kept_checkpoints_numbers_are_checked_where_gain_reads_them(
     finished: Path, tmp_path: Path, capsys, field: str, value: object, said: str
@@ -142,7 +142,8 @@ def test_a_kept_checkpoints_numbers_are_checked_where_gain_reads_them(
     ("ema", "said"),
     [({"theta_prod": 1.0}, "theta_prod 1.0 after 1 updates"), ({"theta_prod": 1.5}, "theta_prod 1.5"),
      ({"updates": -3}, "after -3 updates"), ({"raw": [1.0]}, "1 moving averages, not 2"),
-     ({"raw": [float("inf"), 0.0]}, "not finite")],
+     ({"raw": [float("inf"), 0.0]}, "not finite"), ({"theta_prod": 10**400}, "not finite"),
+     ({"raw": [-(10**400), 0.0]}, "not finite")],
 )  # fmt: skip
 def test_a_checkpoints_gain_estimator_state_is_checked_on_resume(tmp_path: Path, capsys, ema: dict, said: str) -> None:
     """A resumed run divides by 1 − Π θ of the saved estimator: Π θ = 1 after an update was a ZeroDivisionError
