@@ -31,6 +31,17 @@ LOCK = ".lock"  # held (flock) by the one process writing the run folder
 _TEMPORARY = re.compile(r"\.(checkpoint\.pt|[^/]+\.json)\.[A-Za-z0-9_]+\.tmp")
 
 
+def finite_number(value: Any) -> bool:
+    """Whether `value` is an int or a float (not a bool) of finite float value. A pickle or a JSON file holds
+    ints of any size: one past float's range (10**400) is not finite here, instead of math's OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _clean(obj: Any) -> Any:
     """JSON has no NaN/inf: write them as null."""
     if isinstance(obj, float) and not math.isfinite(obj):

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.files import finite_number
+
 Rule = tuple[Callable[[Any], Any], str]  # the test works on a float and, elementwise, on an array
 POSITIVE: Rule = (lambda v: v > 0, "> 0")
 AT_LEAST_ONE: Rule = (lambda v: v >= 1, ">= 1")
@@ -87,13 +89,7 @@ OFFLINE_RANGES: dict[str, Rule] = {  # offline_gain.csv (bench.run.offline_gain 
 
 def ok(value: Any, rule: Rule) -> bool:
     """Whether a number (not a bool) is finite and passes `rule`."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        v = float(value)
-    except OverflowError:  # an int past a float
-        return False
-    return math.isfinite(v) and bool(rule[0](v))
+    return finite_number(value) and bool(rule[0](float(value)))  # (an int past a float's range: not finite)
 
 
 def shown(value: Any) -> str:

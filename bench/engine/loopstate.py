@@ -3,12 +3,13 @@ restored one must pass, and how a run ended (Outcome)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 from torch import nn
+
+from bench.files import finite_number
 
 
 @dataclass
@@ -33,17 +34,6 @@ class State:
 
 
 MAX_COUNT = 2**63  # a count or file offset a checkpoint may hold: what the OS and torch take as an int64
-
-
-def finite_number(value: Any) -> bool:
-    """Whether `value` is an int or a float (not a bool) of finite float value. A pickle or a JSON file holds
-    ints of any size: one past float's range (10**400) is not finite here, instead of math's OverflowError."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def _a_float(value: Any) -> bool:

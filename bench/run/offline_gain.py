@@ -68,7 +68,6 @@ from bench.engine.accumulate import accumulate, dropout_seeds
 from bench.engine.checkpoint import load_weights
 from bench.engine.data import loader, to_device
 from bench.engine.distributed import Dist, pick_device
-from bench.engine.loopstate import finite_number
 from bench.engine.seeding import mix, mix_array
 from bench.errors import UserError
 from bench.files import (
@@ -76,6 +75,7 @@ from bench.files import (
     METRICS,
     OFFLINE_GAIN,
     atomic_write_bytes,
+    finite_number,
     kept_name,
     read_jsonl,
 )
