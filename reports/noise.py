@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bench.algo.gain import UnbiasedGain, b_simple, moments, pair_fraction, population_moments
-from bench.algo.predict import iterations_following
+from bench.algo.predict import iterations_following, iterations_following_each
 from bench.algo.rules import ADASCALE
 
 from .collect import Results, scale_order
@@ -243,7 +243,8 @@ def fill(res: Results, workers: int = 1) -> pd.DataFrame:
     """res.runs with, for every AdaScale run with S ≥ 2: `B_simple` (the training average) where its summary
     lacks one, and for the completed ones `per_epoch` (M), the noise scale per window (`B_early`, `B_middle`,
     `B_late`: `windows`) and the noise profile per tenth of τ (`profile`), from its metrics.jsonl; then every
-    fixed-S run's prediction from the other runs' profiles (`predict`, in `workers` processes). Idempotent."""
+    fixed-S run's prediction from the other runs' profiles (`predict`, in `workers` processes where there are
+    many). Idempotent."""
     runs = res.runs
     for col in (COLUMN, PER_EPOCH, PREDICTED, PREDICTED_LO, PREDICTED_HI, *WINDOW_COLUMNS):
         if col not in runs:
@@ -380,7 +381,7 @@ def _cached(p: tuple[tuple[float, float], ...], scale: int, T1: float) -> float:
 def predict(runs: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
     """PREDICTION_COLUMNS of every completed fixed-S AdaScale run (S ≥ 2) with a noise profile, from the other
     runs of its table (task, preset, variant) — never from its own statistics: finding (iii)'s prediction
-    (docs/design.md §5). The predictions are computed in `workers` processes where there are many."""
+    (docs/design.md §5), in `workers` processes where there are many."""
     fixed = runs["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
     ok = fixed & (runs["method"] == ADASCALE) & (runs["status"] == "completed") & runs[PROFILE].notna()
     kind = runs["experiment_kind"] if "experiment_kind" in runs else pd.Series(None, index=runs.index)
@@ -407,25 +408,35 @@ def predict(runs: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
     return runs
 
 
-PARALLEL_FROM = 500  # predictions worth handing to worker processes (each takes ~0.2 ms to ~5 ms)
+PARALLEL_FROM = 2_000  # predictions worth forking worker processes for (the paper matrix's: ~21 000)
 
 
-def _one(key: tuple[tuple[tuple[float, float], ...], int, float]) -> float:
-    return iterations_following(*key)
+def _precompute(keys: set[tuple[tuple[tuple[float, float], ...], int, float]], workers: int = 1) -> None:
+    """Every prediction the tables need that is not memoised yet, one `iterations_following_each` per (S, T1):
+    the donors of a run share its S and T1, so `_cached` then finds them all (the paper matrix: ~21 000
+    predictions in ~350 passes, each profile stepped as it would be alone), in `workers` forked processes
+    where there are many: numpy's arithmetic over ~7 000 iterations a prediction, the same numbers anywhere."""
+    by_point: dict[tuple[int, float], list[tuple[tuple[float, float], ...]]] = {}
+    for p, scale, T1 in sorted(k for k in keys if k not in _PREDICTIONS and math.isfinite(k[2])):
+        by_point.setdefault((scale, T1), []).append(p)
+    points = list(by_point.items())
+    if workers > 1 and sum(len(profiles) for _, profiles in points) >= PARALLEL_FROM:
+        from .workers import pool as worker_pool
+
+        with worker_pool(workers) as ex:
+            counts = list(ex.map(_each, points, chunksize=max(1, len(points) // (4 * workers))))
+    else:
+        counts = [_each(point) for point in points]
+    if len(_PREDICTIONS) + len(keys) > 100_000:
+        _PREDICTIONS.clear()
+    for ((scale, T1), profiles), values in zip(points, counts, strict=True):
+        for p, value in zip(profiles, values, strict=True):
+            _PREDICTIONS[(p, scale, T1)] = float(value)
 
 
-def _precompute(keys: set[tuple[tuple[tuple[float, float], ...], int, float]], workers: int) -> None:
-    """Every prediction the tables need that is not memoised yet, in `workers` forked processes where there are
-    enough of them (the paper matrix's volume: ~21 000), so that `_cached` then finds them all. The same
-    function on the same inputs: the same numbers as computing them here."""
-    todo = sorted(k for k in keys if k not in _PREDICTIONS and math.isfinite(k[2]))
-    if workers < 2 or len(todo) < PARALLEL_FROM:
-        return
-    from .workers import pool as worker_pool
-
-    with worker_pool(workers) as ex:
-        for key, value in zip(todo, ex.map(_one, todo, chunksize=max(1, len(todo) // (8 * workers))), strict=True):
-            _PREDICTIONS[key] = value
+def _each(point: tuple[tuple[int, float], list[tuple[tuple[float, float], ...]]]) -> np.ndarray:
+    (scale, T1), profiles = point
+    return iterations_following_each(profiles, scale, T1)
 
 
 def per_run(t: pd.DataFrame) -> pd.DataFrame:

@@ -13,8 +13,14 @@ iterations), and so does the prediction's.
 
 **Closed form within a window.** With the inputs (x, y) constant, k updates of one average at a constant θ
 give raw_k = x + θ^k·(raw_0 − x) and Π θ = p_0·θ^k, so the bias-corrected values are
-(x + θ^k(raw_0 − x)) / (1 − p_0·θ^k). The iterations of one window are evaluated as arrays: a window of a
-paper run (T1/10 ≈ 4 000 iterations at S = 1) costs one numpy pass, not a Python loop of its iterations.
+(x + θ^k(raw_0 − x)) / (1 − p_0·θ^k). Both averages share that denominator, so it cancels in the gain:
+with d = raw_0 − x,
+
+    r_k = (x_v + x_q + θ^k·(d_v + d_q)) / (x_v/S + x_q + θ^k·(d_v/S + d_q)),
+
+two multiply-adds and a division per iteration. The iterations of one window are evaluated as arrays: a
+window of a paper run (T1/10 ≈ 4 000 iterations at S = 1) costs one numpy pass, not a Python loop of its
+iterations.
 """
 
 from __future__ import annotations
@@ -35,29 +41,52 @@ def iterations_following(profile: Sequence[tuple[float, float]], scale: int, T1:
     """The iterations of an AdaScale run at a fixed scale S whose gain follows the noise `profile`: (σ², μ²)
     of each of len(profile) equal windows of τ ∈ [0, T1) (module docstring). NaN where S < 2, T1 is not a
     positive finite number, or a window's moments are not finite."""
-    k = len(profile)
-    if scale < 2 or not (math.isfinite(T1) and T1 > 0) or not k:
-        return math.nan
-    if not all(math.isfinite(a) and math.isfinite(b) for a, b in profile):
-        return math.nan
-    th = theta(int(scale))
-    raw, prod = np.array([0.0, 0.0]), 1.0  # the averages' raw sums and Π θ: no update yet
-    tau, iterations, end = 0.0, 0, T1 * (1 - 1e-9)
-    while tau < end and iterations < MAX_ITERATIONS_PER_T1 * T1:
-        j = min(int(tau / T1 * k), k - 1)
-        boundary = min(T1 * (j + 1) / k, end)
-        x = np.array([max(profile[j][0], VAR_FLOOR), max(profile[j][1], 0.0)])  # clamped as the engine does
-        n = _chunk(x, raw, prod, scale, boundary - tau)
-        powers = _powers(th)[:n]
-        values = (x[:, None] + powers * (raw - x)[:, None]) / (1.0 - prod * powers)
-        gains = (values[0] + values[1]) / (values[0] / scale + values[1])
-        taus = tau + np.cumsum(gains)
-        crossed = np.flatnonzero(taus >= boundary)
-        m = int(crossed[0]) + 1 if len(crossed) else n  # iterations taken in this window (this chunk)
-        raw = x + powers[m - 1] * (raw - x)
-        prod *= float(powers[m - 1])
-        tau, iterations = float(taus[m - 1]), iterations + m
-    return float(iterations)
+    return float(iterations_following_each([profile], scale, T1)[0])
+
+
+def iterations_following_each(profiles: Sequence[Sequence[tuple[float, float]]], scale: int, T1: float) -> np.ndarray:
+    """`iterations_following` of each profile at one S and T1, the profiles stepped side by side: each row
+    evaluates its own chunk of its own window, with the same elementwise operations and the same sequential
+    cumsum as a profile alone, so each count is the one it would get alone (tests/algo/test_predict.py). A
+    report predicts every run from the ~35 donors of its table at the run's S and T1: one pass, not 35."""
+    out = np.full(len(profiles), math.nan)
+    if scale < 2 or not (math.isfinite(T1) and T1 > 0):
+        return out
+    ok = [i for i, p in enumerate(profiles) if len(p) and all(math.isfinite(a) and math.isfinite(b) for a, b in p)]
+    for k in {len(profiles[i]) for i in ok}:  # one pass per number of windows (a report's are all 10)
+        rows = [i for i in ok if len(profiles[i]) == k]
+        out[rows] = _stepped(np.asarray([profiles[i] for i in rows], dtype=float), int(scale), T1)
+    return out
+
+
+def _stepped(profile: np.ndarray, scale: int, T1: float) -> np.ndarray:
+    """The iterations of each row of `profile` (rows × windows × (σ², μ²), all finite), window by window."""
+    rows, k = profile.shape[:2]
+    th = theta(scale)
+    x_all = np.stack([np.maximum(profile[:, :, 0], VAR_FLOOR), np.maximum(profile[:, :, 1], 0.0)], axis=2)
+    raw, prod = np.zeros((rows, 2)), np.ones(rows)  # the averages' raw sums and Π θ: no update yet
+    tau, iterations, end = np.zeros(rows), np.zeros(rows, dtype=np.int64), T1 * (1 - 1e-9)
+    live = np.ones(rows, dtype=bool)
+    while (live := live & (tau < end) & (iterations < MAX_ITERATIONS_PER_T1 * T1)).any():
+        at = np.flatnonzero(live)
+        j = np.minimum((tau[at] / T1 * k).astype(np.int64), k - 1)
+        boundary = np.minimum(T1 * (j + 1) / k, end)
+        x = x_all[at, j]  # clamped as the engine does
+        n = _chunk(x, raw[at], prod[at], scale, boundary - tau[at])
+        powers = _powers(th)[: int(n.max())]
+        d = raw[at] - x
+        num = np.multiply.outer(d[:, 0] + d[:, 1], powers)  # the gain (v̂ + q̂)/(v̂/S + q̂), bias correction cancelled
+        num += (x[:, 0] + x[:, 1])[:, None]
+        den = np.multiply.outer(d[:, 0] / scale + d[:, 1], powers)
+        den += (x[:, 0] / scale + x[:, 1])[:, None]
+        taus = np.cumsum(np.divide(num, den, out=num), axis=1)
+        taus += tau[at, None]
+        m = np.minimum((taus < boundary[:, None]).sum(axis=1) + 1, n)  # iterations taken (τ rises: first crossing)
+        last = powers[m - 1]
+        raw[at] = x + last[:, None] * (raw[at] - x)
+        prod[at] *= last
+        tau[at], iterations[at] = taus[np.arange(len(at)), m - 1], iterations[at] + m
+    return iterations.astype(float)
 
 
 @functools.lru_cache(maxsize=64)
@@ -68,18 +97,21 @@ def _powers(th: float) -> np.ndarray:
     return out
 
 
-def _chunk(x: np.ndarray, raw: np.ndarray, prod: float, scale: int, left: float) -> int:
-    """How many iterations to evaluate at once in a window with `left` of τ to go: enough to cross it at the
-    smaller of the gain now and the window's steady gain (the gain moves between the two), at most CHUNK. Any
-    n ≥ 1 gives the same count (a window not crossed goes on in the next chunk); a good one spares computing
+def _chunk(x: np.ndarray, raw: np.ndarray, prod: np.ndarray, scale: int, left: np.ndarray) -> np.ndarray:
+    """How many iterations each row evaluates at once in a window with `left` of τ to go: enough to cross it at
+    the smaller of the gain now and the window's steady gain (the gain moves between the two), at most CHUNK.
+    Any n ≥ 1 gives the same count (a window not crossed goes on in the next chunk); a good one spares computing
     the tens of thousands of iterations a gain of 1 would need when the gain is near S."""
 
-    def gain(v: np.ndarray) -> float:
-        return float((v[0] + v[1]) / (v[0] / scale + v[1])) if v[0] / scale + v[1] > 0 else 1.0
+    def gain(v: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            den = v[:, 0] / scale + v[:, 1]
+            return np.where(den > 0, (v[:, 0] + v[:, 1]) / np.where(den > 0, den, 1.0), 1.0)
 
-    now = gain(raw / (1.0 - prod)) if prod < 1.0 else math.inf
-    rate = max(1.0, min(now, gain(x)))
-    return int(min(CHUNK, max(1.0, math.ceil(left / rate) + 1)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        now = np.where(prod < 1.0, gain(raw / (1.0 - prod[:, None])), math.inf)
+    rate = np.maximum(1.0, np.minimum(now, gain(x)))
+    return np.minimum(CHUNK, np.maximum(1.0, np.ceil(left / rate) + 1)).astype(np.int64)
 
 
 def speedup(iterations: float, T1: float) -> float:

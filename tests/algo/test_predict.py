@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bench.algo.gain import UnbiasedGain
-from bench.algo.predict import iterations_following
+from bench.algo.predict import iterations_following, iterations_following_each
 
 
 def stepped(parts, scale: int, T1: float) -> int:
@@ -34,6 +34,22 @@ def test_the_limits_of_the_steady_gain():
     """S·b ≪ B (μ² ≈ 0): ≈ T1/S plus the average's warm-up; b ≫ B (σ² ≈ 0): T1."""
     assert iterations_following([(1.0, 0.0)] * 10, 8, 2000) == pytest.approx(250, rel=0.02)
     assert iterations_following([(0.0, 1.0)] * 10, 8, 2000) == 2000
+
+
+def test_profiles_stepped_side_by_side_count_as_each_alone():
+    """iterations_following_each steps its rows together, each with its own chunks: every count is the stepped
+    estimator's, whatever the other rows (a run at the gain's plateau beside one that crawls at a gain of 1),
+    and a row without finite moments is NaN without touching the others."""
+    rng = np.random.default_rng(1)
+    for scale, T1 in ((2, 7777.0), (8, 2000.0), (128, 100.0), (1000, 7777.0)):
+        parts = [
+            [(float(rng.lognormal(0, 2)), float(rng.lognormal(-2, 2)) * (rng.random() > 0.1)) for _ in range(10)]
+            for _ in range(12)
+        ]
+        parts += [[(1.0, 0.0)] * 10, [(0.0, 1.0)] * 10, [(math.nan, 1.0)] * 10, [], [(1.0, 1.0)] * 3]
+        got = iterations_following_each(parts, scale, T1)
+        want = [stepped(p, scale, T1) if p and all(map(math.isfinite, np.ravel(p))) else math.nan for p in parts]
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("bad", [[(math.nan, 1.0)] * 10, [(math.inf, 1.0)] * 10, []])

@@ -57,21 +57,24 @@ def test_fill_reads_and_predicts_once_per_report(folder: Path, monkeypatch: pyte
     assert calls["metrics"] == 8 and res.runs[noise.PREDICTED].notna().sum() == 3
 
 
-def test_predictions_in_worker_processes_are_the_ones_computed_here(
-    folder: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`fill(res, workers)` hands the predictions to forked processes where there are many (the paper matrix's
-    ~21 000): the same numbers as computing them in this process."""
+def test_predictions_made_side_by_side_are_the_ones_made_alone(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`predict` steps every donor of a (S, T1) side by side (bench.algo.predict.iterations_following_each), here
+    or in forked processes where there are many: the same numbers as predicting each donor alone, and nothing
+    is predicted one by one afterwards."""
     monkeypatch.setattr(noise, "_PREDICTIONS", {})
-    here = noise.fill(load(folder))[list(noise.PREDICTION_COLUMNS)]
+    monkeypatch.setattr(noise, "_precompute", lambda keys, workers=1: None)  # each one alone, through `_cached`
+    alone = noise.fill(load(folder))[list(noise.PREDICTION_COLUMNS)]
+    monkeypatch.undo()
     monkeypatch.setattr(noise, "_PREDICTIONS", {})
-    monkeypatch.setattr(noise, "PARALLEL_FROM", 1)
-    monkeypatch.setattr(noise, "iterations_following", _recording)  # a call here records; a child's does not
-    res = load(folder)
-    there = noise.fill(res, workers=2)[list(noise.PREDICTION_COLUMNS)]
-    assert here.equals(there) and here[noise.PREDICTED].notna().sum() == 3
-    assert HANDED == []  # all computed in the children (their records never reach this process), none here
-    assert len(noise._PREDICTIONS) >= 6  # every donor at every other S, filled from the children's results
+    monkeypatch.setattr(noise, "iterations_following", _recording)  # a prediction made one by one records
+    together = noise.fill(load(folder))[list(noise.PREDICTION_COLUMNS)]
+    assert alone.equals(together) and together[noise.PREDICTED].notna().sum() == 3
+    assert HANDED == []  # every one came from the side-by-side pass
+    assert len(noise._PREDICTIONS) >= 6  # every donor at every other S
+    monkeypatch.setattr(noise, "_PREDICTIONS", {})
+    monkeypatch.setattr(noise, "PARALLEL_FROM", 1)  # in forked processes: a call there never records here
+    there = noise.fill(load(folder), workers=2)[list(noise.PREDICTION_COLUMNS)]
+    assert alone.equals(there) and HANDED == [] and len(noise._PREDICTIONS) >= 6
 
 
 HANDED: list[object] = []
