@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,26 +57,47 @@ READ = "_noise_read"  # whether `fill` has read the row's metrics (a column: it 
 
 def _stats(train: pd.DataFrame) -> pd.DataFrame:
     """sum_sq, mean_sq, scale of the training records that carry statistics (S ≥ 2), as floats, with `first`:
-    the stream's micro-batch index at the start of each one's iteration (`_cursors`, over every record)."""
+    the stream's micro-batch index at the start of each one's iteration (`_cursors`, over every record). Made
+    once per frame (`fill`, the curves' noise panel and the findings each ask for a run's), with numpy: the
+    pandas version was a third of the paper fake's noise and curves time."""
+    memo = _STATS.get(id(train))
+    if memo is not None and memo[0]() is train:
+        return memo[1]
+    d, key = _stats_of(train), id(train)
+    _STATS[key] = (weakref.ref(train, lambda _: _STATS.pop(key, None)), d)
+    return d
+
+
+_STATS: dict[int, tuple[weakref.ref, pd.DataFrame]] = {}  # id(frame) -> (the frame, while it lives; its _stats)
+
+
+def _stats_of(train: pd.DataFrame) -> pd.DataFrame:
     if train.empty or not {"sum_sq", "mean_sq", "scale"} <= set(train.columns):
         return pd.DataFrame(columns=["tau", "iteration", "sum_sq", "mean_sq", "scale", "first"])
     cols = [c for c in ("tau", "iteration", "sum_sq", "mean_sq", "scale", "progress", "var", "sqr") if c in train]
-    d = numeric(train[cols])
-    d = d[np.isfinite(d["scale"]) & (d["scale"] >= 1)]
-    d = d.assign(first=_cursors(d))
-    return d[np.isfinite(d["sum_sq"]) & np.isfinite(d["mean_sq"]) & (d["scale"] >= 2)]
+    d = {c: _floats(train[c]) for c in cols}
+    usable = np.isfinite(d["scale"]) & (d["scale"] >= 1)
+    d = {c: v[usable] for c, v in d.items()}
+    d["first"] = _cursors(d["scale"], d.get("iteration"))
+    kept = np.isfinite(d["sum_sq"]) & np.isfinite(d["mean_sq"]) & (d["scale"] >= 2)
+    return pd.DataFrame({c: v[kept] for c, v in d.items()})
 
 
-def _cursors(d: pd.DataFrame) -> np.ndarray:
+def _floats(s: pd.Series) -> np.ndarray:
+    """A column as float64 (anything not a number NaN): `numeric`'s values."""
+    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+        return s.to_numpy(np.float64)
+    return pd.to_numeric(s, errors="coerce").to_numpy(np.float64)
+
+
+def _cursors(scale: np.ndarray, it: np.ndarray | None) -> np.ndarray:
     """The stream's micro-batch index at the start of each record's iteration: Σ S over the iterations before
     it (exact for a full frame; in a down-sampled one each record's S stands for the iterations up to the next;
     records without a usable iteration number count one iteration each)."""
-    scale = d["scale"].to_numpy(float)
-    if not len(d):
+    if not len(scale):
         return scale
-    it = d["iteration"].to_numpy(float) if "iteration" in d else np.full(len(d), np.nan)
-    if not (np.isfinite(it).all() and (np.diff(it) > 0).all()):
-        it = np.arange(len(d), dtype=float)
+    if it is None or not (np.isfinite(it).all() and (np.diff(it) > 0).all()):
+        it = np.arange(len(scale), dtype=float)
     return np.concatenate([[it[0] * scale[0]], it[0] * scale[0] + np.cumsum(scale[:-1] * np.diff(it))])
 
 
