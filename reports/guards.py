@@ -157,6 +157,15 @@ def _all_in_range(df: pd.DataFrame, rules: dict[str, Rule]) -> bool:
     return True
 
 
+def floats(column: pd.Series) -> np.ndarray:
+    """A column as float64 (anything not a number NaN, as pd.to_numeric(errors="coerce") reads it), without a
+    frame around it: the bands, the noise statistics and the warm-up each read a few columns of hundreds of runs.
+    """
+    if pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_bool_dtype(column.dtype):
+        return column.to_numpy(np.float64)
+    return pd.to_numeric(column, errors="coerce").to_numpy(np.float64)
+
+
 def finite_or_none(obj: Any) -> Any:
     """`obj` with every non-finite float (and int past a float) replaced by None: what strict JSON holds."""
     if isinstance(obj, float):

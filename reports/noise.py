@@ -47,6 +47,7 @@ from bench.algo.predict import iterations_following, iterations_following_each
 from bench.algo.rules import ADASCALE
 
 from .collect import Results, scale_order
+from .guards import floats
 
 COLUMN = "B_simple"  # the training average (summary.json), kept for the record
 WINDOWS = (("early", 0.0, 1 / 3), ("middle", 1 / 3, 2 / 3), ("late", 2 / 3, 1.0))  # fractions of T1
@@ -75,19 +76,12 @@ def _stats_of(train: pd.DataFrame) -> pd.DataFrame:
     if train.empty or not {"sum_sq", "mean_sq", "scale"} <= set(train.columns):
         return pd.DataFrame(columns=["tau", "iteration", "sum_sq", "mean_sq", "scale", "first"])
     cols = [c for c in ("tau", "iteration", "sum_sq", "mean_sq", "scale", "progress", "var", "sqr") if c in train]
-    d = {c: _floats(train[c]) for c in cols}
+    d = {c: floats(train[c]) for c in cols}
     usable = np.isfinite(d["scale"]) & (d["scale"] >= 1)
     d = {c: v[usable] for c, v in d.items()}
     d["first"] = _cursors(d["scale"], d.get("iteration"))
     kept = np.isfinite(d["sum_sq"]) & np.isfinite(d["mean_sq"]) & (d["scale"] >= 2)
     return pd.DataFrame({c: v[kept] for c, v in d.items()})
-
-
-def _floats(s: pd.Series) -> np.ndarray:
-    """A column as float64 (anything not a number NaN): `numeric`'s values."""
-    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
-        return s.to_numpy(np.float64)
-    return pd.to_numeric(s, errors="coerce").to_numpy(np.float64)
 
 
 def _cursors(scale: np.ndarray, it: np.ndarray | None) -> np.ndarray:
@@ -234,12 +228,13 @@ def b_simple_of(var: np.ndarray, sqr: np.ndarray, batch_size: float) -> np.ndarr
         return np.where(sqr > 0, batch_size * np.where(var < 0.0, 0.0, var) / np.where(sqr > 0, sqr, 1.0), math.inf)
 
 
-def trajectory(train: pd.DataFrame, batch_size: float, per_epoch: float = math.inf) -> pd.DataFrame:
-    """(tau, B_simple) after each iteration with statistics: what AdaScale's moving averages said, corrected
-    for drawing without replacement out of `per_epoch` micro-batches per epoch (at ρ = 1; inf: uncorrected)."""
+def trajectory(train: pd.DataFrame, batch_size: float, per_epoch: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
+    """(τ, B_simple) after each iteration with statistics, where finite: what AdaScale's moving averages said,
+    corrected for drawing without replacement out of `per_epoch` micro-batches per epoch (at ρ = 1; inf:
+    uncorrected)."""
     d = _stats(train)
     if d.empty or not math.isfinite(batch_size) or "tau" not in d:
-        return pd.DataFrame(columns=["tau", COLUMN])
+        return np.zeros(0), np.zeros(0)
     if {"var", "sqr"} <= set(d.columns) and np.isfinite(d[["var", "sqr"]].to_numpy(float)).all():
         var, sqr = d["var"].to_numpy(float), d["sqr"].to_numpy(float)
     else:
@@ -248,9 +243,9 @@ def trajectory(train: pd.DataFrame, batch_size: float, per_epoch: float = math.i
             est.update(float(s), float(m), scale)
             avgs.append((est.var_avg, est.sqr_avg))
         var, sqr = (np.asarray(c, float) for c in zip(*avgs, strict=True))
-    values = b_simple_of(*population_moments(var, sqr, per_epoch), batch_size)
-    out = pd.DataFrame({"tau": d["tau"].to_numpy(float), COLUMN: np.asarray(values, float)})
-    return out[np.isfinite(out[COLUMN])]
+    values = np.asarray(b_simple_of(*population_moments(var, sqr, per_epoch), batch_size), float)
+    finite = np.isfinite(values)
+    return d["tau"].to_numpy(float)[finite], values[finite]
 
 
 def _wanted(runs: pd.DataFrame) -> pd.Series:

@@ -19,6 +19,7 @@ from bench.files import OFFLINE_GAIN
 
 from . import lagmatch, noise
 from .collect import Results, scale_order
+from .guards import floats
 from .noninferiority import fixed_scales
 
 WARMUP_WINDOW = 0.10  # (iv): the first 10 % of τ
@@ -63,18 +64,19 @@ def warmup(train: pd.DataFrame, scale: float, T1: float, settles: float | None =
     r_hat = float(scale) if settles is None or not math.isfinite(settles) else min(float(settles), float(scale))
     if train.empty or not {"tau", "gain"} <= set(train.columns) or not (r_hat > 1 and math.isfinite(T1)):
         return Warmup(math.nan, math.nan, 0, None, r_hat, why="no gain records")
-    cols = ["tau", "gain"] + (["iteration"] if "iteration" in train else [])
-    d = train[cols].apply(pd.to_numeric, errors="coerce").dropna(subset=["tau", "gain"])
-    d = d[d["tau"] <= WARMUP_WINDOW * T1]
-    n = len(d)
-    iterations = float(d["iteration"].max() + 1) if "iteration" in d and n else float(n)
+    tau, gain = floats(train["tau"]), floats(train["gain"])
+    window = ~(np.isnan(tau) | np.isnan(gain)) & (tau <= WARMUP_WINDOW * T1)  # dropna, then the window
+    n = int(window.sum())
+    it = floats(train["iteration"])[window] if "iteration" in train else np.zeros(0)
+    it = it[~np.isnan(it)]  # Series.max skips NaN; NaN where none is left
+    iterations = (float(it.max() + 1) if len(it) else math.nan) if "iteration" in train and n else float(n)
     memories = iterations / (1.0 / (1.0 - theta(int(scale)))) if theta(int(scale)) < 1 else math.inf
     if n < WARMUP_MIN_RECORDS:
         return Warmup(math.nan, math.nan, n, None, r_hat, why=f"{n} record(s) in the first 10 % of τ")
     if memories < WARMUP_MEMORIES:
         why = f"the window spans {memories:.2g} gain memories (< {WARMUP_MEMORIES}: the online gain lags)"
         return Warmup(math.nan, math.nan, n, None, r_hat, why=why, memories=memories)
-    u = (d["gain"].to_numpy(float) - 1) / (r_hat - 1)
+    u = (gain[window] - 1) / (r_hat - 1)
     k = max(1, math.ceil(n / 5))
     start, end = float(u[:k].mean()), float(u[-k:].mean())
     return Warmup(start, end, n, _judge(start, end), r_hat)

@@ -5,14 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..guards import floats
 
-def _curve(df: pd.DataFrame, y: str) -> tuple[np.ndarray, np.ndarray] | None:
+Curve = tuple[np.ndarray, np.ndarray]  # one seed's (τ, y)
+
+
+def _curve(df: pd.DataFrame, y: str) -> Curve | None:
+    """One seed's (τ, y) of a frame: `curve_of` its two columns; None where the frame lacks either."""
+    if df.empty or "tau" not in df or y not in df:
+        return None
+    return curve_of(floats(df["tau"]), floats(df[y]))
+
+
+def curve_of(tau: np.ndarray, v: np.ndarray) -> Curve | None:
     """One seed's (τ, y) as arrays: rows where both are numbers, sorted by τ (a frame in order already, as a
     run's records are, kept as it is), the last row of each τ kept; None where nothing is left. Arrays, not
     frames: the report draws hundreds of these, and pandas' per-call overhead was most of their cost."""
-    if df.empty or "tau" not in df or y not in df:
-        return None
-    tau, v = _numbers(df["tau"]), _numbers(df[y])
     keep = ~(np.isnan(tau) | np.isnan(v))  # dropna: ±inf stay, as pandas keeps them
     tau, v = tau[keep], v[keep]
     if not len(tau):  # no row with both numbers (a seed whose quantity holds none): no curve, not an IndexError
@@ -25,33 +33,37 @@ def _curve(df: pd.DataFrame, y: str) -> tuple[np.ndarray, np.ndarray] | None:
     return (tau, v) if len(tau) else None
 
 
-def _numbers(column: pd.Series) -> np.ndarray:
-    """One column of `numeric` as floats (anything else NaN), read without building a frame of the two
-    columns a band reads: a frame per seed and quantity was most of the curves' cost at paper volume."""
-    if pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_bool_dtype(column.dtype):
-        return column.to_numpy(float)
-    return pd.to_numeric(column, errors="coerce").to_numpy(float)
-
-
 def band(series: list[pd.DataFrame], y: str, n: int = 200) -> pd.DataFrame:
-    """Mean, min and max over seeds of one quantity against τ: each seed interpolated onto a common τ grid
-    that spans only the range every seed covers — a mean is never one seed's value where the others have
-    stopped (or not started)."""
-    parts = [p for p in (_curve(df, y) for df in series) if p is not None]
+    """Mean, min and max over seeds of one quantity against τ (`band_of` each frame's `_curve`)."""
+    arrays = band_of([_curve(df, y) for df in series], n)
+    return pd.DataFrame(arrays) if arrays is not None else pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+
+
+def band_of(curves: list[Curve | None], n: int = 200) -> dict[str, np.ndarray | int] | None:
+    """Mean, min and max over seeds against τ (tau, mean, lo, hi, n: the seeds): each seed interpolated onto a
+    common τ grid that spans only the range every seed covers — a mean is never one seed's value where the
+    others have stopped (or not started); None without a curve or a stretch of τ they share."""
+    parts = [p for p in curves if p is not None]
     if not parts:
-        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+        return None
     lo, hi = max(t[0] for t, _ in parts), min(t[-1] for t, _ in parts)
     if lo > hi:  # the seeds share no stretch of τ
-        return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
+        return None
     if n <= 0:
         grid = np.unique(np.concatenate([t for t, _ in parts]))
         grid = grid[(grid >= lo) & (grid <= hi)]
     else:
         grid = np.linspace(lo, hi, n) if hi > lo else np.array([lo])
     ys = np.vstack([np.interp(grid, t, v) for t, v in parts])
-    return pd.DataFrame(
-        {"tau": grid, "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(parts)}
-    )
+    return {"tau": grid, "mean": ys.mean(axis=0), "lo": ys.min(axis=0), "hi": ys.max(axis=0), "n": len(parts)}
+
+
+def band_plan(curves: list[Curve | None]) -> dict | None:
+    """`_band_plan` of the band of `curves`, without the frame between."""
+    b = band_of(curves)
+    if b is None:
+        return None
+    return {k: np.asarray(b[k], float) for k in ("tau", "mean", "lo", "hi")} | {"band": b["n"] > 1}
 
 
 def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
@@ -61,7 +73,7 @@ def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
     for e in evals:
         if e.empty or "tau" not in e or y not in e:
             continue
-        tau, v = _numbers(e["tau"]), _numbers(e[y])
+        tau, v = floats(e["tau"]), floats(e[y])
         keep = ~(np.isnan(tau) | np.isnan(v))  # dropna
         tau, v = tau[keep], v[keep]
         if not (tau[1:] >= tau[:-1]).all():  # not monotonic increasing: sorted, stably, as sort_values does
@@ -79,13 +91,10 @@ def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
     )
 
 
-def _smooth(train: pd.DataFrame, y: str = "loss") -> pd.DataFrame:
+def smoothed(v: np.ndarray) -> np.ndarray:
     """The training loss smoothed by a centred rolling mean over ~5 % of the run's records."""
-    if train.empty or y not in train:
-        return train
-    window = max(1, len(train) // 20)
-    v = pd.to_numeric(train[y], errors="coerce")
-    return train.assign(**{y: v.rolling(window, center=True, min_periods=1).mean()})
+    window = max(1, len(v) // 20)
+    return pd.Series(v).rolling(window, center=True, min_periods=1).mean().to_numpy(float)
 
 
 def _draw_band(ax, b: pd.DataFrame, color, label: str, marker: str | None = None, **kw) -> bool:

@@ -11,13 +11,14 @@ import numpy as np
 import pandas as pd
 
 from ..collect import Results, rule_rows, scale_order, task_info
-from ..noise import COLUMN, PER_EPOCH, trajectory
+from ..guards import floats
+from ..noise import PER_EPOCH, trajectory
 from ..table2 import table_runs
 from ..warmup import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups
 from . import render
-from .bands import _band_plan, _draw_plan_band, _smooth, band, eval_band
+from .bands import Curve, _band_plan, _draw_plan_band, band_plan, curve_of, eval_band, smoothed
 from .render import _inputs
-from .style import STYLE, Figure, _log_if_positive, _save, _scale_colors, _slug, _thin
+from .style import STYLE, Figure, _log_if_positive, _save, _scale_colors, _slug, thin_index
 
 
 def warmup_caption(res: Results, g: pd.DataFrame) -> str:
@@ -51,14 +52,28 @@ def warmup_caption(res: Results, g: pd.DataFrame) -> str:
     )
 
 
-def _noise_band(res: Results, runs: pd.DataFrame) -> pd.DataFrame:
-    """B_simple against τ over the seeds of one scale (reports.noise.trajectory of each run)."""
-    trajs = []
+def _noise_band(res: Results, runs: pd.DataFrame) -> dict | None:
+    """B_simple against τ over the seeds of one scale (reports.noise.trajectory of each run), as a plan's band."""
+    curves = []
     for _, r in runs.iterrows():
         m = float(pd.to_numeric(r.get(PER_EPOCH), errors="coerce")) if PER_EPOCH in r else math.inf
-        t = trajectory(res.metrics(r["run_dir"])[0], float(r["batch_size"]), m if m == m else math.inf)
-        trajs.append(_thin(t.rename(columns={COLUMN: "B"})))
-    return band(trajs, "B")
+        tau, b = trajectory(res.metrics(r["run_dir"])[0], float(r["batch_size"]), m if m == m else math.inf)
+        at = thin_index(len(tau))
+        curves.append(curve_of(tau[at], b[at]))
+    return band_plan(curves)
+
+
+def _seed(train: pd.DataFrame) -> dict[str, np.ndarray]:
+    """One seed's training columns a curves figure draws, thinned as a line is (`_thin`)."""
+    at = thin_index(len(train))
+    return {k: floats(train[k])[at] for k in ("tau", "loss", "lr", "gain") if k in train and not train.empty}
+
+
+def _curves(trains: list[dict[str, np.ndarray]], key: str, smooth: bool = False) -> list[Curve | None]:
+    """Each seed's (τ, key) curve (`curve_of`); None where it lacks either; the loss `smoothed` first."""
+    return [
+        curve_of(c["tau"], smoothed(c[key]) if smooth else c[key]) if "tau" in c and key in c else None for c in trains
+    ]
 
 
 CURVE_PANELS = {  # key: (title, y label); gain and noise scale only for a rule that uses the gain (its `uses_gain`)
@@ -79,16 +94,16 @@ def _series(res: Results, picked: list, colors: dict, ada: bool) -> list[tuple]:
         n_div = int((runs["status"] == "diverged").sum())
         seeds = f"{len(runs)} seed{'s' if len(runs) > 1 else ''}" + (f", {n_div} diverged" if n_div else "")
         label_s = f"S = {s} ({seeds})"
-        trains = [_thin(t) for t, _ in metrics]
+        trains = [_seed(t) for t, _ in metrics]
         bands = {
             "metric": _band_plan(eval_band([e for _, e in metrics])),
-            "loss": _band_plan(band([_smooth(t) for t in trains], "loss")),
-            "lr": _band_plan(band(trains, "lr")),
+            "loss": band_plan(_curves(trains, "loss", smooth=True)),
+            "lr": band_plan(_curves(trains, "lr")),
         }
         hline = None
         if ada:
-            bands["gain"] = _band_plan(band(trains, "gain"))
-            bands["B_simple"] = _band_plan(_noise_band(res, runs))
+            bands["gain"] = band_plan(_curves(trains, "gain"))
+            bands["B_simple"] = _noise_band(res, runs)
             b = pd.to_numeric(runs["batch_size"], errors="coerce").dropna()
             if bands["B_simple"] is not None and len(b) and float(s) >= 2:
                 hline = float(s) * float(b.iloc[0])
