@@ -168,7 +168,8 @@ def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int,
     train_lines = np.flatnonzero(~is_eval & (nl > starts))  # not eval, not empty
     train = []
     if len(train_lines):
-        picked = np.unique(train_lines[np.linspace(0, len(train_lines) - 1, POINTS).round().astype(np.int64)])
+        picked = train_lines[np.linspace(0, len(train_lines) - 1, POINTS).round().astype(np.int64)]
+        picked = picked[np.append(True, picked[1:] != picked[:-1])]  # rising: np.unique's values, without its sort
         lines = [mm[a:b] for a, b in zip(starts[picked].tolist(), nl[picked].tolist(), strict=True)]  # ints: 2× faster
         for rec in decode_lines(lines):
             if rec is None:
@@ -176,6 +177,17 @@ def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int,
             elif not rec.get("eval"):
                 train.append(rec)
     return train, evals, len(train_lines) - bad, bad
+
+
+def _mapped(fd: int, size: int) -> mmap.mmap:
+    """The file mapped read-only, its pages mapped up front where the system can (Linux's MAP_POPULATE: the scan
+    touches every page once, and a fault a page cost a quarter of its time); else read ahead in order."""
+    if hasattr(mmap, "MAP_POPULATE"):
+        return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
+    mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    if hasattr(mm, "madvise"):
+        mm.madvise(mmap.MADV_SEQUENTIAL)
+    return mm
 
 
 def _columns(records: list[dict]) -> dict[str, np.ndarray]:
@@ -250,9 +262,7 @@ def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, 
             data = f.read(st.st_size)
             train, evals, count, bad = read_whole(data[: data.rfind(b"\n") + 1])
         else:
-            with mmap.mmap(f.fileno(), st.st_size, access=mmap.ACCESS_READ) as mm:
-                if hasattr(mm, "madvise"):  # read ahead: the scan touches every page once, in order
-                    mm.madvise(mmap.MADV_SEQUENTIAL)
+            with _mapped(f.fileno(), st.st_size) as mm:
                 end = mm.rfind(b"\n") + 1  # a torn last line is left out
                 train, evals, count, bad = _read_sampled(mm, end) if end else ([], [], 0, 0)
     meta.update(records=count, sampled=len(train) < count, bad=bad)
