@@ -56,11 +56,14 @@ PER_EPOCH = "per_epoch"  # a run's micro-batches per epoch M = N/b (inf: unknown
 READ = "_noise_read"  # whether `fill` has read the row's metrics (a column: it travels with the frame)
 
 
-def _stats(train: pd.DataFrame) -> pd.DataFrame:
-    """sum_sq, mean_sq, scale of the training records that carry statistics (S ≥ 2), as floats, with `first`:
-    the stream's micro-batch index at the start of each one's iteration (`_cursors`, over every record). Made
-    once per frame (`fill`, the curves' noise panel and the findings each ask for a run's), with numpy: the
-    pandas version was a third of the paper fake's noise and curves time."""
+Stats = dict[str, np.ndarray]  # the columns of `_stats`, equally long
+
+
+def _stats(train: pd.DataFrame) -> Stats:
+    """sum_sq, mean_sq, scale of the training records that carry statistics (S ≥ 2), as float arrays, with
+    `first`: the stream's micro-batch index at the start of each one's iteration (`_cursors`, over every
+    record); {} where the frame has no statistics. Made once per frame (`fill`, the curves' noise panel and the
+    findings each ask for a run's), as arrays: a frame's column lookups were most of the noise's time."""
     memo = _STATS.get(id(train))
     if memo is not None and memo[0]() is train:
         return memo[1]
@@ -69,19 +72,24 @@ def _stats(train: pd.DataFrame) -> pd.DataFrame:
     return d
 
 
-_STATS: dict[int, tuple[weakref.ref, pd.DataFrame]] = {}  # id(frame) -> (the frame, while it lives; its _stats)
+_STATS: dict[int, tuple[weakref.ref, Stats]] = {}  # id(frame) -> (the frame, while it lives; its _stats)
 
 
-def _stats_of(train: pd.DataFrame) -> pd.DataFrame:
+def _stats_of(train: pd.DataFrame) -> Stats:
     if train.empty or not {"sum_sq", "mean_sq", "scale"} <= set(train.columns):
-        return pd.DataFrame(columns=["tau", "iteration", "sum_sq", "mean_sq", "scale", "first"])
+        return {}
     cols = [c for c in ("tau", "iteration", "sum_sq", "mean_sq", "scale", "progress", "var", "sqr") if c in train]
     d = {c: floats(train[c]) for c in cols}
     usable = np.isfinite(d["scale"]) & (d["scale"] >= 1)
     d = {c: v[usable] for c, v in d.items()}
     d["first"] = _cursors(d["scale"], d.get("iteration"))
     kept = np.isfinite(d["sum_sq"]) & np.isfinite(d["mean_sq"]) & (d["scale"] >= 2)
-    return pd.DataFrame({c: v[kept] for c, v in d.items()})
+    return {c: v[kept] for c, v in d.items()}
+
+
+def _n(d: Stats) -> int:
+    """How many records `d` holds."""
+    return len(d["scale"]) if d else 0
 
 
 def _cursors(scale: np.ndarray, it: np.ndarray | None) -> np.ndarray:
@@ -101,33 +109,33 @@ def per_epoch(train: pd.DataFrame, epochs: float) -> float:
     return _per_epoch(_stats(train), epochs)
 
 
-def _per_epoch(d: pd.DataFrame, epochs: float) -> float:
-    if d.empty or not (math.isfinite(epochs) and epochs > 0):
+def _per_epoch(d: Stats, epochs: float) -> float:
+    if not _n(d) or not (math.isfinite(epochs) and epochs > 0):
         return math.inf
-    total = float(d["first"].iloc[-1] + d["scale"].iloc[-1])
+    total = float(d["first"][-1] + d["scale"][-1])
     m = total / epochs
     return float(round(m)) if abs(m - round(m)) <= 1e-6 * m else m
 
 
-def _weights(d: pd.DataFrame) -> np.ndarray:
+def _weights(d: Stats) -> np.ndarray:
     """Each record's τ-length: the τ up to the next record (the last one: its own progress)."""
-    tau = d["tau"].to_numpy(float)
-    last = float(d["progress"].iloc[-1]) if "progress" in d and np.isfinite(d["progress"].iloc[-1]) else math.nan
+    tau = d["tau"]
+    last = float(d["progress"][-1]) if "progress" in d and np.isfinite(d["progress"][-1]) else math.nan
     if not math.isfinite(last):
         last = float(np.median(np.diff(tau))) if len(tau) > 1 else 1.0
     w = np.append(np.diff(tau), last)
     return np.where(np.isfinite(w) & (w > 0), w, 0.0)
 
 
-def corrected(d: pd.DataFrame, m: float) -> tuple[np.ndarray, np.ndarray]:
+def corrected(d: Stats, m: float) -> tuple[np.ndarray, np.ndarray]:
     """(σ²_t, μ²_t) of each record: its unbiased `moments`, corrected for drawing without replacement out of
     M = m micro-batches per epoch (bench.algo.gain.population_moments, with each iteration's pair share ρ)."""
-    scale = d["scale"].to_numpy(np.int64)
-    var, sqr = moments(d["sum_sq"].to_numpy(float), d["mean_sq"].to_numpy(float), scale)
+    scale = d["scale"].astype(np.int64)
+    var, sqr = moments(d["sum_sq"], d["mean_sq"], scale)
     if not math.isfinite(m):
         return var, sqr
-    first = d["first"].to_numpy(float)
-    rho = np.ones(len(d))
+    first = d["first"]
+    rho = np.ones(len(first))
     straddle = np.isfinite(first) & (np.floor(first / m) != np.floor((first + scale - 1) / m))
     for i in np.flatnonzero(straddle):
         rho[i] = pair_fraction(int(first[i]), int(scale[i]), m)
@@ -141,13 +149,13 @@ def window_moments(train: pd.DataFrame, T1: float, m: float, parts: int) -> list
     return _window_moments(_stats(train), T1, m, parts)
 
 
-def _window_moments(d: pd.DataFrame, T1: float, m: float, parts: int) -> list[tuple[float, float]]:
+def _window_moments(d: Stats, T1: float, m: float, parts: int) -> list[tuple[float, float]]:
     out = [(math.nan, math.nan)] * parts
-    if d.empty or "tau" not in d or not (math.isfinite(T1) and T1 > 0):
+    if not _n(d) or "tau" not in d or not (math.isfinite(T1) and T1 > 0):
         return out
     sigma2, mu2 = corrected(d, m)
     w = _weights(d)
-    k = np.clip(np.floor(d["tau"].to_numpy(float) / T1 * parts), 0, parts - 1)
+    k = np.clip(np.floor(d["tau"] / T1 * parts), 0, parts - 1)
     ok = np.isfinite(sigma2 + mu2) & np.isfinite(k) & (w > 0)
     for j in range(parts):
         here = ok & (k == j)
@@ -163,7 +171,7 @@ def windows(train: pd.DataFrame, batch_size: float, T1: float, m: float) -> dict
     return _windows(_stats(train), batch_size, T1, m)
 
 
-def _windows(d: pd.DataFrame, batch_size: float, T1: float, m: float) -> dict[str, float]:
+def _windows(d: Stats, batch_size: float, T1: float, m: float) -> dict[str, float]:
     out = dict.fromkeys(WINDOW_COLUMNS, math.nan)
     if not math.isfinite(batch_size):
         return out
@@ -182,7 +190,7 @@ def profile(train: pd.DataFrame, T1: float, m: float) -> tuple[tuple[float, floa
     return _profile(_stats(train), T1, m)
 
 
-def _profile(d: pd.DataFrame, T1: float, m: float) -> tuple[tuple[float, float], ...] | None:
+def _profile(d: Stats, T1: float, m: float) -> tuple[tuple[float, float], ...] | None:
     parts = _window_moments(d, T1, m, PREDICTION_PARTS)
     return tuple(parts) if all(math.isfinite(a + b) for a, b in parts) else None
 
@@ -192,12 +200,10 @@ def average(train: pd.DataFrame, batch_size: float) -> float:
     return _average(_stats(train), batch_size)
 
 
-def _average(d: pd.DataFrame, batch_size: float) -> float:
-    if d.empty or not math.isfinite(batch_size):
+def _average(d: Stats, batch_size: float) -> float:
+    if not _n(d) or not math.isfinite(batch_size):
         return math.nan
-    return b_simple_average_of(
-        d["sum_sq"].to_numpy(float), d["mean_sq"].to_numpy(float), d["scale"].astype(int), batch_size
-    )
+    return b_simple_average_of(d["sum_sq"], d["mean_sq"], d["scale"].astype(int), batch_size)
 
 
 def numeric(d: pd.DataFrame) -> pd.DataFrame:
@@ -233,19 +239,19 @@ def trajectory(train: pd.DataFrame, batch_size: float, per_epoch: float = math.i
     corrected for drawing without replacement out of `per_epoch` micro-batches per epoch (at ρ = 1; inf:
     uncorrected)."""
     d = _stats(train)
-    if d.empty or not math.isfinite(batch_size) or "tau" not in d:
+    if not _n(d) or not math.isfinite(batch_size) or "tau" not in d:
         return np.zeros(0), np.zeros(0)
-    if {"var", "sqr"} <= set(d.columns) and np.isfinite(d[["var", "sqr"]].to_numpy(float)).all():
-        var, sqr = d["var"].to_numpy(float), d["sqr"].to_numpy(float)
+    if {"var", "sqr"} <= d.keys() and np.isfinite(d["var"]).all() and np.isfinite(d["sqr"]).all():
+        var, sqr = d["var"], d["sqr"]
     else:
         est, avgs = UnbiasedGain(), []
-        for s, m, scale in zip(d["sum_sq"], d["mean_sq"], d["scale"].astype(int), strict=True):
+        for s, m, scale in zip(d["sum_sq"], d["mean_sq"], d["scale"].astype(int).tolist(), strict=True):
             est.update(float(s), float(m), scale)
             avgs.append((est.var_avg, est.sqr_avg))
         var, sqr = (np.asarray(c, float) for c in zip(*avgs, strict=True))
     values = np.asarray(b_simple_of(*population_moments(var, sqr, per_epoch), batch_size), float)
     finite = np.isfinite(values)
-    return d["tau"].to_numpy(float)[finite], values[finite]
+    return d["tau"][finite], values[finite]
 
 
 def _wanted(runs: pd.DataFrame) -> pd.Series:
