@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +46,7 @@ from bench.algo.predict import iterations_following, iterations_following_each
 from bench.algo.rules import ADASCALE
 
 from .collect import Results, scale_order
-from .guards import floats
+from .guards import float_columns, per_frame
 
 COLUMN = "B_simple"  # the training average (summary.json), kept for the record
 WINDOWS = (("early", 0.0, 1 / 3), ("middle", 1 / 3, 2 / 3), ("late", 2 / 3, 1.0))  # fractions of T1
@@ -57,29 +56,23 @@ READ = "_noise_read"  # whether `fill` has read the row's metrics (a column: it 
 
 
 Stats = dict[str, np.ndarray]  # the columns of `_stats`, equally long
+STATS_COLUMNS = ("tau", "iteration", "sum_sq", "mean_sq", "scale", "progress", "var", "sqr")
 
 
+@per_frame
 def _stats(train: pd.DataFrame) -> Stats:
     """sum_sq, mean_sq, scale of the training records that carry statistics (S ≥ 2), as float arrays, with
     `first`: the stream's micro-batch index at the start of each one's iteration (`_cursors`, over every
     record); {} where the frame has no statistics. Made once per frame (`fill`, the curves' noise panel and the
     findings each ask for a run's), as arrays: a frame's column lookups were most of the noise's time."""
-    memo = _STATS.get(id(train))
-    if memo is not None and memo[0]() is train:
-        return memo[1]
-    d, key = _stats_of(train), id(train)
-    _STATS[key] = (weakref.ref(train, lambda _: _STATS.pop(key, None)), d)
-    return d
-
-
-_STATS: dict[int, tuple[weakref.ref, Stats]] = {}  # id(frame) -> (the frame, while it lives; its _stats)
-
-
-def _stats_of(train: pd.DataFrame) -> Stats:
     if train.empty or not {"sum_sq", "mean_sq", "scale"} <= set(train.columns):
         return {}
-    cols = [c for c in ("tau", "iteration", "sum_sq", "mean_sq", "scale", "progress", "var", "sqr") if c in train]
-    d = {c: floats(train[c]) for c in cols}
+    columns = float_columns(train)
+    d = {
+        c: columns[c]
+        for c in ("tau", "iteration", "sum_sq", "mean_sq", "scale", "progress", "var", "sqr")
+        if c in train
+    }
     usable = np.isfinite(d["scale"]) & (d["scale"] >= 1)
     d = {c: v[usable] for c, v in d.items()}
     d["first"] = _cursors(d["scale"], d.get("iteration"))

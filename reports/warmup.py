@@ -19,7 +19,7 @@ from bench.files import OFFLINE_GAIN
 
 from . import lagmatch, noise
 from .collect import Results, scale_order
-from .guards import floats
+from .guards import float_columns
 from .noninferiority import fixed_scales
 
 WARMUP_WINDOW = 0.10  # (iv): the first 10 % of τ
@@ -64,10 +64,11 @@ def warmup(train: pd.DataFrame, scale: float, T1: float, settles: float | None =
     r_hat = float(scale) if settles is None or not math.isfinite(settles) else min(float(settles), float(scale))
     if train.empty or not {"tau", "gain"} <= set(train.columns) or not (r_hat > 1 and math.isfinite(T1)):
         return Warmup(math.nan, math.nan, 0, None, r_hat, why="no gain records")
-    tau, gain = floats(train["tau"]), floats(train["gain"])
+    columns = float_columns(train)
+    tau, gain = columns["tau"], columns["gain"]
     window = ~(np.isnan(tau) | np.isnan(gain)) & (tau <= WARMUP_WINDOW * T1)  # dropna, then the window
     n = int(window.sum())
-    it = floats(train["iteration"])[window] if "iteration" in train else np.zeros(0)
+    it = columns["iteration"][window] if "iteration" in columns else np.zeros(0)
     it = it[~np.isnan(it)]  # Series.max skips NaN; NaN where none is left
     iterations = (float(it.max() + 1) if len(it) else math.nan) if "iteration" in train and n else float(n)
     memories = iterations / (1.0 / (1.0 - theta(int(scale)))) if theta(int(scale)) < 1 else math.inf

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..collect import Results, rule_rows, scale_order, task_info
-from ..guards import floats
+from ..guards import float_columns
 from ..noise import PER_EPOCH, trajectory
 from ..table2 import table_runs
 from ..warmup import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups
@@ -65,8 +65,8 @@ def _noise_band(res: Results, runs: pd.DataFrame) -> dict | None:
 
 def _seed(train: pd.DataFrame) -> dict[str, np.ndarray]:
     """One seed's training columns a curves figure draws, thinned as a line is (`_thin`)."""
-    at = thin_index(len(train))
-    return {k: floats(train[k])[at] for k in ("tau", "loss", "lr", "gain") if k in train and not train.empty}
+    at, columns = thin_index(len(train)), float_columns(train)
+    return {k: columns[k][at] for k in ("tau", "loss", "lr", "gain") if k in columns and not train.empty}
 
 
 def _curves(trains: list[dict[str, np.ndarray]], key: str, smooth: bool = False) -> list[Curve | None]:
