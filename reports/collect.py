@@ -111,15 +111,35 @@ class Results:
         """Bring every run's metrics summary in the cache up to date in `workers` processes (reports.runcache
         .warm), each worker handing back the run's frames as `metrics` makes them (`_read_warmed`), so that the
         report does not load 1 200 summaries back from the cache; without a cache folder, nothing to do."""
+        with self.warming(workers):
+            pass
+
+    @contextlib.contextmanager
+    def warming(self, workers: int) -> Iterator[None]:
+        """`warm_metrics`, its workers scanning while the body of the `with` runs (the report imports its
+        libraries meanwhile); their frames are taken at its end."""
+        paths = self._metrics_files() if workers > 1 else []
+        warming = runcache.Warming(paths, self.cache_dir, workers, self.warn, _read_warmed) if paths else None
+        try:
+            yield
+        except BaseException:
+            if warming is not None:
+                warming.cancel()
+            raise
+        if warming is not None:
+            self._warmed = {str(path.parent): got for path, got in warming.result().items()}
+
+    def _metrics_files(self) -> list[Path]:
+        """Every run's metrics.jsonl, with the cache folder made; none without a cache folder (or a read-only one:
+        read one at a time, uncached)."""
         if self.cache_dir is None or self.runs.empty or "run_dir" not in self.runs:
-            return
+            return []
         paths = [Path(d) / METRICS for d in self.runs["run_dir"] if (Path(d) / METRICS).is_file()]
         try:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
         except OSError:
-            return  # a read-only results folder: read one at a time, uncached
-        warmed = runcache.warm(paths, self.cache_dir, workers, self.warn, _read_warmed)
-        self._warmed = {str(path.parent): got for path, got in warmed.items()}
+            return []
+        return paths
 
     def metrics(self, run_dir: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(training records, eval records) of one run: every eval record, and the training curves

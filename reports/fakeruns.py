@@ -101,13 +101,13 @@ def _timed(argv: list[str]) -> tuple[float, float, int, str]:
 
 def bench(out: Path) -> None:
     """`adascale-bench report OUT` twice (a fresh cache, then nothing changed): seconds, CPU seconds and peak
-    RSS, each against the same process's baseline: importing the report's libraries (`reports.build`),
+    RSS, each against the same process's baseline: importing the report's libraries (`reports.assemble`),
     which every report pays, measured in the same run (so a load on the machine hits both alike). An
     earlier report folder (its cache, its figures) is removed first, so the first report builds it all."""
     import shutil
 
     shutil.rmtree(out / "report", ignore_errors=True)
-    floor, floor_cpu, _, _ = _timed([sys.executable, "-c", "import reports.build"])
+    floor, floor_cpu, _, _ = _timed([sys.executable, "-c", "import reports.assemble"])
     print(f"baseline, importing the report's libraries: {floor:.1f} s ({floor_cpu:.1f} s CPU)")
     for label in ("first report (cache built)", "second report (nothing changed)"):
         seconds, cpu, rc, err = _timed([sys.executable, "-m", "bench", "report", str(out)])

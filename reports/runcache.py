@@ -441,20 +441,56 @@ def warm(
     is CPU work per file and parallel across files. Warnings reach `warn` in the parent. With `read` (a
     module-level function: it runs in the worker), the path -> what it made of each file's summary, so that
     the parent need not load it back from the cache ({} where nothing ran in processes)."""
-    if workers < 2 or len(paths) < 2 or seal_of(cache_dir) is None:  # the key made here, before the fork
-        return {}
-    from .workers import pool as worker_pool
+    return Warming(paths, cache_dir, workers, warn, read).result()
 
-    # largest first, one at a time (the longest-processing-time rule): the paper matrix's files run from 0.2 MB to
-    # 390 MB, and handed out in path order in large chunks the transformer's came last, to one worker, alone
-    order = sorted(range(len(paths)), key=lambda i: -_size(paths[i]))
-    n = len(paths)
-    with worker_pool(workers) as pool:
-        done = dict(zip(order, pool.map(warm_one, [paths[i] for i in order], [cache_dir] * n, [read] * n), strict=True))
-    for i in range(n):  # the warnings in the order of `paths`
-        if done[i][0]:
-            warn(done[i][0])
-    return {paths[i]: done[i][1] for i in range(n) if done[i][1] is not None}
+
+class Warming:
+    """`warm` started: the workers scan while the caller goes on (the report imports its drawing and statistics
+    libraries meanwhile); `result()` waits for them, gives the warnings and returns what `warm` returns."""
+
+    def __init__(
+        self,
+        paths: list[Path],
+        cache_dir: Path,
+        workers: int,
+        warn: Callable[[str], None],
+        read: Callable[[Path, Summary], Any] | None = None,
+    ) -> None:
+        self.paths, self.warn, self._pool, self._done = paths, warn, None, None
+        if workers < 2 or len(paths) < 2 or seal_of(cache_dir) is None:  # the key made here, before the fork
+            return
+        from .workers import pool as worker_pool
+
+        # largest first, one at a time (the longest-processing-time rule): the paper matrix's files run from 0.2 MB
+        # to 390 MB, and handed out in path order in large chunks the transformer's came last, to one worker, alone
+        self._order = sorted(range(len(paths)), key=lambda i: -_size(paths[i]))
+        n = len(paths)
+        self._pool = worker_pool(workers)
+        try:
+            self._done = self._pool.map(warm_one, [paths[i] for i in self._order], [cache_dir] * n, [read] * n)
+        except BaseException:
+            self._pool.shutdown(cancel_futures=True)
+            raise
+
+    def cancel(self) -> None:
+        """Stop: the files not started are left, the ones being scanned finish (their cache entries whole)."""
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def result(self) -> dict[Path, Any]:
+        if self._pool is None:
+            return {}
+        try:
+            done = dict(zip(self._order, self._done, strict=True))
+        finally:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+        paths = self.paths
+        for i in range(len(paths)):  # the warnings in the order of `paths`
+            if done[i][0]:
+                self.warn(done[i][0])
+        return {paths[i]: done[i][1] for i in range(len(paths)) if done[i][1] is not None}
 
 
 def current(path: Path, meta: dict[str, Any]) -> bool:

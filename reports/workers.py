@@ -16,7 +16,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 from bench.engine.signals import die_with_parent  # the one home: every pool the CLI starts uses it
 
-__all__ = ["die_with_parent", "pool"]
+__all__ = ["WORKERS", "die_with_parent", "pool"]
+
+WORKERS = min(2, os.cpu_count() or 1)  # the report's processes: the metrics scan, the predictions, the figures
 
 
 def pool(workers: int) -> ProcessPoolExecutor:

@@ -36,7 +36,7 @@ def results(finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     out = tmp_path / "out"
     shutil.copytree(finished, out)
     monkeypatch.setattr(figures, "KINDS", {})  # tables, findings and html only (see the module docstring)
-    monkeypatch.setattr(build.F, "KINDS", {})
+    monkeypatch.setattr(figures, "KINDS", {})
     return out
 
 

@@ -1,5 +1,5 @@
 """`report` computes its figures first and hands them to the drawing processes, then computes its tables while
-they draw (reports.build._figures); the warnings keep the order they had when the tables came first: every
+they draw (reports.assemble._figures); the warnings keep the order they had when the tables came first: every
 table's, then every figure's, then the drawing failures'."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import pytest
 
 from reports import build as B
 from reports import figures as F
+from reports import findings as FD
 
 from .test_reports import write_run
 
@@ -34,7 +35,7 @@ def test_the_figures_warnings_come_after_the_tables_as_when_the_tables_came_firs
     results: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     order: list[str] = []
-    findings = B.FD.findings
+    findings = FD.findings
 
     def findings_saying(res):
         order.append("tables")
@@ -47,7 +48,7 @@ def test_the_figures_warnings_come_after_the_tables_as_when_the_tables_came_firs
         order.append("figures")
         return _warning_from("curves", curves)(res, dest)
 
-    monkeypatch.setattr(B.FD, "findings", findings_saying)
+    monkeypatch.setattr(FD, "findings", findings_saying)
     monkeypatch.setitem(F.KINDS, "curves", (curves_first, *F.KINDS["curves"][1:]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -64,13 +65,13 @@ def test_a_failing_figure_kind_is_a_warning_after_the_tables_and_costs_no_other_
     def broken(res, dest):
         raise RuntimeError("no plan")
 
-    findings = B.FD.findings
+    findings = FD.findings
 
     def findings_saying(res):
         res.warn("said by the findings")
         return findings(res)
 
-    monkeypatch.setattr(B.FD, "findings", findings_saying)
+    monkeypatch.setattr(FD, "findings", findings_saying)
     monkeypatch.setitem(F.KINDS, "heatmap", (broken, *F.KINDS["heatmap"][1:]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

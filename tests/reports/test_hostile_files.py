@@ -45,7 +45,7 @@ def run_dir_of(out: Path) -> Path:
 def report_and_status(out: Path, capsys, monkeypatch, figures_too: bool = False) -> tuple[list[str], str]:
     if not figures_too:
         monkeypatch.setattr(figures, "KINDS", {})
-        monkeypatch.setattr(build.F, "KINDS", {})
+        monkeypatch.setattr(figures, "KINDS", {})
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         build.build_report(out, ["md", "csv", "html"])
