@@ -311,6 +311,25 @@ def test_the_frames_warm_hands_back_are_the_ones_the_report_reads_with_the_same_
     assert res.warnings == alone.warnings and any("'gain'" in w for w in res.warnings)
 
 
+def test_warming_scans_while_the_caller_goes_on_and_a_failure_there_takes_nothing(tmp_path: Path) -> None:
+    """`Results.warming` starts the workers and runs its body meanwhile (the report imports its libraries there);
+    the frames are taken at the end. A body that fails stops the workers and takes none: the report reads each
+    run itself, as without a warm."""
+    from reports.collect import load
+
+    out = _folder_with_bad_values(tmp_path)
+    res = load(out)
+    with res.warming(2):
+        assert res._warmed == {}  # not taken yet: the workers are scanning
+    assert len(res._warmed) == 3
+    failed = load(out)
+    with pytest.raises(KeyboardInterrupt), failed.warming(2):
+        raise KeyboardInterrupt
+    assert failed._warmed == {}
+    train, _ = failed.metrics(failed.runs["run_dir"].iloc[0])  # read as it is, not from a worker
+    assert len(train) and train.attrs["records"] == len(train)
+
+
 @pytest.mark.parametrize("change", ["append", "same size", "link"])
 def test_a_metrics_file_changed_after_warm_is_read_again_not_taken_from_the_worker(tmp_path: Path, change: str) -> None:
     """A frame a worker handed back is used only while the file has the stamp it was read with (size, mtime,
