@@ -26,6 +26,7 @@ STYLE = {
     "ytick.labelsize": 11,
     "legend.fontsize": 12,  # ≥ 9 px on a 1 280 px page, where a 20-inch figure is drawn at ~0.6 of its pixels
     "figure.titlesize": 15,
+    "axes.titley": 1.0,  # not None ("auto"): no tick sits above an axes, and auto asked every axis for its extent
     "axes.grid": True,
     "grid.alpha": 0.3,
     "savefig.dpi": 100,
