@@ -34,6 +34,7 @@ import numpy as np
 from .gain import VAR_FLOOR, theta
 
 CHUNK = 65_536  # iterations evaluated at once within a window
+ROWS = 64  # profiles stepped side by side: at most ROWS × CHUNK × 2 numbers at once (64 MiB)
 MAX_ITERATIONS_PER_T1 = 100  # a guard: the gain is ≥ 1, so a run needs at most ⌈T1⌉ iterations
 
 
@@ -54,8 +55,10 @@ def iterations_following_each(profiles: Sequence[Sequence[tuple[float, float]]],
         return out
     ok = [i for i, p in enumerate(profiles) if len(p) and all(math.isfinite(a) and math.isfinite(b) for a, b in p)]
     for k in {len(profiles[i]) for i in ok}:  # one pass per number of windows (a report's are all 10)
-        rows = [i for i in ok if len(profiles[i]) == k]
-        out[rows] = _stepped(np.asarray([profiles[i] for i in rows], dtype=float), int(scale), T1)
+        same = [i for i in ok if len(profiles[i]) == k]
+        for start in range(0, len(same), ROWS):
+            rows = same[start : start + ROWS]
+            out[rows] = _stepped(np.asarray([profiles[i] for i in rows], dtype=float), int(scale), T1)
     return out
 
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from bench.algo import predict
 from bench.algo.gain import UnbiasedGain
 from bench.algo.predict import iterations_following, iterations_following_each
 
@@ -36,10 +37,12 @@ def test_the_limits_of_the_steady_gain():
     assert iterations_following([(0.0, 1.0)] * 10, 8, 2000) == 2000
 
 
-def test_profiles_stepped_side_by_side_count_as_each_alone():
+@pytest.mark.parametrize("rows", [64, 3])  # in blocks of ROWS profiles: the same counts
+def test_profiles_stepped_side_by_side_count_as_each_alone(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """iterations_following_each steps its rows together, each with its own chunks: every count is the stepped
     estimator's, whatever the other rows (a run at the gain's plateau beside one that crawls at a gain of 1),
     and a row without finite moments is NaN without touching the others."""
+    monkeypatch.setattr(predict, "ROWS", rows)
     rng = np.random.default_rng(1)
     for scale, T1 in ((2, 7777.0), (8, 2000.0), (128, 100.0), (1000, 7777.0)):
         parts = [
