@@ -68,11 +68,7 @@ def _stats(train: pd.DataFrame) -> Stats:
     if train.empty or not {"sum_sq", "mean_sq", "scale"} <= set(train.columns):
         return {}
     columns = float_columns(train)
-    d = {
-        c: columns[c]
-        for c in ("tau", "iteration", "sum_sq", "mean_sq", "scale", "progress", "var", "sqr")
-        if c in train
-    }
+    d = {c: columns[c] for c in STATS_COLUMNS if c in columns}
     usable = np.isfinite(d["scale"]) & (d["scale"] >= 1)
     d = {c: v[usable] for c, v in d.items()}
     d["first"] = _cursors(d["scale"], d.get("iteration"))

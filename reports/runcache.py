@@ -181,7 +181,8 @@ def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int,
 
 def _mapped(fd: int, size: int) -> mmap.mmap:
     """The file mapped read-only, its pages mapped up front where the system can (Linux's MAP_POPULATE: the scan
-    touches every page once, and a fault a page cost a quarter of its time); else read ahead in order."""
+    touches every page once, and faulting them in one at a time was a quarter of its time); else read ahead in
+    order."""
     if hasattr(mmap, "MAP_POPULATE"):
         return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
     mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
