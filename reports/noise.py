@@ -195,14 +195,6 @@ def _average(d: Stats, batch_size: float) -> float:
     return b_simple_average_of(d["sum_sq"], d["mean_sq"], d["scale"].astype(int), batch_size)
 
 
-def numeric(d: pd.DataFrame) -> pd.DataFrame:
-    """The columns as numbers (anything else NaN): pd.to_numeric of each, skipped where every column
-    already is one (the cached metrics' float64 columns), where it changes nothing."""
-    if all(pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t) for t in d.dtypes):
-        return d
-    return d.apply(pd.to_numeric, errors="coerce")
-
-
 def b_simple_average_of(sum_sq: np.ndarray, mean_sq: np.ndarray, scale: Any, batch_size: float) -> float:
     """bench.algo.gain.b_simple_average over arrays: the same `moments` per record (elementwise, the same
     IEEE operations), summed in the same order (np.add.accumulate is sequential, not pairwise) and divided
