@@ -104,9 +104,10 @@ def test_perf_writes_the_table_and_perf_csv(tmp_path: Path, capsys: pytest.Captu
             assert float(r[f"ms_{v}"]) > 0 and float(r[f"examples_per_s_{v}"]) > 0
         assert float(r["adascale_over_identity"]) > 0 and float(r["engine_over_bare"]) > 0
         assert math.isnan(float(r["engine_over_bare_low"]))  # 2 rounds: too few for a 95 % interval
+        assert math.isnan(float(r["adascale_over_bare_high"])) and float(r["adascale_over_bare"]) > 0
         assert int(r["examples_per_iteration"]) == 32 * int(r["scale"])
     out = capsys.readouterr().out
-    assert "as/identity" in out and "engine/bare" in out and "perf.csv" in out
+    assert "as/identity" in out and "engine/bare" in out and "as/bare (95 %)" in out and "perf.csv" in out
     assert [p.name for p in tmp_path.iterdir()] == ["perf.csv"]  # the engines' run folders are gone
 
 
