@@ -73,10 +73,7 @@ def speedups(res: Results, noise: pd.DataFrame | None = None) -> pd.DataFrame:
     the report's noise (the figure and speedup.csv read the same table); a copy each time."""
     if noise is not None:
         return _speedups(res, noise)
-    got = res.memo.get("speedups")
-    if got is None or got[0] is not res.runs:
-        got = res.memo["speedups"] = (res.runs, _speedups(res, noise_scales(res)))
-    return got[1].copy()
+    return res.per_runs("speedups", lambda: _speedups(res, noise_scales(res)))
 
 
 def _speedups(res: Results, noise: pd.DataFrame) -> pd.DataFrame:

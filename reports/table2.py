@@ -218,10 +218,7 @@ def _noise(done: pd.DataFrame, method: str, scale: str) -> dict[str, Any]:
 def cells_of(res: Results) -> pd.DataFrame:
     """Table 2's cells of a report's runs (`cells(res.runs)`), computed once per runs frame: the tables and the
     Table 2 figure read the same cells (~0.5 s each time at the paper matrix's volume). A copy each time."""
-    got = res.memo.get("cells")
-    if got is None or got[0] is not res.runs:
-        got = res.memo["cells"] = (res.runs, cells(res.runs))
-    return got[1].copy()
+    return res.per_runs("cells", lambda: cells(res.runs))
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
