@@ -65,9 +65,9 @@ def _stats(train: pd.DataFrame) -> Stats:
     `first`: the stream's micro-batch index at the start of each one's iteration (`_cursors`, over every
     record); {} where the frame has no statistics. Made once per frame (`fill`, the curves' noise panel and the
     findings each ask for a run's), as arrays: a frame's column lookups were most of the noise's time."""
-    if train.empty or not {"sum_sq", "mean_sq", "scale"} <= set(train.columns):
+    columns = float_columns(train)  # a name the frame holds twice is none of them: no statistics, not a crash
+    if train.empty or not {"sum_sq", "mean_sq", "scale"} <= columns.keys():
         return {}
-    columns = float_columns(train)
     d = {c: columns[c] for c in STATS_COLUMNS if c in columns}
     usable = np.isfinite(d["scale"]) & (d["scale"] >= 1)
     d = {c: v[usable] for c, v in d.items()}

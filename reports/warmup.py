@@ -62,9 +62,9 @@ def warmup(train: pd.DataFrame, scale: float, T1: float, settles: float | None =
     and last fifth of records), against `settles` (r̂; S when None). Judged only where the window spans
     ≥ WARMUP_MEMORIES gain memories (1000/S iterations each)."""
     r_hat = float(scale) if settles is None or not math.isfinite(settles) else min(float(settles), float(scale))
-    if train.empty or not {"tau", "gain"} <= set(train.columns) or not (r_hat > 1 and math.isfinite(T1)):
+    columns = float_columns(train)  # a name the frame holds twice is none of them
+    if train.empty or not {"tau", "gain"} <= columns.keys() or not (r_hat > 1 and math.isfinite(T1)):
         return Warmup(math.nan, math.nan, 0, None, r_hat, why="no gain records")
-    columns = float_columns(train)
     tau, gain = columns["tau"], columns["gain"]
     window = ~(np.isnan(tau) | np.isnan(gain)) & (tau <= WARMUP_WINDOW * T1)  # dropna, then the window
     n = int(window.sum())

@@ -45,3 +45,15 @@ def test_float_columns_are_floats_of_each_column_read_only() -> None:
     np.testing.assert_array_equal(got["n"], [3.0, 4.0])
     np.testing.assert_array_equal(got["ok"], floats(mixed["ok"]))
     assert float_columns(mixed) is got  # once per frame
+
+
+def test_a_name_held_twice_is_no_column_and_no_crash() -> None:
+    """A frame with one name twice (no engine writes one; a hand-built frame may): float_columns leaves the name
+    out, and the noise statistics and the warm-up read the frame as one without them, not a KeyError."""
+    from reports.noise import _stats
+    from reports.warmup import warmup
+
+    twice = pd.DataFrame([[0.0, 1.0, 2.0, 4.0, 5.0]] * 8, columns=["tau", "scale", "scale", "sum_sq", "mean_sq"])
+    assert "scale" not in float_columns(twice) and _stats(twice) == {}
+    gain_twice = pd.DataFrame([[0.0, 1.5, 1.6]] * 8, columns=["tau", "gain", "gain"])
+    assert warmup(gain_twice, 4, 100.0).why == "no gain records"
