@@ -6,11 +6,14 @@ the training curves (τ, iteration, scale, gain, lr, loss, sum_sq, mean_sq and t
 averages) at a few thousand points. So, per run:
 
 - a file of at most SMALL_BYTES is read whole (each line decoded as json.loads reads it: `_decode`): every record;
-- a larger one is opened with mmap; numpy finds its line ends and every line holding `"eval"` (both at
-  memory speed: `_scan`), and only every evaluation record and POINTS training records evenly
-  spaced by record number (the first and the last among them) are decoded: a downsampled curve (a
-  systematic sample of the records, in order, as the figures' own thinning draws) from a 350 MB file
-  for the cost of a scan;
+- a larger one is read a block at a time (pread, not mmap: a run that resumes truncates its log, and a mapped
+  reader of a shrunk file dies of SIGBUS, where pread reads short: `Shrunk`, one warning); numpy finds its line
+  ends and every line that may be an evaluation (holding `"eval"` or an escape that may spell it), both at memory
+  speed (`_Scan`), and only every evaluation record and POINTS training records evenly spaced by record number
+  (the first and the last among them) are decoded: a downsampled curve (a systematic sample of the records, in
+  order, as the figures' own thinning draws) from a 350 MB file for the cost of a scan. What the scan keeps is
+  bounded, not what the file holds (BLOCK_BYTES and the bounds after it): ~8 bytes an offset of every newline
+  kept for the whole file was 3.85 GB for a 600 MB file of newlines;
 - the result is written atomically as <report>/cache/<hash of the run folder>.npz (JSON text and the
   training columns as one float64 2-D array), keyed as git's index keys a file by the metrics file's
   size, mtime_ns, ctime_ns and inode, all checked on every read (one fstat); reused while they hold. A
@@ -37,11 +40,10 @@ import io
 import itertools
 import json
 import math
-import mmap
 import os
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +63,25 @@ VERSION = 4  # 4: keyed by size, mtime, ctime and inode (3: and a digest of the 
 SMALL_BYTES = 1 << 20
 POINTS = 4096  # training records sampled from a larger file
 _EVAL = b'"eval"'
-_V = _EVAL.index(b"v")  # the rarest of its letters in the engine's records (`var`'s), where `_scan` looks first
+_V = _EVAL.index(b"v")  # the rarest of its letters in the engine's records (`var`'s), where `_candidates` looks
+# What a byte may cost: a large file is read a block at a time (pread into one 256 KB buffer, which stays in the
+# CPU's cache: the copy and the scan of it cost what the scan of a mapped file with MAP_POPULATE did), and what the
+# scan keeps is bounded whatever the file holds (a file of newlines, of `v`s, of lines that are all evaluations):
+# the offsets of at most KEEP_LINES training lines (2 × 8 bytes each; past that, counted and found again in a second
+# pass), at most MAX_EVAL_RECORDS evaluations (past it, not a run's log: refused), no line longer than MAX_LINE_BYTES
+# (past it, undecodable, never read: a small file's largest line, so both paths agree).
+BLOCK_BYTES = 1 << 18
+KEEP_LINES = 1 << 22  # 64 MB of offsets; the paper matrix's largest log holds 1.5 M records
+MAX_EVAL_RECORDS = 1 << 17  # the paper's runs evaluate a few hundred times
+MAX_LINE_BYTES = SMALL_BYTES
+
+
+class Shrunk(OSError):
+    """A metrics file shrunk while read (a resumed run truncates its log to its checkpoint): `cannot read`."""
+
+
+class TooMany(OSError):
+    """A metrics file holding more evaluation records than a run writes: `cannot read`, not held."""
 
 
 # A file changed within this long of its summary being read may carry the same stamp as before the change:
@@ -132,63 +152,141 @@ def read_whole(data: bytes) -> tuple[list[dict], list[dict], int, int]:
     return train, evals, len(train), bad
 
 
-def _scan(mm: mmap.mmap, end: int, chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
-    """(byte offsets of every newline before `end`, of every `"eval"` in it, overlapping ones included): numpy over
-    the mapped file a chunk at a time (1 MB, which stays in the CPU cache, scans ~10× faster than 16 MB). The
-    second from the positions of its rarest letter, `v` (about one a training line), each checked for the whole
-    word: half the CPU of re's literal search over the file, which was a third of the paper matrix's scan."""
-    whole = np.frombuffer(mm, np.uint8, count=end)
-    part = whole[:0]
-    try:
-        newlines, vees = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-        for lo in range(0, end, chunk):
-            part = whole[lo : lo + chunk]
-            newlines.append(np.flatnonzero(part == 10) + lo)
-            vees.append(np.flatnonzero(part == _EVAL[_V]) + lo)
-        at = np.concatenate(vees) - _V
-        at = at[(at >= 0) & (at + len(_EVAL) <= end)]
-        for k, byte in enumerate(_EVAL):
-            at = at[whole[at + k] == byte]
-        return np.concatenate(newlines), at
-    finally:
-        del part, whole  # no view of the map left behind: mmap.close refuses while one is exported
+def _blocks(fd: int, size: int, block: int) -> Iterator[tuple[int, np.ndarray, int, bytearray]]:
+    """(offset, bytes, how many of them are the block's own, the buffer they are in) of the file's first `size`
+    bytes, a block at a time into one buffer (pread: a file shrunk under the reader reads short, where a mapped
+    one raised SIGBUS), each with the few bytes after it, so that a word across the block's end is seen whole;
+    Shrunk where the file holds fewer than `size` bytes now."""
+    raw = bytearray(block + len(_EVAL) - 1)
+    buf, view = np.frombuffer(raw, np.uint8), memoryview(raw)
+    for lo in range(0, size, block):
+        want = min(len(raw), size - lo)
+        got = os.preadv(fd, [view[:want]], lo)
+        if got < want:
+            raise Shrunk(f"shrank to {lo + got} bytes while read, from {size} (a run resumed or rewrote it)")
+        yield lo, buf[:got], min(block, got), raw
 
 
-def _read_sampled(mm: mmap.mmap, end: int) -> tuple[list[dict], list[dict], int, int]:
+class _Lines:
+    """The complete lines of a file's block, in absolute byte offsets: `starts`, `ends` (each line's newline);
+    the line not yet ended is carried to the next block (`start` where it begins)."""
+
+    def __init__(self) -> None:
+        self.start = 0
+
+    def of(self, lo: int, part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ends = np.flatnonzero(part == 10) + lo
+        starts = np.empty_like(ends)
+        if len(ends):
+            starts[0], starts[1:] = self.start, ends[:-1] + 1
+            self.start = int(ends[-1]) + 1
+        return starts, ends
+
+
+def _candidates(lo: int, data: np.ndarray, own: int, raw: bytearray) -> np.ndarray:
+    """Offsets of the block's `"eval"` and of its backslashes (an escape may spell the key: `"ev\\u0061l"`): the
+    lines that may be evaluation records. `"eval"` from the positions of its rarest letter, `v` (about one a
+    training line), each checked for the whole word: half the CPU of re's literal search over the file."""
+    at = np.flatnonzero(data == _EVAL[_V]) - _V  # the words starting in the block, the few bytes after it too
+    at = at[(at >= 0) & (at < own) & (at + len(_EVAL) <= len(data))]
+    for k, byte in enumerate(_EVAL):
+        at = at[data[at + k] == byte]
+    if raw.find(b"\\", 0, own) >= 0:  # memchr: the engine writes none, so mostly no numpy pass at all
+        at = np.union1d(at, np.flatnonzero(data[:own] == 92))
+    return at + lo
+
+
+def _line(fd: int, lo: int, data: np.ndarray, a: int, b: int) -> bytes | None:
+    """Bytes a..b of the file, from the block where it holds them; None for a line longer than MAX_LINE_BYTES
+    (not a record: undecodable, and never read whole)."""
+    if b - a > MAX_LINE_BYTES:
+        return None
+    if a >= lo:
+        return data[a - lo : b - lo].tobytes()
+    got = os.pread(fd, b - a, a)
+    if len(got) < b - a:
+        raise Shrunk(f"shrank below byte {b} while read (a run resumed or rewrote it)")
+    return got
+
+
+class _Scan:
+    """One pass over a large file (`_read_sampled`'s first): every evaluation record decoded and kept, training
+    lines counted, and their offsets kept while there are at most KEEP_LINES of them (the engine's largest log
+    holds 1.5 M); past that, only counted, and `_pick` finds the sampled ones in a second pass. Memory: a
+    block, the evaluations and at most KEEP_LINES offsets, whatever the file holds."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.evals: list[dict] = []
+        self.eval_starts: list[int] = []
+        self.count = 0
+        kept: list[tuple[np.ndarray, np.ndarray]] | None = []
+        lines, pending = _Lines(), False  # pending: the line not yet ended holds a candidate
+        for lo, data, own, raw in _blocks(fd, size, BLOCK_BYTES):
+            starts, ends = lines.of(lo, data[:own])
+            cand = np.searchsorted(ends, _candidates(lo, data, own, raw))
+            if pending and len(ends):
+                cand = np.append(0, cand)
+            pending = (pending and not len(ends)) or (len(cand) > 0 and cand[-1] == len(ends))
+            train = self._evals(fd, lo, data, starts, ends, np.unique(cand[cand < len(ends)]))
+            train &= ends > starts  # not empty
+            self.count += int(np.count_nonzero(train))
+            if kept is not None:
+                kept.append((starts[train], ends[train]))
+                if self.count > KEEP_LINES:
+                    kept = None
+        self.kept = (np.concatenate([s for s, _ in kept]), np.concatenate([e for _, e in kept])) if kept else None
+
+    def _evals(self, fd: int, lo: int, data: np.ndarray, starts: np.ndarray, ends: np.ndarray, cand: np.ndarray):
+        """Decode the candidate lines, keep those that are evaluations; a mask of the block's other lines."""
+        train = np.ones(len(ends), bool)
+        for i in cand.tolist():
+            line = _line(fd, lo, data, int(starts[i]), int(ends[i]))
+            rec = None if line is None else _decode(line)
+            if rec is not None and rec.get("eval"):
+                if len(self.evals) >= MAX_EVAL_RECORDS:
+                    raise TooMany(f"holds more than {MAX_EVAL_RECORDS} evaluation records: not a run's log")
+                self.evals.append(rec)
+                self.eval_starts.append(int(starts[i]))
+                train[i] = False
+        return train
+
+
+def _pick(fd: int, size: int, scan: _Scan, picked: np.ndarray) -> list[bytes | None]:
+    """The training lines numbered `picked` (rising), by a second pass over the file: its lines again, less the
+    evaluations `scan` found; only the picked ones' offsets are kept."""
+    if scan.kept is not None:
+        starts, ends = scan.kept[0][picked].tolist(), scan.kept[1][picked].tolist()
+        return [_line(fd, size, np.zeros(0, np.uint8), a, b) for a, b in zip(starts, ends, strict=True)]
+    evals, lines, seen = np.array(scan.eval_starts, np.int64), _Lines(), 0
+    out: list[bytes | None] = []
+    for lo, data, own, _ in _blocks(fd, size, BLOCK_BYTES):
+        starts, ends = lines.of(lo, data[:own])
+        train = (ends > starts) & ~np.isin(starts, evals)
+        n = int(np.count_nonzero(train))
+        want = picked[(picked >= seen) & (picked < seen + n)] - seen
+        if len(want):
+            rows = np.flatnonzero(train)[want]
+            out += [_line(fd, lo, data, int(starts[i]), int(ends[i])) for i in rows.tolist()]
+        seen += n
+    return out
+
+
+def _read_sampled(fd: int, size: int) -> tuple[list[dict], list[dict], int, int]:
     """The same from a large file: POINTS training records evenly spaced by record (the first and the
-    last among them), and every evaluation record (each line holding `"eval"` decoded, kept where it is one)."""
-    nl, at = _scan(mm, end)
-    starts = np.concatenate(([0], nl[:-1] + 1))
-    evals, is_eval, bad = [], np.zeros(len(nl), bool), 0
-    for i in np.unique(np.searchsorted(nl, at)):  # the line holding each "eval", once
-        rec = _decode(mm[starts[i] : nl[i]])
-        if rec is not None and rec.get("eval"):
-            evals.append(rec)
-            is_eval[i] = True
-    train_lines = np.flatnonzero(~is_eval & (nl > starts))  # not eval, not empty
-    train = []
-    if len(train_lines):
-        picked = train_lines[np.linspace(0, len(train_lines) - 1, POINTS).round().astype(np.int64)]
+    last among them), and every evaluation record (each line that may be one decoded, kept where it is one)."""
+    scan = _Scan(fd, size)
+    train, bad = [], 0
+    if scan.count:
+        picked = np.linspace(0, scan.count - 1, POINTS).round().astype(np.int64)
         picked = picked[np.append(True, picked[1:] != picked[:-1])]  # rising: np.unique's values, without its sort
-        lines = [mm[a:b] for a, b in zip(starts[picked].tolist(), nl[picked].tolist(), strict=True)]  # ints: 2× faster
-        for rec in decode_lines(lines):
+        lines = _pick(fd, size, scan, picked)
+        for rec in decode_lines([line for line in lines if line is not None]):
             if rec is None:
                 bad += 1
             elif not rec.get("eval"):
                 train.append(rec)
-    return train, evals, len(train_lines) - bad, bad
-
-
-def _mapped(fd: int, size: int) -> mmap.mmap:
-    """The file mapped read-only, its pages mapped up front where the system can (Linux's MAP_POPULATE: the scan
-    touches every page once, and faulting them in one at a time was a quarter of its time); else read ahead in
-    order."""
-    if hasattr(mmap, "MAP_POPULATE"):
-        return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
-    mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-    if hasattr(mm, "madvise"):
-        mm.madvise(mmap.MADV_SEQUENTIAL)
-    return mm
+        bad += lines.count(None)
+    return train, scan.evals, scan.count - bad, bad
 
 
 def _columns(records: list[dict]) -> dict[str, np.ndarray]:
@@ -262,10 +360,8 @@ def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, 
         elif st.st_size <= SMALL_BYTES:
             data = f.read(st.st_size)
             train, evals, count, bad = read_whole(data[: data.rfind(b"\n") + 1])
-        else:
-            with _mapped(f.fileno(), st.st_size) as mm:
-                end = mm.rfind(b"\n") + 1  # a torn last line is left out
-                train, evals, count, bad = _read_sampled(mm, end) if end else ([], [], 0, 0)
+        else:  # a torn last line is left out: only lines ended by a newline are read
+            train, evals, count, bad = _read_sampled(f.fileno(), st.st_size)
     meta.update(records=count, sampled=len(train) < count, bad=bad)
     return _columns(train), evals, meta
 

@@ -247,22 +247,26 @@ def test_uniform_records_give_the_columns_a_column_at_a_time_read_gives(
         assert np.array_equal(fast[key], slow[key], equal_nan=True) and fast[key].dtype == slow[key].dtype
 
 
-@pytest.mark.parametrize("chunk", [1, 5, 64, 1 << 20])
-def test_the_scan_finds_every_newline_and_every_eval_word_as_a_byte_search_does(tmp_path: Path, chunk: int) -> None:
-    """`_scan` (numpy, a chunk at a time, the word found from its `v`s) finds what a plain byte search finds:
-    every newline, and every `"eval"`, overlapping ones, ones across a chunk's edge and ones at either end of
-    the file included; none past the last newline."""
-    import mmap
+@pytest.mark.parametrize("block", [1, 5, 64, 1 << 20])
+def test_the_scan_finds_every_line_and_every_eval_word_as_a_byte_search_does(tmp_path: Path, block: int) -> None:
+    """The scan (numpy, a block at a time, the word found from its `v`s) finds what a plain byte search finds:
+    every line, and every `"eval"` and backslash, overlapping ones, ones across a block's edge and ones at either
+    end of the file included."""
     import re
 
-    data = b'"eval"eval"\n{"tau": 1, "var": 2}\nvv"ev\nal"\n{"eval": true}"eval"\n{"x": "eval"}\n"eval"'
+    data = b'"eval"eval"\n{"tau": 1, "var": 2}\nvv"ev\nal"\n{"eval": true}"eval"\n{"x": "ev\\u0061l"}\n"eval"'
     path = tmp_path / "m.jsonl"
     path.write_bytes(data)
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        end = mm.rfind(b"\n") + 1
-        nl, at = runcache._scan(mm, end, chunk)
-        assert list(nl) == [m.start() for m in re.finditer(b"\n", data[:end])]
-        assert list(at) == [m.start() for m in re.finditer(b'(?="eval")', data[:end])] == [0, 5, 44, 57, 70]
+    starts, ends, at, lines = [], [], [], runcache._Lines()
+    with open(path, "rb") as f:
+        for lo, part, own, raw in runcache._blocks(f.fileno(), len(data), block):
+            s, e = lines.of(lo, part[:own])
+            starts += s.tolist()
+            ends += e.tolist()
+            at += runcache._candidates(lo, part, own, raw).tolist()
+    assert ends == [m.start() for m in re.finditer(b"\n", data)]
+    assert starts == [0] + [e + 1 for e in ends[:-1]]
+    assert at == [m.start() for m in re.finditer(b'(?="eval")|\\\\', data)] == [0, 5, 44, 57, 73, 83]
 
 
 def test_a_line_with_the_eval_word_is_an_evaluation_only_where_its_record_says_so(tmp_path: Path, monkeypatch) -> None:
