@@ -7,9 +7,10 @@ So the last full build leaves a sealed record (report/cache/report.json) of:
 
 - the **inputs**: every entry below the folder (the report folder left out), found without following a
   link, each with its kind, size, mtime_ns, ctime_ns and inode (one lstat per file, as git's index keys
-  a file), whether each unfinished run's lock was held, the options, and the identity of the code
-  (the sources of reports/, bench/algo/, bench/files.py, bench/safefs/ and tasks/presets/, the
-  versions of pandas, numpy and matplotlib);
+  a file), whether each unfinished run's lock was held, the options, and the identity of the code: every
+  source file of the project the report's process had imported when the build ended (sys.modules, not a
+  hand-kept list: a change to any module it imports is a change; `code_files`), with the .csv tables beside
+  them, digested as they are at the next `report`, and the versions of pandas, numpy and matplotlib;
 - the **outputs**: every file the build wrote, with the same stat, and what `report` printed (the
   findings, the rules at a glance, the warnings, the last line).
 
@@ -35,6 +36,7 @@ import importlib.metadata
 import json
 import os
 import stat
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -48,18 +50,10 @@ FORMATS = ("md", "tex", "html", "csv", "txt")  # what `report --format` may name
 RECORD = "report.json"  # under report/cache/
 REPORT_DIR = "report"
 MAX_RECORD_BYTES = 64 << 20  # ~200 B per run file: 60 MB is some 300 000 files
+MAX_SOURCE_BYTES = 16 << 20  # the project's largest source is ~100 KB
 # A file changed within this long of its stat being taken may have the same stat after a later change in
 # the same tick of the kernel's file clock (1-10 ms): two ticks of the coarsest (HZ = 100), as runcache.
 RACY_NS = 20_000_000
-CODE_PATHS = (
-    "reports",
-    "bench/algo",
-    "bench/files.py",
-    "bench/identity.py",
-    "bench/locks.py",
-    "bench/safefs",
-    "tasks/presets",
-)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -112,18 +106,37 @@ def write_sealed_json(path: Path, seal: safefs.Seal, obj: Any) -> None:
     safefs.write_bytes(path, seal.seal(json.dumps(obj, separators=(",", ":")).encode()))
 
 
-def code_identity(root: Path = ROOT) -> str:
-    """A digest of the code a report is computed by (the sources under CODE_PATHS, .py and .csv) and of
-    the versions of the libraries that shape its numbers and figures."""
+def code_files(root: Path = ROOT) -> list[str]:
+    """The project's source files this process has imported (every module in sys.modules whose file lies under
+    `root`, tests and the virtual environment left out) and the .csv files beside them (the presets' tables),
+    relative to `root`: after a build, the code the report was computed by, whatever module it came from."""
+    root = Path(os.path.realpath(root))
+    found: set[str] = set()
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if not isinstance(name, str) or not os.path.isabs(name):  # torch names some modules "_ops.py": no file
+            continue
+        path = Path(os.path.realpath(name))
+        if not path.is_relative_to(root) or not path.is_file() or path.relative_to(root).parts[0] in ("tests", ".venv"):
+            continue
+        found.add(path.relative_to(root).as_posix())
+        found.update(p.relative_to(root).as_posix() for p in path.parent.glob("*.csv"))
+    return sorted(found)
+
+
+def code_identity(files: list[str], root: Path = ROOT) -> str | None:
+    """A digest of the source files `files` (code_files) as they are now, and of the versions of the libraries
+    that shape the report's numbers and figures; None where one cannot be read (gone, a link, a folder)."""
     h = hashlib.sha256()
     for name in ("pandas", "numpy", "matplotlib"):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             h.update(f"{name}={importlib.metadata.version(name)}\0".encode())
-    for rel in CODE_PATHS:
-        base = root / rel
-        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.suffix in (".py", ".csv"))
-        for src in files:
-            h.update(src.relative_to(root).as_posix().encode() + b"\0" + src.read_bytes() + b"\0")
+    for rel in files:
+        try:
+            with safefs.open_file(root / rel, "rb", MAX_SOURCE_BYTES) as f:
+                h.update(rel.encode() + b"\0" + f.read(MAX_SOURCE_BYTES + 1) + b"\0")
+        except (OSError, ValueError):
+            return None
     return h.hexdigest()
 
 
@@ -165,7 +178,7 @@ def fingerprint(out: Path, formats: list[str], std: bool, quiet: bool = False) -
         return None
     locks = {rel: lock_is_held(out / rel) for rel in unfinished}
     return {"version": VERSION, "out": os.path.abspath(out), "formats": sorted(formats), "std": bool(std),
-            "quiet": bool(quiet), "code": code_identity(), "files": files, "locks": locks,
+            "quiet": bool(quiet), "files": files, "locks": locks,
             "taken_ns": taken}  # fmt: skip
 
 
@@ -184,7 +197,19 @@ def _stat_row(path: Path) -> list[Any] | None:
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return all(a.get(k) == b.get(k) for k in ("version", "out", "formats", "std", "code", "files", "locks"))
+    return all(a.get(k) == b.get(k) for k in ("version", "out", "formats", "std", "files", "locks"))
+
+
+def _same_code(code: Any) -> bool:
+    """Whether the code a recorded report was computed by (its `code`: the files it imported and their digest,
+    taken after its build) is as it was: each of those files read again now."""
+    if not isinstance(code, dict) or not isinstance(code.get("files"), list):
+        return False
+    files = code["files"]
+    if not all(isinstance(f, str) and ".." not in Path(f).parts and not Path(f).is_absolute() for f in files):
+        return False
+    digest = code_identity(files)
+    return digest is not None and digest == code.get("digest")
 
 
 def replay(out: Path, fp: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -202,6 +227,8 @@ def replay(out: Path, fp: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     inputs, outputs = got["inputs"], got.get("outputs")
     if not _same(inputs, fp) or _racy(inputs) or not isinstance(outputs, dict):  # type: ignore[arg-type]
+        return None
+    if not _same_code(got.get("code")):
         return None
     if any(_stat_row(out / REPORT_DIR / name) != row for name, row in outputs.items()):
         return None
@@ -222,7 +249,9 @@ def record(out: Path, fp: dict[str, Any] | None, written: list[Path], printed: d
             return  # an output missing already, or outside the report folder: nothing to vouch for
         outputs[path.name] = row
     with contextlib.suppress(OSError):  # a read-only folder: the next report builds again
-        write_sealed_json(cache / RECORD, seal, {"inputs": fp, "outputs": outputs, "printed": printed})
+        files = code_files()  # after the build: what it imported
+        code = {"files": files, "digest": code_identity(files)}
+        write_sealed_json(cache / RECORD, seal, {"inputs": fp, "outputs": outputs, "printed": printed, "code": code})
 
 
 def forget(out: Path) -> None:

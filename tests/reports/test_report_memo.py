@@ -197,3 +197,34 @@ def test_the_record_is_bounded_and_refused_unsealed(tmp_path: Path) -> None:
     got, why = memo.read_sealed_json(path, seal, 1 << 20)
     assert got is None and "not sealed" in why
     assert memo.read_sealed_json(path, seal, 10)[1].startswith("TooLarge")
+
+
+def test_a_change_to_any_module_the_report_imports_builds_again(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The code identity is what the report's process imported, not a list: a module of the project outside the
+    old hand-kept list (reports/, bench/algo, ...) that the report imports counts (bench.usercode, the CLI), and
+    an edit to a module the report imports, wherever it lies, is a change: the next `report` builds again."""
+    out = _folder(tmp_path)
+    assert _report(out, capsys)[0] == 0
+    record = json.loads(
+        bytes(memo.seal_of(out / "report" / "cache").open((out / "report/cache/report.json").read_bytes()))
+    )
+    assert {"bench/usercode.py", "bench/cli/commands.py", "reports/runcache.py"} <= set(record["code"]["files"])
+    root = tmp_path / "project"  # a project of one module the report imports, edited between two reports
+    (root / "reports").mkdir(parents=True)
+    extra = root / "reports" / "extra.py"
+    extra.write_text("X = 1\n")
+    module = type(os)("reports.extra")
+    module.__file__ = str(extra)
+    monkeypatch.setitem(__import__("sys").modules, "reports.extra", module)
+    monkeypatch.setattr(memo, "ROOT", root)
+    monkeypatch.setattr(memo.code_identity, "__defaults__", (root,))
+    monkeypatch.setattr(memo.code_files, "__defaults__", (root,))
+    rc, first = _report(out, capsys)
+    with monkeypatch.context() as m:
+        _no_metrics_read(m)
+        assert _report(out, capsys) == (0, first)  # unchanged: replayed
+    extra.write_text("X = 2\n")
+    built = []
+    real = runcache.frames
+    monkeypatch.setattr(runcache, "frames", lambda *a, **k: built.append(1) or real(*a, **k))
+    assert _report(out, capsys) == (0, first) and built  # the module changed: built again, not replayed
