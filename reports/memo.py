@@ -84,7 +84,7 @@ def read_sealed_json(path: Path, seal: safefs.Seal, limit: int) -> tuple[Any, st
     included)."""
     try:
         with safefs.open_file(path, "rb", limit) as f:
-            blob, made = f.read(limit + 1), os.fstat(f.fileno())
+            blob, made = safefs.read_upto(f, limit), os.fstat(f.fileno())
     except FileNotFoundError:
         return None, None
     except OSError as e:
@@ -134,7 +134,7 @@ def code_identity(files: list[str], root: Path = ROOT) -> str | None:
     for rel in files:
         try:
             with safefs.open_file(root / rel, "rb", MAX_SOURCE_BYTES) as f:
-                h.update(rel.encode() + b"\0" + f.read(MAX_SOURCE_BYTES + 1) + b"\0")
+                h.update(rel.encode() + b"\0" + safefs.read_upto(f, MAX_SOURCE_BYTES) + b"\0")
         except (OSError, ValueError):
             return None
     return h.hexdigest()

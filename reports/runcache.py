@@ -407,7 +407,7 @@ def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], 
         with open_regular(path, "rb", MAX_METRICS_BYTES) as f:
             now = stamp(f.fileno())
         with safefs.open_file(target, "rb", MAX_CACHE_BYTES) as f:
-            blob, made = f.read(MAX_CACHE_BYTES + 1), os.fstat(f.fileno())
+            blob, made = safefs.read_upto(f, MAX_CACHE_BYTES), os.fstat(f.fileno())
     except FileNotFoundError:
         return None
     except OSError as e:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import safefs
 from bench.algo import rules
 from bench.algo.rules import shared_note
 from bench.errors import UserError
@@ -143,7 +144,7 @@ def _read(path: Path) -> Any:
     bounded (bench.run.yamlread)."""
     try:
         with open_regular(path, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+            data = safefs.read_upto(f, MAX_BYTES)
         if len(data) > MAX_BYTES:
             raise UserError(f"{path}: larger than {MAX_BYTES >> 20} MB; not a matrix")
         text = data.decode("utf-8")

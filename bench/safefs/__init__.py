@@ -40,6 +40,7 @@ from .read import (
     open_file,
     read_bytes,
     read_text,
+    read_upto,
 )
 from .seal import Seal, config_dir
 from .tree import entries, is_dir, is_file, lstat, rmtree, unlink, walk_files
@@ -71,6 +72,7 @@ __all__ = [
     "open_file",
     "private_dir",
     "read_bytes",
+    "read_upto",
     "read_text",
     "rmtree",
     "rooted",

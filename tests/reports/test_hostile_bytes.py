@@ -1,0 +1,164 @@
+"""What a byte of a run file costs `report` (issue 59): a colleague's metrics.jsonl made of newlines, of the
+letter `v`, of one-letter lines, of evaluation records or of one endless line costs the report what it keeps (a
+block, a bounded number of offsets and records), not ~8 bytes a byte (an int64 offset per newline and per
+candidate `v`, kept for the whole file: 3.85 GB and an ArrayMemoryError traceback for 600 MB); a file shrunk
+under the reader (a resumed run truncating its log) is skipped with one warning, not a SIGBUS; a record whose
+key is spelled with an escape (`"ev\\u0061l"`) is the same evaluation in a small file and a large one. Each
+through the real `report`, the bounds lowered so that a few MB show what GB would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tracemalloc
+import warnings
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.files import METRICS, SPEC
+from reports import collect, figures, runcache
+from tests.helpers import finished_results
+
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.timeout(120)]
+MB = 1 << 20
+HOSTILE = {
+    "newlines": b"\n" * (8 * MB),
+    "vees": b"v" * (8 * MB),  # one line, never ended
+    "v lines": b"v\n" * (4 * MB),
+    "eval lines": b'{"eval":1}\n' * (8 * MB // 11),
+    "one long evaluation": b'{"eval": true, "x": "' + b"a" * (8 * MB) + b'"}\n',
+}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return finished_results(tmp_path_factory.mktemp("bytes") / "out")
+
+
+@pytest.fixture
+def results(finished: Path, tmp_path: Path, monkeypatch) -> Path:
+    import shutil
+
+    monkeypatch.setattr(figures, "KINDS", {})
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    return out
+
+
+def metrics_of(out: Path) -> Path:
+    (spec,) = out.rglob(SPEC)
+    return spec.parent / METRICS
+
+
+def report(out: Path, capsys) -> tuple[int, list[str], int]:
+    """`report` of `out` in this process: (exit status, its warnings, the peak of what Python and numpy held)."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        tracemalloc.start()
+        try:
+            rc = main(["report", str(out), "--format", "md"])
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert "Traceback" not in capsys.readouterr().err
+    return rc, [str(w.message) for w in record], peak
+
+
+@pytest.fixture(scope="module")
+def control(finished: Path, tmp_path_factory: pytest.TempPathFactory) -> int:
+    """The peak of `report` over the intact folder (its libraries imported before)."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("control") / "out"
+    shutil.copytree(finished, out)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(figures, "KINDS", {})
+        for _ in range(2):
+            shutil.rmtree(out / "report", ignore_errors=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tracemalloc.start()
+                try:
+                    assert main(["report", str(out), "--format", "md"]) == 0
+                    peak = tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize("content", list(HOSTILE))
+def test_a_hostile_metrics_file_costs_what_the_report_keeps_not_its_bytes(
+    results: Path, control: int, capsys, monkeypatch, content: str
+) -> None:
+    monkeypatch.setattr(
+        runcache, "BLOCK_BYTES", 1 << 16, raising=False
+    )  # a block's offsets: ~40 bytes a byte of a block
+    monkeypatch.setattr(runcache, "KEEP_LINES", 10_000, raising=False)  # past it: counted, found again in a second pass
+    monkeypatch.setattr(runcache, "MAX_EVAL_RECORDS", 1_000, raising=False)
+    path = metrics_of(results)
+    path.write_bytes(HOSTILE[content])
+    rc, warned, peak = report(results, capsys)
+    assert rc == 0 and any(str(path) in w for w in warned), warned  # skipped or partly read, in one line
+    assert peak < control + 4 * MB, (peak, control, len(HOSTILE[content]))  # ~8 bytes a byte before: ≥ 64 MB
+    if content == "eval lines":
+        assert any("evaluation records" in w for w in warned), warned
+
+
+SHRINK = """
+import os, sys, warnings
+from bench.cli import main
+
+path = sys.argv[2]
+target, real, calls = os.stat(path).st_ino, os.fstat, []
+
+
+def fstat(fd):  # the size check of the metrics file its reader makes, then the file truncated before it is read
+    st = real(fd)
+    if st.st_ino == target and sys._getframe(1).f_code.co_name == "summarize" and not calls:
+        calls.append(fd)
+        os.truncate(path, 100)
+    return st
+
+
+os.fstat = fstat
+warnings.simplefilter("always")
+sys.exit(main(["report", sys.argv[1], "--format", "md"]))
+"""
+
+
+def test_a_metrics_file_truncated_under_the_report_is_skipped_not_a_sigbus(finished: Path, tmp_path: Path) -> None:
+    """A resumed run truncates its log to its checkpoint while `report` reads it: between the report's size check
+    and its read. A mapped reader died of SIGBUS (a worker: BrokenProcessPool); read with pread, the file reads
+    short and is skipped in one line naming it. In a process of its own: a SIGBUS would kill the test's."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    path = metrics_of(out)
+    path.write_bytes(path.read_bytes() * (2 * MB // path.stat().st_size + 1))  # past SMALL_BYTES: the scan
+    got = subprocess.run([sys.executable, "-c", SHRINK, str(out), str(path)], capture_output=True, text=True)
+    assert got.returncode == 0, (got.returncode, got.stderr[-2000:])
+    assert "Traceback" not in got.stderr
+    assert f"skipped {path}: cannot read (shrank" in got.stderr, got.stderr[-2000:]
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_an_eval_key_spelled_with_an_escape_is_an_evaluation_in_a_small_and_a_large_file(
+    results: Path, capsys, monkeypatch, large: bool
+) -> None:
+    """`"ev\\u0061l"` is the key `eval` to a JSON reader: the small-file path read such a record as an evaluation,
+    the large-file scan (looking for the bytes `"eval"`) left it out of both. Both read it now."""
+    if large:
+        monkeypatch.setattr(runcache, "SMALL_BYTES", 100)
+    path = metrics_of(results)
+    lines = path.read_bytes().splitlines(keepends=True)
+    escaped = [line.replace(b'"eval"', b'"ev\\u0061l"') for line in lines]
+    assert escaped != lines
+    path.write_bytes(b"".join(escaped))
+    rc, warned, _ = report(results, capsys)
+    assert rc == 0 and not [w for w in warned if str(path) in w], warned
+    res = collect.load(results)
+    _, evals = res.metrics(str(path.parent))
+    assert len(evals) == sum(b'"eval"' in line for line in lines) > 0
