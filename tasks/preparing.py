@@ -26,7 +26,8 @@ private (an interrupted run of theirs), and refused in one line otherwise (a col
 `.source` line the user's prepare would write, and links inside). It gets the umask's mode when it
 becomes `--out`. Archives are extracted member by member by `extract_member`, which checks every member
 itself (never relying on tarfile's "data" filter, CVE-2025-4517): only regular files and folders, a
-relative path with no `..`, a bounded size and count, written through bench.safefs.
+relative path with no `..`, a bounded size and count, written through bench.safefs; a member held in memory
+is read by `read_member`, the same checks and a bound on what it claims, before a byte is inflated.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ T = TypeVar("T")
 MAX_MEMBERS = 5_000_000  # members of one archive (ImageNet's train tar of tars: 1.28 M images in all)
 MAX_MEMBER_BYTES = 1 << 30  # one extracted file (the largest in the supported sets is ~100 MB)
 MAX_ARCHIVE_BYTES = 1 << 40  # all extracted files of one archive (1 TB; ImageNet's is 150 GB)
+MAX_READ_BYTES = 256 << 20  # one member read into memory (read_member: the devkit's meta.mat is 2 MB)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
 MAX_IMAGE_BYTES = 64 << 20  # one image file: ImageNet's and VOC's are kB to a few MB each
 # Pixels an image's header may claim: PIL's own default MAX_IMAGE_PIXELS, past which decoding it in a run would
@@ -342,6 +344,23 @@ def extract_member(tar: tarfile.TarFile, m: tarfile.TarInfo, dest: Path, rel: st
         raise UserError(f"{job.where}: member {m.name!r} has no data; refused")
     with src, safefs.writer(target, limit=m.size) as out:
         shutil.copyfileobj(src, out, 1 << 20)
+
+
+def read_member(tar: tarfile.TarFile, m: tarfile.TarInfo, where: Path | str, limit: int = MAX_READ_BYTES) -> bytes:
+    """The bytes of the file member `m`, held in memory: checked by member_path as extract_member's are (no link,
+    no `..`, at most MAX_MEMBER_BYTES) and refused in one line when it claims more than `limit`, before a byte is
+    inflated (a 3 MB .tar.gz of a 3 GB meta.mat was a MemoryError); never more than it claims is read."""
+    member_path(m, where)
+    shown = repr(m.name) if len(m.name) <= 120 else repr(m.name[:117]) + "..."
+    if not m.isfile():
+        raise UserError(f"{where}: member {shown} is not a file; refused")
+    if m.size > limit:
+        raise UserError(f"{where}: member {shown} claims {m.size} bytes (at most {limit} read); refused")
+    src = tar.extractfile(m)
+    if src is None:
+        raise UserError(f"{where}: member {shown} has no data; refused")
+    with src:
+        return src.read(m.size)
 
 
 def extract_all(tar: tarfile.TarFile, dest: Path, where: Path | str, image: Callable[[str], bool] | None = None) -> int:

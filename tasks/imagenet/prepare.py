@@ -105,11 +105,11 @@ def _devkit_files(path: Path) -> tuple[io.BytesIO, str]:
             members = {m.name.split("/", 1)[-1]: m for m in tar.getmembers() if m.isfile()}
             if META_MAT not in members or GROUND_TRUTH not in members:
                 raise UserError(f"{path}: no {DEVKIT_DIR}/{META_MAT} or {GROUND_TRUTH} inside; expected {DEVKIT}")
-            meta = io.BytesIO(tar.extractfile(members[META_MAT]).read())
-            return meta, tar.extractfile(members[GROUND_TRUTH]).read().decode()
+            meta = io.BytesIO(preparing.read_member(tar, members[META_MAT], path, MAX_DEVKIT))
+            return meta, preparing.read_member(tar, members[GROUND_TRUTH], path, MAX_DEVKIT).decode()
     except safefs.Refused:
         raise
-    except (tarfile.TarError, EOFError, OSError) as e:
+    except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not a readable tar.gz ({e.__class__.__name__}); expected {DEVKIT}") from None
 
 

@@ -189,3 +189,35 @@ def test_rerun_with_the_same_source_resumes(tmp_path: Path, monkeypatch) -> None
             prepare_imagenet(src, out, progress=False)
     summary = prepare_imagenet(src, out, progress=False)
     assert summary["placed"] == {"extracted": len(val_truth())}  # the training classes were kept
+
+
+def test_an_archive_member_read_into_memory_is_bounded_before_it_is_inflated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The devkit's members were read whole: a 3 MB .tar.gz of a 3 GB meta.mat was a MemoryError. Every member
+    read into memory goes through preparing.read_member: one that claims more than its bound is refused in one
+    line naming the archive and the member, before a byte of it is inflated (the bound lowered: 32 MB of zeros
+    against 1 MB, the peak of what prepare holds measured)."""
+    import tracemalloc
+
+    from bench.cli import main
+    from tests.sources import tar_add
+
+    src, out = tmp_path / "src", tmp_path / "out"
+    write_imagenet_archives(src)
+    devkit = src / "ILSVRC2012_devkit_t12.tar.gz"
+    with tarfile.open(devkit, "w:gz") as tar:
+        tar_add(tar, "ILSVRC2012_devkit_t12/data/meta.mat", bytes(32 << 20))
+        tar_add(tar, "ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt", b"1\n")
+    monkeypatch.setattr(imagenet_prepare, "MAX_DEVKIT", 1 << 20)
+    tracemalloc.start()
+    try:
+        rc = main(["prepare", "imagenet", "--source", str(src), "--out", str(out)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    err = capsys.readouterr().err.strip()
+    assert rc != 0 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert str(devkit) in err and "meta.mat" in err and "claims" in err, err
+    assert peak < 16 << 20, peak
+    nothing_left(out)
