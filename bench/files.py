@@ -8,7 +8,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,19 +130,27 @@ def read_json_object(path: Path) -> dict[str, Any] | None:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """All complete records; a torn last line (a crash mid-append) is ignored."""
-    records = []
+    return list(iter_jsonl(path))
+
+
+MAX_RECORD_LINE = 1 << 20  # bytes of one metrics record (the engine's are ~250): past it, damage, never held whole
+
+
+def iter_jsonl(path: Path) -> Iterator[Any]:
+    """read_jsonl's records one at a time, so that a reader holds what it keeps, not the file: up to the first
+    line that is torn (a crash mid-append), not JSON or longer than MAX_RECORD_LINE (read no further than that)."""
     try:
-        with open_regular(path) as f:
-            for line in f:
-                if not line.endswith("\n"):
-                    break
+        with open_regular(path, "rb") as f:
+            while True:
+                line = f.readline(MAX_RECORD_LINE + 1)
+                if not line.endswith(b"\n"):
+                    return
                 try:
-                    records.append(json.loads(line))
-                except (json.JSONDecodeError, RecursionError):
-                    break
+                    yield json.loads(line)
+                except (ValueError, RecursionError):  # UnicodeDecodeError included
+                    return
     except FileNotFoundError:
-        pass
-    return records
+        return
 
 
 def tail_records(path: Path, n: int, keep: Callable[[dict[str, Any]], bool], block: int = 1 << 20) -> list[dict]:

@@ -76,8 +76,8 @@ from bench.files import (
     OFFLINE_GAIN,
     atomic_write_bytes,
     finite_number,
+    iter_jsonl,
     kept_name,
-    read_jsonl,
 )
 from bench.run.dataroot import prepare_data
 from bench.run.spec import read_spec
@@ -418,8 +418,8 @@ def online_gains(run_dir: Path) -> dict[int, float]:
     """iteration -> the online gain recorded in metrics.jsonl."""
     return {
         int(r["iteration"]): float(r["gain"])
-        for r in read_jsonl(Path(run_dir) / METRICS)
-        if not r.get("eval") and r.get("gain") is not None and "iteration" in r
+        for r in iter_jsonl(Path(run_dir) / METRICS)
+        if isinstance(r, dict) and not r.get("eval") and r.get("gain") is not None and "iteration" in r
     }
 
 

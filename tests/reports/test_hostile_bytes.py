@@ -162,3 +162,25 @@ def test_an_eval_key_spelled_with_an_escape_is_an_evaluation_in_a_small_and_a_la
     res = collect.load(results)
     _, evals = res.metrics(str(path.parent))
     assert len(evals) == sum(b'"eval"' in line for line in lines) > 0
+
+
+def test_the_run_side_readers_of_a_metrics_file_hold_a_record_at_a_time(tmp_path: Path) -> None:
+    """`gain`'s online gains (bench.files.iter_jsonl) read a record at a time, no line held past
+    MAX_RECORD_LINE: records after an 8 MB line of `v`s are not read, and the line is never held whole (it
+    was, and every record of the file as a list before the gains were taken from it)."""
+    from bench import files
+    from bench.run.offline_gain import online_gains
+
+    limit = getattr(files, "MAX_RECORD_LINE", MB)
+
+    path = tmp_path / METRICS
+    good = b"".join(b'{"iteration": %d, "gain": 1.5}\n' % i for i in range(100))
+    path.write_bytes(good + b"v" * (8 * MB) + b"\n" + good)
+    tracemalloc.start()
+    try:
+        gains = online_gains(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert gains == {i: 1.5 for i in range(100)} and peak < 2 * limit + MB, peak
+    assert len(files.read_jsonl(path)) == 100
