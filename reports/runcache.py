@@ -71,7 +71,7 @@ _V = _EVAL.index(b"v")  # the rarest of its letters in the engine's records (`va
 # pass), at most MAX_EVAL_RECORDS evaluations (past it, not a run's log: refused), no line longer than MAX_LINE_BYTES
 # (past it, undecodable, never read: a small file's largest line, so both paths agree).
 BLOCK_BYTES = 1 << 18
-KEEP_LINES = 1 << 22  # 64 MB of offsets; the paper matrix's largest log holds 1.5 M records
+KEEP_LINES = 1 << 21  # 32 MB of offsets (twice that while joined); the paper matrix's largest log holds 1.5 M records
 MAX_EVAL_RECORDS = 1 << 17  # the paper's runs evaluate a few hundred times
 MAX_LINE_BYTES = SMALL_BYTES
 
