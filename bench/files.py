@@ -166,6 +166,8 @@ def tail_records(path: Path, n: int, keep: Callable[[dict[str, Any]], bool], blo
         pos = f.seek(0, os.SEEK_END)
         carry = None  # the start of the line cut by the block boundary; None until the torn tail is dropped
         while pos > 0 and len(found) < n:
+            if carry is not None and len(carry) > MAX_RECORD_LINE:  # a line no record is: read no further back
+                break
             step = min(block, pos)
             pos -= step
             f.seek(pos)

@@ -184,3 +184,6 @@ def test_the_run_side_readers_of_a_metrics_file_hold_a_record_at_a_time(tmp_path
         tracemalloc.stop()
     assert gains == {i: 1.5 for i in range(100)} and peak < 2 * limit + MB, peak
     assert len(files.read_jsonl(path)) == 100
+    if hasattr(files, "MAX_RECORD_LINE"):  # the summary's tail read: no further back than a line past the bound
+        keep = files.tail_records(path, 1000, lambda r: True, block=1 << 16)
+        assert [r["iteration"] for r in keep] == list(range(100))
