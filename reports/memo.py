@@ -55,6 +55,7 @@ MAX_SOURCE_BYTES = 16 << 20  # the project's largest source is ~100 KB
 # the same tick of the kernel's file clock (1-10 ms): two ticks of the coarsest (HZ = 100), as runcache.
 RACY_NS = 20_000_000
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("bench", "reports", "slurm", "tasks")  # the distribution's (pyproject's packages.find include)
 
 
 class ReportWarning(UserWarning):
@@ -107,17 +108,17 @@ def write_sealed_json(path: Path, seal: safefs.Seal, obj: Any) -> None:
 
 
 def code_files(root: Path = ROOT) -> list[str]:
-    """The project's source files this process has imported (every module in sys.modules whose file lies under
-    `root`, tests and the virtual environment left out) and the .csv files beside them (the presets' tables),
+    """The project's source files this process has imported (every module of its PACKAGES in sys.modules whose
+    file lies under `root`) and the .csv files beside them (the presets' tables),
     relative to `root`: after a build, the code the report was computed by, whatever module it came from."""
     root = Path(os.path.realpath(root))
     found: set[str] = set()
-    for module in list(sys.modules.values()):
+    for key, module in list(sys.modules.items()):
         name = getattr(module, "__file__", None)
-        if not isinstance(name, str) or not os.path.isabs(name):  # torch names some modules "_ops.py": no file
-            continue
+        if key.split(".")[0] not in PACKAGES or not isinstance(name, str) or not os.path.isabs(name):
+            continue  # another distribution's (installed beside it, under the same root); torch's "_ops.py"
         path = Path(os.path.realpath(name))
-        if not path.is_relative_to(root) or not path.is_file() or path.relative_to(root).parts[0] in ("tests", ".venv"):
+        if not path.is_relative_to(root) or not path.is_file():
             continue
         found.add(path.relative_to(root).as_posix())
         found.update(p.relative_to(root).as_posix() for p in path.parent.glob("*.csv"))

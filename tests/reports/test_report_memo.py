@@ -228,3 +228,12 @@ def test_a_change_to_any_module_the_report_imports_builds_again(tmp_path: Path, 
     real = runcache.frames
     monkeypatch.setattr(runcache, "frames", lambda *a, **k: built.append(1) or real(*a, **k))
     assert _report(out, capsys) == (0, first) and built  # the module changed: built again, not replayed
+
+
+def test_the_code_identity_covers_every_package_of_the_distribution() -> None:
+    """memo.PACKAGES is what pyproject ships (its packages.find include): a package added there counts."""
+    import tomllib
+
+    pyproject = tomllib.loads((memo.ROOT / "pyproject.toml").read_text())
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(p.rstrip("*") for p in include) == sorted(memo.PACKAGES)
