@@ -402,3 +402,27 @@ def test_cache_entries_skip_the_fsync_and_one_a_crash_left_empty_is_rebuilt(
     again: list[str] = []
     runcache.frames(run_dir / METRICS, cache, again.append)
     assert again == []
+
+
+@pytest.mark.parametrize(("block", "keep"), [(1 << 12, 10), (777, 1 << 30), (64, 0)])
+def test_the_scan_reads_the_same_summary_whatever_its_block_and_whether_it_keeps_the_offsets(
+    tmp_path: Path, monkeypatch, block: int, keep: int
+) -> None:
+    """Blocks of any size (lines and words across their edges) and the second pass (past KEEP_LINES training lines,
+    offsets not kept) give the summary of one pass with the offsets kept, on a file with damaged, empty and escaped
+    lines and a torn end."""
+    monkeypatch.setattr(runcache, "SMALL_BYTES", 10_000)
+    run_dir = run_with(tmp_path, 3000)
+    path = run_dir / METRICS
+    lines = path.read_bytes().split(b"\n")
+    lines[10], lines[500], lines[900] = b"not json", b"", b'{"ev\\u0061l": true, "tau": 3, "note": "a\\\\b"}'
+    path.write_bytes(b"\n".join(lines) + b'{"torn')
+    want = runcache.summarize(path)
+    monkeypatch.setattr(runcache, "BLOCK_BYTES", block)
+    monkeypatch.setattr(runcache, "KEEP_LINES", keep)
+    got = runcache.summarize(path)
+    assert list(got[0]) == list(want[0]) and all(np.array_equal(got[0][k], want[0][k], equal_nan=True) for k in want[0])
+    assert got[1] == want[1] and any(e.get("tau") == 3 for e in got[1])
+    assert {k: got[2][k] for k in ("records", "bad", "sampled")} == {
+        k: want[2][k] for k in ("records", "bad", "sampled")
+    }
