@@ -441,8 +441,12 @@ def _load(target: Path, path: Path) -> tuple[dict[str, np.ndarray], list[dict], 
 
 
 def _same_as_file(got: tuple[dict[str, np.ndarray], list[dict], dict[str, Any]], path: Path) -> None:
-    """Raise Changed when the summary `got` is not what `path` reads as now (its stamp being the same)."""
-    columns, evals, _ = summarize(path)
+    """Raise Changed when the summary `got` is not what `path` reads as now (its stamp being the same), or when it
+    cannot be read again (shrunk meanwhile: `Shrunk`)."""
+    try:
+        columns, evals, _ = summarize(path)
+    except OSError as e:
+        raise Changed(f"not readable again: {e}") from None
     cached, cached_evals, _ = got
     same = list(columns) == list(cached) and all(np.array_equal(columns[k], cached[k], equal_nan=True) for k in columns)
     if not same or json.dumps(evals, sort_keys=True, default=str) != json.dumps(

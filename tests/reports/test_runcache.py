@@ -426,3 +426,22 @@ def test_the_scan_reads_the_same_summary_whatever_its_block_and_whether_it_keeps
     assert {k: got[2][k] for k in ("records", "bad", "sampled")} == {
         k: want[2][k] for k in ("records", "bad", "sampled")
     }
+
+
+def test_a_racily_clean_file_shrunk_while_checked_is_read_again_not_a_traceback(tmp_path: Path, monkeypatch) -> None:
+    """The check of a racily clean summary reads the file again; shrunk meanwhile (runcache.Shrunk), the summary
+    is not trusted (one warning) and the file read anew, in the report and in its scan's workers alike."""
+    run_dir, cache = run_with(tmp_path, 500), tmp_path / "cache"
+    monkeypatch.setattr(runcache, "RACY_NS", 10**18)  # every summary racily clean
+    runcache.frames(run_dir / METRICS, cache)
+    real, calls, warned = runcache.summarize, [], []
+
+    def shrinking(path: Path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise runcache.Shrunk("shrank to 100 bytes while read")
+        return real(path)
+
+    monkeypatch.setattr(runcache, "summarize", shrinking)
+    train, _, _ = runcache.frames(run_dir / METRICS, cache, warned.append)
+    assert len(train) == 500 and len(calls) == 2 and any("not readable again" in w for w in warned), warned
