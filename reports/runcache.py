@@ -236,7 +236,9 @@ class _Scan:
                     kept = None
         self.kept = (np.concatenate([s for s, _ in kept]), np.concatenate([e for _, e in kept])) if kept else None
 
-    def _evals(self, fd: int, lo: int, data: np.ndarray, starts: np.ndarray, ends: np.ndarray, cand: np.ndarray):
+    def _evals(
+        self, fd: int, lo: int, data: np.ndarray, starts: np.ndarray, ends: np.ndarray, cand: np.ndarray
+    ) -> np.ndarray:
         """Decode the candidate lines, keep those that are evaluations; a mask of the block's other lines."""
         train = np.ones(len(ends), bool)
         for i in cand.tolist():
