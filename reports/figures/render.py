@@ -17,22 +17,22 @@ import pandas as pd
 
 from bench.files import METRICS
 
-from ..memo import read_sealed_json, seal_of, write_sealed_json
+from ..memo import PACKAGES, read_sealed_json, seal_of, write_sealed_json
 from ..workers import pool
 
-CODE_FOLDERS = ("reports", "bench/algo", "tasks/presets")  # what a figure and its caption are computed by
 ROOT = Path(__file__).resolve().parents[2]  # the repository (or installed packages') root
 
 
 def code_sources(root: Path = ROOT) -> list[Path]:
-    """The sources a figure's identity covers: every .py under CODE_FOLDERS, subpackages (this one) included."""
-    return [src for folder in CODE_FOLDERS for src in sorted((root / folder).rglob("*.py"))]
+    """The sources a figure's identity covers: every .py and .csv of the distribution's packages (memo.PACKAGES,
+    held equal to pyproject's by a test), not a hand-kept list of folders: a plan is drawn by whatever module
+    its drawing code imports, and a list misses the one nobody added (the replay's class, issue 59)."""
+    return [src for package in PACKAGES for src in sorted((root / package).rglob("*")) if src.suffix in (".py", ".csv")]
 
 
 def _code(root: Path = ROOT) -> str:
-    """The identity of the code a figure and its caption come from: the sources of reports/ (with this
-    package), the method table and gain formulas (bench/algo/) and the task cards (tasks/presets/), and
-    matplotlib's version. Each source is named by its path under the root."""
+    """The identity of the code a figure and its caption come from: every source of the project's packages
+    (code_sources) and matplotlib's version. Each source is named by its path under the root."""
     h = hashlib.sha256(matplotlib.__version__.encode())
     for src in code_sources(root):
         h.update(src.relative_to(root).as_posix().encode() + b"\0" + src.read_bytes())

@@ -79,3 +79,20 @@ def test_the_code_digest_covers_the_figures_package(tmp_path: Path) -> None:
     assert changed != before
     module.rename(module.with_name("curve.py"))  # the same bytes under another name: another module
     assert _code(tmp_path) != changed
+
+
+def test_the_code_digest_covers_every_module_of_the_packages_not_a_folder_list(tmp_path: Path) -> None:
+    """A module the drawing code may import outside reports/, bench/algo/ and tasks/presets/ (bench/files.py,
+    the style constants of another package) changes the digest too: no hand-kept list of folders to miss it."""
+    from reports.figures.render import _code, code_sources
+    from reports.memo import PACKAGES
+
+    sources = {p.relative_to(Path(__file__).resolve().parents[2]).as_posix() for p in code_sources()}
+    assert {"bench/files.py", "bench/safefs/read.py", "tasks/base.py", "slurm/job.py"} <= sources
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+    module = tmp_path / "bench" / "files.py"
+    module.write_text("METRICS = 'metrics.jsonl'\n")
+    before = _code(tmp_path)
+    module.write_text("METRICS = 'metrics2.jsonl'\n")
+    assert _code(tmp_path) != before
