@@ -2,7 +2,8 @@
 accepts, `run` reads. Each case drives the real CLI over a source in its publisher's format, damaged the way
 a reader would find and a header check would not: a JPEG cut after its header (a run's "image file is
 truncated"), a CIFAR-10 meta of 11 classes (a run's "Target 10 is out of bounds"), a VOC <size> that is not
-its image's. Each refusal is one line naming the file; the undamaged source prepares."""
+its image's, a FLAC cut after its header. Each refusal is one line naming the file; the undamaged source
+prepares."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from tasks.cifar10.tiny import write_tiny as write_tiny_cifar
+from tasks.speech.tiny import write_tiny as write_speech
 from tests.sources import SYNSETS, val_truth, voc_xml, write_imagenet_kaggle, write_vocdevkit
 from tests.tasks.test_prepare_damaged_values import VOC_XML, prepares, refused
 
@@ -94,3 +96,14 @@ def test_a_run_on_cifar_of_11_classes_is_one_line(tmp_path: Path, capsys) -> Non
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "batches.meta" in err[0] and "10 outputs" in err[0], err
     assert np.all([not p.name.endswith(".pt") for p in (tmp_path / "runs").rglob("*")])
+
+
+def test_a_truncated_flac_is_refused(tmp_path: Path, capsys) -> None:
+    """soundfile reads a cut FLAC's header (its frame count) and loses sync decoding it: a run's
+    `load_audio` error, mid-run, unless prepare decodes every frame first."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    write_speech(src / "LibriSpeech")
+    prepares(capsys, "speech", src, out)
+    flac = sorted((src / "LibriSpeech").rglob("*.flac"))[1]
+    flac.write_bytes(flac.read_bytes()[: flac.stat().st_size // 3])
+    assert "not readable audio" in refused(capsys, "speech", src, out, flac)
