@@ -182,10 +182,7 @@ class RunJob(submitit.helpers.Checkpointable):
 
     def __call__(self) -> dict[str, Any]:
         if getattr(self, "_unreadable", None):
-            print(f"adascale-bench: error: {self._unreadable}", file=sys.stderr, flush=True)
-            if self.raise_on_failure:
-                raise SystemExit(2)  # the job fails, in one line (submitit re-raises an Exception with its traceback)
-            return {"status": "failed", "error": self._unreadable}
+            return self._not_run(self._unreadable)
         clear_stop()
         env = submitit.JobEnvironment()
         out, run_dir = Path(self.out), self.run_dir
@@ -256,6 +253,14 @@ class RunJob(submitit.helpers.Checkpointable):
         return result
 
     # -- helpers -------------------------------------------------------------------------------------------
+    def _not_run(self, message: str) -> dict[str, Any]:
+        """A job that cannot run (its spec unreadable): one line, and the job fails without a traceback
+        (submitit would log an Exception's and re-raise it; SystemExit passes it by)."""
+        print(f"adascale-bench: error: {message}", file=sys.stderr, flush=True)
+        if self.raise_on_failure:
+            raise SystemExit(2)
+        return {"status": "failed", "error": message}
+
     def _train(self, out: Path, dist: Any) -> None:
         try:
             self._outcome = ("done", run_spec(self.spec, out, progress=False, dist=dist), "")
