@@ -1,9 +1,12 @@
 # The two commands of the README. Both create .venv themselves on a fresh machine, with the test tools and the
 # optional yolo extra (ultralytics, AGPL-3.0): the smoke runs every task, yolo included.
+# VENV and OUT are taken from the command line only (`make smoke OUT=/tmp/smoke`), never from the environment:
+# both are common names that another tool may have exported, and a stray one must not move where the smoke
+# writes or what `make clean` removes (`:=` here is overridden by the command line, not by the environment).
 PYTHON ?= python3
-VENV ?= .venv
+VENV := .venv
 PY := $(VENV)/bin/python
-OUT ?= runs/smoke
+OUT := runs/smoke
 
 .PHONY: smoke test lint clean
 
@@ -25,6 +28,12 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/lint-imports --no-cache
 
 # Only what the build made: results (runs/, the README's --out runs/paper) are a user's, never a target's.
+# VENV is removed only when it is this repository's own: a path inside it, reached through no link that
+# leaves it, and a virtual environment (pyvenv.cfg) or nothing; anything else stops clean, removing nothing.
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	@v=$$(realpath -m -s -- '$(VENV)'); here=$$(realpath -- '$(CURDIR)'); \
+	case "$$v" in "$(CURDIR)"/?*) ;; *) echo "make clean: VENV=$(VENV) is not inside this repository; nothing removed" >&2; exit 2;; esac; \
+	case "$$(realpath -m -- "$$(dirname -- "$$v")")/" in "$$here"/*) ;; *) echo "make clean: VENV=$(VENV) is reached through a link out of this repository; nothing removed" >&2; exit 2;; esac; \
+	if [ -e "$$v" -o -L "$$v" ] && [ ! -f "$$v/pyvenv.cfg" ]; then echo "make clean: VENV=$(VENV) is not a virtual environment (no pyvenv.cfg); nothing removed" >&2; exit 2; fi
+	rm -rf -- "$$(realpath -m -s -- '$(VENV)')" .pytest_cache .ruff_cache build *.egg-info
 	find . -path ./runs -prune -o -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

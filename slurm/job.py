@@ -20,6 +20,7 @@ import functools
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import submitit
+from pydantic import ValidationError
 
 from bench.engine.signals import Interrupted, RanksChange, clear_stop, request_stop
 from bench.errors import UserError
@@ -142,11 +144,23 @@ class RunJob(submitit.helpers.Checkpointable):
     def __getstate__(self) -> dict[str, Any]:
         # the thread and the outcome belong to one process; a requeued job starts clean. The spec travels
         # as its JSON document, typed again on arrival (a job queued before an upgrade holds a dict too)
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_worker", "_outcome")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_worker", "_outcome", "_unreadable")}
         return state | {"spec": self.spec.to_json()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, spec=RunSpec.model_validate(state["spec"]), _worker=None, _outcome=None)
+        """A job queued before an upgrade may hold a spec this version no longer validates: it is kept as
+        one line naming the job's pickle, which `__call__` reports (no ValidationError traceback in the log)."""
+        self.__dict__.update(state, _worker=None, _outcome=None, _unreadable=None)
+        try:
+            self.spec = RunSpec.model_validate(state.get("spec"))
+        except ValidationError as e:
+            first = e.errors()[0] if e.errors() else {}
+            field = ".".join(str(part) for part in first.get("loc", ())) or "spec"
+            why = " ".join(str(first.get("msg", e)).split())[:200]
+            self._unreadable = (
+                f"{_queued_pickle()}: a job queued for {state.get('out')} by another version of adascale-bench; "
+                f"its spec no longer validates ({field}: {why}); not run, submit it again"
+            )
 
     @property
     def run_dir(self) -> Path:
@@ -167,6 +181,8 @@ class RunJob(submitit.helpers.Checkpointable):
         return submitit.helpers.DelayedSubmission(self.fresh())
 
     def __call__(self) -> dict[str, Any]:
+        if getattr(self, "_unreadable", None):
+            return self._not_run(self._unreadable)
         clear_stop()
         env = submitit.JobEnvironment()
         out, run_dir = Path(self.out), self.run_dir
@@ -237,6 +253,14 @@ class RunJob(submitit.helpers.Checkpointable):
         return result
 
     # -- helpers -------------------------------------------------------------------------------------------
+    def _not_run(self, message: str) -> dict[str, Any]:
+        """A job that cannot run (its spec unreadable): one line, and the job fails without a traceback
+        (submitit would log an Exception's and re-raise it; SystemExit passes it by)."""
+        print(f"adascale-bench: error: {message}", file=sys.stderr, flush=True)
+        if self.raise_on_failure:
+            raise SystemExit(2)
+        return {"status": "failed", "error": message}
+
     def _train(self, out: Path, dist: Any) -> None:
         try:
             self._outcome = ("done", run_spec(self.spec, out, progress=False, dist=dist), "")
@@ -301,6 +325,14 @@ class RunJob(submitit.helpers.Checkpointable):
             raise RunFailed(message) from cause
         path = self.run_dir / SUMMARY
         return read_json(path) if path.exists() else {"status": "failed", "error": message}
+
+
+def _queued_pickle() -> str:
+    """The pickle submitit is loading this job from (on a node), else a description of the job."""
+    try:
+        return str(submitit.JobEnvironment().paths.submitted_pickle)
+    except Exception:  # not inside a submitit job (no job environment): nothing more to name
+        return "a queued RunJob"
 
 
 def unmet_need(spec: RunSpec, out: Path, needs: list[str]) -> str | None:

@@ -391,9 +391,12 @@ def extract_image(tar: tarfile.TarFile, m: tarfile.TarInfo, dest: Path, rel: str
 
 
 def check_image(path: Path, where: object = None) -> tuple[int, int]:
-    """(width, height) of the image file `path`, from its header alone (PIL opens lazily). Refused in one
-    line naming `where` (else `path`), before it is decoded or placed: more than MAX_IMAGE_BYTES (a 1 GB
-    "JPEG" of zeros), no JPEG or PNG signature, a header PIL cannot read, or more than MAX_IMAGE_PIXELS."""
+    """(width, height) of the image file `path`, decoded whole by the decoder the tasks read it with
+    (PIL's, as torchvision's default_loader and ultralytics' check use it), so prepare and `run` agree on
+    what a readable image is. Refused in one line naming `where` (else `path`), before it is placed: more
+    than MAX_IMAGE_BYTES (a 1 GB "JPEG" of zeros), no JPEG or PNG signature, a header PIL cannot read, more
+    than MAX_IMAGE_PIXELS (checked from the header, before a pixel is decoded), or pixel data PIL cannot
+    decode (a JPEG cut after its header: "image file is truncated" in a run)."""
     shown = path if where is None else where
     with safefs.open_file(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -404,24 +407,40 @@ def check_image(path: Path, where: object = None) -> tuple[int, int]:
         if not head.startswith(IMAGE_MAGIC):
             raise safefs.Refused(shown, f"not a JPEG or PNG (it starts {head.hex(' ') or 'empty'}); refused")
         f.seek(0)
-        width, height = _header_size(f, head.startswith(IMAGE_MAGIC[1]), shown)
-    if width < 1 or height < 1 or width * height > MAX_IMAGE_PIXELS:
-        raise safefs.Refused(shown, f"a {width} × {height} image; expected 1 to {MAX_IMAGE_PIXELS} pixels (refused)")
+        im = _header(f, head.startswith(IMAGE_MAGIC[1]), shown)
+        width, height = (int(v) for v in im.size)
+        if width < 1 or height < 1 or width * height > MAX_IMAGE_PIXELS:
+            why = f"a {width} × {height} image; expected 1 to {MAX_IMAGE_PIXELS} pixels (refused)"
+            raise safefs.Refused(shown, why)
+        _decode(im, shown)
     return width, height
 
 
-def _header_size(f: IO[bytes], png: bool, shown: object) -> tuple[int, int]:
-    """The size in the image header of `f`, parsed by PIL's plugin for the signature found (lazily: nothing
-    is decoded). The plugin itself, not Image.open: ultralytics replaces that process-wide with one that
-    tries to install a HEIF plugin when a file is not identified."""
+def _header(f: IO[bytes], png: bool, shown: object) -> Any:
+    """The image of `f` opened by PIL's plugin for the signature found (lazily: only the header is read).
+    The plugin itself, not Image.open: ultralytics replaces that process-wide with one that tries to
+    install a HEIF plugin when a file is not identified."""
     from PIL import JpegImagePlugin, PngImagePlugin
 
     try:
-        im = PngImagePlugin.PngImageFile(f) if png else JpegImagePlugin.JpegImageFile(f)
+        return PngImagePlugin.PngImageFile(f) if png else JpegImagePlugin.JpegImageFile(f)
     except (OSError, ValueError, SyntaxError, EOFError, struct.error) as e:
         raise safefs.Refused(shown, f"an image header PIL cannot read ({type(e).__name__}); refused") from None
-    width, height = im.size
-    return int(width), int(height)
+
+
+def _decode(im: Any, shown: object) -> None:
+    """Every pixel of `im` decoded and converted to RGB, as torchvision's default_loader does in a run, with
+    truncated data an error (as it is there: PIL's LOAD_TRUNCATED_IMAGES off)."""
+    from PIL import ImageFile
+
+    keep, ImageFile.LOAD_TRUNCATED_IMAGES = ImageFile.LOAD_TRUNCATED_IMAGES, False
+    try:
+        im.convert("RGB")
+    except (OSError, ValueError, SyntaxError, EOFError, struct.error) as e:
+        detail = " ".join(str(e).split())[:120]
+        raise safefs.Refused(shown, f"image data PIL cannot decode ({type(e).__name__}: {detail}); refused") from None
+    finally:
+        ImageFile.LOAD_TRUNCATED_IMAGES = keep
 
 
 def human_bytes(n: float) -> str:

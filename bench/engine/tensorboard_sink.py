@@ -15,14 +15,21 @@ made and opened through bench.safefs (a link or file planted at `RUN_DIR/tensorb
 SIGTERM and the resume, is refused in one line), the writer is handed that open folder
 (`/proc/self/fd/N`, so swapping the path afterwards changes nothing), and the events file's name ends in
 random bytes, so no link can wait under it.
+
+The events are a view, so a disk that fills (or any write error of the events file) costs the view, not the
+run: one warning naming the folder, and the run goes on with metrics.jsonl only. TensorBoard writes on a
+thread of its own, which re-raises its OSError to Python's thread hook (a traceback on stderr) and again on
+the writer's next call; the hook installed here leaves those to the sink, which says them in one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +43,10 @@ _SKIP = ("iteration", "eval", "diverged")  # the step, and flags
 class TensorBoardSink:
     """Scalars of metrics records to a SummaryWriter (see the module docstring)."""
 
-    def __init__(self, writer: Any, dir_fd: int | None = None) -> None:
-        self.writer = writer
+    def __init__(self, writer: Any, dir_fd: int | None = None, folder: Path | None = None) -> None:
+        self.writer: Any = writer  # None once a write failed (said once): the run goes on without events
         self._dir_fd = dir_fd  # the events' folder, held open while the writer writes into it
+        self.folder = folder
 
     @classmethod
     def for_run(cls, spec: RunSpec, run_dir: Path, is_main: bool, first_step: int) -> TensorBoardSink | None:
@@ -55,32 +63,87 @@ class TensorBoardSink:
                 flush=True,
             )
             return None
-        fd = _events_folder(Path(run_dir) / DIRNAME)
+        folder = Path(run_dir) / DIRNAME
+        fd = _events_folder(folder)
+        _quiet_writer_threads()
         try:
             writer = SummaryWriter(
                 log_dir=f"/proc/self/fd/{fd}", purge_step=first_step or None, filename_suffix=f".{secrets.token_hex(8)}"
             )
+        except OSError as e:  # a full disk at the first event: no view, the run goes on
+            os.close(fd)
+            _cannot_write(folder, e)
+            return None
         except BaseException:
             os.close(fd)
             raise
-        return cls(writer, fd)
+        return cls(writer, fd, folder)
 
     def write(self, record: dict[str, Any]) -> None:
+        if self.writer is None:
+            return
         step = int(record.get("iteration", 0))
         prefix = "eval" if record.get("eval") else "train"
-        for key, value in record.items():
-            if key in _SKIP or isinstance(value, bool) or not isinstance(value, int | float):
-                continue
-            if math.isfinite(value):
-                self.writer.add_scalar(f"{prefix}/{key}", value, global_step=step)
+        try:
+            for key, value in record.items():
+                if key in _SKIP or isinstance(value, bool) or not isinstance(value, int | float):
+                    continue
+                if math.isfinite(value):
+                    self.writer.add_scalar(f"{prefix}/{key}", value, global_step=step)
+        except OSError as e:  # the writer thread's, surfaced here: said once, the events given up
+            self._give_up(e)
 
     def close(self) -> None:
         try:
-            self.writer.close()
+            if self.writer is not None:
+                self.writer.close()
+        except OSError as e:
+            self._give_up(e)
         finally:
             if self._dir_fd is not None:
                 os.close(self._dir_fd)
                 self._dir_fd = None
+
+    def _give_up(self, e: OSError) -> None:
+        writer, self.writer = self.writer, None
+        _cannot_write(self.folder, e)
+        with contextlib.suppress(Exception):  # its thread has ended; what is left to flush cannot be written
+            writer.close()
+
+
+def _cannot_write(folder: Path | None, e: OSError) -> None:
+    why = e.strerror or type(e).__name__
+    print(
+        f"adascale-bench: warning: {folder}: cannot write the TensorBoard events ({why}); "
+        "the run goes on with metrics.jsonl only",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+_hook_installed = False
+
+
+def _quiet_writer_threads() -> None:
+    """Python's thread hook, less the traceback of an OSError in TensorBoard's writer thread: the writer
+    raises it again on its next call from the run's thread, where TensorBoardSink says it in one line."""
+    global _hook_installed
+    if _hook_installed:
+        return
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        thread = type(args.thread)
+        if (
+            isinstance(args.exc_value, OSError)
+            and thread.__name__ == "_AsyncWriterThread"
+            and thread.__module__.startswith("tensorboard.")
+        ):
+            return
+        previous(args)
+
+    threading.excepthook = hook
+    _hook_installed = True
 
 
 def _events_folder(path: Path) -> int:

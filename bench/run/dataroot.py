@@ -4,11 +4,13 @@ root is checked by its task before anything is built."""
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from bench.engine.distributed import Dist
+from bench.errors import UserError
 from bench.runspec import RunSpec
 
 
@@ -32,9 +34,14 @@ def tiny_options(task: Any, spec: RunSpec | None) -> dict[str, Any]:
 
 
 def write_tiny_atomically(task: Any, root: Path, spec: RunSpec | None = None) -> None:
-    """Write into a sibling temporary folder and rename it into place: a reader never sees half a set."""
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}."))
+    """Write into a sibling temporary folder and rename it into place: a reader never sees half a set. A
+    folder that cannot be made or written (ADASCALE_BENCH_DATA on a read-only or missing mount, another
+    user's) is one line naming it."""
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=root.parent, prefix=f".{root.name}."))
+    except OSError as e:
+        raise unwritable(root.parent, e) from None
     try:
         task.write_tiny(tmp, **tiny_options(task, spec))
         if root.exists() and not any(root.iterdir()):
@@ -44,7 +51,16 @@ def write_tiny_atomically(task: Any, root: Path, spec: RunSpec | None = None) ->
         if root.exists() and any(root.iterdir()):  # another process won the race
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            raise
+            raise unwritable(root, sys.exc_info()[1]) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def unwritable(folder: Path, e: BaseException | None) -> UserError:
+    """The one line for a data folder the tiny set cannot be written to, naming it and what to change."""
+    why = getattr(e, "strerror", None) or type(e).__name__
+    return UserError(
+        f"{folder}: cannot write the tiny data set there ({why}); set ADASCALE_BENCH_DATA or --data-root "
+        "to a folder this user can write"
+    )

@@ -53,12 +53,16 @@ class Cifar10(Task):
         )
 
     def train_set(self, cfg: RunSpec, root: Path) -> data.TrainSet:
-        verify = bool(cfg.data.get("verify_md5", False))
-        return data.TrainSet(data.load_split(Path(root), train=True, verify_md5=verify))
+        return data.TrainSet(self._split(cfg, root, train=True))
 
     def eval_set(self, cfg: RunSpec, root: Path) -> data.EvalSet:
-        verify = bool(cfg.data.get("verify_md5", False))
-        return data.EvalSet.from_dataset(data.load_split(Path(root), train=False, verify_md5=verify))
+        return data.EvalSet.from_dataset(self._split(cfg, root, train=False))
+
+    def _split(self, cfg: RunSpec, root: Path, train: bool) -> data.CIFAR10Pickles:
+        """One split, its labels checked against the model's outputs before anything trains on it."""
+        ds = data.load_split(Path(root), train=train, verify_md5=bool(cfg.data.get("verify_md5", False)))
+        data.check_model_classes(ds, int(cfg.model.get("num_classes", 10)), Path(root))
+        return ds
 
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
         images, labels = batch

@@ -143,6 +143,19 @@ def load_split(root: Path, train: bool, verify_md5: bool) -> CIFAR10Pickles:
     return ds
 
 
+def check_model_classes(ds: CIFAR10, model_classes: int, root: Path) -> None:
+    """The labels (already within the meta's names, `load_split`) fit the model's `model_classes` outputs:
+    a meta of 11 names with a label 10 is one line, in `prepare` and before a run trains, never cross
+    entropy's "Target 10 is out of bounds" mid-run."""
+    folder = resolve_root(root) / BASE_FOLDER
+    top = max(ds.targets, default=0)
+    if len(ds.classes) != model_classes or top >= model_classes:
+        raise UserError(
+            f"{folder / META_FILE}: {len(ds.classes)} classes (labels up to {top}), but the model has "
+            f"{model_classes} outputs; expected {model_classes} classes (model.num_classes)"
+        )
+
+
 def _to_tensors(ds: CIFAR10) -> tuple[torch.Tensor, torch.Tensor]:
     """uint8 images as one (N, 3, 32, 32) tensor, labels as int64: kept in memory, indexed per item."""
     images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()

@@ -23,12 +23,14 @@ from bench import safefs
 from bench.errors import UserError
 from tasks import preparing
 from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, staged
+from tasks.presets.cifar10 import PRESETS
 
 from . import data
 
 TASK = "cifar10"
 ARCHIVE = CIFAR10.filename  # cifar-10-python.tar.gz
 NEEDED = data.TRAIN_FILES + data.TEST_FILES + [data.META_FILE]
+MODEL_CLASSES = int(PRESETS["paper"]["model"]["num_classes"])  # what a run's model has, unless --set otherwise
 SOURCES = f"{ARCHIVE}, its extracted {data.BASE_FOLDER}/ folder, or the folder holding either"
 
 
@@ -85,9 +87,12 @@ def link(folder: Path, dest: Path, verify_md5: bool) -> Counter:
 
 
 @preparing.confining
-def prepare(source: Path, out: Path, *, progress: bool = True, verify_md5: bool = True) -> dict[str, Any]:
+def prepare(
+    source: Path, out: Path, *, progress: bool = True, verify_md5: bool = True, num_classes: int = MODEL_CLASSES
+) -> dict[str, Any]:
     """Write `<out>/cifar-10-batches-py/` from `source`, verify it with the task's reader, return the summary
-    (the PREPARED.json record when `out` is already prepared)."""
+    (the PREPARED.json record when `out` is already prepared). Its labels must lie within the meta's names
+    and fit a model of `num_classes` outputs (the presets' model.num_classes), as a run checks them."""
     record = prepared(out, TASK)
     if record is not None:
         return record
@@ -100,6 +105,8 @@ def prepare(source: Path, out: Path, *, progress: bool = True, verify_md5: bool 
         data.check_files(stage, verify_md5)
         train = data.load_split(stage, train=True, verify_md5=verify_md5)
         test = data.load_split(stage, train=False, verify_md5=verify_md5)
+        for split in (train, test):
+            data.check_model_classes(split, int(num_classes), stage)
         size = folder_bytes(stage)
         summary = {
             "images": {"train": len(train.data), "test": len(test.data)},

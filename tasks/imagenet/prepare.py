@@ -16,7 +16,8 @@
 
 Files of extracted folders are hard-linked (else symlinked, else copied: `link_or_copy`); tar members are
 extracted (filter="data"). Every image's file size and header are checked first (`preparing.check_image`:
-a JPEG or PNG signature, a header PIL reads, bounded bytes and pixels), so no damaged image is verified.
+a JPEG or PNG signature, a header PIL reads, bounded bytes and pixels, then every pixel decoded as the run's
+default_loader decodes it), so no damaged or truncated image is verified.
 torchvision's own `parse_devkit_archive` / `parse_val_archive` are not called:
 they insist on the official md5s (so no test archive can pass), write meta.bin next to the source and
 sort the val folder in place; the devkit is read here the same way (leaf synsets of meta.mat, ground

@@ -22,7 +22,8 @@ Output (`out`):
     <out>/PREPARED.json             written last (tasks/preparing.py)
 
 Verified before anything is kept: every transcript line has its flac, every flac has a transcript line,
-no split is empty, every flac's header is readable and all share one sample rate. A bad source is a
+no split is empty, every flac decodes whole as a run reads it (`decoded`: soundfile, every frame its header
+claims) and all share one sample rate. A bad source is a
 one-line UserError naming the file (for a tarball, `<tarball>:<member>`), and nothing is left at `out`.
 
 Options: `splits` (a list, or a comma-separated string, of split names to take; default every split found).
@@ -258,11 +259,8 @@ def _index_split(
         orphan = min(flacs)
         raise UserError(f"{name(orphan)}: no transcript line for this utterance in any {split} *.trans.txt")
     utts = []
-    for uid, path, text in show(pending, f"read {split} headers"):
-        try:
-            info = sf.info(str(path))
-        except (RuntimeError, sf.LibsndfileError) as e:
-            raise UserError(f"{name(path)}: not readable audio ({e})") from None
+    for uid, path, text in show(pending, f"decode {split} audio"):
+        info = decoded(path, name(path))
         if rate is None:
             rate = (int(info.samplerate), name(path))
         elif info.samplerate != rate[0]:
@@ -270,6 +268,22 @@ def _index_split(
         utts.append(data.Utterance(uid, path, text, int(info.frames)))
     assert rate is not None
     return utts, rate
+
+
+def decoded(path: Path, shown: str) -> Any:
+    """`path`'s header (soundfile's info), once every frame it claims has been decoded by the reader a run
+    uses (`tasks.speech.data.load_audio`: soundfile), block by block: a FLAC cut after its header ("flac
+    decoder lost sync" mid-run) or one holding fewer frames than it claims is one line here."""
+    try:
+        with sf.SoundFile(str(path)) as f:
+            info, frames = sf.info(str(path)), 0
+            for block in f.blocks(blocksize=1 << 16, dtype="float32", always_2d=True):
+                frames += len(block)
+    except (RuntimeError, sf.LibsndfileError) as e:
+        raise UserError(f"{shown}: not readable audio ({' '.join(str(e).split())})") from None
+    if frames != info.frames:
+        raise UserError(f"{shown}: its header claims {info.frames} frames, {frames} decode; damaged audio")
+    return info
 
 
 def _split_summary(utts: list[data.Utterance], rate: int) -> dict[str, Any]:

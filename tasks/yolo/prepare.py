@@ -20,10 +20,11 @@ Where this is stricter than ultralytics' script, which would write a label file 
 no <object> at all, or an object whose class is not one of the 20, is a one-line UserError naming the
 file. An image whose objects are all `difficult` gets an empty label file, as under ultralytics (a
 background image). A missing <difficult> counts as 0, and a missing or zero <size> is read from the
-JPEG's header (ultralytics' script would crash on both). Every value is checked before the set is called
-verified, each refusal one line naming the file: every JPEG's size and header (`preparing.check_image`),
-a negative or huge <size>, and each box used, which must lie inside the image and not be empty
-(0 <= xmin < xmax <= width, the same for y: a 1e308 or a negative coordinate is refused).
+JPEG (ultralytics' script would crash on both). Every value is checked before the set is called
+verified, each refusal one line naming the file: every JPEG decoded whole by PIL (`preparing.check_image`:
+its size, header and pixel data), a negative <size> or one that is not the decoded image's, and each box
+used, which must lie inside the decoded image and not be empty (0 <= xmin < xmax <= width, the same for y:
+a 1e308 or a negative coordinate is refused).
 """
 
 from __future__ import annotations
@@ -103,16 +104,17 @@ def _pixels(size: ET.Element | None, tag: str, xml: Path) -> int:
     return int(value)
 
 
-def _image_size(root: ET.Element, xml: Path, image: Path) -> tuple[int, int]:
-    """The annotation's <size>; a missing or zero one is the JPEG header's (checked: check_image). One
-    claiming more pixels than any image prepare takes is refused: boxes are checked against it."""
+def _image_size(root: ET.Element, xml: Path, image: tuple[int, int]) -> tuple[int, int]:
+    """The image's real size (`image`, from the decoded JPEG: what a run sees), which boxes are checked
+    against and normalised by; a <size> that says otherwise is refused (the labels would be scaled by a
+    size the image does not have). A missing or zero <size> is taken as the image's."""
     size = root.find("size")
     w, h = _pixels(size, "width", xml), _pixels(size, "height", xml)
-    if w <= 0 or h <= 0:
-        return preparing.check_image(image)
-    if w * h > preparing.MAX_IMAGE_PIXELS:
-        raise UserError(f"{xml}: <size> {w} × {h}, more than {preparing.MAX_IMAGE_PIXELS} pixels; damaged")
-    return w, h
+    if w > 0 and h > 0 and (w, h) != image:
+        raise UserError(
+            f"{xml}: <size> {w} × {h}, but its image {image[0]} × {image[1]} pixels decoded; damaged annotation"
+        )
+    return image
 
 
 def _box(obj: ET.Element, k: int, name: str, xml: Path, w: int, h: int) -> tuple[float, float, float, float]:
@@ -138,9 +140,9 @@ def _difficult(obj: ET.Element, xml: Path) -> bool:
     return text == "1"
 
 
-def convert(xml: Path, image: Path, names: list[str]) -> tuple[list[str], int]:
-    """The YOLO label lines of one VOC annotation (ultralytics' VOC.yaml conversion), and how many
-    difficult objects were skipped."""
+def convert(xml: Path, image: tuple[int, int], names: list[str]) -> tuple[list[str], int]:
+    """The YOLO label lines of one VOC annotation (ultralytics' VOC.yaml conversion) for an image of
+    (width, height) `image`, as decoded, and how many difficult objects were skipped."""
     try:
         with safefs.open_file(xml, "rb", MAX_LIST) as f:
             root = ET.parse(f).getroot()
@@ -193,8 +195,8 @@ def write_set(devkit: Path, year: str, image_set: str, stage: Path, names: list[
             if not preparing.exists(f):
                 raise UserError(f"{f}: not found; {listing} lists {i}")
             preparing.regular(f)  # a link is refused, never read or placed
-        preparing.check_image(jpg)  # a header, a size: never a 1 GB "JPEG" of zeros placed as verified
-        lines, skipped = convert(xml, jpg, names)
+        size = preparing.check_image(jpg)  # decoded whole: never a 1 GB "JPEG" of zeros placed as verified
+        lines, skipped = convert(xml, size, names)
         safefs.write_text(labels / f"{i}.txt", "".join(line + "\n" for line in lines))
         placed[link_or_copy(jpg, images / jpg.name)] += 1
         boxes, difficult, empty = boxes + len(lines), difficult + skipped, empty + (not lines)

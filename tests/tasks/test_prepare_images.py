@@ -329,7 +329,7 @@ def test_yolo_box_conversion_by_hand(tmp_path: Path) -> None:
 
     xml = tmp_path / "a.xml"
     xml.write_text(voc_xml("a", 64, 48, [("person", 0, 11, 6, 30, 25), ("cat", 1, 1, 1, 9, 9)]))
-    lines, difficult = convert(xml, tmp_path / "a.jpg", voc_names())
+    lines, difficult = convert(xml, (64, 48), voc_names())
     assert len(lines) == 1 and difficult == 1
     cls, *box = lines[0].split()
     assert cls == "14" and [float(v) for v in box] == pytest.approx([19.5 / 64, 14.5 / 48, 19 / 64, 19 / 48])
