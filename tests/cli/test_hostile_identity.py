@@ -1,0 +1,56 @@
+"""A colleague sharing the folders a run reads (issue 59): a tiny data set under a shared ADASCALE_BENCH_DATA
+written by another user, or one that others may write into, is refused in one line naming it, as a staging
+folder of theirs is (tasks.preparing), never trained or evaluated on; the run's own private set is used."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+
+RUN = ["run", "--task", "cifar10", "--method", "adascale", "--scale", "2", "--set", "T1=40"]
+
+
+def colleague_set(data: Path) -> Path:
+    """The tiny cifar10 folder a colleague wrote where this user's run looks for it (a planted file inside)."""
+    root = data / "cifar10"
+    root.mkdir(parents=True)
+    (root / "data_batch_1").write_bytes(b"theirs")
+    return root
+
+
+@pytest.mark.parametrize("how", ["another user", "group writable", "world writable"])
+def test_tiny_data_a_colleague_wrote_is_refused(tmp_path: Path, monkeypatch, capsys, how: str) -> None:
+    if how == "another user" and os.geteuid() != 0:
+        pytest.skip("simulating another user needs root (os.chown)")
+    monkeypatch.setenv("ADASCALE_BENCH_DATA", str(tmp_path / "data"))
+    root = colleague_set(tmp_path / "data")
+    if how == "another user":
+        os.chmod(root, 0o755)
+        os.chown(root, 4321, 4321)
+    else:
+        os.chmod(root, 0o770 if how == "group writable" else 0o777)
+    rc = main([*RUN, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and f"{root}: tiny data this user's run did not write" in lines[0], err
+    assert "Traceback" not in err
+    assert (
+        not list((tmp_path / "out").rglob("summary.json"))
+        or "failed" in next((tmp_path / "out").rglob("summary.json")).read_text()
+    )
+
+
+def test_the_users_own_private_set_is_not_refused(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The control: the same folder, this user's and private (as a run writes it: 0700), passes the check and
+    goes on to the task's own check of its layout."""
+    monkeypatch.setenv("ADASCALE_BENCH_DATA", str(tmp_path / "data"))
+    root = colleague_set(tmp_path / "data")
+    os.chmod(root, 0o700)
+    main([*RUN, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert "did not write" not in err, err
