@@ -54,3 +54,28 @@ def test_the_users_own_private_set_is_not_refused(tmp_path: Path, monkeypatch, c
     main([*RUN, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert "did not write" not in err, err
+
+
+def test_submit_after_the_source_changed_does_not_take_the_old_runs_for_the_new(tmp_path: Path, monkeypatch) -> None:
+    """A matrix of a task of yours, submitted, then its module edited: the folder's finished runs recorded the old
+    source, so they are not "complete" for the new one (it said "nothing to submit"): one line naming the run."""
+    from tests.tasks.test_user_task import NAME, cli, design_blocks
+
+    home = tmp_path / "mine"
+    home.mkdir()
+    module = home / "mixture.py"
+    module.write_text(design_blocks()[0])
+    monkeypatch.setenv("ADASCALE_BENCH_DATA", str(tmp_path / "data"))
+    matrix = home / "m.yaml"
+    matrix.write_text(
+        "preset: tiny\nseeds: [0]\nset: {T1: 40, eval_every: 20}\nexperiments:\n"
+        f"  - table2: {{tasks: ['{NAME}'], methods: [adascale], scales: [2]}}\n"
+    )
+    argv = ("submit", str(matrix), "--executor", "local", "--out", str(tmp_path / "out"))
+    first = cli(home, *argv)
+    assert first.returncode == 0, first.stderr[-2000:]
+    module.write_text(module.read_text() + "\n# changed\n")
+    again = cli(home, *argv)
+    assert "nothing to submit" not in again.stdout, again.stdout
+    assert again.returncode == 2 and "another source of your code (differs in: user_task)" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1 and "Traceback" not in again.stderr, again.stderr
