@@ -79,3 +79,29 @@ def test_submit_after_the_source_changed_does_not_take_the_old_runs_for_the_new(
     assert "nothing to submit" not in again.stdout, again.stdout
     assert again.returncode == 2 and "another source of your code (differs in: user_task)" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1 and "Traceback" not in again.stderr, again.stderr
+
+
+def test_two_sources_of_a_task_are_two_tasks_in_the_report_each_with_its_card(tmp_path: Path, monkeypatch) -> None:
+    """Seed 0 run from one source, seed 1 from an edited one (its card's tiny margin 25): the report pooled the
+    two in one Table 2 cell and judged both by the first card read; now each source is a task of its own,
+    `name@<source>.<card>`, with a warning saying so."""
+    import pandas as pd
+
+    from tests.tasks.test_user_task import NAME, cli, design_blocks
+
+    home = tmp_path / "mine"
+    home.mkdir()
+    module = home / "mixture.py"
+    module.write_text(design_blocks()[0])
+    monkeypatch.setenv("ADASCALE_BENCH_DATA", str(tmp_path / "data"))
+    out = tmp_path / "out"
+    argv = ("run", "--task", NAME, "--method", "adascale", "--scale", "2", "--set", "T1=40", "--out", str(out))
+    assert cli(home, *argv, "--seed", "0").returncode == 0
+    module.write_text(module.read_text().replace('margins={"tiny": 1.0', 'margins={"tiny": 25.0'))
+    res = cli(home, *argv, "--seed", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    report = cli(home, "report", str(out))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert f"task {NAME}: runs of 2 codes of it" in report.stderr, report.stderr
+    tasks = set(pd.read_csv(out / "report" / "table2.csv")["task"])
+    assert len(tasks) == 2 and all(t.startswith(f"{NAME}@") for t in tasks), tasks
