@@ -72,3 +72,15 @@ def canonical(value: Any) -> Any:
 def differing(x: dict[str, Any], y: dict[str, Any]) -> list[str]:
     """The keys in which two identities (identity_of) differ."""
     return sorted(k for k in set(x) | set(y) if x.get(k) != y.get(k))
+
+
+def code_key(record: object) -> str:
+    """The short key of what a run recorded of the user's own code (a spec's `user_task`: its source's sha256 and
+    its card): `<source sha256, 12 hex>.<card digest, 6 hex>`. Runs of one task name with two keys ran two codes
+    or were judged by two cards: the report shows them apart (reports.collect), never pooled in one cell."""
+    import hashlib
+    import json
+
+    facts = record if isinstance(record, dict) else {}
+    card = json.dumps(canonical(facts.get("card")), sort_keys=True, default=str)
+    return f"{str(facts.get('sha256'))[:12]}.{hashlib.sha256(card.encode()).hexdigest()[:6]}"

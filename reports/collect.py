@@ -219,7 +219,8 @@ def load(out: Path) -> Results:
     if not root.is_dir():
         res.warn(f"results folder {root} does not exist")
         return res
-    rows = []
+    rows: list[dict[str, Any]] = []
+    codes: list[tuple[int, str, Any]] = []  # (row, task, its user_task record) of every run of a task of yours
     for spec_path in sorted(root.rglob(SPEC)):
         run_dir = spec_path.parent
         spec, why = _read_json(spec_path)
@@ -261,12 +262,46 @@ def load(out: Path) -> Results:
                 res.warn(f"skipped {run_dir}: not started (only {SPEC})")
         elif not row["has_metrics"] and row["experiment_kind"] not in ("heatmap", "sweep"):  # those need none
             res.warn(f"{run_dir / METRICS}: missing (run in the tables, not in the figures)")
+        if is_user_name(spec.get("task")):
+            codes.append((len(rows), str(spec.get("task")), spec.get("user_task")))
         rows.append(row)
+    apart_by_code(rows, codes, res.warn)
     if rows:
         res.runs = pd.DataFrame(rows).reindex(columns=RUN_COLUMNS)
         res.variants = variant_names(res.runs)
         res.runs["variant_name"] = res.runs["variant"].fillna("").map(res.variants)
     return res
+
+
+def apart_by_code(rows: list[dict[str, Any]], codes: list[tuple[int, str, Any]], warn: Any) -> None:
+    """Runs of one task of yours that recorded two codes (bench.identity.code_key: its source's digest and card)
+    are two tasks here, `name@key`, each with the card its runs recorded: every cell, table, figure and finding
+    keys on the task, so none pools two sources or judges one's runs by the other's card. A folder of one code
+    keeps the plain name."""
+    from dataclasses import replace
+
+    from bench.identity import code_key
+    from tasks.presets import recorded_card, remember
+
+    by_name: dict[str, dict[str, list[int]]] = {}
+    records: dict[str, Any] = {}
+    for i, name, record in codes:
+        key = code_key(record)
+        by_name.setdefault(name, {}).setdefault(key, []).append(i)
+        records[f"{name}@{key}"] = record
+    for name, keys in by_name.items():
+        if len(keys) < 2:
+            continue
+        warn(f"task {name}: runs of {len(keys)} codes of it (source.card: {', '.join(sorted(keys))}); shown apart")
+        for key, idx in keys.items():
+            label = f"{name}@{key}"
+            for i in idx:
+                rows[i]["task"] = label
+            try:
+                found = recorded_card(name, (records[label] or {}).get("card"), label)
+            except (UserError, AttributeError):
+                continue  # a damaged card: warned about above; the metric as the summary names it
+            remember(replace(found, name=label))
 
 
 def runs(out: Path) -> pd.DataFrame:

@@ -3,7 +3,9 @@ root is checked by its task before anything is built."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -23,8 +25,27 @@ def prepare_data(task: Any, spec: RunSpec, dist: Dist) -> Path:
         if dist.is_main:
             write_tiny_atomically(task, root, spec)
         dist.barrier()
+    if spec.preset == "tiny":
+        check_own(root)
     task.check_data(root, spec)
     return root
+
+
+def check_own(root: Path) -> None:
+    """A tiny set is written by this user's run, private (a temporary folder of mode 0700 renamed into place);
+    one in a shared data folder written by another user, or that others may write into (group or world
+    writable), is not this run's data, as a staging folder of theirs is not (tasks.preparing): refused in one
+    line naming it, never trained or evaluated on."""
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        return
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise UserError(
+            f"{root}: tiny data this user's run did not write (owner uid {st.st_uid}, mode "
+            f"{stat.S_IMODE(st.st_mode):o}); not used: remove it (the next run writes it afresh) or set "
+            "ADASCALE_BENCH_DATA to a folder of your own"
+        )
 
 
 def tiny_options(task: Any, spec: RunSpec | None) -> dict[str, Any]:

@@ -1,0 +1,112 @@
+"""A colleague sharing the folders a run reads (issue 59): a tiny data set under a shared ADASCALE_BENCH_DATA
+written by another user, or one that others may write into, is refused in one line naming it, as a staging
+folder of theirs is (tasks.preparing), never trained or evaluated on; the run's own private set is used."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+
+RUN = ["run", "--task", "cifar10", "--method", "adascale", "--scale", "2", "--set", "T1=40"]
+
+
+def colleague_set(data: Path) -> Path:
+    """The tiny cifar10 folder a colleague wrote where this user's run looks for it (a planted file inside)."""
+    root = data / "cifar10"
+    root.mkdir(parents=True)
+    (root / "data_batch_1").write_bytes(b"theirs")
+    return root
+
+
+@pytest.mark.parametrize("how", ["another user", "group writable", "world writable"])
+def test_tiny_data_a_colleague_wrote_is_refused(tmp_path: Path, monkeypatch, capsys, how: str) -> None:
+    if how == "another user" and os.geteuid() != 0:
+        pytest.skip("simulating another user needs root (os.chown)")
+    monkeypatch.setenv("ADASCALE_BENCH_DATA", str(tmp_path / "data"))
+    root = colleague_set(tmp_path / "data")
+    if how == "another user":
+        os.chmod(root, 0o755)
+        os.chown(root, 4321, 4321)
+    else:
+        os.chmod(root, 0o770 if how == "group writable" else 0o777)
+    rc = main([*RUN, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and f"{root}: tiny data this user's run did not write" in lines[0], err
+    assert "Traceback" not in err
+    assert (
+        not list((tmp_path / "out").rglob("summary.json"))
+        or "failed" in next((tmp_path / "out").rglob("summary.json")).read_text()
+    )
+
+
+def test_the_users_own_private_set_is_not_refused(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The control: the same folder, this user's and private (as a run writes it: 0700), passes the check and
+    goes on to the task's own check of its layout."""
+    monkeypatch.setenv("ADASCALE_BENCH_DATA", str(tmp_path / "data"))
+    root = colleague_set(tmp_path / "data")
+    os.chmod(root, 0o700)
+    main([*RUN, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert "did not write" not in err, err
+
+
+def test_submit_after_the_source_changed_does_not_take_the_old_runs_for_the_new(tmp_path: Path, monkeypatch) -> None:
+    """A matrix of a task of yours, submitted, then its module edited: the folder's finished runs recorded the old
+    source, so they are not "complete" for the new one (it said "nothing to submit"): one line naming the run."""
+    from tests.tasks.test_user_task import NAME, cli, design_blocks
+
+    home = tmp_path / "mine"
+    home.mkdir()
+    module = home / "mixture.py"
+    module.write_text(design_blocks()[0])
+    monkeypatch.setenv("ADASCALE_BENCH_DATA", str(tmp_path / "data"))
+    matrix = home / "m.yaml"
+    matrix.write_text(
+        "preset: tiny\nseeds: [0]\nset: {T1: 40, eval_every: 20}\nexperiments:\n"
+        f"  - table2: {{tasks: ['{NAME}'], methods: [adascale], scales: [2]}}\n"
+    )
+    argv = ("submit", str(matrix), "--executor", "local", "--out", str(tmp_path / "out"))
+    first = cli(home, *argv)
+    assert first.returncode == 0, first.stderr[-2000:]
+    module.write_text(module.read_text() + "\n# changed\n")
+    again = cli(home, *argv)
+    assert "nothing to submit" not in again.stdout, again.stdout
+    assert again.returncode == 2 and "another source of your code (differs in: user_task)" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1 and "Traceback" not in again.stderr, again.stderr
+
+
+def test_two_sources_of_a_task_are_two_tasks_in_the_report_each_with_its_card(tmp_path: Path, monkeypatch) -> None:
+    """Seed 0 run from one source, seed 1 from an edited one (its card's tiny margin 25): the report pooled the
+    two in one Table 2 cell and judged both by the first card read; now each source is a task of its own,
+    `name@<source>.<card>`, with a warning saying so."""
+    import pandas as pd
+
+    from tests.tasks.test_user_task import NAME, cli, design_blocks
+
+    home = tmp_path / "mine"
+    home.mkdir()
+    module = home / "mixture.py"
+    module.write_text(design_blocks()[0])
+    monkeypatch.setenv("ADASCALE_BENCH_DATA", str(tmp_path / "data"))
+    out = tmp_path / "out"
+    argv = ("run", "--task", NAME, "--method", "adascale", "--scale", "2", "--set", "T1=40", "--out", str(out))
+    assert cli(home, *argv, "--seed", "0").returncode == 0
+    module.write_text(module.read_text().replace('margins={"tiny": 1.0', 'margins={"tiny": 25.0'))
+    res = cli(home, *argv, "--seed", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    report = cli(home, "report", str(out))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert f"task {NAME}: runs of 2 codes of it" in report.stderr, report.stderr
+    tasks = set(pd.read_csv(out / "report" / "table2.csv")["task"])
+    assert len(tasks) == 2 and all(t.startswith(f"{NAME}@") for t in tasks), tasks
+    from reports import collect
+    from tasks.presets import card
+
+    collect.load(out)  # each task's card is the one its runs recorded (the first read judged both: Δ 25 for 1.0)
+    assert sorted(card(t).margins["tiny"] for t in tasks) == [1.0, 25.0]
