@@ -268,6 +268,7 @@ def load(out: Path) -> Results:
     apart_by_code(rows, codes, res.warn)
     if rows:
         res.runs = pd.DataFrame(rows).reindex(columns=RUN_COLUMNS)
+        res.runs["pilot"] = folder_pilots(res.runs, rows)
         res.variants = variant_names(res.runs)
         res.runs["variant_name"] = res.runs["variant"].fillna("").map(res.variants)
     return res
@@ -302,6 +303,17 @@ def apart_by_code(rows: list[dict[str, Any]], codes: list[tuple[int, str, Any]],
             except (UserError, AttributeError):
                 continue  # a damaged card: warned about above; the metric as the summary names it
             remember(replace(found, name=label))
+
+
+def folder_pilots(runs: pd.DataFrame, rows: list[dict[str, Any]]) -> pd.Series:
+    """Which runs are of a pilot seed by the folder's rule: a (task, seed) that any run in the folder declares
+    pilot (its matrix's `pilot_seeds`, recorded in each run's spec) is a pilot seed for every run of it there —
+    also one made by another matrix or a plain `run`, which declares nothing — so that no confirmatory cell
+    is ever judged on a seed some pre-registration spent on its pilot."""
+    declared = {(row["task"], s) for row in rows for s in row.pop("_pilot_seeds", ())}
+    return pd.Series(
+        [(t, s) in declared for t, s in zip(runs["task"], runs["seed"], strict=True)], index=runs.index, dtype=bool
+    )
 
 
 def runs(out: Path) -> pd.DataFrame:

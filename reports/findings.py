@@ -81,7 +81,7 @@ from .noninferiority import (
     table_margin,
 )
 from .significance import worse_than
-from .table2 import table_runs, tables
+from .table2 import confirmatory, table_runs, tables
 from .warmup import (
     WARMUP_MEMORIES,
     WARMUP_RISE,
@@ -389,20 +389,6 @@ def _max_total_batch(t: pd.DataFrame) -> float:
     s = pd.to_numeric(t["scale"], errors="coerce") * pd.to_numeric(t["batch_size"], errors="coerce")
     s = s[np.isfinite(s)]
     return float(s.max()) if len(s) else math.nan
-
-
-def confirmatory(t: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """A table's runs less those of a pilot seed of their matrix (reports.collect `pilot`: the seeds a
-    pre-registered matrix's pilot used), and what was left out: a confirmatory cell is never judged on a
-    pilot seed."""
-    pilot = t["pilot"].fillna(False).astype(bool) if "pilot" in t else pd.Series(False, index=t.index)
-    if not pilot.any():
-        return t, ""
-    left = t[pilot]
-    seeds = ", ".join(sorted({str(v) for v in left["seed"]}, key=lambda v: (len(v), v)))
-    return t[~pilot], (
-        f"left out: {len(left)} run(s) of pilot seed(s) {seeds} (a confirmatory cell is never judged on a pilot seed)"
-    )
 
 
 def margin_of(res: Results, t: pd.DataFrame, higher: bool) -> Margin:

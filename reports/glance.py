@@ -265,6 +265,7 @@ def rules_grid(verdicts: pd.DataFrame, variants: dict[str, str]) -> str:
                 word, cls = RULE_WORDS.get(str(r["status"]), (str(r["status"]), "none"))
                 n = r["n"]
                 under = f"{int(n)} vs {int(r['n_base'])} seeds" if isinstance(n, float) and math.isfinite(n) else ""
+                under += f"; {r['decide']}" if isinstance(r.get("decide"), str) and r["decide"] else ""
                 tds.append(_cell(word, cls, under, str(r["detail"])))
             best = best_text(g)
             name = f'<td class="label" rowspan="{len(scales)}">{_name(str(table), variants)}</td>' if k == 0 else ""

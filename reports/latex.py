@@ -90,6 +90,7 @@ def latex(c: pd.DataFrame, std: bool = False) -> str:
             f"{escape(MISSING)}: not run. n: the seeds a cell averages."
         )
         caption += f" {escape(v.noise)}" if v.noise else ""
+        caption += f" {escape(v.pilot)}" if v.pilot else ""
         caption += "".join(f" \\textsuperscript{{{n}}}{escape(note)}." for n, note in enumerate(v.notes, 1))
         lines += [
             "\\bottomrule",

@@ -221,6 +221,33 @@ def seeds_for(
     return most + 1
 
 
+DECIDE_POWER = 0.8  # the control's rule (docs/design.md §1): 80 % power at a true difference of 0
+MOST_SEEDS = 100
+
+
+def seeds_to_decide(x: np.ndarray, base: np.ndarray, delta: float) -> int | None:
+    """The seeds a side that would decide a comparison at its observed spread: `seeds_for` (the control's power
+    rule, a true difference of 0, 80 %) at the two sides' pooled sd against Δ. None where it cannot be said
+    (< 2 seeds a side, no spread, no margin); MOST_SEEDS + 1 for "more than MOST_SEEDS". The one home of "how
+    many seeds would decide": the findings, the rules grid and `advise` read it."""
+    x, base = np.asarray(x, float), np.asarray(base, float)
+    if min(len(x), len(base)) < 2 or not (math.isfinite(delta) and delta > 0):
+        return None
+    sd = math.sqrt((float(np.var(x, ddof=1)) + float(np.var(base, ddof=1))) / 2)
+    if not (math.isfinite(sd) and sd > 0):
+        return None
+    return seeds_for(sd, delta, DECIDE_POWER, most=MOST_SEEDS)
+
+
+def decide_text(n: int | None) -> str:
+    """'~12 seeds a side would decide' (the rules grid's and the findings' words for `seeds_to_decide`)."""
+    if n is None:
+        return ""
+    if n > MOST_SEEDS:
+        return f"more than {MOST_SEEDS} seeds a side would be needed to decide"
+    return f"~{n} seeds a side would decide"
+
+
 def metric_values(g: pd.DataFrame) -> np.ndarray:
     x = pd.to_numeric(g.loc[g["status"] == "completed", "val_metric"], errors="coerce").to_numpy(float)
     return x[np.isfinite(x)]
@@ -250,7 +277,10 @@ def describe(c: Comparison, x: np.ndarray, base: np.ndarray) -> str:
     """'74.10 ± 0.40 (n=3) vs 74.00 … (n=3): +0.10 [−0.52, +0.72] vs −Δ = −1.00 (within)'."""
     d = _digits(c, base)
     interval = f" [{_signed(c.lo, d)}, {_signed(c.hi, d)}]" if math.isfinite(c.lo) else ""
-    return f"{_ms(x)} vs {_ms(base)}: {_signed(c.diff, d)}{interval} vs −Δ = {_signed(-c.margin, d)} ({c.verdict})"
+    said = f"{_ms(x)} vs {_ms(base)}: {_signed(c.diff, d)}{interval} vs −Δ = {_signed(-c.margin, d)} ({c.verdict})"
+    if c.verdict in (STRADDLES, FEW) and (n := seeds_to_decide(x, base, c.margin)) is not None:
+        said += f"; {decide_text(n)} (80 % power at a true difference of 0, at the observed spread)"
+    return said
 
 
 def fixed_scales(t: pd.DataFrame, method: str) -> dict[str, pd.DataFrame]:

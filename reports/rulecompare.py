@@ -42,6 +42,7 @@ COLUMNS = [
     "speedup",
     "status",
     "detail",
+    "decide",  # an inconclusive verdict: the seeds a side that would decide it (NI.seeds_to_decide), else ""
 ]
 
 
@@ -81,7 +82,10 @@ def verdicts(res: Results) -> pd.DataFrame:
                     )
                     status, detail = FD._non_inferior([(f"S = {scale}", g, base)], higher, margin)
                 row |= {"n": c.n, "n_base": c.n_base, "diff": c.diff, "lo": c.lo, "hi": c.hi, "margin": c.margin}
-                rows.append(row | {"status": status, "detail": detail})
+                decide = ""
+                if status == FD.INCONCLUSIVE and base is not None:
+                    decide = NI.decide_text(NI.seeds_to_decide(NI.metric_values(g), NI.metric_values(base), c.margin))
+                rows.append(row | {"status": status, "detail": detail, "decide": decide})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -102,7 +106,7 @@ def at_a_glance(v: pd.DataFrame, res: Results) -> pd.DataFrame:
             if len(hit):
                 out.append(hit.iloc[0].to_dict())
                 continue
-            blank = dict.fromkeys(("n", "n_base", "diff", "lo", "hi", "margin", "speedup"), math.nan)
+            blank = dict.fromkeys(("n", "n_base", "diff", "lo", "hi", "margin", "speedup"), math.nan) | {"decide": ""}
             out.append(
                 {**first.to_dict(), **blank, "method": method, "label": labels[method].label, "scale": top}
                 | {"status": FD.NOT_RUN, "detail": f"no run at S = {top}"}
@@ -120,6 +124,11 @@ def _delta(r: pd.Series) -> str:
     if math.isfinite(r["lo"]):
         text += f" [{r['lo']:+.{d}f}, {r['hi']:+.{d}f}]"
     return text
+
+
+def _decide(r: pd.Series) -> str:
+    """An inconclusive verdict's '~N seeds a side would decide', '' for any other."""
+    return r["decide"] if isinstance(r.get("decide"), str) else ""
 
 
 def _speed(v: float) -> str:
@@ -155,7 +164,7 @@ def text(glance: pd.DataFrame) -> str:
             seeds = "" if not math.isfinite(r["n"]) else f"  n={int(r['n'])}/{int(r['n_base'])}"
             said = verdict(r["status"])
             line = f"  {r['label']:<{width}}  {said:<21}  Δ {_delta(r):<24} speed-up {_speed(r['speedup'])}"
-            out.append(line + seeds)
+            out.append(line + seeds + (f"  ({r['decide']})" if _decide(r) else ""))
     return "\n".join(out) + "\n" + LEGEND
 
 
@@ -187,7 +196,8 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
             cells = [r["label"], _delta(r), _speed(r["speedup"])]
             tds = "".join(f'<td class="num">{E(str(c))}</td>' for c in cells[1:])
             cls = VERDICT_CLASS.get(str(r["status"]), "label")
-            said = f'<td class="{cls}" title="{E(str(r["detail"]))}">{E(verdict(str(r["status"])))}</td>'
+            decide = f"<br><small>{E(_decide(r))}</small>" if _decide(r) else ""
+            said = f'<td class="{cls}" title="{E(str(r["detail"]))}">{E(verdict(str(r["status"])))}{decide}</td>'
             out.append(f'<tr><td class="label">{E(str(cells[0]))}</td>{tds}{said}<td>{E(seeds)}</td></tr>')
         out.append("</table>")
         every = v[v["table"] == table]
@@ -202,7 +212,9 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
                     continue
                 r = mine.loc[s]
                 cls = VERDICT_CLASS.get(str(r["status"]), "label")
-                tds.append(f'<td class="{cls}" title="{E(str(r["detail"]))}">{E(verdict(str(r["status"])))}</td>')
+                decide = f"<br><small>{E(_decide(r))}</small>" if _decide(r) else ""
+                said = f"{E(verdict(str(r['status'])))}{decide}"
+                tds.append(f'<td class="{cls}" title="{E(str(r["detail"]))}">{said}</td>')
             out.append(f'<tr><td class="label">{E(str(mine["label"].iloc[0]))}</td>{"".join(tds)}</tr>')
         out.append("</table>")
     note = f"{LEGEND} Hover a verdict for its numbers; every rule × S in rule_verdicts.csv."

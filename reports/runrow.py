@@ -215,9 +215,12 @@ def planned_iterations(spec: SpecDocument) -> float:
     return _num(planned)
 
 
-def _is_pilot(seed: Any, pilot_seeds: Any) -> bool:
-    """Whether a run's seed is one of its matrix's pilot seeds (bench.experiments.matrix: pilot_seeds)."""
-    return isinstance(pilot_seeds, list) and isinstance(seed, int) and seed in pilot_seeds
+def _pilot_seeds(pilot_seeds: Any) -> tuple[int, ...]:
+    """The seeds a run's matrix declared pilot for its task (bench.experiments.matrix: pilot_seeds); the
+    folder's rule (reports.collect.folder_pilots) makes each a pilot seed for every run of the task."""
+    if not isinstance(pilot_seeds, list):
+        return ()
+    return tuple(s for s in pilot_seeds if isinstance(s, int) and not isinstance(s, bool))
 
 
 def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, Any]:
@@ -251,7 +254,8 @@ def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, A
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
         "variant_label": label_of(exp),
-        "pilot": _is_pilot(spec.get("seed"), exp.get("pilot_seeds")),
+        "pilot": False,  # the folder's rule sets it (reports.collect.folder_pilots)
+        "_pilot_seeds": _pilot_seeds(exp.get("pilot_seeds")),
         "rule": json.dumps(spec["rule"], sort_keys=True, default=str) if isinstance(spec.get("rule"), dict) else None,
         "has_metrics": (run_dir / METRICS).exists(),
         "has_checkpoint": (run_dir / CHECKPOINT).exists(),

@@ -6,7 +6,7 @@ averaged together). Rows = scales in numeric order, then elastic-up, elastic-dow
 Table 2 rule with runs in that table (the method table's `table2` rows, in its order, then users' rules by
 name, as their specs recorded them).
 
-A cell is the mean over the seeds of the completed runs. It is
+A cell is the mean over the seeds of the completed runs, pilot seeds left out (`confirmatory`, said below). It is
 - N/A (metric and loss) when any seed diverged; the iterations are the planned count, as the paper
   prints them (a rule whose pace is the scale: ⌈T1/S⌉ on its scale schedule; LSW+: T_AS; AdaScale: – since
   its count is only known once it has run), with the iteration each seed diverged at in a footnote — so that
@@ -89,6 +89,7 @@ CELL_COLUMNS = [
     "p_loss",
     "metric_label",
     "higher_is_better",
+    "pilot_left",  # the table's runs of pilot seeds that no cell averages (confirmatory), one line
 ]
 
 
@@ -104,6 +105,20 @@ def table_runs(df: pd.DataFrame) -> pd.DataFrame:
     for col in ("preset", "variant"):
         out[col] = out[col].fillna("") if col in out else ""
     return share_s1(out)
+
+
+def confirmatory(t: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """A table's runs less those of a pilot seed (reports.collect.folder_pilots: a seed any pre-registered matrix
+    in the folder spent on its pilot), and what was left out. The one home: no confirmatory cell — a finding,
+    a rule's verdict, a Table 2 cell — is judged on or averaged over a pilot seed."""
+    pilot = t["pilot"].fillna(False).astype(bool) if "pilot" in t else pd.Series(False, index=t.index)
+    if not pilot.any():
+        return t, ""
+    left = t[pilot]
+    seeds = ", ".join(sorted({str(v) for v in left["seed"]}, key=lambda v: (len(v), v)))
+    return t[~pilot], (
+        f"left out: {len(left)} run(s) of pilot seed(s) {seeds} (a confirmatory cell is never judged on a pilot seed)"
+    )
 
 
 def table_name(task: str, preset: str, variant: str, several_presets: bool) -> str:
@@ -229,7 +244,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     rules = rule_rows(df)
     rows = []
     for tab in tables(df):
-        t, higher = tab.runs, tab.higher
+        (t, pilots), higher = confirmatory(tab.runs), tab.higher
         done_vals: dict[tuple[str, str], pd.DataFrame] = {}
         for (scale, method), g in t.groupby(["scale", "method"]):
             done_vals[(scale, method)] = g[g["status"] == "completed"]
@@ -255,6 +270,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 "diverged": diverged,
                 "metric_label": tab.metric_label,
                 "higher_is_better": higher,
+                "pilot_left": f"{pilots[:1].upper()}{pilots[1:]}; the findings leave them out too." if pilots else "",
             }
             row |= _quantities(g, done, diverged) | _noise(done, method, scale)
             div = g.loc[g["status"] == "diverged", ["seed", "iterations"]].sort_values("seed")  # two columns: the
@@ -304,6 +320,7 @@ class TableView:
     rows: list[tuple[str, str, list[Cell]]] = field(default_factory=list)  # scale, total batch, 3 × methods cells
     notes: list[str] = field(default_factory=list)  # footnote n is notes[n - 1]
     noise: str = ""  # the AdaScale runs' training-average B_simple per S, one line
+    pilot: str = ""  # the pilot seeds' runs left out of the table (confirmatory), one line
 
     @property
     def groups(self) -> list[str]:
@@ -418,6 +435,7 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
                         line.append(Cell(text, grey, kind, n=int(r["n_seeds"]), hover=hover))
             view.rows.append((scale, total, line))
         view.noise = noise_note(t)
+        view.pilot = first["pilot_left"] if isinstance(first.get("pilot_left"), str) else ""
         out.append(view)
     return out
 
@@ -443,6 +461,7 @@ def markdown(c: pd.DataFrame, std: bool = False) -> str:
         direction = "higher" if v.higher_is_better else "lower"
         lines += ["", f"Validation metric: {v.metric_label} ({direction} is better)."]
         lines += [v.noise] if v.noise else []
+        lines += [v.pilot] if v.pilot else []
         lines += [f"[{n}] {note}" for n, note in enumerate(v.notes, 1)]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n\n" + LEGEND + "\n"

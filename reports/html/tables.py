@@ -51,6 +51,8 @@ def table2_html(c: pd.DataFrame, std: bool = False, variants: dict[str, str] | N
             out.append(f'<ol class="legend footnotes">{items}</ol>')
         if v.noise:
             out.append(f'<p class="legend">{E(v.noise)}</p>')
+        if v.pilot:
+            out.append(f'<p class="legend">{E(v.pilot)}</p>')
     legend = LEGEND.replace("† grey:", "").strip()
     out.append(f'<p class="legend"><span class="grey-swatch">&nbsp;</span> {E(legend)}</p>')
     return "\n".join(out)
