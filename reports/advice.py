@@ -19,9 +19,15 @@ the runs it predicts (which (iii) allows for with its tolerance).
 S(B/b + 1)/(B/b + S), and whether LSW's multiplier S runs past it by more than finding (ii)'s resolution
 (where LSW is expected to lose S = 1's quality); GPU-hours priced as `plan` prices a run.
 
-**Verification.** verify.yaml: S = 1 seeds and the chosen S for AdaScale, LSW and any rule named, with the
-probe's seed declared a pilot seed. `submit` runs it into the same folder; `report` then judges (iii) for the
-chosen S from the probe (another S of the same table) — the same numbers advice.csv printed.
+**Verification.** verify.yaml: the S asked up to the largest efficient one and one past it (or `--verify-scales`),
+for AdaScale, LSW and any rule named, with the probe's seed declared a pilot seed and the data folder the probe
+read. Its seeds per side come from a power calculation (the positive control's rule: 80 % power of `within` Δ at
+a true difference of 0) on the seed spread of the folder's runs with the probe's settings — or, the probe being
+one seed, a spread assumed as wide as the card's margin, said so. `submit` runs it into the same folder; `report`
+then judges (iii) at each S from the probe (another S of the same table) — the numbers advice.csv printed.
+
+**The probe is found by its full resolved spec** (its run folder, `bench.run.spec.run_name`, checked by
+`check_same`): a second advise with other settings into the same folder reads its own probe, never the first.
 """
 
 from __future__ import annotations
@@ -33,12 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from bench.algo.gain import b_simple, steady_gain
+from bench.algo.gain import steady_gain
 from bench.algo.predict import iterations_following
 from bench.algo.rules import ADASCALE, LSW
 
 from . import noise
 from .findings import GAIN_RESOLUTION
+from .noninferiority import MIN_SEEDS, Margin, seeds_for, table_margin
 
 EFFICIENCY = 0.5  # "worth it": at least half the ideal speed-up S
 GROUPS = 10  # jackknife groups of the probe's records
@@ -87,18 +94,12 @@ def jackknife_interval(estimate: float, leave_outs: Sequence[float], z: float = 
     return estimate - z * se, estimate + z * se
 
 
-def late_noise(profile: Profile, batch_size: float) -> float:
-    """B of the last third of τ (its tenths' moments averaged): the noise scale AdaScale's gain settles at."""
-    tail = profile[-(len(profile) // 3 or 1) :]
-    return b_simple(float(np.mean([a for a, _ in tail])), float(np.mean([b for _, b in tail])), batch_size)
-
-
 def predict_rows(
     profile: Profile, leave_outs: Sequence[Profile], scales: Sequence[int], T1: float, batch_size: float,
-    hours_per_example: float = math.nan,
+    B_late: float, hours_per_example: float = math.nan,
 ) -> list[Row]:  # fmt: skip
-    """One Row per scale (S = 1: T1 iterations, efficiency 1)."""
-    B_late = late_noise(profile, batch_size)
+    """One Row per scale (S = 1: T1 iterations, efficiency 1); AdaScale's steady gain at `B_late`, the probe's
+    late noise scale (`Probe.late_B`: the one number advice.md prints)."""
     rows = []
     for S in scales:
         its = float(T1) if S == 1 else iterations_following(profile, S, T1)
@@ -157,8 +158,21 @@ def frame(rows: Sequence[Row]) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------------- the probe
 @dataclass(frozen=True)
+class Spread:
+    """The seed-to-seed spread of the final metric the verification's seed count is planned from: pooled within
+    the cells (rule, S) of the folder's completed runs with the probe's task, preset and settings that hold two
+    seeds or more; `runs` 0 where none does (the probe alone is one seed: nothing measured)."""
+
+    sd: float
+    runs: int
+    cells: int
+
+
+@dataclass(frozen=True)
 class Probe:
-    """The probe run as read back: its folder, S, seed, T1, batch and noise profile with its leave-outs."""
+    """The probe run as read back: its folder, S, seed, T1, batch and noise profile with its leave-outs, its final
+    metric, the margin Δ of its table (reports.noninferiority.table_margin, the probe standing for S = 1) and the
+    seed spread measured beside it."""
 
     run_dir: str
     scale: int
@@ -168,6 +182,13 @@ class Probe:
     profile: Profile
     leave_outs: list[Profile]
     noise: list[tuple[str, float, float, float]]  # (window, B, lo, hi) over thirds of τ (reports.noise.WINDOWS)
+    margin: Margin
+    spread: Spread
+
+    @property
+    def late_B(self) -> float:
+        """The late noise scale (the last third of τ, as the report's B_late): what AdaScale's gain settles at."""
+        return next(B for name, B, _, _ in self.noise if name == noise.WINDOWS[-1][0])
 
 
 def window_noise(train: pd.DataFrame, T1: float, m: float, b: float, groups: int = GROUPS) -> list:
@@ -185,28 +206,116 @@ def window_noise(train: pd.DataFrame, T1: float, m: float, b: float, groups: int
     return rows
 
 
-def read_probe(out: object, task: str, scale: int, seed: int) -> Probe:
-    """The completed AdaScale run of `task` at S = `scale` and `seed` under `out`, its noise profile measured
-    (reports.noise); a UserError in one line where it is missing or measured no statistics."""
+def seed_spread(runs: pd.DataFrame, probe: pd.Series) -> Spread:
+    """The pooled within-cell sd of the final metric over the completed runs that share the probe's task, preset
+    and settings (its variant), cell by cell (rule, S): what a rerun of advise after the verification measures."""
+    same = runs[
+        (runs["task"] == probe["task"]) & (runs["preset"] == probe["preset"]) & (runs["variant"] == probe["variant"])
+    ]
+    same = same[same["status"] == "completed"]
+    squares, dof, n, cells = 0.0, 0, 0, 0
+    for _, cell in same.groupby(["method", same["scale"].astype(str)]):
+        x = pd.to_numeric(cell["val_metric"], errors="coerce").to_numpy(float)
+        x = x[np.isfinite(x)]
+        if len(x) >= 2:
+            squares, dof, n, cells = (
+                squares + float(np.sum((x - x.mean()) ** 2)),
+                dof + len(x) - 1,
+                n + len(x),
+                cells + 1,
+            )
+    return Spread(math.sqrt(squares / dof) if dof else math.nan, n, cells)
+
+
+def read_probe(out: object, run_dir: object) -> Probe:
+    """The completed probe in `run_dir` (the folder of its full resolved spec: bench.cli.advise finds it by its
+    identity, never by task, S and seed alone) under `out`, its noise profile measured (reports.noise); a
+    UserError in one line where it is missing or measured no statistics."""
+    from pathlib import Path
+
     from bench.errors import UserError
 
     from .collect import load
 
     res = load(out)  # type: ignore[arg-type]
     r = res.runs
-    hit = r[(r["task"] == task) & (r["method"] == ADASCALE) & (r["scale"].astype(str) == str(scale))]
-    hit = hit[(pd.to_numeric(hit["seed"], errors="coerce") == seed) & (hit["status"] == "completed")]
+    where = Path(str(run_dir)).resolve()
+    hit = r[[Path(str(d)).resolve() == where for d in r["run_dir"]]] if len(r) else r
+    hit = hit[(hit["method"] == ADASCALE) & (hit["status"] == "completed")]
     if hit.empty:
-        raise UserError(f"{out}: no completed AdaScale probe of {task} at S = {scale}, seed {seed}")
+        raise UserError(f"{run_dir}: no completed AdaScale probe with these settings there")
     row = hit.iloc[0]
-    train, _ = res.metrics(row["run_dir"])
+    train, evals = res.metrics(row["run_dir"])
     T1, b = float(row["T1"]), float(row["batch_size"])
     m = noise.per_epoch(train, float(pd.to_numeric(row["epochs"], errors="coerce")))
     profile = noise.profile(train, T1, m)
     if profile is None:
         raise UserError(f"{row['run_dir']}: the probe recorded no gradient statistics in some tenth of τ")
     leave_outs = jackknife_profiles(train, T1, m)
-    return Probe(str(row["run_dir"]), scale, seed, T1, b, profile, leave_outs, window_noise(train, T1, m, b))
+    value = np.array([pd.to_numeric(row["val_metric"], errors="coerce")], float)
+    margin = table_margin(
+        str(row["task"]), str(row["preset"] or ""), bool(row["higher_is_better"]), value[np.isfinite(value)],
+        [evals], T1,
+    )  # fmt: skip
+    return Probe(
+        str(row["run_dir"]), int(row["scale"]), int(row["seed"]), T1, b, profile, leave_outs,
+        window_noise(train, T1, m, b), margin, seed_spread(r, row),
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ seeds to decide
+POWER = 0.8  # the control's: the chance that a rule as good as S = 1 is found `within` Δ
+MOST_SEEDS = 100  # past it, a power calculation says "not reachable", not a number to run
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """The seeds per side of the verification: the fewest with POWER chance of `within` Δ at a true difference of
+    0 (reports.noninferiority.seeds_for, the positive control's rule), from the spread measured or assumed."""
+
+    per_side: int  # MOST_SEEDS + 1: none up to MOST_SEEDS; 0: no margin to plan against
+    sd: float
+    delta: float
+    why: str  # where the spread (and Δ) come from, in words
+
+    @property
+    def usable(self) -> int:
+        """What verify.yaml runs when --seeds is not given: the count, capped at MOST_SEEDS; MIN_SEEDS unplanned."""
+        return min(self.per_side, MOST_SEEDS) if self.per_side else MIN_SEEDS
+
+
+def seeds_to_decide(probe: Probe) -> Seeds:
+    """Seeds per side from the probe's folder's measured spread, or, where none is measured, a spread assumed as
+    wide as the card's margin Δ (said so: the probe is one seed, and a card states no spread)."""
+    delta = probe.margin.delta
+    if not (math.isfinite(delta) and delta > 0):
+        return Seeds(0, math.nan, delta, f"no margin to plan against ({probe.margin.rule})")
+    sp = probe.spread
+    if sp.runs and math.isfinite(sp.sd):
+        sd = sp.sd
+        why = f"seed sd {sd:.3g} measured over {sp.runs} runs in {sp.cells} cell(s) with the probe's settings"
+    else:
+        sd = delta
+        why = (
+            f"no seed spread measured (the probe is one seed): sd assumed = Δ = {delta:.3g}, the card's margin "
+            f"({probe.margin.rule}); run advise again after the verification to measure it"
+        )
+    n = seeds_for(sd, delta, POWER, 0.0, MOST_SEEDS) if sd > 0 else MIN_SEEDS
+    return Seeds(n, sd, delta, why)
+
+
+def seeds_line(seeds: Seeds, used: int) -> str:
+    """advice.md's (and advise's stdout's) one line on the seeds: the count planned, why, and what is run."""
+    if not seeds.per_side:
+        return f"Seeds per side: {used} ({seeds.why}; no power calculation)."
+    need = f"more than {MOST_SEEDS}" if seeds.per_side > MOST_SEEDS else str(seeds.per_side)
+    line = (
+        f"Seeds per side for {POWER:.0%} power at a true difference of 0 against Δ = {seeds.delta:.3g}: {need} "
+        f"({seeds.why}); verify.yaml runs {used}."
+    )
+    return line + (
+        f" Warning: {used} is fewer: a rule as good as S = 1 may read inconclusive." if used < seeds.per_side else ""
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the files
@@ -216,20 +325,19 @@ def _num(x: float, digits: int = 3) -> str:
     return "–" if not math.isfinite(x) else f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
-def markdown(task: str, probe: Probe, rows: Sequence[Row], chosen: int, command: str) -> str:
-    """advice.md: the table and what it says, in words."""
-    B = late_noise(probe.profile, probe.batch_size)
+def markdown(task: str, probe: Probe, rows: Sequence[Row], verified: Sequence[int], seeds: str, command: str) -> str:
+    """advice.md: the table and what it says, in words; each quantity once."""
     best, safe = largest_efficient(rows), largest_efficient(rows, "efficiency_lo")
     lines = [
         f"# Advice for {task}",
         "",
         f"Probe: AdaScale at S = {probe.scale}, seed {probe.seed} ({probe.run_dir}); T1 = {probe.T1:g} iterations "
-        f"at b = {probe.batch_size:g}; late noise scale B = {_num(B)} (b·σ²/μ², the last third of τ).",
+        f"at b = {probe.batch_size:g}.",
         "Predicted AdaScale iterations follow the probe's noise profile per tenth of τ (finding (iii)'s prediction); "
         f"intervals: jackknife over {len(probe.leave_outs)} groups of the probe's records (the measurement's "
         "uncertainty, not seed-to-seed spread).",
         "",
-        "Noise scale B over training (jackknife interval): "
+        "Noise scale B = b·σ²/μ² over training (jackknife interval; the late one sets AdaScale's steady gain): "
         + "; ".join(f"{w} {_num(v)} [{_num(lo)}, {_num(hi)}]" for w, v, lo, hi in probe.noise)
         + ".",
         "",
@@ -246,7 +354,8 @@ def markdown(task: str, probe: Probe, rows: Sequence[Row], chosen: int, command:
     lines += [
         "",
         f"Largest S with efficiency ≥ {EFFICIENCY:g}: {best} (at the interval's lower end: {safe}).",
-        f"Verification matrix: verify.yaml (S = 1 and S = {chosen}); run it with",
+        seeds,
+        f"Verification matrix: verify.yaml (S = {', '.join(map(str, verified))}); run it with",
         "",
         f"    {command}",
         "",
@@ -256,21 +365,46 @@ def markdown(task: str, probe: Probe, rows: Sequence[Row], chosen: int, command:
     return "\n".join(lines) + "\n"
 
 
-def verify_matrix(
-    task: str, preset: str, overrides: dict, seeds: Sequence[int], probe_seed: int, scale: int,
-    methods: Sequence[str],
-) -> str:  # fmt: skip
-    """verify.yaml: S = 1 and S = `scale` for AdaScale, LSW and `methods`, the probe's seed a pilot seed."""
+def verify_scales(rows: Sequence[Row], asked: Sequence[int]) -> list[int]:
+    """The S the verification checks by default: every S asked up to the largest efficient one (at the interval's
+    lower end; the smallest S past 1 where none is), and the next S asked past it."""
+    scales = sorted({r.scale for r in rows} | set(asked))
+    top = largest_efficient(rows, "efficiency_lo") or 1
+    top = top if top > 1 else min([s for s in scales if s > 1], default=2)
+    past = [s for s in scales if s > top][:1]
+    return sorted({1, *(s for s in scales if s <= top), *past, top})
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What verify.yaml runs: the task and its preset, settings and data folder (the one the probe used), the
+    seeds, the probe's seed (a pilot), the S and the rules asked beyond AdaScale and LSW."""
+
+    task: str
+    preset: str
+    overrides: dict
+    data_root: str | None
+    seeds: tuple[int, ...]
+    probe_seed: int
+    scales: tuple[int, ...]
+    methods: tuple[str, ...]
+
+
+def verify_matrix(v: Verification) -> str:
+    """verify.yaml: the S asked for AdaScale, LSW and each rule named, the probe's seed a pilot seed, the data
+    folder the probe read (a task's data_roots entry: `submit` then reads the same data)."""
     import yaml
 
-    doc: dict = {"preset": preset, "seeds": list(seeds), "pilot_seeds": {task: [probe_seed]}}
-    if overrides:
-        doc["set"] = overrides
-    rules = list(dict.fromkeys([ADASCALE, LSW, *methods]))
-    doc["experiments"] = [{"table2": {"tasks": [task], "methods": rules, "scales": sorted({1, scale})}}]
+    doc: dict = {"preset": v.preset, "seeds": list(v.seeds), "pilot_seeds": {v.task: [v.probe_seed]}}
+    if v.data_root:
+        doc["data_roots"] = {v.task: v.data_root}
+    if v.overrides:
+        doc["set"] = v.overrides
+    rules = list(dict.fromkeys([ADASCALE, LSW, *v.methods]))
+    doc["experiments"] = [{"table2": {"tasks": [v.task], "methods": rules, "scales": sorted({1, *v.scales})}}]
     head = (
-        f"# Written by `adascale-bench advise --task {task}`: the runs that check its prediction. The probe\n"
-        f"# (AdaScale, seed {probe_seed}) is a pilot run: no confirmatory cell uses its seed.\n"
+        f"# Written by `adascale-bench advise --task {v.task}`: the runs that check its prediction. The probe\n"
+        f"# (AdaScale, seed {v.probe_seed}) is a pilot run: no confirmatory cell uses its seed.\n"
     )
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, allow_unicode=True)
 
@@ -294,7 +428,7 @@ def figure(task: str, probe: Probe, rows: Sequence[Row], chosen: int) -> bytes:
         hi = np.array([probe.T1 / r.lo if r.lo > 0 else np.nan for r in rows])
         ax.fill_between(S, lo, hi, color="C0", alpha=0.25, lw=0, label="jackknife interval")
         ax.plot(S, sp, "o-", color="C0", label="AdaScale, predicted")
-        ax.axvline(chosen, color="C3", lw=1, ls="--", label=f"verified at S = {chosen}")
+        ax.axvline(chosen, color="C3", lw=1, ls="--", label=f"largest efficient S = {chosen}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         ax.set_xlabel("scale S (× the batch)")

@@ -61,6 +61,7 @@ class SubmitOptions:
     iterations: int = 4
     eval_batches: int = 2
     write_throughput: str | None = None
+    data_root: list[str] = field(default_factory=list)  # TASK=PATH over the matrix's data_roots
 
 
 @dataclass(frozen=True)

@@ -241,8 +241,10 @@ def read_json_list(path: Path) -> list[Any]:
 
 
 @safefs.rooted  # below `out` no link is followed (bench.safefs)
-def collect(out: Path) -> list[RunState]:
-    """The state of every run of a results folder, with its progress and the jobs that ran it."""
+def collect(out: Path, ended: set[str] | frozenset[str] = frozenset()) -> list[RunState]:
+    """The state of every run of a results folder, with its progress and the jobs that ran it. `ended`: runs the
+    caller knows have ended (submit's own, once it has seen each end), whatever their scheduler says: a run of the
+    local executor reads as running while its submit lives."""
     out = Path(out)
     names = run_names(out)
     jobs = {name: read_job(out, name) for name in names}
@@ -252,7 +254,8 @@ def collect(out: Path) -> list[RunState]:
     now = time.time()
     for name in names:
         job = jobs[name]
-        state = run_state(out, name, job, states.get(job["job_id"], "UNKNOWN") if job else None)
+        scheduler = states.get(job["job_id"], "UNKNOWN") if job else None
+        state = run_state(out, name, job, "EXITED" if job and name in ended else scheduler)
         spec = read_json_object(out / name / SPEC) or {}
         preset = spec.get("preset") or manifest.get(name, {}).get("preset")
         state.preset = preset if isinstance(preset, str) else None

@@ -163,7 +163,7 @@ def print_plan(m: matrices.Matrix, plan: Plan, res: Resources) -> None:
 
 def submit(args: SubmitOptions) -> int:
     res = Resources.from_options(args)
-    m = matrices.load(args.matrix)
+    m = matrices.with_data_roots(matrices.load(args.matrix), args.data_root)
     if res.executor == "slurm" and m.preset == "paper" and args.gpus_per_node is None and not args.cpu_only:
         raise UserError(
             "the paper preset trains on GPUs: pass --gpus-per-node G, or --cpu-only to run on CPUs on purpose"
@@ -198,9 +198,24 @@ def submit(args: SubmitOptions) -> int:
     if not drive(plan, out, res, args.wait):
         print(f"follow with: adascale-bench status {out}")
         return 0
-    runs = collect(out)
+    return closing(out, set(plan.names.values()), {p.name for p in plan.todo})
+
+
+def closing(out: Path, named: set[str], ended: set[str]) -> int:
+    """The closing table once every run this call handed over has ended (`ended`: read as ended, though the
+    local runs' controller, this process, still lives), then the count of the matrix's (`named`) failed runs
+    with the first one's line on stderr; 1 when any failed."""
+    runs = collect(out, ended=ended)
     print(table(runs))
-    return 1 if any(r.state == "failed" for r in runs) else 0
+    failed = sorted((r for r in runs if r.name in named and r.state in ("failed", "unreadable")), key=lambda r: r.name)
+    if failed:
+        first = failed[0]
+        print(
+            f"adascale-bench: error: {len(failed)} of {len(named)} runs failed; the first, {first.name}: "
+            f"{first.detail or 'no log'}",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
 
 
 # -- the one driver: every executor is a backend (slurm/backends.py) --------------------------------------------
@@ -217,7 +232,8 @@ def drive(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
     job_of: dict[str, str] = dict(plan.queued)
     arrays: dict[str, set[str]] = {}
     running: dict[str, Planned] = {}
-    total, ended, started = len(plan.todo), 0, time.time()
+    total, ended = len(plan.todo), 0
+    handed: dict[str, float] = {}  # run -> when this call first handed it over: each run's own time
     try:
         backend.prepare(plan.todo)
         while queue or (running and (wait or not backend.scheduler_orders)):
@@ -230,7 +246,8 @@ def drive(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
                 if not backend.scheduler_orders:
                     queue.done(p)
                 ended += 1
-                print(f"  [{ended}/{total}] {_outcome(out, p):9s} {name}  ({time.time() - started:.0f} s)", flush=True)
+                took = time.time() - handed.get(name, time.time())
+                print(f"  [{ended}/{total}] {_outcome(out, p):9s} {name}  ({took:.0f} s)", flush=True)
             while True:  # everything ready now (with a scheduler, the next wave is ready once handed over)
                 busy = sum(p.shape.ranks for p in running.values())
                 ready = queue.take(backend.capacity - busy, busy=bool(running))
@@ -243,6 +260,7 @@ def drive(plan: Plan, out: Path, res: Resources, wait: bool) -> bool:
                         arrays[ids[0].split("_")[0]] = set(ids)
                     for p, job_id in zip(group, ids, strict=True):
                         job_of[p.name] = job_id
+                        handed.setdefault(p.name, time.time())
                         running[p.name] = p
                         if backend.scheduler_orders:
                             queue.done(p)

@@ -29,8 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     seed = "the probe's seed, a pilot seed (default: 1000)"
     p.add_argument("--probe-seed", type=non_negative_int, default=1000, help=seed)
     p.add_argument("--scales", default=",".join(map(str, DEFAULT_SCALES)), help="comma-separated S to predict")
-    cells = "seeds per cell of the verification matrix (default: 3)"
-    p.add_argument("--seeds", type=positive_int, default=3, help=cells)
+    cells = "seeds per cell of the verification matrix (default: a power calculation's)"
+    p.add_argument("--seeds", type=positive_int, default=None, help=cells)
+    ver = "comma-separated S to verify (default: those asked up to the largest efficient one, and one past it)"
+    p.add_argument("--verify-scales", default=None, help=ver)
     p.add_argument(
         "--method", action="append", default=[], help="another rule for the verification matrix (repeatable)"
     )
@@ -81,8 +83,15 @@ def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> Ru
     return m.spec(req)
 
 
+def _verified(args: argparse.Namespace, rows: list, scales: list[int]) -> list[int]:
+    """--verify-scales, or the default (reports.advice.verify_scales)."""
+    from reports import advice as A
+
+    return _scales(args.verify_scales) if args.verify_scales else A.verify_scales(rows, scales)
+
+
 def cmd_advise(args: argparse.Namespace) -> int:
-    from bench.run.spec import parse_overrides
+    from bench.run.spec import parse_overrides, run_name
     from reports import advice as A
 
     scales = _scales(args.scales)
@@ -91,26 +100,33 @@ def cmd_advise(args: argparse.Namespace) -> int:
         args.probe_scale = max(2, scales[-1] // 2)
     overrides = parse_overrides(args.set)
     spec = _probe(args, out, overrides)
-    probe = A.read_probe(out, args.task, args.probe_scale, args.probe_seed)
+    probe = A.read_probe(out, out / run_name(spec))  # by its full resolved spec: never another advise's probe
     rows = A.predict_rows(
-        probe.profile, probe.leave_outs, scales, probe.T1, probe.batch_size,
+        probe.profile, probe.leave_outs, scales, probe.T1, probe.batch_size, probe.late_B,
         _hours_per_example(args.task, args.preset, spec),
     )  # fmt: skip
-    chosen = A.largest_efficient(rows, "efficiency_lo") or 1
-    chosen = chosen if chosen > 1 else min(s for s in scales if s > 1) if len(scales) > 1 else 2
-    seeds = [s for s in range(args.seeds + 1) if s != args.probe_seed][: args.seeds]
-    verify = A.verify_matrix(args.task, args.preset, overrides, seeds, args.probe_seed, chosen, args.method)
+    verified = _verified(args, rows, scales)
+    planned = A.seeds_to_decide(probe)
+    n = args.seeds if args.seeds is not None else planned.usable
+    seeds = [s for s in range(n + 1) if s != args.probe_seed][:n]
+    root = str(Path(spec.data_root).resolve()) if spec.data_root else None
+    verify = A.verify_matrix(
+        A.Verification(args.task, args.preset, overrides, root, tuple(seeds), args.probe_seed, tuple(verified),
+                       tuple(args.method))
+    )  # fmt: skip
     submit = (
         f"adascale-bench submit {shlex.quote(str(out / 'verify.yaml'))} --executor local --out {shlex.quote(str(out))}"
     )
-    text = A.markdown(args.task, probe, rows, chosen, submit)
+    text = A.markdown(args.task, probe, rows, verified, A.seeds_line(planned, n), submit)
     safefs.write_text(out / "verify.yaml", verify)
     from bench.experiments import matrix as matrices
 
     matrices.load(out / "verify.yaml")  # a rule named by --method that is no rule: one line now, not at submit
     safefs.write_bytes(out / "advice.csv", A.frame(rows).to_csv(index=False, float_format="%.6g").encode())
     safefs.write_text(out / "advice.md", text)
-    safefs.write_bytes(out / "advice.png", A.figure(args.task, probe, rows, chosen))
+    safefs.write_bytes(
+        out / "advice.png", A.figure(args.task, probe, rows, A.largest_efficient(rows, "efficiency_lo") or 1)
+    )
     print(text)
     print(f"advise: {out / 'advice.md'}, advice.csv, advice.png, verify.yaml")
     return 0

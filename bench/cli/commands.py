@@ -65,10 +65,10 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     from bench.algo.rules import previewing
-    from bench.experiments.matrix import describe, load
+    from bench.experiments.matrix import describe, load, with_data_roots
 
     with previewing():  # a matrix's user rules are shown as named, never imported
-        print(describe(load(args.matrix)))
+        print(describe(with_data_roots(load(args.matrix), args.data_root)))
     return 0
 
 

@@ -132,10 +132,14 @@ def _result_commands(sub: Any, shipped: str) -> None:
     p.set_defaults(func=advise.cmd_advise)
 
 
+DATA_ROOT_HELP = "a task's data folder over the matrix's data_roots (repeatable)"
+
+
 def _cost_commands(sub: Any, shipped: str) -> None:
     """matrix, plan and flops: what a matrix expands to, what it will cost, the counted work it is priced by."""
     p = sub.add_parser("matrix", help="print the runs a matrix file expands to")
     p.add_argument("matrix", help=f"a matrix YAML file, or a shipped one: {shipped}")
+    p.add_argument("--data-root", action="append", default=[], metavar="TASK=PATH", help=DATA_ROOT_HELP)
     p.set_defaults(func=cmd_matrix)
 
     p = sub.add_parser("plan", help="what a matrix costs: runs, iterations, examples, GPU-hours per cell")
@@ -241,6 +245,7 @@ def _cluster_commands(sub: Any, shipped: str) -> None:
     p = sub.add_parser("submit", help="expand a matrix and submit its runs (skips completed ones)")
     p.add_argument("matrix", help=f"a matrix YAML file, or a shipped one: {shipped}")
     add_submit_arguments(p)
+    p.add_argument("--data-root", action="append", default=[], metavar="TASK=PATH", help=DATA_ROOT_HELP)
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("status", help="the state of every cell of a results folder")

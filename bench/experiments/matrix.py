@@ -32,7 +32,9 @@ measure the offline gain at; its runs stay out of Table 2.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,21 @@ class Matrix:
         return resolve(
             card(req.task), req.method, req.scale, req.seed, self.preset, root, overrides, None, req.experiment
         )
+
+
+def with_data_roots(m: Matrix, items: Sequence[str]) -> Matrix:
+    """The matrix with `--data-root TASK=PATH` (submit, matrix; repeatable) over its `data_roots`: a data folder
+    given on the command line, for a matrix written elsewhere (advise's verify.yaml, a colleague's file)."""
+    roots = dict(m.data_roots)
+    tasks = sorted({r.task for r in m.runs})
+    for item in items:
+        task, sep, path = (part.strip() for part in str(item).partition("="))
+        if not sep or not task or not path:
+            raise UserError(f"--data-root {excerpt(item)}: expected TASK=PATH (a task of the matrix, its data folder)")
+        if task not in tasks:
+            raise UserError(f"--data-root {excerpt(item)}: {m.path} has no task {excerpt(task)} ({', '.join(tasks)})")
+        roots[task] = str(Path(path).expanduser().resolve())
+    return dataclasses.replace(m, data_roots=roots)
 
 
 MAX_BYTES = 4 << 20  # a matrix file (the paper's is a few kB)
@@ -264,6 +281,8 @@ def describe(m: Matrix) -> str:
     for r in m.runs:
         counts[r.experiment["kind"]] = counts.get(r.experiment["kind"], 0) + 1
     lines.append("  " + ", ".join(f"{k}: {v}" for k, v in counts.items()))
+    if m.data_roots:
+        lines.append("  data roots: " + ", ".join(f"{k} = {excerpt(v)}" for k, v in sorted(m.data_roots.items())))
     for r in m.runs:
         extra = names.label_of(r.experiment) or names.short_form(r.overrides, every=True)  # a variant, named
         method = r.method

@@ -69,8 +69,8 @@ def test_advice_files_and_a_verification_matrix_with_the_probe_a_pilot(advised: 
     assert (np.diff(table["iterations"]) < 0).all() and table["efficiency"].iloc[0] == 1.0
     m = matrices.load(advised / "verify.yaml")
     assert {r.seed for r in m.runs} == {0, 1} and all(r.experiment["pilot_seeds"] == [1000] for r in m.runs)
-    chosen = A.largest_efficient([A.Row(**row) for row in _rows(table)], "efficiency_lo")
-    assert {r.scale for r in m.runs} == {1, chosen} and {r.method for r in m.runs} == {"adascale", "lsw"}
+    verified = A.verify_scales([A.Row(**row) for row in _rows(table)], [1, 2, 4, 8, 16])
+    assert {r.scale for r in m.runs} == set(verified) and {r.method for r in m.runs} == {"adascale", "lsw"}
 
 
 def _rows(table: pd.DataFrame) -> list[dict]:
@@ -100,7 +100,7 @@ def test_the_verification_runs_and_the_report_judges_it_from_the_probe(advised: 
     runs = noise.fill(res)
     table = pd.read_csv(advised / "advice.csv").set_index("S")
     judged = runs[(runs["method"] == "adascale") & runs[noise.PREDICTED].notna() & ~runs["pilot"].astype(bool)]
-    assert len(judged) == 2
+    assert len(judged) >= 2
     for r in judged.itertuples():
         assert math.isclose(getattr(r, noise.PREDICTED), table.at[int(r.scale), "iterations"], rel_tol=1e-9)
 
