@@ -16,7 +16,7 @@ import math
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
 
 from bench.errors import UserError
 from bench.identity import LATE_SETTINGS, SpecDocument, differing, identity_of
@@ -33,11 +33,32 @@ def _number(**limits: Any) -> Any:
     return Annotated[float, Field(**limits), WrapValidator(_keep_int)]
 
 
+# Every integer fits the machine type it is handed to (torch's and numpy's int64: a seed of 10**29 was a ValueError
+# traceback in torch.manual_seed); the counts below are stated constants, not the machine's: a spec resolved on one
+# machine runs on another (a login node's cores say nothing of a compute node's).
+INT64_MAX = 2**63 - 1
+MAX_SCALE = 8192  # S, W and A: 64x the paper's largest S (128, ImageNet); 10**12 never finished an iteration
+MAX_BATCH = 1 << 20  # examples (or tokens) per micro-batch: 512x the paper's largest (2048 tokens); 10**12 was a
+# 7 TiB index array
+MAX_THREADS = 1024  # torch threads and data-loader workers per process: past any machine's cores today
+
 Positive = _number(gt=0, allow_inf_nan=False)
 NonNegative = _number(ge=0, allow_inf_nan=False)
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveInt = Annotated[int, Field(ge=1, le=INT64_MAX)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=INT64_MAX)]
+ScaleInt = Annotated[int, Field(ge=1, le=MAX_SCALE)]
+ThreadCount = Annotated[int, Field(ge=1, le=MAX_THREADS)]
 Fraction = _number(gt=0, le=1)  # (0, 1]
+
+
+def _step(pair: list[float]) -> list[float]:
+    """An elastic step [fraction of T1, S]: the fraction in [0, 1], S an integer scale."""
+    fraction, scale = pair
+    if not fraction <= 1:
+        raise ValueError(f"the step's fraction of T1 {fraction!r} is past 1")
+    if type(scale) is not int or not 1 <= scale <= MAX_SCALE:
+        raise ValueError(f"the step's S {scale!r} is not an integer in [1, {MAX_SCALE}]")
+    return pair
 
 
 class _Strict(BaseModel):
@@ -69,15 +90,16 @@ class Preset(_Strict):
     """What every task preset defines (tasks/presets/<task>.py): its model, data and training recipe."""
 
     T1: _number(gt=0, le=1e9, allow_inf_nan=False)  # the paper's longest is 1.55 M: past 1e9, a typo
-    batch_size: PositiveInt
+    batch_size: Annotated[int, Field(ge=1, le=MAX_BATCH)]
     lr_schedule: Schedule = Field(discriminator="kind")
     momentum: _number(ge=0, lt=1)
     weight_decay: NonNegative
-    scales: list[PositiveInt]
-    elastic: dict[str, list[Annotated[list[NonNegative], Field(min_length=2, max_length=2)]]]  # [[fraction, S]]
+    scales: list[ScaleInt]
+    # [[fraction of T1, S]]: S an integer (2.5 ran at S = 2 in a folder named 2.5)
+    elastic: dict[str, list[Annotated[list[NonNegative], Field(min_length=2, max_length=2), AfterValidator(_step)]]]
     eval_every: Positive
     checkpoint_every: NonNegativeInt
-    num_workers: NonNegativeInt
+    num_workers: Annotated[int, Field(ge=0, le=MAX_THREADS)]
     model: dict[str, Any]
     data: dict[str, Any]
 
@@ -96,8 +118,8 @@ class Settings(_Strict):
     estimator: Literal["unbiased", "ratio"] = Field("unbiased", description="or ratio, the paper's §3.4 estimator")
     track_stats: bool = Field(True, description="observe sum_sq per iteration (off: plain training, the perf baseline)")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when there is one")
-    ranks: PositiveInt = Field(1, description="W data-parallel processes; A = S / W micro-batches on each")
-    accumulation: PositiveInt | None = Field(
+    ranks: ScaleInt = Field(1, description="W data-parallel processes; A = S / W micro-batches on each")
+    accumulation: ScaleInt | None = Field(
         None, description="fix A instead: W_t = S_t / A; a change of W restarts the run on S_t / A ranks"
     )
     reduction: Literal["pairwise", "native"] = Field(
@@ -106,7 +128,7 @@ class Settings(_Strict):
     T_AS: Positive | None = Field(None, description="LSW+: iterations of its AdaScale run (looked up when unset)")
     T: Positive | None = Field(None, description="scaled SGD: its own number of iterations")
     train_loss_window: Fraction = Field(0.05, description="summary.train_loss: mean over this final fraction")
-    threads: PositiveInt | None = Field(None, description="torch threads on CPU; None: 1 (tiny), torch's default")
+    threads: ThreadCount | None = Field(None, description="torch threads on CPU; None: 1 (tiny), torch's default")
     eval_unit: Literal["tau", "epochs"] = Field(
         "tau", description="evaluate every eval_every scale-invariant iterations (tau) or data epochs"
     )
@@ -152,8 +174,8 @@ class RunSpec(Settings, Preset):
 
     task: str
     method: str
-    scale: PositiveInt | Literal["elastic-up", "elastic-down"]
-    seed: NonNegativeInt
+    scale: ScaleInt | Literal["elastic-up", "elastic-down"]
+    seed: NonNegativeInt  # < 2**63: torch's and numpy's seeds are int64
     preset: str
     overrides: dict[str, Any]
     data_root: str | None

@@ -12,7 +12,8 @@ from typing import Any
 
 from bench import safefs
 from bench.algo.rules import ADASCALE
-from bench.cli.argtypes import non_negative_int, positive_int, task_help, task_name
+from bench.cli.argtypes import scale_int, seed_count, task_help, task_name
+from bench.cli.argtypes import seed as seed_type
 from bench.errors import UserError
 from bench.runspec import RunSpec
 
@@ -25,12 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="tiny", choices=("tiny", "paper"), help="the task's preset (default: tiny)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value (repeatable)")
     probe = "S of the AdaScale probe (default: half the largest of --scales)"
-    p.add_argument("--probe-scale", type=positive_int, default=None, help=probe)
+    p.add_argument("--probe-scale", type=scale_int, default=None, help=probe)
     seed = "the probe's seed, a pilot seed (default: 1000)"
-    p.add_argument("--probe-seed", type=non_negative_int, default=1000, help=seed)
+    p.add_argument("--probe-seed", type=seed_type, default=1000, help=seed)
     p.add_argument("--scales", default=",".join(map(str, DEFAULT_SCALES)), help="comma-separated S to predict")
     cells = "seeds per cell of the verification matrix (default: a power calculation's)"
-    p.add_argument("--seeds", type=positive_int, default=None, help=cells)
+    p.add_argument("--seeds", type=seed_count, default=None, help=cells)
     ver = "comma-separated S to verify (default: those asked up to the largest efficient one, and one past it)"
     p.add_argument("--verify-scales", default=None, help=ver)
     p.add_argument(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from bench.runspec import MAX_SCALE
+
 
 def _bounded(convert: Callable[[str], float], ok: Callable[[float], bool], what: str) -> Callable[[str], float]:
     def parse(text: str):
@@ -21,6 +23,11 @@ def _bounded(convert: Callable[[str], float], ok: Callable[[float], bool], what:
 
 positive_int = _bounded(int, lambda v: v >= 1, "a positive integer")
 non_negative_int = _bounded(int, lambda v: v >= 0, "a non-negative integer")
+# a seed is handed to torch and numpy as an int64 (bench.runspec.INT64_MAX)
+seed = _bounded(int, lambda v: 0 <= v < 2**63, "an integer in [0, 2**63)")
+scale_int = _bounded(int, lambda v: 1 <= v <= MAX_SCALE, f"an integer in [1, {MAX_SCALE}]")  # S, W: the schema's
+MAX_SEEDS = 1000  # seeds per cell: a verification of 1000 x 1000 runs is past any queue; 10**8 filled the memory
+seed_count = _bounded(int, lambda v: 1 <= v <= MAX_SEEDS, f"an integer in [1, {MAX_SEEDS}]")
 positive_float = _bounded(float, lambda v: v > 0, "a positive number")
 
 MAX_WATCH_S = 86400.0  # `status --watch N`: at most a day between refreshes (inf would sleep for ever)

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from bench.cli import advise
-from bench.cli.argtypes import batches, non_negative_int, positive_int, task_help, task_name, watch_seconds
+from bench.cli.argtypes import batches, positive_int, scale_int, seed, seed_count, task_help, task_name, watch_seconds
 from bench.cli.commands import (
     PROG,
     cmd_comm,
@@ -26,7 +26,7 @@ from bench.cli.commands import (
 )
 from bench.experiments.concurrency import default_slots
 
-_positive_int, _seed = positive_int, non_negative_int
+_positive_int, _seed = positive_int, seed
 
 
 JOBS_HELP = "runs at a time, each in a worker process (default: one per core, at most 8; 1: in this process)"
@@ -76,7 +76,7 @@ def _one_run_commands(sub: Any) -> None:
         choices=("tiny", "paper"),
         help="tiny: a small model on small data, minutes on a CPU; paper: the paper's setup (default: tiny)",
     )
-    p.add_argument("--ranks", type=_positive_int, default=None, help="W local data-parallel processes")
+    p.add_argument("--ranks", type=scale_int, default=None, help="W local data-parallel processes")
     p.add_argument("--data-root", default=None, help="dataset folder (tiny: written on first use if absent)")
     p.add_argument("--out", default="runs", help="results folder (default: runs)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value (repeatable)")
@@ -84,7 +84,7 @@ def _one_run_commands(sub: Any) -> None:
 
     p = sub.add_parser("smoke", help="the whole tiny matrix on this machine, then the report")
     p.add_argument("--out", default="runs/smoke", help="results folder (default: runs/smoke)")
-    p.add_argument("--seeds", type=_positive_int, default=3, help="at most this many seeds per experiment (default: 3)")
+    p.add_argument("--seeds", type=seed_count, default=3, help="at most this many seeds per experiment (default: 3)")
     p.add_argument("--jobs", type=_positive_int, default=default_slots(), help=JOBS_HELP)
     p.set_defaults(func=cmd_smoke)
 

@@ -18,22 +18,22 @@ from bench.errors import UserError
 from bench.files import SPEC, read_json
 from bench.identity import SpecDocument
 from bench.run.yamlread import excerpt, load_yaml
-from bench.runspec import RUN_DEFAULTS, RunSpec, check
+from bench.runspec import INT64_MAX, MAX_SCALE, RUN_DEFAULTS, RunSpec, check
 from tasks import record as record_task
 
 PRESETS = ("tiny", "paper")
 
 
 def parse_scale(value: str | int) -> int | str:
-    """A positive integer or an elastic schedule name."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+    """An integer in [1, MAX_SCALE] or an elastic schedule name."""
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SCALE:
         return value
     text = str(value).strip()
     if text in ELASTIC:
         return text
-    if re.fullmatch(r"[0-9]+", text) and int(text) >= 1:
+    if re.fullmatch(r"[0-9]{1,8}", text) and 1 <= int(text) <= MAX_SCALE:
         return int(text)
-    raise UserError(f"scale {value!r} is not a positive integer or one of {', '.join(ELASTIC)}")
+    raise UserError(f"scale {excerpt(value)} is not an integer in [1, {MAX_SCALE}] or one of {', '.join(ELASTIC)}")
 
 
 def scale_label(scale: int | str) -> str:
@@ -103,8 +103,8 @@ def resolve(
     if preset not in task.presets:
         raise UserError(f"unknown preset {preset!r} for task {task.name}; expected one of: {', '.join(task.presets)}")
     scale = parse_scale(scale)
-    if not isinstance(seed, int) or seed < 0:
-        raise UserError(f"seed {seed!r} is not a non-negative integer")
+    if not isinstance(seed, int) or not 0 <= seed <= INT64_MAX:
+        raise UserError(f"seed {excerpt(seed)} is not an integer in [0, 2**63)")
     spec: SpecDocument = {"task": task.name, "method": method, "scale": scale, "seed": seed, "preset": preset}
     spec.update(copy.deepcopy(RUN_DEFAULTS))
     spec.update(copy.deepcopy(task.presets[preset]))
