@@ -110,3 +110,18 @@ def test_two_sources_of_a_task_are_two_tasks_in_the_report_each_with_its_card(tm
 
     collect.load(out)  # each task's card is the one its runs recorded (the first read judged both: Δ 25 for 1.0)
     assert sorted(card(t).margins["tiny"] for t in tasks) == [1.0, 25.0]
+
+
+def test_a_data_root_the_user_names_elsewhere_is_theirs_whoever_owns_it(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Only the shared tiny-data place is checked for ownership: a folder named with --data-root outside it (a lab's
+    dataset, prepared by a colleague) is the user's data, read past the ownership check (here: the task's own
+    layout check speaks, not the colleague refusal)."""
+    if os.geteuid() != 0:
+        pytest.skip("simulating another user needs root (os.chown)")
+    monkeypatch.setenv("ADASCALE_BENCH_DATA", str(tmp_path / "data"))
+    root = colleague_set(tmp_path / "lab")
+    os.chown(root, 4321, 4321)
+    rc = main([*RUN, "--out", str(tmp_path / "out"), "--data-root", str(root)])
+    err = capsys.readouterr().err
+    assert "tiny data this user's run did not write" not in err, err
+    assert rc == 2 and "Traceback" not in err, err
