@@ -45,7 +45,8 @@ from bench.algo.rules import ADASCALE, LSW
 
 from . import noise
 from .findings import GAIN_RESOLUTION
-from .noninferiority import MIN_SEEDS, Margin, seeds_for, table_margin
+from .noninferiority import DECIDE_POWER as POWER
+from .noninferiority import MIN_SEEDS, MOST_SEEDS, Margin, seeds_for, table_margin
 
 EFFICIENCY = 0.5  # "worth it": at least half the ideal speed-up S
 GROUPS = 10  # jackknife groups of the probe's records
@@ -264,8 +265,6 @@ def read_probe(out: object, run_dir: object) -> Probe:
 
 
 # ------------------------------------------------------------------------------------------ seeds to decide
-POWER = 0.8  # the control's: the chance that a rule as good as S = 1 is found `within` Δ
-MOST_SEEDS = 100  # past it, a power calculation says "not reachable", not a number to run
 
 
 @dataclass(frozen=True)
@@ -284,7 +283,7 @@ class Seeds:
         return min(self.per_side, MOST_SEEDS) if self.per_side else MIN_SEEDS
 
 
-def seeds_to_decide(probe: Probe) -> Seeds:
+def planned_seeds(probe: Probe) -> Seeds:
     """Seeds per side from the probe's folder's measured spread, or, where none is measured, a spread assumed as
     wide as the card's margin Δ (said so: the probe is one seed, and a card states no spread)."""
     delta = probe.margin.delta

@@ -222,7 +222,7 @@ def seeds_for(
 
 
 DECIDE_POWER = 0.8  # the control's rule (docs/design.md §1): 80 % power at a true difference of 0
-MOST_SEEDS = 100
+MOST_SEEDS = 100  # past it, a power calculation says "not reachable", not a number to run
 
 
 def seeds_to_decide(x: np.ndarray, base: np.ndarray, delta: float) -> int | None:

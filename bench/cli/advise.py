@@ -107,7 +107,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         _hours_per_example(args.task, args.preset, spec),
     )  # fmt: skip
     verified = _verified(args, rows, scales)
-    planned = A.seeds_to_decide(probe)
+    planned = A.planned_seeds(probe)
     n = args.seeds if args.seeds is not None else planned.usable
     seeds = [s for s in range(n + 1) if s != args.probe_seed][:n]
     root = str(Path(spec.data_root).resolve()) if spec.data_root else None

@@ -26,12 +26,12 @@ def test_verify_scales_default_up_to_the_largest_efficient_and_one_past() -> Non
 
 
 def test_seeds_from_a_measured_spread_are_the_controls_rule_and_fewer_warn() -> None:
-    s = A.seeds_to_decide(probe(0.01, 6))
+    s = A.planned_seeds(probe(0.01, 6))
     assert s.per_side == seeds_for(0.01, 0.02, A.POWER, 0.0, A.MOST_SEEDS) and "measured over 6 runs" in s.why
     assert "Warning" in A.seeds_line(s, s.per_side - 1) and "Warning" not in A.seeds_line(s, s.per_side)
 
 
 def test_one_probe_seed_states_the_assumed_spread_and_its_source() -> None:
-    s = A.seeds_to_decide(probe(math.nan, 0))
+    s = A.planned_seeds(probe(math.nan, 0))
     assert s.sd == 0.02 and "no seed spread measured" in s.why and "the card's Δ" in s.why
     assert probe(math.nan, 0).late_B == 3.0  # the one late B advice.md and the prediction use
