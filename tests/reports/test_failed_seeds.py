@@ -1,0 +1,60 @@
+"""A collapsed seed is a failed seed (issue 55.4): a seed that ends no better than its task's chance level counts
+like a divergence wherever a seed is judged (reports.failedseeds) — † in Table 2, `worse` in the rules grid,
+evidence for (ii) — driven through the real `report`."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from bench.cli import main
+from reports.failedseeds import chance_tolerance
+from tasks.presets import EVAL_EXAMPLES, card
+
+from .test_reports import write_run
+
+EXAMPLES = 5000  # the tiny cifar10's test images: 3 binomial sds of a 10 % guess are 1.27 points
+
+
+def test_the_tolerance_is_three_binomial_sds_of_a_guess_on_the_evaluation_set() -> None:
+    assert math.isclose(chance_tolerance(10.0, EXAMPLES, 0.0, 100.0), 300 * math.sqrt(0.09 / EXAMPLES))
+    assert chance_tolerance(10.0, None, 0.0, 100.0) == 0.0  # the size not reported: at or below chance only
+    assert card("cifar10").chance == {"tiny": 10.0, "paper": 10.0} and card("imagenet").chance["paper"] == 0.1
+    assert card("transformer").chance == {} and card("logreg").chance == {}  # BLEU, a loss: no chance level
+
+
+def seeds(root: Path, method: str, scale: int, vals: list[float], **kw) -> None:
+    for k, v in enumerate(vals):
+        last_eval = {"top1": v, EVAL_EXAMPLES: float(EXAMPLES)}
+        write_run(root, "cifar10", method, scale, k, val=v, summary_extra={"eval": last_eval}, **kw)
+
+
+def test_two_of_three_lsw_seeds_at_chance_are_failed_seeds(tmp_path: Path) -> None:
+    seeds(tmp_path, "adascale", 1, [74.0, 74.1, 73.9])
+    seeds(tmp_path, "adascale", 8, [74.1, 73.8, 74.2], T1=100, iterations=20, b_simple=50.0)
+    seeds(tmp_path, "lsw", 8, [10.1, 11.2, 74.0], T1=100, iterations=13)  # 11.2 < 10 + 1.27: still a guess
+    assert main(["report", str(tmp_path)]) == 0
+    rep = tmp_path / "report"
+    with (rep / "rule_verdicts.csv").open() as f:
+        row = next(r for r in csv.DictReader(f) if r["scale"] == "8" and r["method"] == "lsw")
+    assert row["status"] == "does not hold" and "2 seed(s) collapsed to chance" in row["detail"], row
+    with (rep / "findings.csv").open() as f:
+        ii = next(r for r in csv.DictReader(f) if r["check"] == "ii")
+    assert ii["status"] == "holds" and "S = 8: 2 seed(s) collapsed to chance" in ii["detail"], ii
+    with (rep / "table2.csv").open() as f:
+        cell = next(r for r in csv.DictReader(f) if r["scale"] == "8" and r["method"] == "lsw")
+    assert cell["grey_metric"] == "True" and cell["n_collapsed"] == "2" and cell["collapsed_at"] == "seed 0, seed 1"
+    md = (rep / "table2.md").read_text()
+    assert "†" in md and "S = 8 LSW: collapsed to chance (seed 0, seed 1)" in md, md
+    assert "worse" in (rep / "rules.txt").read_text()
+
+
+def test_a_seed_past_the_tolerance_has_learned(tmp_path: Path) -> None:
+    """13 % on 5 000 images is 4.5 sds past a 10 % guess: not collapsed, so no failed seed."""
+    seeds(tmp_path, "adascale", 1, [74.0, 74.1, 73.9])
+    seeds(tmp_path, "lsw", 8, [13.0, 13.0, 74.0], T1=100, iterations=13)
+    assert main(["report", str(tmp_path)]) == 0
+    with (tmp_path / "report" / "table2.csv").open() as f:
+        cell = next(r for r in csv.DictReader(f) if r["scale"] == "8" and r["method"] == "lsw")
+    assert cell["n_collapsed"] == "0"
