@@ -203,6 +203,12 @@ def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _within(v: float, rng: Any) -> bool:
+    """v inside a metric_range, where that range is two numbers (a wrong range is its own field's error)."""
+    ok = isinstance(rng, tuple | list) and len(rng) == 2 and all(_number(x) or x in (-math.inf, math.inf) for x in rng)
+    return not ok or rng[0] <= v <= rng[1]
+
+
 def _strings(v: Any) -> bool:
     return isinstance(v, tuple | list) and all(isinstance(x, str) for x in v)
 
@@ -235,7 +241,7 @@ def check_card(c: TaskCard) -> None:
         ),
         ("margins", isinstance(c.margins, dict) and all(_number(v) and v >= 0 for v in c.margins.values())),
         ("optimum", c.optimum is None or _number(c.optimum)),
-        ("chance", isinstance(c.chance, dict) and all(_number(v) and rng[0] <= v <= rng[1] for v in c.chance.values())),
+        ("chance", isinstance(c.chance, dict) and all(_number(v) and _within(v, rng) for v in c.chance.values())),
         ("differs", _strings(c.differs)),
         ("tiny_data", _strings(c.tiny_data)),
         ("requires", _strings(c.requires)),

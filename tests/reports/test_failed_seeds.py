@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from bench.cli import main
 from reports.failedseeds import chance_tolerance
-from tasks.presets import EVAL_EXAMPLES, card
+from tasks.presets import EVAL_EXAMPLES, card, check_card
 
 from .test_reports import write_run
 
@@ -22,6 +25,12 @@ def test_the_tolerance_is_three_binomial_sds_of_a_guess_on_the_evaluation_set() 
     assert chance_tolerance(10.0, None, 0.0, 100.0) == 0.0  # the size not reported: at or below chance only
     assert card("cifar10").chance == {"tiny": 10.0, "paper": 10.0} and card("imagenet").chance["paper"] == 0.1
     assert card("transformer").chance == {} and card("logreg").chance == {}  # BLEU, a loss: no chance level
+
+
+@pytest.mark.parametrize("chance", [{"tiny": 200.0}, {"tiny": "10"}, {"tiny": math.nan}, [10.0]])
+def test_a_chance_level_outside_the_metrics_range_or_not_a_number_is_a_wrong_card_field(chance) -> None:
+    with pytest.raises(ValueError, match="field chance"):
+        check_card(replace(card("cifar10"), chance=chance))
 
 
 def seeds(root: Path, method: str, scale: int, vals: list[float], **kw) -> None:
@@ -47,7 +56,7 @@ def test_two_of_three_lsw_seeds_at_chance_are_failed_seeds(tmp_path: Path) -> No
     assert cell["grey_metric"] == "True" and cell["n_collapsed"] == "2" and cell["collapsed_at"] == "seed 0, seed 1"
     md = (rep / "table2.md").read_text()
     assert "†" in md and "S = 8 LSW: collapsed to chance (seed 0, seed 1)" in md, md
-    assert "worse" in (rep / "rules.txt").read_text()
+    assert "cifar10 S = 8: AS keeps, LSW worse" in (rep / "rules.txt").read_text()
 
 
 def test_a_seed_past_the_tolerance_has_learned(tmp_path: Path) -> None:
