@@ -57,6 +57,10 @@ def test_two_of_three_lsw_seeds_at_chance_are_failed_seeds(tmp_path: Path) -> No
     md = (rep / "table2.md").read_text()
     assert "†" in md and "S = 8 LSW: collapsed to chance (seed 0, seed 1)" in md, md
     assert "cifar10 S = 8: AS keeps, LSW worse" in (rep / "rules.txt").read_text()
+    for name in ("scalefree.csv", "speedup.csv"):  # a speed-up bought with failed seeds is flagged as no success
+        with (rep / name).open() as f:
+            row = next(r for r in csv.DictReader(f) if r["scale"] == "8" and r["method"] == "lsw")
+        assert row["quality"] == "a seed collapsed to chance", (name, row)
 
 
 def test_a_seed_past_the_tolerance_has_learned(tmp_path: Path) -> None:
