@@ -56,6 +56,7 @@ def test_two_of_three_lsw_seeds_at_chance_are_failed_seeds(tmp_path: Path) -> No
     assert cell["grey_metric"] == "True" and cell["n_collapsed"] == "2" and cell["collapsed_at"] == "seed 0, seed 1"
     md = (rep / "table2.md").read_text()
     assert "†" in md and "S = 8 LSW: collapsed to chance (seed 0, seed 1)" in md, md
+    assert "or a seed collapsed to chance" in (rep / "table2.tex").read_text()
     assert "cifar10 S = 8: AS keeps, LSW worse" in (rep / "rules.txt").read_text()
     for name in ("scalefree.csv", "speedup.csv"):  # a speed-up bought with failed seeds is flagged as no success
         with (rep / name).open() as f:
