@@ -48,10 +48,11 @@ def collapsed(spec: SpecDocument, summary: dict[str, Any] | None) -> bool:
         return False
     chance = card.chance.get(str(spec.get("preset") or ""))
     value, last = summary.get("val_metric"), summary.get("eval")
-    if chance is None or not isinstance(value, int | float) or not math.isfinite(value):
+    if chance is None or not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         return False
     n = last.get(EVAL_EXAMPLES) if isinstance(last, dict) else None
-    tol = chance_tolerance(chance, n if isinstance(n, int | float) else None, *card.metric_range)
+    n = n if isinstance(n, int | float) and not isinstance(n, bool) else None  # a damaged size: none known
+    tol = chance_tolerance(chance, n, *card.metric_range)
     return value <= chance + tol if card.higher_is_better else value >= chance - tol
 
 

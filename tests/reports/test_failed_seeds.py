@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from reports.failedseeds import chance_tolerance
+from reports.failedseeds import chance_tolerance, collapsed
 from tasks.presets import EVAL_EXAMPLES, card, check_card
 
 from .test_reports import write_run
@@ -72,3 +72,12 @@ def test_a_seed_past_the_tolerance_has_learned(tmp_path: Path) -> None:
     with (tmp_path / "report" / "table2.csv").open() as f:
         cell = next(r for r in csv.DictReader(f) if r["scale"] == "8" and r["method"] == "lsw")
     assert cell["n_collapsed"] == "0"
+
+
+def test_a_damaged_evaluation_size_is_no_size() -> None:
+    """A planted `examples: true` (n = 1 would make a 90-point tolerance) reads as no size: only chance counts."""
+    spec = {"task": "cifar10", "preset": "tiny"}
+    done = {"status": "completed", "val_metric": 10.5}
+    assert not collapsed(spec, done | {"eval": {EVAL_EXAMPLES: True}})
+    assert collapsed(spec, done | {"eval": {EVAL_EXAMPLES: 300.0}})  # 300 images: 3 sds of a guess are 5.2 points
+    assert not collapsed(spec, done | {"status": "diverged"}) and not collapsed({"task": "nope"}, done)
