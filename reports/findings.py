@@ -18,8 +18,9 @@ task cards, tasks.presets):
 - a loss without one: Δ = δ·(the drop S = 1 makes over its last quarter of τ), its own evaluations.
 `within`: lower bound > −Δ; `worse`: upper bound < −Δ; otherwise the interval straddles −Δ.
 
-(i)   AdaScale non-inferior to S = 1 at every fixed S: every S `within` (a diverged seed: does not hold).
-(ii)  LSW worse than S = 1 at its largest S: `worse` (or a seed diverged) holds, whatever the regime — a failure
+(i)   AdaScale non-inferior to S = 1 at every fixed S: every S `within` (a failed seed — diverged, or collapsed to
+      chance, reports.failedseeds —: does not hold).
+(ii)  LSW worse than S = 1 at its largest S: `worse` (or a failed seed) holds, whatever the regime — a failure
       the data shows is never hidden by a gate. `within` does not hold where LSW's multiplier S is past
       GAIN_RESOLUTION × AdaScale's measured steady gain at that S (that of its late noise scale, the one-sided upper
       bound over seeds):
@@ -66,6 +67,7 @@ from bench.algo.rules import ADASCALE, LSW
 
 from . import noise
 from .collect import ELASTIC, Results, scale_order
+from .failedseeds import failed_text
 from .noninferiority import (
     CONFIDENCE,
     MIN_SEEDS,
@@ -122,15 +124,15 @@ def verdict_of(c: Comparison) -> str:
 
 
 def _non_inferior(pairs: list[tuple[str, pd.DataFrame, pd.DataFrame]], higher: bool, margin: Margin) -> tuple[str, str]:
-    """(i), (v): every pair `within` holds; a diverged seed or a `worse` pair does not; else inconclusive. Where
+    """(i), (v): every pair `within` holds; a failed seed (diverged or collapsed, reports.failedseeds) or a `worse`
+    pair does not; else inconclusive. Where
     S = 1 sits within Δ of the metric's best value (`Margin.saturated`), `within` says nothing: not testable
     (saturated) — a `worse` pair still does not hold. A pair `within` Δ that Table 2 shades grey (significantly
     worse than S = 1, reports.significance) says so: the two rules answer different questions."""
     parts, statuses, saturated = [], [], False
     for label, g, base in pairs:
-        n_div = int((g["status"] == "diverged").sum())
-        if n_div:
-            parts.append(f"{label}: {n_div} seed(s) diverged")
+        if failed := failed_text(g):
+            parts.append(f"{label}: {failed}")
             statuses.append(FAILS)
             continue
         x, b = metric_values(g), metric_values(base)
@@ -202,10 +204,10 @@ def adascale_gain(t: pd.DataFrame, top: str) -> tuple[float, float, int]:
 
 
 def check_ii(ctx: Context) -> tuple[str, str]:
-    """(ii), judged on the data at the largest S LSW ran: `worse` or a divergence holds, whatever the regime (a
-    failure the data shows is never hidden). `within` does not hold where LSW's multiplier S is past
-    AdaScale's measured steady gain there by more than GAIN_RESOLUTION (its upper bound): LSW stepped further than
-    the noise allowed and kept S = 1's quality. Where S is within that of AdaScale's gain, LSW takes
+    """(ii), judged on the data at the largest S LSW ran: `worse` or a failed seed (reports.failedseeds) holds,
+    whatever the regime (a failure the data shows is never hidden). `within` does not hold where LSW's multiplier S
+    is past AdaScale's measured steady gain there by more than GAIN_RESOLUTION (its upper bound): LSW stepped
+    further than the noise allowed and kept S = 1's quality. Where S is within that of AdaScale's gain, LSW takes
     AdaScale's steps and `within` is what both predict: not testable. Saturated (S = 1 within Δ of the best
     value): not testable."""
     fixed = fixed_scales(ctx.t, LSW)
@@ -213,9 +215,8 @@ def check_ii(ctx: Context) -> tuple[str, str]:
         return NOT_RUN, "no LSW runs at S = 1 and a larger S"
     top = list(fixed)[-1]
     g, base = fixed[top], fixed["1"]
-    n_div = int((g["status"] == "diverged").sum())
-    if n_div:
-        return HOLDS, f"S = {top}: {n_div} seed(s) diverged"
+    if failed := failed_text(g):
+        return HOLDS, f"S = {top}: {failed}"
     x, bv = metric_values(g), metric_values(base)
     c = compare(x, bv, ctx.higher, ctx.margin.delta, ctx.margin.bounds(ctx.higher), ctx.margin.share)
     numbers = f"S = {top}: {describe(c, x, bv)}; {ctx.margin.rule}"
@@ -447,7 +448,8 @@ LEGEND = (
     "paper presets, 1.0 on tiny ones (what a tiny validation set resolves); a loss δ × S = 1's excess over "
     "the known optimum (logreg δ = 0.25: the margin's own uncertainty in the interval), else × S = 1's drop over "
     f"its last quarter; ≥ {MIN_SEEDS} seeds a side, else inconclusive; S = 1 within Δ of the metric's best "
-    "value: not testable (saturated) unless a drop shows. (ii) LSW worse or diverged holds; LSW within does not "
+    "value: not testable (saturated) unless a drop shows. (ii) LSW worse or a failed seed (diverged, or "
+    "collapsed to chance) holds; LSW within does not "
     f"hold where its multiplier S is past ×{GAIN_RESOLUTION:g} AdaScale's measured steady gain there (of its late "
     "noise scale, upper bound), and is not testable where LSW takes AdaScale's steps. (iii) each run's iterations "
     "against those the OTHER runs' noise predicts (pilot runs, else other scales, else other seeds; never its own "

@@ -14,6 +14,7 @@ from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
 from bench.files import CHECKPOINT, MAX_JSON_BYTES, METRICS, open_regular
 from bench.identity import SpecDocument, identity_of
 
+from .failedseeds import collapsed
 from .variants import label_of
 
 # summary.json's numbers, as they go into a run's row
@@ -64,6 +65,7 @@ RUN_COLUMNS = [
     "variant_label",
     "variant_name",
     "pilot",
+    "collapsed",
     "rule",
     "git_commit",
     "versions",
@@ -254,6 +256,7 @@ def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, A
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
         "variant_label": label_of(exp),
+        "collapsed": False,
         "pilot": False,  # the folder's rule sets it (reports.collect.folder_pilots)
         "_pilot_seeds": _pilot_seeds(exp.get("pilot_seeds")),
         "rule": json.dumps(spec["rule"], sort_keys=True, default=str) if isinstance(spec.get("rule"), dict) else None,
@@ -274,6 +277,7 @@ def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, A
         row["error"] = summary.get("error")
         last_eval = summary.get("eval")
         row["eval"] = json.dumps(last_eval, sort_keys=True) if isinstance(last_eval, dict) else None
+        row["collapsed"] = collapsed(spec, summary)  # a completed seed at chance: failed (reports.failedseeds)
         if summary["status"] == "diverged":  # only there: the plan stands in for the iterations (Table 2)
             row["planned_iterations"] = planned_iterations(spec)
     return row

@@ -7,8 +7,9 @@ depend on the absolute size of a run, ours beside the paper's (reports/paper_tab
   paper's: its S = 1 row's iterations);
 - efficiency = T1 / (S · iterations): 1 is perfect linear scaling (empty for elastic rows, whose S varies).
 - quality: a cell that misses S = 1's quality — its Δmetric below −Δ, the findings' margin of the table
-  (reports.noninferiority.table_margin) — or that diverged, is flagged ("worse than S = 1 by more than Δ",
-  "diverged"): a speed-up bought with the metric is not a speed-up, and the tables and figures say so.
+  (reports.noninferiority.table_margin) — or that has a failed seed (diverged, or collapsed to chance:
+  reports.failedseeds), is flagged ("worse than S = 1 by more than Δ", "diverged", "a seed collapsed to
+  chance"): a speed-up bought with the metric is not a speed-up, and the tables and figures say so.
 
 A diverged cell has no Δmetric; its speed-up and efficiency come from its planned iterations (Table 2's
 rule), as the paper's own diverged cells do. Tiny runs compare here (and only here) with the paper: their
@@ -53,6 +54,7 @@ PAPER_COLUMNS = ["task", "scale", "total_batch", "method", "val_metric", "train_
 SIDE = ["table", "task", "preset", "method", "scale", "n_seeds", "diverged", "T1", "iterations"]
 SIDE += ["d_metric", "speedup", "efficiency", "quality"]
 WORSE_FLAG, DIVERGED_FLAG = "worse than S = 1 by more than Δ", "diverged"
+COLLAPSED_FLAG = "a seed collapsed to chance"  # a failed seed, as a divergence is (reports.failedseeds)
 
 
 def _ratios(scale: str, T1: float, iterations: float) -> tuple[float, float]:
@@ -85,7 +87,9 @@ def ours(c: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         d = sign * (r.val_metric - base_metric) + 0.0 if not r.diverged else math.nan  # + 0.0: no −0
         speedup, eff = _ratios(r.scale, T1, r.iterations)
         delta = margins.get(r.table, math.nan)
-        quality = DIVERGED_FLAG if r.diverged else WORSE_FLAG if d < -delta else ""
+        quality = (
+            DIVERGED_FLAG if r.diverged else COLLAPSED_FLAG if r.n_collapsed > 0 else WORSE_FLAG if d < -delta else ""
+        )
         rows.append(
             {
                 "table": r.table,

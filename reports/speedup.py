@@ -25,9 +25,10 @@ from bench.algo.rules import ADASCALE, LSW_PLUS
 
 from . import noise
 from .collect import Results, rule_rows
+from .failedseeds import failed
 from .noninferiority import table_margin
 from .paper import load_paper
-from .scalefree import WORSE_FLAG
+from .scalefree import COLLAPSED_FLAG, WORSE_FLAG
 from .table2 import place, table_runs
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -106,7 +107,7 @@ def _speedups(res: Results, noise: pd.DataFrame) -> pd.DataFrame:
                 "paper": paper.get((task, method, S), math.nan),
                 "S_b_over_B": ratio,
                 "predicted": float(np.mean(pred)) if method == ADASCALE and len(pred) else math.nan,
-                "quality": WORSE_FLAG if d < -delta else "",
+                "quality": COLLAPSED_FLAG if failed(g).any() else WORSE_FLAG if d < -delta else "",
             }
         )
     return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)

@@ -12,7 +12,9 @@ A cell is the mean over the seeds of the completed runs, pilot seeds left out (`
   its count is only known once it has run), with the iteration each seed diverged at in a footnote — so that
   a comparison never diffs a divergence point against a plan;
 - – when there is no completed run (not run, still running, or failed);
-- grey when significantly worse than S = 1 of the same method: see `significance.worse_than`.
+- grey when significantly worse than S = 1 of the same method: see `significance.worse_than`; the metric grey
+  too, with a footnote naming the seeds, where a seed collapsed to chance (a failed seed, reports.failedseeds:
+  its numbers are real and averaged in, but the cell is a failure as a divergence is).
 
 At S = 1 every rule that is identity scaling there is one computation, run once as adascale
 (bench.experiments.matrix): that run fills the S = 1 cell of each such rule in its table (share_s1).
@@ -35,6 +37,7 @@ from bench.algo.rules import ADASCALE, SHARED_AT_S1, method_order, shares_s1
 
 from . import guards
 from .collect import LOSS_RANGE, Results, metric_range, rule_rows, scale_order, task_info
+from .failedseeds import failed
 from .noise import fmt as noise_fmt
 from .significance import ALPHA, worse_than
 
@@ -45,7 +48,8 @@ QUANTITIES = ("val_metric", "train_loss", "iterations")
 GREY_MARK = "†"
 LEGEND = (
     f"{GREY_MARK} grey: significantly worse than S = 1 of the same method (one-sided Welch t-test over the "
-    f"seeds, p < {ALPHA:g}; needs ≥ 2 completed seeds on both sides). N/A: a seed diverged (its iterations: "
+    f"seeds, p < {ALPHA:g}; needs ≥ 2 completed seeds on both sides), or a seed collapsed to chance (a failed "
+    "seed, as a divergence: [n] names it). N/A: a seed diverged (its iterations: "
     "the planned count, as the paper prints it; [n]: where it diverged). "
     f"{MISSING}: not run (or not finished). n: the seeds a cell averages (N/A: the seeds run); "
     "a 95 % t interval of each mean is in table2.csv and on hover in the HTML (there clipped to the values "
@@ -64,6 +68,7 @@ CELL_COLUMNS = [
     "n_seeds",
     "n_runs",
     "n_diverged",
+    "n_collapsed",
     "n_running",
     "diverged",
     "val_metric",
@@ -83,6 +88,7 @@ CELL_COLUMNS = [
     "B_early",
     "B_late",
     "diverged_at",
+    "collapsed_at",
     "grey_metric",
     "p_metric",
     "grey_loss",
@@ -273,6 +279,9 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 "pilot_left": f"{pilots[:1].upper()}{pilots[1:]}; the findings leave them out too." if pilots else "",
             }
             row |= _quantities(g, done, diverged) | _noise(done, method, scale)
+            row["n_collapsed"] = int(failed(g).sum()) - n_div
+            fell = g.loc[failed(g) & (g["status"] != "diverged"), "seed"]  # collapsed to chance
+            row["collapsed_at"] = ", ".join(f"seed {x}" for x in sorted(fell))
             div = g.loc[g["status"] == "diverged", ["seed", "iterations"]].sort_values("seed")  # two columns: the
             row["diverged_at"] = ", ".join(  # runs' 60 through itertuples were most of the cells' cost
                 f"seed {seed} at iteration {int(its)}" if math.isfinite(its) else f"seed {seed}"
@@ -283,7 +292,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                 grey, p = False, math.nan
                 if base is not None and scale != "1" and not diverged:
                     grey, p = worse_than(done[q].dropna().to_numpy(float), base[q].dropna().to_numpy(float), hib)
-                row[f"grey_{flag}"], row[f"p_{flag}"] = grey, p
+                row[f"grey_{flag}"], row[f"p_{flag}"] = grey or (flag == "metric" and row["n_collapsed"] > 0), p
             rows.append(row)
     out = pd.DataFrame(rows, columns=CELL_COLUMNS)
     out["_order"] = out["scale"].map(scale_order)
@@ -299,7 +308,7 @@ class Cell:
     text: str
     grey: bool = False
     kind: str = "value"  # value | na | missing
-    note: str = ""  # a footnote's number ("1") for a diverged cell's planned iterations
+    note: str = ""  # a footnote's number ("1"): a diverged cell's planned iterations, a collapsed cell's seeds
     n: int | None = None  # the seeds behind the cell (None for a missing cell)
     hover: str = ""  # the 95 % interval of the mean, where there is one
 
@@ -432,7 +441,11 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
                         text = _text(r, q, std, pm)
                         kind = "missing" if text == MISSING else "value"
                         hover = _hover(r, q, bounds_of(view.task, view.metric_label, q))
-                        line.append(Cell(text, grey, kind, n=int(r["n_seeds"]), hover=hover))
+                        note = ""
+                        if q == "val_metric" and r["n_collapsed"] > 0:  # a failed seed, as a divergence is
+                            view.notes.append(f"S = {scale} {label}: collapsed to chance ({r['collapsed_at']})")
+                            note = str(len(view.notes))
+                        line.append(Cell(text, grey, kind, note=note, n=int(r["n_seeds"]), hover=hover))
             view.rows.append((scale, total, line))
         view.noise = noise_note(t)
         view.pilot = first["pilot_left"] if isinstance(first.get("pilot_left"), str) else ""

@@ -11,6 +11,7 @@ from torch.nn import functional as F
 
 from bench.runspec import RunSpec
 from tasks.base import FloatSum, Task, shard
+from tasks.presets import EVAL_EXAMPLES
 from tasks.presets.cifar10 import CARD
 from tasks.synthetic import SyntheticImages
 
@@ -86,6 +87,7 @@ class Cifar10(Task):
         return {"correct": correct, "loss_sum": loss_sum, "n": n}
 
     def metrics_from(self, stats: dict[str, Any], cfg: RunSpec) -> dict[str, float]:
-        """Top-1 accuracy (%) and mean cross-entropy over the whole test split."""
+        """Top-1 accuracy (%) and mean cross-entropy over the whole test split, and its size (the report's chance
+        tolerance, reports.failedseeds)."""
         n = max(int(stats["n"]), 1)
-        return {"top1": 100.0 * stats["correct"] / n, "loss": stats["loss_sum"] / n}
+        return {"top1": 100.0 * stats["correct"] / n, "loss": stats["loss_sum"] / n, EVAL_EXAMPLES: float(n)}

@@ -32,6 +32,7 @@ from torchvision.models.resnet import Bottleneck, ResNet
 from bench.errors import UserError
 from bench.runspec import RunSpec
 from tasks.base import FloatSum, Task, shard
+from tasks.presets import EVAL_EXAMPLES
 from tasks.presets.imagenet import CARD
 from tasks.synthetic import SyntheticImages
 
@@ -174,4 +175,5 @@ class ImageNet(Task):
             "top1": 100.0 * stats["correct1"] / n,
             "top5": 100.0 * stats["correct5"] / n,
             "loss": stats["loss_sum"] / n,
+            EVAL_EXAMPLES: float(n),  # the report's chance tolerance (reports.failedseeds)
         }

@@ -113,6 +113,16 @@ class TaskCard:
     # makes over its last quarter of τ
     margins: dict[str, float] = field(default_factory=lambda: dict(ACCURACY_MARGINS))
     optimum: float | None = None  # the metric's exact optimum, where it is known (logreg's L*)
+    # The metric a model scores by guessing, per preset, in the metric's units: a seed that ends no better than
+    # this has collapsed and counts as a failed seed (reports.failedseeds). Only where it is principled: top-1 of
+    # a classifier over k balanced classes is 100/k %; a loss, BLEU, WER or mAP has no model-free chance level,
+    # so their cards name none (a preset not named: no chance level).
+    chance: dict[str, float] = field(default_factory=dict)
+
+
+# The key of an evaluation's size in a task's metrics (examples scored), where the task reports it: the report
+# derives how far from the chance level a seed's metric may sit and still be a guess (reports.failedseeds)
+EVAL_EXAMPLES = "examples"
 
 
 # Cards of the user's own tasks (`package.module:NAME`) known to this process: loaded where the user names the
@@ -193,6 +203,12 @@ def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _within(v: float, rng: Any) -> bool:
+    """v inside a metric_range, where that range is two numbers (a wrong range is its own field's error)."""
+    ok = isinstance(rng, tuple | list) and len(rng) == 2 and all(_number(x) or x in (-math.inf, math.inf) for x in rng)
+    return not ok or rng[0] <= v <= rng[1]
+
+
 def _strings(v: Any) -> bool:
     return isinstance(v, tuple | list) and all(isinstance(x, str) for x in v)
 
@@ -225,6 +241,7 @@ def check_card(c: TaskCard) -> None:
         ),
         ("margins", isinstance(c.margins, dict) and all(_number(v) and v >= 0 for v in c.margins.values())),
         ("optimum", c.optimum is None or _number(c.optimum)),
+        ("chance", isinstance(c.chance, dict) and all(_number(v) and _within(v, rng) for v in c.chance.values())),
         ("differs", _strings(c.differs)),
         ("tiny_data", _strings(c.tiny_data)),
         ("requires", _strings(c.requires)),

@@ -94,5 +94,6 @@ CARD = TaskCard(
     unit="images",
     tiny_data=("tiny_noise", "tiny_test_size", "tiny_train_size"),
     metric_range=(0.0, 100.0),  # top-1 %
+    chance={"tiny": 10.0, "paper": 10.0},  # top-1 of a guess over 10 balanced classes (both presets' num_classes)
     max_ranks={"tiny": 1, "paper": None},  # a paper run spreads over every rank the resources allow
 )

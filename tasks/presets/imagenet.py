@@ -98,5 +98,6 @@ CARD = TaskCard(
     differs=DIFFERS,
     unit="images",
     metric_range=(0.0, 100.0),  # top-1 %
+    chance={"tiny": 100.0 / TINY_CLASSES, "paper": 100.0 / 1000},  # top-1 of a guess: 100/classes %
     max_ranks={"tiny": 1, "paper": None},  # a paper run spreads over every rank the resources allow
 )

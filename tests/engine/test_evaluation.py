@@ -21,6 +21,7 @@ from bench.engine.evaluation import Concat, FloatSum, combine, evaluate, evaluat
 from bench.run.dataroot import prepare_data
 from bench.run.spec import resolve
 from tasks import get_task
+from tasks.presets import EVAL_EXAMPLES
 from tasks.transformer import bleu_from_statistics, bleu_statistics
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -30,7 +31,7 @@ SMALL_EVAL_BATCHES = {
     "transformer": {"data.eval_max_tokens": 160},
     "speech": {"data.eval_batch_size": 3},
 }
-EXACT = ("top1", "top5", "accuracy", "bleu", "wer", "cer", "word_acc", "map50", "map50_95")
+EXACT = ("top1", "top5", "accuracy", "bleu", "wer", "cer", "word_acc", "map50", "map50_95", EVAL_EXAMPLES)
 
 
 def test_shards_are_contiguous_blocks_in_rank_order() -> None:
@@ -99,6 +100,8 @@ def test_shards_evaluated_one_after_another_give_the_one_process_metrics(name: s
     task, model, evalset, spec = _setup(name)
     with torch.no_grad():
         want = task.evaluate(model, evalset, spec, torch.device("cpu"))
+        if task.card.chance:  # a chance level is judged against the evaluation's size (reports.failedseeds)
+            assert want[EVAL_EXAMPLES] == len(evalset) > 0
         for world in (2, 3):
             _assert_same(evaluate_sharded_locally(task, model, evalset, spec, world), want)
 
@@ -161,5 +164,7 @@ def test_every_metric_is_the_same_bits_for_every_number_of_shards(name: str) -> 
     task, model, evalset, spec = _setup(name)
     with torch.no_grad():
         want = task.evaluate(model, evalset, spec, torch.device("cpu"))
+        if task.card.chance:  # a chance level is judged against the evaluation's size (reports.failedseeds)
+            assert want[EVAL_EXAMPLES] == len(evalset) > 0
         for world in (2, 3):
             assert evaluate_sharded_locally(task, model, evalset, spec, world) == want
