@@ -45,6 +45,28 @@ def test_tiny_data_a_colleague_wrote_is_refused(tmp_path: Path, monkeypatch, cap
     )
 
 
+def test_submit_refuses_a_colleagues_tiny_data_too(tmp_path: Path) -> None:
+    """The same world-writable set under `submit --executor local`: submit's check of the data roots before it sends
+    a job (slurm.datacheck) judges it as a run does (it read only the task's layout, and a set with the right
+    layout would have been sent): one line naming the folder, exit 1, nothing trained on it."""
+    from tests.tasks.test_user_task import cli
+
+    data = tmp_path / "data"
+    root = colleague_set(data)
+    os.chmod(root, 0o777)
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "preset: tiny\nseeds: [0]\nset: {T1: 40, eval_every: 20}\nexperiments:\n"
+        "  - table2: {tasks: [cifar10], methods: [adascale], scales: [2]}\n"
+    )
+    out = tmp_path / "out"
+    env = {**os.environ, "ADASCALE_BENCH_DATA": str(data)}
+    res = cli(tmp_path, "submit", str(matrix), "--executor", "local", "--out", str(out), env=env)
+    assert res.returncode == 1, (res.stdout, res.stderr[-2000:])
+    assert f"{root}: tiny data this user's run did not write" in res.stderr and "Traceback" not in res.stderr
+    assert not list(out.rglob("summary.json")) and not list(out.rglob("metrics.jsonl"))  # nothing trained on it
+
+
 def test_the_users_own_private_set_is_not_refused(tmp_path: Path, monkeypatch, capsys) -> None:
     """The control: the same folder, this user's and private (as a run writes it: 0700), passes the check and
     goes on to the task's own check of its layout."""
