@@ -77,7 +77,9 @@ def differing(x: dict[str, Any], y: dict[str, Any]) -> list[str]:
 def code_key(record: object) -> str:
     """The short key of what a run recorded of the user's own code (a spec's `user_task`: its source's sha256 and
     its card): `<source sha256, 12 hex>.<card digest, 6 hex>`. Runs of one task name with two keys ran two codes
-    or were judged by two cards: the report shows them apart (reports.collect), never pooled in one cell."""
+    or were judged by two cards: each is a run folder of its own (bench.run.spec.run_name, so submit never takes
+    one source's runs for another's) and the report shows them apart (reports.collect), never pooled in one
+    cell."""
     import hashlib
     import json
 

@@ -19,7 +19,7 @@ from typing import Any
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import ReadyQueue
-from bench.files import SPEC, SUMMARY, read_json_object
+from bench.files import SUMMARY, read_json_object
 from bench.run.runner import existing_summary
 from bench.run.spec import run_name
 from bench.runspec import RunSpec
@@ -78,7 +78,6 @@ def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
         name = names[req.key]
         job = jobs[name]
         if existing_summary(out / name) is not None:
-            other_code(out / name, specs[req.key])
             complete.append(name)
         elif job and states.get(job.get("job_id", ""), "UNKNOWN") in ACTIVE:
             queued[name] = job["job_id"]
@@ -100,23 +99,6 @@ def make_plan(m: matrices.Matrix, out: Path, res: Resources) -> Plan:
     for p in todo:
         p.wave = wave(p)
     return Plan(todo, complete, queued, names)
-
-
-USER_CODE = ("user_task", "rule")  # what a spec records of the user's own code: its source digest and card
-
-
-def other_code(run_dir: Path, spec: RunSpec) -> None:
-    """A finished run is complete for this matrix only when it ran the same code of the user's (a task's or a
-    rule's recorded source digest and card, part of the run's identity): one from another source does not stand
-    for the new one, and the run cannot go into its folder either, so submit stops in one line naming it
-    rather than saying "nothing to submit" (a changed source is another run)."""
-    old = read_json_object(run_dir / SPEC)
-    diff = [k for k in spec.differs_from(old or {}) if k in USER_CODE] if old is not None else []
-    if diff:
-        raise UserError(
-            f"{run_dir} holds a finished run of another source of your code (differs in: {', '.join(diff)}); "
-            "submit into another --out, or restore the source the folder's runs recorded"
-        )
 
 
 def stand_in_roots(m: matrices.Matrix) -> matrices.Matrix:

@@ -151,10 +151,11 @@ def _same_source(stage: Path, task: str, source: Path | None) -> None:
         st = None
     if st is not None and not stat.S_ISDIR(st.st_mode):  # a planted link: writes would land there
         raise UserError(f"{stage}: not a staging folder ({safefs.kind(st.st_mode)}); remove it and run prepare again")
-    if st is not None and (st.st_uid != os.geteuid() or st.st_mode & 0o077):
+    why = safefs.not_own(st, others=0o077) if st is not None else None
+    if why:
         raise UserError(
-            f"{stage}: a staging folder this user's prepare did not make (owner uid {st.st_uid}, mode "
-            f"{stat.S_IMODE(st.st_mode):o}); not used: remove it and run prepare again"
+            f"{stage}: a staging folder this user's prepare did not make ({why}); not used: remove it and run "
+            "prepare again"
         )
     if st is not None:
         try:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench import safefs
 from bench.engine.distributed import Dist
 from bench.errors import UserError
 from bench.runspec import RunSpec
@@ -25,10 +25,16 @@ def prepare_data(task: Any, spec: RunSpec, dist: Dist) -> Path:
         if dist.is_main:
             write_tiny_atomically(task, root, spec)
         dist.barrier()
+    check_data(task, root, spec)
+    return root
+
+
+def check_data(task: Any, root: Path, spec: RunSpec) -> None:
+    """The task's own check of its data root, after the colleague check of a tiny set in the shared place
+    (`check_own`): every reader of a data root (a run, submit's check before it sends a job) judges it so."""
     if spec.preset == "tiny" and in_tiny_base(root):
         check_own(root)
     task.check_data(root, spec)
-    return root
 
 
 def in_tiny_base(root: Path) -> bool:
@@ -50,11 +56,11 @@ def check_own(root: Path) -> None:
         st = os.stat(root)
     except FileNotFoundError:
         return
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+    why = safefs.not_own(st)
+    if why:
         raise UserError(
-            f"{root}: tiny data this user's run did not write (owner uid {st.st_uid}, mode "
-            f"{stat.S_IMODE(st.st_mode):o}); not used: remove it (the next run writes it afresh) or set "
-            "ADASCALE_BENCH_DATA to a folder of your own"
+            f"{root}: tiny data this user's run did not write ({why}); not used: remove it (the next run writes "
+            "it afresh) or set ADASCALE_BENCH_DATA to a folder of your own"
         )
 
 

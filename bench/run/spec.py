@@ -16,7 +16,7 @@ from bench.algo import rules
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.files import SPEC, read_json
-from bench.identity import SpecDocument
+from bench.identity import SpecDocument, code_key
 from bench.run.yamlread import excerpt, load_yaml
 from bench.runspec import INT64_MAX, MAX_SCALE, RUN_DEFAULTS, RunSpec, check
 from tasks import record as record_task
@@ -155,14 +155,20 @@ def _data_root(task: Any, preset: str, given: str | Path | None, data: Any, user
 
 
 def run_name(spec: RunSpec) -> str:
-    """<task>/<method>/<s8|elastic-up>/seed<k>[,preset=paper][,key=value...]: readable, and one folder per
-    identity (bench.identity.identity_of): a preset other than tiny and every override that changes what
-    the run computes are in the name; where it runs (threads, workers, devices, ranks) is not."""
+    """<task>/<method>/<s8|elastic-up>/seed<k>[,preset=paper][,key=value...][,code=...][,rule=...]: readable,
+    and one folder per identity (bench.identity.identity_of): a preset other than tiny, every override that
+    changes what the run computes and the code of yours it ran (a task's or a rule's recorded source digest
+    and card, bench.identity.code_key) are in the name; where it runs (threads, workers, devices, ranks) is
+    not. So a changed source is another folder: run starts it there, submit submits it there, the report
+    shows it apart, and the old source's runs never stand for it."""
     leaf = f"seed{spec.seed}"
     if spec.preset != "tiny":
         leaf += f",preset={spec.preset}"
     for key, value in sorted(spec.identity["overrides"].items()):
         leaf += f",{key}={value}"
+    for key, record in (("code", spec.user_task), ("rule", spec.rule)):
+        if isinstance(record, dict) and isinstance(record.get("sha256"), str):  # not a preview's stand-in
+            leaf += f",{key}={code_key(record)}"
     leaf = re.sub(r"[^A-Za-z0-9_.,=+-]", "_", leaf)
     return f"{spec.task}/{spec.method}/{scale_label(spec.scale)}/{leaf}"
 

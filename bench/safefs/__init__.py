@@ -43,7 +43,7 @@ from .read import (
     read_upto,
 )
 from .seal import Seal, config_dir
-from .tree import entries, is_dir, is_file, lstat, rmtree, unlink, walk_files
+from .tree import entries, is_dir, is_file, lstat, not_own, rmtree, unlink, walk_files
 from .walk import Refused, TooLarge, confined, folder, inside, kind, open_fd, rooted, split
 from .write import mkdirs, private_dir, write_bytes, write_text, writer
 
@@ -67,6 +67,7 @@ __all__ = [
     "kind",
     "lines",
     "lstat",
+    "not_own",
     "mkdirs",
     "open_fd",
     "open_file",

@@ -10,6 +10,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from .tree import not_own
 from .walk import _DIR, _NOFOLLOW, Refused
 from .write import _temporary
 
@@ -31,7 +32,7 @@ def _own_folder(path: Path) -> int:
         os.mkdir(path, 0o700)
     fd = os.open(path, _DIR | os.O_NOFOLLOW)
     st = os.fstat(fd)
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+    if not_own(st):
         os.close(fd)
         raise Refused(path, "is not a folder only this user can write; no seal key kept there (fix its owner or mode)")
     return fd

@@ -114,3 +114,13 @@ def walk_files(path: Path | str, refuse_links: bool = False) -> Iterator[Path]:
             yield p
         elif refuse_links:
             raise Refused(p, "is a symbolic link or not a regular file; not followed (remove it)", errno.ELOOP)
+
+
+def not_own(st: os.stat_result, others: int = 0o022) -> str | None:
+    """Why a folder is not this user's own, or None: another user owns it, or the `others` bits of its mode are
+    set (0o022: group or world may write it; 0o077: not private). One test for every folder whose contents the
+    suite takes as the user's (a tiny data set, a staging folder, the seal key's folder): a colleague's folder,
+    or one they can write into, holds what they put there."""
+    if st.st_uid != os.geteuid() or st.st_mode & others:
+        return f"owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}"
+    return None
