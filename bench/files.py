@@ -31,15 +31,23 @@ LOCK = ".lock"  # held (flock) by the one process writing the run folder
 _TEMPORARY = re.compile(r"\.(checkpoint\.pt|[^/]+\.json)\.[A-Za-z0-9_]+\.tmp")
 
 
-def finite_number(value: Any) -> bool:
-    """Whether `value` is an int or a float (not a bool) of finite float value. A pickle or a JSON file holds
-    ints of any size: one past float's range (10**400) is not finite here, instead of math's OverflowError."""
+def finite_float(value: Any) -> float | None:
+    """A number read from a run file as a finite float: an int or a float (not a bool: True is no 1) whose float
+    value is finite; None for anything else (null, a string, a list, NaN, ±inf, an int past float's range such
+    as 10**400, where float() raises OverflowError). The one reading of a JSON number a run file holds: json
+    reads 1e400 as inf, 10**400 as an int and accepts NaN/Infinity literals."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
+        return None
     try:
-        return math.isfinite(value)
+        number = float(value)
     except OverflowError:
-        return False
+        return None
+    return number if math.isfinite(number) else None
+
+
+def finite_number(value: Any) -> bool:
+    """Whether `value` is an int or a float (not a bool) of finite float value (finite_float)."""
+    return finite_float(value) is not None
 
 
 def _clean(obj: Any) -> Any:

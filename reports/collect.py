@@ -67,8 +67,13 @@ def read_metrics(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, str | None]:
     return t, e, _problem(len(train) + len(evals), bad)
 
 
-def _problem(records: int, bad: int) -> str | None:
-    problem = f"{bad} undecodable line(s) skipped" if bad else None
+def _problem(records: int, bad: int, odd: int = 0) -> str | None:
+    """What one warning says of a metrics file: undecodable lines, values that are no finite number where numbers
+    stand (reports.runcache's `odd`: read as absent), no records."""
+    said = [f"{bad} undecodable line(s) skipped"] * bool(bad) + [f"{odd} value(s) not a finite number ignored"] * bool(
+        odd
+    )
+    problem = "; ".join(said) or None
     if not records:
         problem = "no records" + (f" ({problem})" if problem else "")
     return problem
@@ -179,7 +184,9 @@ class Results:
 
     def _checked(self, path: Path, train: pd.DataFrame, evals: pd.DataFrame, meta: dict) -> tuple:
         """(train, evals), with a warning naming the file where records were torn or undecodable."""
-        problem = _problem(int(meta.get("records") or 0) + len(evals), int(meta.get("bad") or 0))
+        problem = _problem(
+            int(meta.get("records") or 0) + len(evals), int(meta.get("bad") or 0), int(meta.get("odd") or 0)
+        )
         if problem:
             what = "skipped" if train.empty and evals.empty else "partly read"
             self.warn(f"{what} {path}: {problem}")

@@ -132,7 +132,7 @@ def frame(
             values = column.to_numpy()
             present = ~np.isnan(values)
         else:
-            values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+            values = numeric(column).to_numpy(dtype=float, na_value=np.nan)
             present = ~pd.isna(column).to_numpy()
         with np.errstate(invalid="ignore"):
             good = np.isfinite(values) & np.asarray(rule[0](values), dtype=bool)
@@ -200,7 +200,31 @@ def floats(column: pd.Series) -> np.ndarray:
     """
     if pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_bool_dtype(column.dtype):
         return column.to_numpy(np.float64)
-    return pd.to_numeric(column, errors="coerce").to_numpy(np.float64)
+    return numeric(column).to_numpy(np.float64)
+
+
+def numeric(column: pd.Series) -> pd.Series:
+    """pd.to_numeric(column, errors="coerce"), where a value past float's range (an int of 400 digits, its text in
+    a CSV) is NaN: pandas raises OverflowError there, whatever `errors` says."""
+    try:
+        return pd.to_numeric(column, errors="coerce")
+    except OverflowError:
+        return pd.Series([_number(v) for v in column], index=column.index, dtype=np.float64)
+
+
+def _number(value: Any) -> float:
+    """One value as pd.to_numeric(errors="coerce") reads it, NaN past float's range."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    try:
+        return float(value)
+    except OverflowError:
+        return math.nan
 
 
 def finite_or_none(obj: Any) -> Any:

@@ -81,7 +81,7 @@ def offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
     if not {"tau", "offline_gain"} <= set(df.columns):
         res.warn(f"skipped {path}: no tau and offline_gain columns")
         return None
-    df = df.apply(pd.to_numeric, errors="coerce")
+    df = df.apply(guards.numeric)
     df = guards.frame(df, path, res.warn, guards.OFFLINE_RANGES).dropna(subset=["tau", "offline_gain"])
     if "iteration" in df:
         df = df.sort_values("iteration", kind="stable")

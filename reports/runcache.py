@@ -52,11 +52,11 @@ import orjson
 import pandas as pd
 
 from bench import safefs
-from bench.files import open_regular
+from bench.files import finite_float, open_regular
 
 from .memo import seal_of  # the cache folder's Seal (its key in the user's own config folder)
 
-VERSION = 4  # 4: keyed by size, mtime, ctime and inode (3: and a digest of the ends; 2: one 2-D array)
+VERSION = 5  # 5: no bool, NaN or inf in the columns (meta's odd); 4: keyed by size, mtime, ctime and inode
 # Files up to this size are read whole: ~4 000 records of ~250 bytes, about POINTS, so a file read whole costs
 # no more decoding than a sampled one (at 4 MB, 15 000 records, the 749 files of the paper matrix's volume under
 # it took as much CPU to decode as the 451 larger ones, 6.3 GB, took to scan). Every tiny run is below it.
@@ -141,7 +141,9 @@ def decode_lines(lines: list[bytes]) -> list[dict | None]:
 def read_whole(data: bytes) -> tuple[list[dict], list[dict], int, int]:
     """(training records, evaluation records, training record count, undecodable lines) of whole lines."""
     train, evals, bad = [], [], 0
-    lines = [line for line in data.split(b"\n") if line.strip()]
+    lines = [
+        line for line in data.split(b"\n") if line
+    ]  # an empty line is no record; a blank one is damage, as in _Scan
     for rec in decode_lines(lines):
         if rec is None:
             bad += 1
@@ -291,31 +293,43 @@ def _read_sampled(fd: int, size: int) -> tuple[list[dict], list[dict], int, int]
     return train, scan.evals, scan.count - bad, bad
 
 
-def _columns(records: list[dict]) -> dict[str, np.ndarray]:
-    """Numeric columns of the training records (null and missing: NaN; strings and lists dropped)."""
+def _columns(records: list[dict]) -> tuple[dict[str, np.ndarray], int]:
+    """Numeric columns of the training records (null and missing: NaN; strings, booleans and lists dropped), and how
+    many values of them were no finite number (a bool, a string, NaN, ±inf, 10**400 where numbers stand: NaN
+    here, bench.files.finite_float's reading, and counted for the report's warning naming the file)."""
     same = _uniform(records)
     if same is not None:
         return same
     keys = dict.fromkeys(k for r in records for k in r)  # every key, in order of first appearance
-    columns = {}
+    columns, odd = {}, 0
     for k in keys:  # the common case at numpy speed: every value of the key a number, null or missing
         values = [r.get(k, None) for r in records]
         if not isinstance(k, str) or not set(map(type, values)) <= _PLAIN:
             return _columns_slow(records)
         try:
-            columns[k] = np.array(values, dtype=np.float64)  # None -> NaN, True -> 1.0, as _float
+            columns[k] = np.array(values, dtype=np.float64)  # None -> NaN, as _float
         except OverflowError:  # an integer past float's range: _float's NaN
             return _columns_slow(records)
-    return columns
+        odd += _finite_only(columns[k], values.count(None))
+    return columns, odd
 
 
-_PLAIN = {float, int, bool, type(None)}
+_PLAIN = {float, int, type(None)}  # (a bool is no number: True is not read as 1)
 
 
-def _uniform(records: list[dict]) -> dict[str, np.ndarray] | None:
-    """_columns of records that all have the same keys in the same order and only numbers, booleans and nulls
-    (what the engine writes), as one 2-D conversion: the same values, element by element, as a column at a
-    time; None for anything else (then _columns reads them a column at a time)."""
+def _finite_only(table: np.ndarray, nulls: int) -> int:
+    """NaN in place of every value of `table` that is not finite; how many those were, less the `nulls` (absent)."""
+    bad = ~np.isfinite(table)
+    count = int(np.count_nonzero(bad))
+    if count:
+        table[bad] = np.nan
+    return count - nulls
+
+
+def _uniform(records: list[dict]) -> tuple[dict[str, np.ndarray], int] | None:
+    """_columns of records that all have the same keys in the same order and only numbers and nulls (what the engine
+    writes), as one 2-D conversion: the same values, element by element, as a column at a time; None for anything
+    else (then _columns reads them a column at a time)."""
     if not records:
         return None
     first = tuple(records[0])
@@ -326,30 +340,35 @@ def _uniform(records: list[dict]) -> dict[str, np.ndarray] | None:
         return None
     try:
         if type(None) in types:
-            table = np.array([tuple(r.values()) for r in records], dtype=np.float64)  # None -> NaN, True -> 1.0
-        else:  # numbers and booleans only (the engine's records): float() of each, a quarter less CPU than rows
+            rows = [tuple(r.values()) for r in records]
+            table = np.array(rows, dtype=np.float64)  # None -> NaN
+            nulls = sum(row.count(None) for row in rows)
+        else:  # numbers only (the engine's records): float() of each, a quarter less CPU than rows
             values = itertools.chain.from_iterable(map(dict.values, records))
             table = np.fromiter(values, np.float64, count=len(records) * len(first)).reshape(len(records), len(first))
+            nulls = 0
     except OverflowError:  # an integer past float's range: _float's NaN, on the slow path
         return None
-    return {k: np.ascontiguousarray(table[:, j]) for j, k in enumerate(first)}
+    odd = _finite_only(table, nulls)
+    return {k: np.ascontiguousarray(table[:, j]) for j, k in enumerate(first)}, odd
 
 
-def _columns_slow(records: list[dict]) -> dict[str, np.ndarray]:
+def _columns_slow(records: list[dict]) -> tuple[dict[str, np.ndarray], int]:
     """_columns for records holding other values too: keys ordered by their first numeric value."""
     keys = dict.fromkeys(k for r in records for k, v in r.items() if isinstance(k, str) and _numeric(v))
-    return {k: np.array([_float(r.get(k)) for r in records], dtype=np.float64) for k in keys}
+    columns = {k: [r.get(k) for r in records] for k in keys}
+    odd = sum(v is not None and finite_float(v) is None for values in columns.values() for v in values)
+    return {k: np.array([_float(v) for v in values], dtype=np.float64) for k, values in columns.items()}, odd
 
 
 def _numeric(value: Any) -> bool:
-    return value is None or isinstance(value, bool | int | float)
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
 
 
 def _float(value: Any) -> float:
-    try:
-        return float(value) if _numeric(value) and value is not None else math.nan
-    except (TypeError, ValueError, OverflowError):
-        return math.nan
+    """A record's value as its column holds it: bench.files.finite_float, NaN for anything else."""
+    number = finite_float(value)
+    return math.nan if number is None else number
 
 
 def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, Any]]:
@@ -364,8 +383,9 @@ def summarize(path: Path) -> tuple[dict[str, np.ndarray], list[dict], dict[str, 
             train, evals, count, bad = read_whole(data[: data.rfind(b"\n") + 1])
         else:  # a torn last line is left out: only lines ended by a newline are read
             train, evals, count, bad = _read_sampled(f.fileno(), st.st_size)
-    meta.update(records=count, sampled=len(train) < count, bad=bad)
-    return _columns(train), evals, meta
+    columns, odd = _columns(train)
+    meta.update(records=count, sampled=len(train) < count, bad=bad, odd=odd)
+    return columns, evals, meta
 
 
 def _save(target: Path, columns: dict[str, np.ndarray], evals: list[dict], meta: dict[str, Any]) -> None:
@@ -474,9 +494,9 @@ def _checked(train: Any, evals: Any, meta: dict[str, Any]) -> tuple[dict[str, np
         raise Damaged("meta's columns are not distinct names")
     if train.dtype != np.float64 or train.ndim != 2 or train.shape[0] != len(names):
         raise Damaged(f"train is {train.dtype} of shape {train.shape}, not float64 of {len(names)} columns")
-    records, bad, sampled = meta.get("records"), meta.get("bad"), meta.get("sampled")
-    if not (_count(records) and _count(bad) and isinstance(sampled, bool)) or train.shape[1] > records:
-        raise Damaged("meta's records, bad or sampled are not counts")
+    records, bad, odd, sampled = meta.get("records"), meta.get("bad"), meta.get("odd"), meta.get("sampled")
+    if not (_count(records) and _count(bad) and _count(odd) and isinstance(sampled, bool)) or train.shape[1] > records:
+        raise Damaged("meta's records, bad, odd or sampled are not counts")
     return dict(zip(names, train, strict=True)), evals, meta
 
 
@@ -638,19 +658,29 @@ def frames(
     return frames_of(got)
 
 
+_EVAL_NUMBERS = ("tau", "iteration", "epochs", "metric", "wall_time_s")  # numbers in every evaluation record
+
+
 def frames_of(got: Summary) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """`frames` of a summary: its training and evaluation records as frames, sorted by τ."""
+    """`frames` of a summary: its training and evaluation records as frames, sorted by τ. An evaluation column of
+    numbers (τ, iteration, epochs, metric, or one whose values are mostly numbers) holds bench.files.finite_float
+    of each value: NaN for a bool, a string, NaN, ±inf or 10**400 (never True as 1, never pandas' OverflowError),
+    each counted in meta's `odd` with the training columns' (the report's one warning naming the file)."""
     columns, evals, meta = got
     train, ev = pd.DataFrame(columns), pd.DataFrame(evals)
-    for key in ev.columns:  # a hand-edited eval record may hold a string where a number belongs
-        if pd.api.types.is_numeric_dtype(ev[key]) and not pd.api.types.is_bool_dtype(ev[key]):
-            continue  # numbers already: to_numeric would give the same column
-        numbers = pd.to_numeric(ev[key], errors="coerce")
-        if key in ("tau", "iteration", "epochs", "metric") or numbers.notna().sum() >= ev[key].notna().sum() / 2:
-            ev[key] = numbers
+    odd = 0
+    for key in ev.columns:
+        if pd.api.types.is_integer_dtype(ev[key]) and not pd.api.types.is_bool_dtype(ev[key]):
+            continue  # every value an int within int64: finite numbers already
+        values = [e.get(key) for e in evals]  # (None where a record lacks the key, as null)
+        numbers = [_float(v) for v in values]
+        present, found = sum(v is not None for v in values), sum(n == n for n in numbers)
+        if key in _EVAL_NUMBERS or found >= max(present, 1) / 2:
+            ev[key] = np.array(numbers, dtype=np.float64)
+            odd += present - found
     train, ev = (_by_tau(df) for df in (train, ev))
     train.attrs.update(records=meta.get("records"), sampled=meta.get("sampled"))
-    return train, ev, meta
+    return train, ev, meta | {"odd": int(meta.get("odd") or 0) + odd}
 
 
 def _by_tau(df: pd.DataFrame) -> pd.DataFrame:

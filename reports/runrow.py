@@ -11,7 +11,7 @@ from typing import Any
 
 from bench import safefs
 from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
-from bench.files import CHECKPOINT, MAX_JSON_BYTES, METRICS, open_regular
+from bench.files import CHECKPOINT, MAX_JSON_BYTES, METRICS, finite_float, open_regular
 from bench.identity import SpecDocument, identity_of
 
 from .failedseeds import collapsed
@@ -153,14 +153,9 @@ def _read_json(path: Path) -> tuple[dict | None, str | None]:
 
 
 def _num(value: Any) -> float:
-    """A finite float, or NaN for anything else (None, strings, inf)."""
-    if isinstance(value, bool):
-        return math.nan
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) else math.nan
+    """A finite float, or NaN for anything else (None, bools, strings, inf, 10**400): bench.files.finite_float."""
+    number = finite_float(value)
+    return math.nan if number is None else number
 
 
 def _str(value: Any) -> str | None:

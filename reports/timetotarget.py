@@ -27,16 +27,20 @@ TTT_COLUMNS = ["task", "variant", "scale", "method", "seed", "batch", "target", 
 TTT_COLUMNS += ["examples", "seconds", "parallel"]
 
 
-def _scales(train: pd.DataFrame, iteration: int) -> np.ndarray:
-    """S_k for k < iteration from the training records (the latest record at or before k: exact where the
-    records are complete, to within the sampling step where the report sampled them)."""
+def _micro_batches(train: pd.DataFrame, iteration: int) -> float:
+    """Σ S_k over k < iteration from the training records (S_k: the latest record's at or before k, the first
+    record's before it: exact where the records are complete, to within the sampling step where the report sampled
+    them), a segment per record: what it costs is the records, not the iteration (an evaluation record's iteration
+    of 10^15 would have been an array of 10^15 entries)."""
     if train.empty or not {"iteration", "scale"} <= set(train.columns):
-        return np.array([])
+        return 0.0
     d = train[["iteration", "scale"]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("iteration")
     if d.empty:
-        return np.array([])
-    idx = np.clip(np.searchsorted(d["iteration"].to_numpy(float), np.arange(iteration), side="right") - 1, 0, None)
-    return d["scale"].to_numpy(float)[idx]
+        return 0.0
+    firsts = np.clip(np.ceil(d["iteration"].to_numpy(float)), 0, iteration)  # the first k each record stands for
+    starts = np.concatenate([[0.0], firsts[1:]])
+    ends = np.concatenate([firsts[1:], [float(iteration)]])
+    return float(np.sum(np.maximum(ends - starts, 0) * d["scale"].to_numpy(float)))
 
 
 def parallel(r: object) -> bool:
@@ -55,11 +59,12 @@ def _first_hit(evals: pd.DataFrame, target: float, higher: bool) -> tuple[pd.Ser
     it: where in between the target was crossed is unknown) or None."""
     if evals.empty or not {"metric", "iteration"} <= set(evals.columns):
         return None
-    m = pd.to_numeric(evals["metric"], errors="coerce")
-    hit = np.flatnonzero(((m >= target) if higher else (m <= target)).to_numpy())
+    m = pd.to_numeric(evals["metric"], errors="coerce").to_numpy(float)
+    its = pd.to_numeric(evals["iteration"], errors="coerce").to_numpy(float)
+    with np.errstate(invalid="ignore"):  # a record without a finite iteration (damaged: NaN) reaches nothing
+        hit = np.flatnonzero(((m >= target) if higher else (m <= target)) & np.isfinite(its) & np.isfinite(m))
     if not len(hit):
         return None
-    its = pd.to_numeric(evals["iteration"], errors="coerce").to_numpy(float)
     before = its[hit[0] - 1] if hit[0] > 0 else 0.0
     return evals.iloc[hit[0]], float(its[hit[0]] - before)
 
@@ -85,7 +90,7 @@ def time_to_target(res: Results) -> pd.DataFrame:
             first, resolution = hit
             it = int(first["iteration"])
             row |= {"reached": True, "iterations": it, "resolution": resolution}
-            row["examples"] = float(np.sum(_scales(train, it))) * float(r.batch_size) if it else 0.0
+            row["examples"] = _micro_batches(train, it) * float(r.batch_size) if it else 0.0
             row["seconds"] = float(first["wall_time_s"]) if "wall_time_s" in first else math.nan
         rows.append(row)
     return pd.DataFrame(rows, columns=TTT_COLUMNS)

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.files import METRICS, SPEC, open_regular, read_json_object
+from bench.files import METRICS, SPEC, finite_float, open_regular, read_json_object
 
 TAIL_BYTES = 1 << 18  # a running run's window: its last ~1 000 records, where the rate is read
 LAST_BYTES = 1 << 13  # any other run's: its last record (τ) is all status needs
+MAX_SHARE = 1e6  # τ/T1 past it: a damaged τ or T1 (a run ends at τ ≥ T1, a step past it at most)
 
 
 @dataclass(frozen=True)
@@ -38,15 +39,17 @@ class Progress:
 
     @property
     def fraction(self) -> float | None:
-        if self.tau is None or not self.T1:
+        """τ/T1, None where it is no share: T1 not > 0, or a quotient below 0 or past MAX_SHARE (a damaged τ or
+        T1 such as 1e300 / 1e-300: its percentage would be no number to print, its round() an OverflowError)."""
+        if self.tau is None or self.T1 is None or self.T1 <= 0:
             return None
-        return self.tau / self.T1
+        share = self.tau / self.T1
+        return share if 0 <= share <= MAX_SHARE else None
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if value == value and abs(value) != float("inf") else None
+    """A run file's number as status reads it: bench.files.finite_float (no bool, no 10**400, no NaN or inf)."""
+    return finite_float(value)
 
 
 def tail(path: Path, size: int = TAIL_BYTES) -> tuple[list[bytes], float | None]:

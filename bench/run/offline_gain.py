@@ -53,6 +53,7 @@ import fnmatch
 import io
 import itertools
 import math
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ from bench.files import (
     METRICS,
     OFFLINE_GAIN,
     atomic_write_bytes,
+    finite_float,
     finite_number,
     iter_jsonl,
     kept_name,
@@ -415,12 +417,25 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def online_gains(run_dir: Path) -> dict[int, float]:
-    """iteration -> the online gain recorded in metrics.jsonl."""
-    return {
-        int(r["iteration"]): float(r["gain"])
-        for r in iter_jsonl(Path(run_dir) / METRICS)
-        if isinstance(r, dict) and not r.get("eval") and r.get("gain") is not None and "iteration" in r
-    }
+    """iteration -> the online gain recorded in metrics.jsonl. A training record whose iteration is not a whole
+    number >= 0 or whose gain is not a finite number (a bool, a string, 1e400, 10**400, NaN) is left out, with
+    one warning naming the file (bench.files.finite_float: never True read as 1, never an OverflowError)."""
+    path = Path(run_dir) / METRICS
+    gains, damaged = {}, 0
+    for r in iter_jsonl(path):
+        if not isinstance(r, dict) or r.get("eval") or r.get("gain") is None or "iteration" not in r:
+            continue
+        it, gain = finite_float(r["iteration"]), finite_float(r["gain"])
+        if it is None or gain is None or it < 0 or not it.is_integer():
+            damaged += 1
+            continue
+        gains[int(it)] = gain
+    if damaged:
+        print(
+            f"adascale-bench: warning: {path}: {damaged} record(s) whose iteration or gain is not a number ignored",
+            file=sys.stderr,
+        )
+    return gains
 
 
 def _interval(lo: float, hi: float, fmt: str) -> str:
