@@ -175,6 +175,21 @@ def test_an_eval_key_spelled_with_an_escape_is_an_evaluation_in_a_small_and_a_la
     assert len(evals) == sum(b'"eval"' in line for line in lines) > 0
 
 
+@pytest.mark.parametrize("large", [False, True])
+def test_a_blank_line_counts_alike_in_a_small_and_a_large_file(results: Path, capsys, monkeypatch, large: bool) -> None:
+    """A line of spaces and tabs is no JSON: the large-file scan counted it an undecodable line, the small-file path
+    dropped it without a word. Both count it one now (an empty line is no line in either), the same warning."""
+    if large:
+        monkeypatch.setattr(runcache, "SMALL_BYTES", 100)
+    path = metrics_of(results)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([lines[0], b"  \t \n", b"\n", *lines[1:3], b" \n", *lines[3:]]))
+    rc, warned, _ = report(results, capsys)
+    assert rc == 0 and [w for w in warned if f"{path}: 2 undecodable line(s) skipped" in w], warned
+    train, _ = collect.load(results).metrics(str(path.parent))
+    assert train.attrs["records"] == sum(b'"eval"' not in line for line in lines)
+
+
 def test_the_run_side_readers_of_a_metrics_file_hold_a_record_at_a_time(tmp_path: Path) -> None:
     """`gain`'s online gains (bench.files.iter_jsonl) read a record at a time, no line held past
     MAX_RECORD_LINE: records after an 8 MB line of `v`s are not read, and the line is never held whole (it
