@@ -1,7 +1,8 @@
 """The submitit job that trains one run, and survives preemption and time limits.
 
 Stopping a run exactly is the engine's business: bench.engine.loop.request_stop() raises a flag that the
-engine checks after each iteration, and then it writes checkpoint.pt and raises Interrupted. A signal
+engine checks before each micro-batch (W = 1) or after each iteration (W > 1), and then it writes checkpoint.pt
+and raises Interrupted. A signal
 handler cannot wait for the end of an iteration while it runs on the thread that is training, so the
 run trains on a worker thread and the main thread only waits. Then:
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import nn
@@ -37,7 +37,7 @@ from bench.engine.gradstats import GradientObserver
 from bench.engine.heartbeat import Heartbeat
 from bench.engine.loopstate import Outcome, State, checkpoint_misfit, odd_state_field
 from bench.engine.reduction import SplitInvariance
-from bench.engine.signals import Interrupted, RanksChange, stop_requested
+from bench.engine.signals import Abandoned, Interrupted, RanksChange, stop_requested
 from bench.engine.task import Task
 from bench.engine.tensorboard_sink import TensorBoardSink
 from bench.errors import UserError
@@ -261,7 +261,7 @@ class Engine:
         and (loss, sum_sq, mean_sq) on the host: the iteration's one synchronisation."""
         dist = self.dist
         accum = scale // dist.world
-        micro: Iterable[Any] = (to_device(next(batches), dist.device) for _ in range(accum))  # one at a time
+        micro: Iterable[Any] = self._microbatches(batches, accum)  # one at a time
         seeds = dropout_seeds(self._seed, state.microbatch + dist.rank * accum, accum)
         self.split.begin(accum)  # the same ḡ and BatchNorm statistics for every split S = W × A
         result = None
@@ -280,6 +280,17 @@ class Engine:
             raise
         self.split.end()
         return result
+
+    def _microbatches(self, batches: Iterator[Any], accum: int) -> Iterator[Any]:
+        """This rank's A micro-batches of the iteration, each on the device as it is reached. At W = 1 a stop
+        signal is honoured before each (Abandoned: at a huge S the iteration would never end, SIGTERM with it);
+        at W > 1 a rank cannot drop the iteration alone (the others would wait in its all-reduce for ever), so
+        the signal waits for the vote on the iteration's gather."""
+        device, alone = self.dist.device, self.dist.world == 1
+        for _ in range(accum):
+            if alone and stop_requested():
+                raise Abandoned("stopped by signal between two micro-batches")
+            yield to_device(next(batches), device)
 
     def _diverged(self, state: State, scale: int, loss_v: float, sum_sq_v: float, mean_sq_v: float) -> bool:
         """Whether the iteration's loss or statistics are not finite; then its record says so and nothing steps."""
@@ -371,7 +382,11 @@ class Engine:
                 if s != scale:  # a new S: a new slice of the stream for this rank, and a new observer
                     here, scale = self._at_new_scale(state, s, here, started), s
                 before, epochs_before = state.tau, self.epochs(state)
-                if not here.step():
+                try:
+                    stepped = here.step()
+                except Abandoned:  # (W = 1) the iteration under way dropped: stop where it began
+                    self._stop(state, started)
+                if not stepped:
                     status = "diverged"
                     break
                 self._show(bar, beat, state, before)
@@ -438,15 +453,22 @@ class Engine:
         # W = 1: the signal as it stands now; W > 1: every rank stops in the same iteration, on the vote
         # that rode on this iteration's gather (a signal that came during the step: at the next one)
         if self.vote.anyone or (self.dist.world == 1 and stop_requested()):
-            state.wall_time = time.perf_counter() - started
-            self._checkpoint(state)
-            raise Interrupted(
-                f"stopped by signal at iteration {state.iteration} (τ = {state.tau:.1f}); "
-                "checkpoint saved, run the same command to resume"
-            )
+            self._stop(state, started)
         if c.ckpt_every and state.iteration % c.ckpt_every == 0 and not done:
             state.wall_time = time.perf_counter() - started
             self._checkpoint(state)
+
+    def _stop(self, state: State, started: float) -> NoReturn:
+        """Checkpoint `state` (the end of the last whole iteration: a dropped one left no trace but its
+        gradients, cleared here) and raise Interrupted, the resume's cue."""
+        for p in self.params:
+            p.grad = None
+        state.wall_time = time.perf_counter() - started
+        self._checkpoint(state)
+        raise Interrupted(
+            f"stopped by signal at iteration {state.iteration} (τ = {state.tau:.1f}); "
+            "checkpoint saved, run the same command to resume"
+        )
 
     def epochs(self, state: State) -> float:
         """Epochs of training data consumed so far."""

@@ -1,5 +1,7 @@
 """Stopping a run cleanly: SIGTERM and SIGUSR2 (SLURM's and submitit's preemption signals) ask the engine
-to checkpoint at the end of the current iteration and raise Interrupted."""
+to checkpoint and raise Interrupted: at one rank (W = 1) before its next micro-batch, the iteration under way
+dropped (Abandoned: at a huge S one iteration may never end); at W > 1 at the end of the iteration, which every
+rank's vote on the iteration's one gather agrees on (docs/design.md, "Stopping")."""
 
 from __future__ import annotations
 
@@ -16,6 +18,12 @@ _stop_signal: int | None = None
 
 class Interrupted(Exception):
     """The run was asked to stop (SIGTERM / SIGUSR2) and has checkpointed; run it again to resume."""
+
+
+class Abandoned(Interrupted):
+    """A stop signal arrived between two micro-batches of an iteration at W = 1: nothing of the iteration is
+    applied (no step, no record, no clock moved, the BatchNorm buffers restored), so the run checkpoints where
+    the iteration began and a resume computes it whole, bit for bit as an uninterrupted run."""
 
 
 class RanksChange(Interrupted):
@@ -37,7 +45,7 @@ def request_stop(signum: int, _frame: Any = None) -> None:
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM and SIGUSR2 checkpoint at the end of the current iteration and stop."""
+    """SIGTERM and SIGUSR2 checkpoint and stop: before the next micro-batch (W = 1) or at the iteration's end."""
     for sig in (signal.SIGTERM, signal.SIGUSR2):
         signal.signal(sig, request_stop)
 

@@ -41,10 +41,19 @@ def one_line_error(capsys: pytest.CaptureFixture) -> str:
 
 def stopped_run(run_dir: Path, **overrides) -> dict:
     """Train a logreg run that a stop signal ends after its first iteration: a checkpoint, no summary."""
+    from unittest import mock
+
+    from bench.engine.loop import Engine
+
     spec = spec_for("logreg", "adascale", overrides.pop("scale", 2), T1=100, **overrides)
-    request_stop(signal.SIGTERM)
+    after_step = Engine._after_step
+
+    def signalled(self: Engine, *args: object) -> None:  # the signal comes as the first iteration ends
+        request_stop(signal.SIGTERM)
+        after_step(self, *args)
+
     try:
-        with pytest.raises(Interrupted):
+        with mock.patch.object(Engine, "_after_step", signalled), pytest.raises(Interrupted):
             train(spec, run_dir)
     finally:
         clear_stop()
