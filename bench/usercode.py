@@ -41,10 +41,16 @@ def check_name(kind: str, name: str) -> None:
 def source_digest(kind: str, name: str, module: Any) -> str:
     """The sha256 of the module's source file: what a run folder records of the code that ran."""
     path = inspect.getsourcefile(module)
-    if not path:
-        raise UserError(f"{kind} {name}: module {module.__name__} has no source file to record")
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    try:
+        if not path:
+            raise FileNotFoundError
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:  # a module present only compiled (a .pyc): no source to record, so no identity to run under
+        raise UserError(
+            f"{kind} {name}: module {module.__name__} ({getattr(module, '__file__', None)}) has no source file to "
+            "record (a run records the sha256 of its source); put its .py beside it"
+        ) from None
 
 
 def import_named(kind: str, name: str) -> tuple[Any, str]:
@@ -56,7 +62,7 @@ def import_named(kind: str, name: str) -> tuple[Any, str]:
         sys.path.append(os.getcwd())  # last, never first (see the module docstring)
     try:
         module = importlib.import_module(module_name)
-    except Exception as e:
+    except (Exception, SystemExit, KeyboardInterrupt) as e:  # sys.exit(0) at import: no "exit 0, nothing done"
         first = " ".join(str(e).split())[:200]
         raise UserError(f"{kind} {name}: cannot import {module_name} ({type(e).__name__}: {first})") from None
     if not hasattr(module, attr):

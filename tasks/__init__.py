@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,7 +109,7 @@ def load(name: str) -> type[Task]:
     from dataclasses import replace
 
     from tasks.base import Task
-    from tasks.presets import TaskCard, check_card, remember
+    from tasks.presets import TaskCard, check_card, record_card, remember, unrecordable
 
     cls, digest = usercode.import_named("task", name)
     where = name.replace(":", ".")
@@ -126,6 +127,13 @@ def load(name: str) -> type[Task]:
         raise UserError(f"task {name}: its card's {e}") from None
     if "tiny" not in c.presets:
         raise UserError(f"task {name}: its card has no tiny preset (the one smoke, tests and advise run)")
+    odd = unrecordable(record_card(c), "card")  # a spec records the card as JSON
+    if odd:
+        source = getattr(sys.modules.get(cls.__module__), "__file__", None) or cls.__module__
+        raise UserError(
+            f"task {name}: {odd} in {source} is no JSON value (strings, numbers, booleans, None, lists and dicts: "
+            "a run's spec records its card)"
+        )
     named = type(cls.__name__, (cls,), {"card": replace(c, name=name), "__module__": cls.__module__})
     remember(named.card)
     _LOADED[name], _DIGESTS[name] = named, digest

@@ -165,6 +165,25 @@ def record_card(c: TaskCard) -> dict[str, Any]:
     return facts
 
 
+def unrecordable(value: Any, at: str) -> str | None:
+    """Where in `value` (a card's record_card facts) the first value JSON cannot hold lies, `at.key[i]` and its
+    type (a pathlib.Path, an np.float32, a set), or None: a spec records its task's card as JSON, and json's
+    'not JSON serializable' names neither the field nor the card."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{at} (a key {key!r} of type {type(key).__name__}, not a string)"
+            found = unrecordable(item, f"{at}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        return next((f for i, item in enumerate(value) if (f := unrecordable(item, f"{at}[{i}]"))), None)
+    return f"{at} (a {type(value).__module__}.{type(value).__qualname__})"
+
+
 def recorded_card(name: str, facts: Any, where: str = "spec") -> TaskCard:
     """The card a run folder recorded for a user's task (`record_card`), checked field by field: a damaged
     field is one UserError naming `where`. Remembered, so that card(name) finds it afterwards."""

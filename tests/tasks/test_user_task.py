@@ -135,6 +135,72 @@ def test_a_module_that_is_not_there_or_not_importable_is_one_line(user_dir: Path
         assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
+UNRUNNABLE = {  # a change to the docs' module -> what the one line says, and the commands that say it
+    "a Path in the card": (
+        ('"model": {"hidden": 32},', '"model": {"hidden": 32, "where": Path("/tmp")},'),
+        "card.presets.tiny.model.where (a pathlib.PosixPath) in ",
+        ("run", "advise", "submit"),
+    ),
+    "an np.float32 in the card": (
+        ('"momentum": 0.9,', '"momentum": np.float32(0.9),'),
+        "card.presets.tiny.momentum (a numpy.float32) in ",
+        ("run",),
+    ),
+    "a set in the card": (
+        ('"data": {},', '"data": {"keys": {"x"}},'),
+        "card.presets.tiny.data.keys (a builtins.set)",
+        ("run",),
+    ),
+    "sys.exit(0) at import": (
+        ("import numpy as np\n", "import numpy as np\nimport sys\nsys.exit(0)\n"),
+        "(SystemExit: 0)",
+        ("run", "submit"),
+    ),
+    "KeyboardInterrupt at import": (
+        ("import numpy as np\n", "import numpy as np\nraise KeyboardInterrupt\n"),
+        "cannot import mixture (KeyboardInterrupt",
+        ("run",),
+    ),
+    "only a .pyc": (None, "mixture.pyc) has no source file to record", ("run", "advise")),
+}
+
+
+def test_a_module_whose_card_json_cannot_hold_or_that_exits_at_import_is_one_line(
+    user_dir: Path, tmp_path: Path
+) -> None:
+    """A card value JSON cannot hold (a Path, an np.float32, a set: its spec records the card), a module calling
+    sys.exit(0) or raising KeyboardInterrupt at import, a module present only compiled: one line naming the field
+    and the file, or the module, exit 2 (they were 'not JSON serializable' and FileNotFoundError tracebacks, and
+    exit 0 with nothing done), through run, advise and submit --dry-run; nothing is written."""
+    import py_compile
+    import shutil
+
+    original = (user_dir / "mixture.py").read_text()
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        f"preset: tiny\nseeds: [0]\nexperiments:\n  - table2: {{tasks: ['{NAME}'], methods: [adascale], scales: [2]}}\n"
+    )
+    argvs = {
+        "run": ("run", "--task", NAME, "--method", "adascale", "--scale", "2", "--out", str(tmp_path / "o")),
+        "advise": ("advise", "--task", NAME, "--out", str(tmp_path / "o")),
+        "submit": ("submit", str(matrix), "--dry-run", "--out", str(tmp_path / "o")),
+    }
+    for case, (change, message, commands) in UNRUNNABLE.items():
+        shutil.rmtree(user_dir / "__pycache__", ignore_errors=True)  # (a rewrite within the second: a stale .pyc)
+        (user_dir / "mixture.py").write_text(original.replace(*change) if change else original)
+        if change is None:
+            py_compile.compile(str(user_dir / "mixture.py"), cfile=str(user_dir / "mixture.pyc"))
+            (user_dir / "mixture.py").unlink()
+        for command in commands:
+            res = cli(user_dir, *argvs[command])
+            lines = res.stderr.strip().splitlines()
+            assert res.returncode == 2 and len(lines) == 1 and message in lines[0], (case, command, res.stderr[-2000:])
+            assert f"task {NAME}: " in lines[0] and "Traceback" not in res.stderr, (case, command, lines)
+            if "card" in case:
+                assert str(user_dir / "mixture.py") in lines[0] and "is no JSON value" in lines[0], lines
+        assert not (tmp_path / "o").exists(), case
+
+
 def test_flops_counts_the_task_on_its_own_data(user_dir: Path, tmp_path: Path) -> None:
     table = tmp_path / "flops.csv"
     res = cli(user_dir, "flops", "--task", NAME, "--preset", "tiny", "--write", str(table))
