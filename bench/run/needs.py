@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.algo.rules import ADASCALE, method
 from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, read_json_object
+from bench.files import SPEC, SUMMARY, finite_float, read_json_object
 from bench.identity import identity_of
 from bench.run.spec import run_name
 from bench.runspec import RunSpec
@@ -53,13 +53,13 @@ def find_T_AS(out: Path, spec: RunSpec) -> float:
             raise UserError(
                 f"lsw+ needs its AdaScale run, but {seed_dir / SUMMARY} has status {summary.get('status')!r}"
             )
-        return float(summary["iterations"])
+        return _iterations(summary, seed_dir / SUMMARY)
     counts = []
     if seed_dir.parent.is_dir():
         for d in sorted(seed_dir.parent.iterdir()):
             s = read_json_object(d / SUMMARY)
             if s is not None and s.get("status") == "completed" and _same_experiment(d, twin, seed=False):
-                counts.append(float(s["iterations"]))
+                counts.append(_iterations(s, d / SUMMARY))
     if not counts:
         raise UserError(
             f"lsw+ needs the AdaScale run {seed_dir} (or another seed of the same experiment) to have "
@@ -68,8 +68,18 @@ def find_T_AS(out: Path, spec: RunSpec) -> float:
     return sum(counts) / len(counts)
 
 
+def _iterations(summary: dict[str, Any], path: Path) -> float:
+    """A completed AdaScale run's iteration count, LSW+'s T_AS: a finite number >= 1 (bench.files.finite_float),
+    else one line naming the file (a true there was T_AS = 1, a 10**400 an OverflowError)."""
+    value = finite_float(summary.get("iterations"))
+    if value is None or value < 1:
+        raise UserError(f"{path}: field 'iterations' is {str(summary.get('iterations'))[:40]}, not a count >= 1")
+    return value
+
+
 def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite number (bench.files.finite_float): no bool, NaN, inf or 10**400."""
+    return finite_float(value) is not None
 
 
 def find_T(out: Path, spec: RunSpec) -> float:

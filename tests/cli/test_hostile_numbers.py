@@ -77,14 +77,17 @@ ODD = {  # what a damaged or hostile record may hold where a number belongs: eac
 ODD_EVAL = {"metric": HUGE_INT, "iteration": "NaN", "wall_time_s": "true", "epochs": "1e400"}
 
 
+def kept_args(method: str) -> list[str]:
+    sets = ["T1=20", "eval_every=10", "keep_checkpoints_every=10", "ttt_target=0.1"]
+    return ["run", "--task", "logreg", "--method", method, "--scale", "2", *(x for s in sets for x in ("--set", s))]
+
+
 @pytest.fixture(scope="module")
 def kept_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results folder with one finished logreg run whose spec fixes a time-to-target threshold, with kept
     weights and its offline_gain.csv: what report (time to target, lag match), status and gain read."""
     out = tmp_path_factory.mktemp("numbers") / "out"
-    sets = ["T1=20", "eval_every=10", "keep_checkpoints_every=10", "ttt_target=0.1"]
-    args = ["run", "--task", "logreg", "--method", "adascale", "--scale", "2", "--out", str(out)]
-    assert main([*args, *(x for s in sets for x in ("--set", s))]) == 0
+    assert main([*kept_args("adascale"), "--out", str(out)]) == 0
     (spec,) = out.rglob(SPEC)
     assert main(["gain", str(spec.parent), "--batches", "2"]) == 0
     return out
@@ -173,3 +176,21 @@ def test_status_reads_any_json_number_as_a_spec_or_a_log_holds_it(kept_run: Path
     assert cli(["status", str(out)]) in (0, 1)
     table = capsys.readouterr().out
     assert "%" not in table.split("\n")[2], table
+
+
+@pytest.mark.parametrize("iterations", ["true", HUGE_INT, "NaN", '"14"'])
+def test_lsw_plus_reads_its_adascale_runs_iterations_as_a_number_or_names_the_file(
+    kept_run: Path, tmp_path: Path, capsys, iterations: str
+) -> None:
+    """LSW+ takes T_AS from its AdaScale twin's summary: an iteration count of true (it ran T_AS = 1), 10**400 (an
+    OverflowError), NaN or "14" is one line naming that summary, exit 2, nothing trained."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(kept_run, out)
+    (summary,) = out.rglob("summary.json")
+    summary.write_text(plant(summary.read_text().replace("\n", ""), {"iterations": iterations}))
+    rc = cli([*kept_args("lsw+"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and f"{summary}: field 'iterations'" in err and "Traceback" not in err, err
+    assert not list((out / "logreg" / "lsw+").rglob("metrics.jsonl"))
