@@ -41,7 +41,7 @@ from .records import (
     quiet_submitit,
     record_job,
 )
-from .scheduler import ACTIVE, scheduler_states
+from .scheduler import ACTIVE, _seconds, scheduler_states
 
 
 class Backend(ABC):
@@ -158,10 +158,6 @@ class SlurmBackend(Backend):
             if not (state in ACTIVE or (state == "UNKNOWN" and fresh)):
                 out[name] = None
         return out
-
-
-def _seconds(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def _run_job(p: Planned, out: Path, res: Resources) -> Any:

@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from bench.files import finite_float
+
 from .records import process_start
 
 # Scheduler states of a job that has not ended (submitit treats PREEMPTED as not ended too: it is requeued).
@@ -104,4 +106,6 @@ def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def _seconds(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+    """A job record's time (submitted_at) as a number, 0 for anything else (bench.files.finite_float: a 10**400
+    there was an OverflowError in status and submit)."""
+    return finite_float(value) or 0.0

@@ -9,7 +9,16 @@ from typing import Any
 
 from bench import safefs
 from bench.algo.gain import b_simple, b_simple_average
-from bench.files import CHECKPOINT, METRICS, SUMMARY, atomic_write_bytes, read_jsonl, tail_records, write_json
+from bench.files import (
+    CHECKPOINT,
+    METRICS,
+    SUMMARY,
+    atomic_write_bytes,
+    finite_float,
+    read_jsonl,
+    tail_records,
+    write_json,
+)
 from bench.run.provenance import git_commit, versions
 from bench.runspec import RunSpec
 
@@ -107,13 +116,14 @@ def record_failure(
 def describe(summary: dict[str, Any], run_dir: Path, already: bool = False) -> str:
     """One line: how the run ended, its numbers and where it is; `already`: it had ended before this command,
     which trained nothing (no wall time of this command to show)."""
-    metric = summary.get("val_metric")
-    loss = summary.get("train_loss")
-    status = f"already {'complete' if summary['status'] == 'completed' else summary['status']}, nothing trained"
+    metric = finite_float(summary.get("val_metric"))  # a finished run's summary, read again: any JSON there
+    loss = finite_float(summary.get("train_loss"))
+    s = {k: str(summary.get(k, k))[:40] for k in ("status", "task", "method", "scale", "seed", "iterations", "metric")}
+    status = f"already {'complete' if s['status'] == 'completed' else s['status']}, nothing trained"
     took = "" if already else f"  ({summary.get('wall_time_s')} s)"
     return (
-        f"{status if already else summary['status']}: {summary['task']} {summary['method']} S = {summary['scale']} "
-        f"seed {summary['seed']}  {summary.get('metric', 'metric')} {'N/A' if metric is None else f'{metric:.4g}'}"
-        f"  train loss {'N/A' if loss is None else f'{loss:.4g}'}  iterations {summary['iterations']}"
+        f"{status if already else s['status']}: {s['task']} {s['method']} S = {s['scale']} "
+        f"seed {s['seed']}  {s['metric']} {'N/A' if metric is None else f'{metric:.4g}'}"
+        f"  train loss {'N/A' if loss is None else f'{loss:.4g}'}  iterations {s['iterations']}"
         f"{took}  -> {run_dir}"
     )

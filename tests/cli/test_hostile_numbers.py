@@ -137,7 +137,9 @@ def test_every_reader_of_a_run_file_reads_any_json_number(kept_run: Path, tmp_pa
     lines[first_eval] = plant(lines[first_eval], ODD_EVAL)
     metrics.write_text("\n".join(lines) + "\n")
     summary = run / "summary.json"
-    summary.write_text(plant(summary.read_text().replace("\n", ""), {"tau": HUGE_INT, "iterations": "true"}))
+    summary.write_text(
+        plant(summary.read_text().replace("\n", ""), {"tau": HUGE_INT, "iterations": "true", "val_metric": '"0.5"'})
+    )
     csv = run / "offline_gain.csv"
     head, *rows = csv.read_text().splitlines()
     rows[0] = ",".join(HUGE_INT if i == 1 else v for i, v in enumerate(rows[0].split(",")))  # its tau
@@ -145,6 +147,8 @@ def test_every_reader_of_a_run_file_reads_any_json_number(kept_run: Path, tmp_pa
     said = commands(out, run, capsys)
     for name, (rc, err) in said.items():
         assert rc == 0 and "Traceback" not in err, (name, err[-3000:])
+    assert cli([*kept_args("adascale"), "--out", str(out)]) == 0  # the finished run, described again
+    assert "already complete" in capsys.readouterr().out
     assert f"{metrics}: " in said["gain"][1] and "record(s) whose iteration or gain is not a number" in said["gain"][1]
     from reports import collect
 
@@ -167,6 +171,8 @@ def test_status_reads_any_json_number_as_a_spec_or_a_log_holds_it(kept_run: Path
     (spec,) = out.rglob(SPEC)
     spec.write_text(plant(spec.read_text().replace("\n", ""), {"T1": T1}))
     (spec.parent / "summary.json").unlink()
+    job = {"executor": "debug", "job_id": "7", "submitted_at": "@", "stderr": None}
+    (spec.parent / "job.json").write_text(json.dumps(job).replace('"@"', HUGE_INT))  # (10**400 s: OverflowError)
     metrics = spec.parent / METRICS
     lines = [line for line in metrics.read_text().splitlines() if '"eval"' not in line]
     metrics.write_text("\n".join([*lines[:-1], plant(lines[-1], {"tau": "1e300"})]) + "\n")
@@ -194,3 +200,13 @@ def test_lsw_plus_reads_its_adascale_runs_iterations_as_a_number_or_names_the_fi
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and f"{summary}: field 'iterations'" in err and "Traceback" not in err, err
     assert not list((out / "logreg" / "lsw+").rglob("metrics.jsonl"))
+
+
+def test_a_job_records_submission_time_is_read_as_a_number_or_not_at_all() -> None:
+    """status and submit judge a fresh submission by job.json's submitted_at (slurm.scheduler._seconds, the one
+    reading both use): 10**400, 1e400, true or a string is no time (0), not an OverflowError or 1 s."""
+    from slurm.scheduler import _seconds
+
+    for raw in (HUGE_INT, "1e400", "NaN", "true", '"5"', "[1]"):
+        assert _seconds(json.loads(raw)) == 0.0, raw
+    assert _seconds(json.loads("12.5")) == 12.5
