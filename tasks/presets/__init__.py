@@ -15,6 +15,7 @@ from typing import Any
 
 from bench.algo.gain import theta
 from bench.errors import UserError
+from bench.files import finite_number
 
 # docs/design.md §1: elastic S changes at T1/4 and T1/2, 32 -> 64 -> 128 and back (paper §4); tiny presets 2 -> 4 -> 8.
 ELASTIC_PAPER = {"up": [[0.0, 32], [0.25, 64], [0.5, 128]], "down": [[0.0, 128], [0.25, 64], [0.5, 32]]}
@@ -218,8 +219,9 @@ def card_of_run(task: object, user_task: object, where: str = "spec") -> TaskCar
 
 
 def _number(v: Any) -> bool:
-    """A finite number that is not a boolean (NaN and ±inf are no margin, window count or optimum)."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite number that is not a boolean (NaN and ±inf are no margin, window count or optimum; nor is a recorded
+    10**400, where math.isfinite raised OverflowError): bench.files.finite_number."""
+    return finite_number(v)
 
 
 def _within(v: float, rng: Any) -> bool:

@@ -232,6 +232,13 @@ def test_a_damaged_recorded_card_is_one_line_naming_the_file(user_dir: Path, tmp
     gain = cli(user_dir, "gain", "--task", NAME, str(spec_path.parent))
     assert gain.returncode == 2 and len(gain.stderr.strip().splitlines()) == 1, gain.stderr
     assert f"{spec_path}: user_task.card: field metric" in gain.stderr
+    # a number past float's range where the card holds a count (json reads it as an int): no OverflowError
+    spec["user_task"]["card"]["metric"] = "top1"
+    spec["user_task"]["card"]["tiny_windows"] = "@"
+    spec_path.write_text(json.dumps(spec).replace('"@"', "1" + "0" * 400))
+    report = cli(elsewhere, "report", str(out))
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr[-2000:]
+    assert f"{spec_path}: user_task.card: field tiny_windows" in report.stderr, report.stderr
 
 
 def test_the_slurm_backend_protocol_is_abstract_too() -> None:
