@@ -366,6 +366,8 @@ class Engine:
         bar = self._bar(state)
         self.model.train()
         try:
+            if state.iteration == 0 and state.initial_eval is None:  # once per run, never again on a resume
+                self._evaluate(state, initial=True)
             while not self._done(state):
                 s = self.scales(state.tau)
                 if s != scale:  # a new S: a new slice of the stream for this rank, and a new observer
@@ -466,13 +468,18 @@ class Engine:
             return False
         return value <= target if not self.task.higher_is_better else value >= target
 
-    def _evaluate(self, state: State) -> None:
+    def _evaluate(self, state: State, initial: bool = False) -> None:
+        """An evaluation record in metrics.jsonl (rank 0); `initial`: the untrained model's, at iteration 0, kept as
+        state.initial_eval (a seed that ends no better has collapsed: reports.failedseeds), never a target's stop."""
         self.module.eval()
         with torch.no_grad():  # every rank its shard; the metrics on rank 0 (bench.engine.evaluation)
             result = evaluate(self.task, self.module, self.evalset, self.spec, self.dist)
         self.module.train()
-        if result is not None:
+        if result is not None and initial:
+            state.initial_eval = result
+        elif result is not None:
             state.last_eval = result
+        if result is not None:
             self._log(
                 {
                     "eval": True,
@@ -482,12 +489,12 @@ class Engine:
                     # seconds of the run so far, resumed runs included; not deterministic, so every
                     # exact comparison of records leaves it out
                     "wall_time_s": round(time.perf_counter() - self._started, 3),
-                    "metric": state.last_eval[self.task.metric],
-                    **state.last_eval,
+                    "metric": result[self.task.metric],
+                    **result,
                 }
             )
             self.metrics.flush()
-            if self._reached(state.last_eval[self.task.metric]):
+            if not initial and self._reached(result[self.task.metric]):
                 state.target_epochs = self.epochs(state)
         state.target_epochs = self.dist.broadcast(state.target_epochs)
 

@@ -1,0 +1,80 @@
+"""A task's card checked against the task itself, before any training (issue 55.6): the card names the metric the
+findings judge (`metric`, and `paper_metric` where set), and only the task's `metrics_from` says what it returns.
+A card whose metric the task does not return trained until its first evaluation, then raised a KeyError.
+
+The check: the model built, in eval mode under no_grad, on the first evaluation batch alone
+(bench.engine.evaluation.sliced), its `eval_stats` combined and turned into metrics by `metrics_from`; a metric
+name of the card that is not among them, or a value that is no number, is one line naming the card's field, the
+file the card comes from and what was expected. One small batch: its cost is one evaluation batch's forward.
+The global RNG is left as it was (a run seeds its own before building its model anyway).
+
+Called where a task meets its data root: every run (bench.run.dataroot.prepare_data: `run`, `advise`'s probe, a
+matrix's runs) and `submit`'s data check before it sends a job (`submit --dry-run` too; slurm.datacheck), for
+built-in tasks and tasks of yours alike.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.errors import UserError
+from bench.usercode import is_user_name
+
+if TYPE_CHECKING:  # torch is imported by the check itself: importing this module (submit's) costs nothing
+    import torch
+
+    from bench.runspec import RunSpec
+
+
+def card_file(task: Any) -> str:
+    """Where the task's card is written: a task of yours, its module's file; a built-in one, tasks/presets/<name>.py."""
+    name = str(task.card.name)
+    if is_user_name(name):
+        from tasks import source_file
+
+        return source_file(type(task))
+    found = importlib.util.find_spec(f"tasks.presets.{name}")
+    return str(found.origin) if found is not None and found.origin else f"tasks/presets/{name}.py"
+
+
+def one_batch_metrics(task: Any, root: Path, spec: RunSpec, device: torch.device) -> Any:
+    """What `metrics_from` returns on the first evaluation batch of the untrained model (the RNG left as it was)."""
+    import torch
+
+    from bench.engine.evaluation import combine, sliced
+
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda), torch.no_grad(), sliced(1):
+        model = task.build_model(spec).to(device)
+        model.eval()
+        evalset = task.eval_set(spec, root)
+        return task.metrics_from(combine([task.eval_stats(model, evalset, spec, device, 0, 1)]), spec)
+
+
+def check_task(task: Any, root: Path, spec: RunSpec, device: torch.device | None = None) -> None:
+    """The card's metric names against what the task's metrics_from returns on one batch (see the module)."""
+    import torch
+
+    metrics = one_batch_metrics(task, root, spec, device or torch.device("cpu"))
+    where = f"task {task.card.name}: {card_file(task)}"
+    if not isinstance(metrics, dict):
+        raise UserError(
+            f"{where}: metrics_from returned a {type(metrics).__name__}; expected a dict of metric name -> number"
+        )
+    keys = ", ".join(map(repr, sorted(map(str, metrics)))) or "nothing"
+    for field in ("metric", "paper_metric"):
+        name = getattr(task.card, field)
+        if (field == "metric" or name) and name not in metrics:
+            raise UserError(
+                f"{where}: the card's {field} {name!r} is not among what metrics_from returns ({keys}); "
+                f"expected one of those"
+            )
+    for key, value in metrics.items():
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            raise UserError(
+                f"{where}: metrics_from's {key!r} is a {type(value).__name__}; expected a number (int or float)"
+            ) from None
