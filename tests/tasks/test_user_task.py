@@ -281,7 +281,10 @@ def test_advise_then_its_printed_submit_then_report_on_data_only_under_a_data_ro
     res = cli(home, *argv, "--out", str(out), env=env)
     assert res.returncode == 0, res.stderr[-2000:]
     (printed,) = [line.strip() for line in res.stdout.splitlines() if line.strip().startswith("adascale-bench submit")]
-    assert f"    {printed}\n" in (out / "advice.md").read_text()
+    advice = (out / "advice.md").read_text()
+    assert f"    {printed}\n" in advice
+    for said_once in ("Δ = ", "; late ", "Largest S with efficiency"):  # one number per quantity (issue 55.7)
+        assert advice.count(said_once) == 1, (said_once, advice)
     command = shlex.split(printed)
     res = cli(home, *command[1:], env=env)  # as printed: `adascale-bench` is this interpreter's `-m bench`
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
@@ -303,4 +306,5 @@ def test_advise_then_its_printed_submit_then_report_on_data_only_under_a_data_ro
         (m, s) for m in ("adascale", "lsw") for s in (1, 2)
     }
     assert set(cells["n_seeds"]) == {2} and cells["val_metric"].notna().all()  # the pilot (probe) seed left out
+    assert "Left out: 1 run(s) of pilot seed(s) 1000" in (out / "report" / "table2.md").read_text()  # said under it
     assert not any(empty.iterdir())  # nothing was written to (or read from) the default data place
