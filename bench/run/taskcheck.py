@@ -8,9 +8,9 @@ name of the card that is not among them, or a value that is no number, is one li
 file the card comes from and what was expected. One small batch: its cost is one evaluation batch's forward.
 The global RNG is left as it was (a run seeds its own before building its model anyway).
 
-Called where a task meets its data root: every run (bench.run.dataroot.prepare_data: `run`, `advise`'s probe, a
-matrix's runs) and `submit`'s data check before it sends a job (`submit --dry-run` too; slurm.datacheck), for
-built-in tasks and tasks of yours alike.
+Called where a task meets its data root: every run, on rank 0 before the engine is built (bench.run.runner: `run`,
+`advise`'s probe, a matrix's runs), and `submit`'s data check before it sends a job (`submit --dry-run` too;
+slurm.datacheck), for built-in tasks and tasks of yours alike.
 """
 
 from __future__ import annotations
@@ -51,6 +51,20 @@ def one_batch_metrics(task: Any, root: Path, spec: RunSpec, device: torch.device
         model.eval()
         evalset = task.eval_set(spec, root)
         return task.metrics_from(combine([task.eval_stats(model, evalset, spec, device, 0, 1)]), spec)
+
+
+def check_on_ranks(task: Any, root: Path, spec: RunSpec, dist: Any) -> None:
+    """check_task on rank 0 alone (W ranks would each read the evaluation set's index, which the engine has rank 0
+    read and share), its one line raised on every rank, so that no rank goes on to wait for one that stopped."""
+    why = None
+    if dist.is_main:
+        try:
+            check_task(task, root, spec, dist.device)
+        except UserError as e:
+            why = str(e)
+    why = dist.broadcast(why)
+    if why:
+        raise UserError(why)
 
 
 def check_task(task: Any, root: Path, spec: RunSpec, device: torch.device | None = None) -> None:
