@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,8 +102,10 @@ class Engine:
         data_root: Path | None = None,
         dist: Dist | None = None,
         progress: bool = True,
+        check: Callable[[nn.Module, Any], None] | None = None,
     ) -> None:
         self.spec = spec
+        self.check = check  # called with the built model and evaluation set before any training (bench.run.taskcheck)
         self.run_dir = Path(run_dir)
         self._started = time.perf_counter()  # run() resets it to the run's own start (resumed wall time included)
         self.dist = dist or Dist()
@@ -328,6 +330,8 @@ class Engine:
         """Build model, optimizer and data, and restore the checkpoint if there is one."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._build()
+        if self.check is not None:
+            self.check(self.module, self.evalset)
         return self._restore()
 
     def batches(self, state: State, scale: int) -> Iterator[Any]:
