@@ -295,9 +295,9 @@ def planned_seeds(probe: Probe) -> Seeds:
         why = f"seed sd {sd:.3g} measured over {sp.runs} runs in {sp.cells} cell(s) with the probe's settings"
     else:
         sd = delta
-        why = (
-            f"no seed spread measured (the probe is one seed): sd assumed = Δ = {delta:.3g}, the card's margin "
-            f"({probe.margin.rule}); run advise again after the verification to measure it"
+        why = (  # Δ's value is the seeds line's own (one number per quantity): said there, not again here
+            "no seed spread measured (the probe is one seed): sd assumed equal to Δ, the card's margin; run advise "
+            "again after the verification to measure it"
         )
     n = seeds_for(sd, delta, POWER, 0.0, MOST_SEEDS) if sd > 0 else MIN_SEEDS
     return Seeds(n, sd, delta, why)
@@ -427,7 +427,8 @@ def figure(task: str, probe: Probe, rows: Sequence[Row], chosen: int) -> bytes:
         hi = np.array([probe.T1 / r.lo if r.lo > 0 else np.nan for r in rows])
         ax.fill_between(S, lo, hi, color="C0", alpha=0.25, lw=0, label="jackknife interval")
         ax.plot(S, sp, "o-", color="C0", label="AdaScale, predicted")
-        ax.axvline(chosen, color="C3", lw=1, ls="--", label=f"largest efficient S = {chosen}")
+        label = f"largest S with efficiency ≥ {EFFICIENCY:g} at the interval's lower end: {chosen}"  # as advice.md
+        ax.axvline(chosen, color="C3", lw=1, ls="--", label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log", base=2)
         ax.set_xlabel("scale S (× the batch)")

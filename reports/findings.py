@@ -449,7 +449,7 @@ LEGEND = (
     "the known optimum (logreg δ = 0.25: the margin's own uncertainty in the interval), else × S = 1's drop over "
     f"its last quarter; ≥ {MIN_SEEDS} seeds a side, else inconclusive; S = 1 within Δ of the metric's best "
     "value: not testable (saturated) unless a drop shows. (ii) LSW worse or a failed seed (diverged, or "
-    "collapsed to chance) holds; LSW within does not "
+    "collapsed) holds; LSW within does not "
     f"hold where its multiplier S is past ×{GAIN_RESOLUTION:g} AdaScale's measured steady gain there (of its late "
     "noise scale, upper bound), and is not testable where LSW takes AdaScale's steps. (iii) each run's iterations "
     "against those the OTHER runs' noise predicts (pilot runs, else other scales, else other seeds; never its own "

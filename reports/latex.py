@@ -86,8 +86,8 @@ def latex(c: pd.DataFrame, std: bool = False) -> str:
         caption = (
             f"Table 2, {escape(v.name)}: validation {escape(v.metric_label)} ({direction} is better), training "
             f"loss and iterations; mean over seeds. Grey: significantly worse than $S=1$ of the same method "
-            f"(one-sided Welch $t$-test, 0.95), or a seed collapsed to chance (a note names it). N/A: diverged "
-            f"(iterations: the planned count). "
+            f"(one-sided Welch $t$-test, 0.95), or a seed collapsed (no better than untrained or chance; a note "
+            f"names it). N/A: diverged (iterations: the planned count). "
             f"{escape(MISSING)}: not run. n: the seeds a cell averages."
         )
         caption += f" {escape(v.noise)}" if v.noise else ""

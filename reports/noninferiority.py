@@ -66,13 +66,14 @@ def card_margin(task: str, preset: str) -> tuple[float | None, float | None]:
 
 def last_quarter_drop(curves: list[pd.DataFrame], T1: float) -> float:
     """The loss S = 1 sheds over its last quarter of τ: mean over its seeds of (the last evaluation at or
-    before 0.75·T1) − (its last evaluation); NaN without both."""
+    before 0.75·T1, not the untrained model's at τ = 0: no drop of the last quarter) − (its last evaluation); NaN
+    without both."""
     drops = []
     for ev in curves:
         if ev.empty or not {"tau", "metric"} <= set(ev.columns):
             continue
         d = ev[["tau", "metric"]].apply(pd.to_numeric, errors="coerce").dropna().sort_values("tau")
-        early = d[d["tau"] <= 0.75 * T1 * (1 + 1e-9)]
+        early = d[(d["tau"] > 0) & (d["tau"] <= 0.75 * T1 * (1 + 1e-9))]
         if len(early) and len(d) and d["tau"].iloc[-1] > early["tau"].iloc[-1]:
             drops.append(float(early["metric"].iloc[-1] - d["metric"].iloc[-1]))
     return float(np.mean(drops)) if drops else math.nan

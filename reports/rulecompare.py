@@ -4,7 +4,7 @@ A rule's verdict at S is its non-inferiority to its own S = 1 (the shared run fo
 scaling there) by the same rule as the paper's finding (i), through the same code (reports.findings:
 `compare` and `_non_inferior`): the Welch interval of the difference of the means (positive = better)
 against −Δ, ≥ 3 seeds a side; `holds` when `within`, `does not hold` when `worse` or a seed failed (diverged or
-collapsed to chance, reports.failedseeds), else
+collapsed, reports.failedseeds), else
 `inconclusive`; `not run` without an S = 1 run. The paper's findings (i)–(v) stay about AdaScale and LSW.
 
 At a glance, per table (task, preset, variant): each rule at the table's largest fixed S, with Δ to S = 1
@@ -173,8 +173,8 @@ LEGEND = (
     "Each rule against its own S = 1 (the shared run where the rule is identity scaling at S = 1) by finding "
     "(i)'s rule: the Welch interval of the difference (one-sided 95 % bounds) against the margin −Δ, "
     f"≥ {NI.MIN_SEEDS} seeds a side: keeps S = 1's quality (within the margin), worse (below it, or a seed "
-    "failed: diverged, or collapsed to chance), inconclusive (fewer seeds, or an interval across the margin), "
-    "not run. Speed-up: T1 / iterations."
+    "failed: diverged, or collapsed: no better than untrained or chance), inconclusive (fewer seeds, or an "
+    "interval across the margin), not run. Speed-up: T1 / iterations."
 )
 
 

@@ -272,7 +272,7 @@ def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, A
         row["error"] = summary.get("error")
         last_eval = summary.get("eval")
         row["eval"] = json.dumps(last_eval, sort_keys=True) if isinstance(last_eval, dict) else None
-        row["collapsed"] = collapsed(spec, summary)  # a completed seed at chance: failed (reports.failedseeds)
+        row["collapsed"] = collapsed(spec, summary)  # no better than untrained or chance: failed (reports.failedseeds)
         if summary["status"] == "diverged":  # only there: the plan stands in for the iterations (Table 2)
             row["planned_iterations"] = planned_iterations(spec)
     return row

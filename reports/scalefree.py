@@ -7,7 +7,7 @@ depend on the absolute size of a run, ours beside the paper's (reports/paper_tab
   paper's: its S = 1 row's iterations);
 - efficiency = T1 / (S · iterations): 1 is perfect linear scaling (empty for elastic rows, whose S varies).
 - quality: a cell that misses S = 1's quality — its Δmetric below −Δ, the findings' margin of the table
-  (reports.noninferiority.table_margin) — or that has a failed seed (diverged, or collapsed to chance:
+  (reports.noninferiority.table_margin) — or that has a failed seed (diverged, or collapsed:
   reports.failedseeds), is flagged ("worse than S = 1 by more than Δ", "diverged", "a seed collapsed to
   chance"): a speed-up bought with the metric is not a speed-up, and the tables and figures say so.
 
@@ -54,7 +54,7 @@ PAPER_COLUMNS = ["task", "scale", "total_batch", "method", "val_metric", "train_
 SIDE = ["table", "task", "preset", "method", "scale", "n_seeds", "diverged", "T1", "iterations"]
 SIDE += ["d_metric", "speedup", "efficiency", "quality"]
 WORSE_FLAG, DIVERGED_FLAG = "worse than S = 1 by more than Δ", "diverged"
-COLLAPSED_FLAG = "a seed collapsed to chance"  # a failed seed, as a divergence is (reports.failedseeds)
+COLLAPSED_FLAG = "a seed collapsed"  # a failed seed, as a divergence is (reports.failedseeds)
 
 
 def _ratios(scale: str, T1: float, iterations: float) -> tuple[float, float]:

@@ -13,8 +13,8 @@ A cell is the mean over the seeds of the completed runs, pilot seeds left out (`
   a comparison never diffs a divergence point against a plan;
 - – when there is no completed run (not run, still running, or failed);
 - grey when significantly worse than S = 1 of the same method: see `significance.worse_than`; the metric grey
-  too, with a footnote naming the seeds, where a seed collapsed to chance (a failed seed, reports.failedseeds:
-  its numbers are real and averaged in, but the cell is a failure as a divergence is).
+  too, with a footnote naming the seeds, where a seed collapsed (no better than untrained or chance: a failed
+  seed, reports.failedseeds: its numbers are real and averaged in, but the cell is a failure as a divergence is).
 
 At S = 1 every rule that is identity scaling there is one computation, run once as adascale
 (bench.experiments.matrix): that run fills the S = 1 cell of each such rule in its table (share_s1).
@@ -48,9 +48,9 @@ QUANTITIES = ("val_metric", "train_loss", "iterations")
 GREY_MARK = "†"
 LEGEND = (
     f"{GREY_MARK} grey: significantly worse than S = 1 of the same method (one-sided Welch t-test over the "
-    f"seeds, p < {ALPHA:g}; needs ≥ 2 completed seeds on both sides), or a seed collapsed to chance (a failed "
-    "seed, as a divergence: [n] names it). N/A: a seed diverged (its iterations: "
-    "the planned count, as the paper prints it; [n]: where it diverged). "
+    f"seeds, p < {ALPHA:g}; needs ≥ 2 completed seeds on both sides), or a seed collapsed (ended no better "
+    "than the untrained model or the task's chance level: a failed seed, as a divergence: [n] names it). "
+    "N/A: a seed diverged (its iterations: the planned count, as the paper prints it; [n]: where it diverged). "
     f"{MISSING}: not run (or not finished). n: the seeds a cell averages (N/A: the seeds run); "
     "a 95 % t interval of each mean is in table2.csv and on hover in the HTML (there clipped to the values "
     "the quantity can take: 0–100 % for an accuracy)."
@@ -280,7 +280,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
             }
             row |= _quantities(g, done, diverged) | _noise(done, method, scale)
             row["n_collapsed"] = int(failed(g).sum()) - n_div
-            fell = g.loc[failed(g) & (g["status"] != "diverged"), "seed"]  # collapsed to chance
+            fell = g.loc[failed(g) & (g["status"] != "diverged"), "seed"]  # collapsed
             row["collapsed_at"] = ", ".join(f"seed {x}" for x in sorted(fell))
             div = g.loc[g["status"] == "diverged", ["seed", "iterations"]].sort_values("seed")  # two columns: the
             row["diverged_at"] = ", ".join(  # runs' 60 through itertuples were most of the cells' cost
@@ -443,7 +443,7 @@ def views(c: pd.DataFrame, std: bool = False, pm: str = " ± ") -> list[TableVie
                         hover = _hover(r, q, bounds_of(view.task, view.metric_label, q))
                         note = ""
                         if q == "val_metric" and r["n_collapsed"] > 0:  # a failed seed, as a divergence is
-                            view.notes.append(f"S = {scale} {label}: collapsed to chance ({r['collapsed_at']})")
+                            view.notes.append(f"S = {scale} {label}: collapsed ({r['collapsed_at']})")
                             note = str(len(view.notes))
                         line.append(Cell(text, grey, kind, note=note, n=int(r["n_seeds"]), hover=hover))
             view.rows.append((scale, total, line))

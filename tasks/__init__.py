@@ -123,8 +123,8 @@ def load(name: str) -> type[Task]:
         raise UserError(f"task {name}: {where} has no card (card = tasks.presets.TaskCard(...): metric, presets, ...)")
     try:
         check_card(c)
-    except ValueError as e:
-        raise UserError(f"task {name}: its card's {e}") from None
+    except ValueError as e:  # the field, what it holds and what it must hold, in the file the user edits
+        raise UserError(f"task {name}: {source_file(cls)}: its card's {e}") from None
     if "tiny" not in c.presets:
         raise UserError(f"task {name}: its card has no tiny preset (the one smoke, tests and advise run)")
     odd = unrecordable(record_card(c), "card")  # a spec records the card as JSON
@@ -138,6 +138,16 @@ def load(name: str) -> type[Task]:
     remember(named.card)
     _LOADED[name], _DIGESTS[name] = named, digest
     return named
+
+
+def source_file(cls: type) -> str:
+    """The file of a task of yours' module (where its card is written), for a one-line error to name."""
+    import inspect
+
+    try:
+        return inspect.getsourcefile(cls) or cls.__module__
+    except TypeError:
+        return cls.__module__
 
 
 def is_loaded(name: str) -> bool:

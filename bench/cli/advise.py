@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,9 @@ def _hours_per_example(task: str, preset: str, spec: RunSpec) -> float:
 
 def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> RunSpec:
     """Run (or resume, or find finished) the probe into `out`; its resolved spec."""
-    from bench.engine.signals import install_signal_handlers
+    from bench.engine.signals import Interrupted, install_signal_handlers
     from bench.experiments import matrix as matrices
-    from bench.experiments.pool import run_matrix
+    from bench.run.runner import run_spec
 
     if args.probe_scale < 2:
         raise UserError("--probe-scale: at least 2 (AdaScale measures the noise from S micro-batches)")
@@ -80,8 +81,14 @@ def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> Ru
     )  # fmt: skip
     m = matrices.Matrix(out / "verify.yaml", args.preset, [req], roots, overrides)
     print(f"advise: the probe, AdaScale at S = {args.probe_scale} (seed {args.probe_seed}), into {out}")
-    run_matrix(m, out, jobs=1)  # a failure is printed; read_probe then says the probe is missing
-    return m.spec(req)
+    spec = m.spec(req)
+    try:
+        run_spec(spec, out)  # a UserError (a card the task does not meet: bench.run.taskcheck) is advise's one line
+    except (UserError, Interrupted):
+        raise
+    except Exception as e:  # recorded in the probe's error.log; read_probe then says the probe is missing
+        print(f"failed: the probe: {type(e).__name__}: {' '.join(str(e).split())[:200]}", file=sys.stderr)
+    return spec
 
 
 def _verified(args: argparse.Namespace, rows: list, scales: list[int]) -> list[int]:

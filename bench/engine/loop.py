@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -102,8 +102,10 @@ class Engine:
         data_root: Path | None = None,
         dist: Dist | None = None,
         progress: bool = True,
+        check: Callable[[nn.Module, Any], None] | None = None,
     ) -> None:
         self.spec = spec
+        self.check = check  # called with the built model and evaluation set before any training (bench.run.taskcheck)
         self.run_dir = Path(run_dir)
         self._started = time.perf_counter()  # run() resets it to the run's own start (resumed wall time included)
         self.dist = dist or Dist()
@@ -339,6 +341,8 @@ class Engine:
         """Build model, optimizer and data, and restore the checkpoint if there is one."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._build()
+        if self.check is not None:
+            self.check(self.module, self.evalset)
         return self._restore()
 
     def batches(self, state: State, scale: int) -> Iterator[Any]:
@@ -377,6 +381,8 @@ class Engine:
         bar = self._bar(state)
         self.model.train()
         try:
+            if state.iteration == 0 and state.initial_eval is None:  # once per run, never again on a resume
+                self._evaluate(state, initial=True)
             while not self._done(state):
                 s = self.scales(state.tau)
                 if s != scale:  # a new S: a new slice of the stream for this rank, and a new observer
@@ -488,13 +494,18 @@ class Engine:
             return False
         return value <= target if not self.task.higher_is_better else value >= target
 
-    def _evaluate(self, state: State) -> None:
+    def _evaluate(self, state: State, initial: bool = False) -> None:
+        """An evaluation record in metrics.jsonl (rank 0); `initial`: the untrained model's, at iteration 0, kept as
+        state.initial_eval (a seed that ends no better has collapsed: reports.failedseeds), never a target's stop."""
         self.module.eval()
         with torch.no_grad():  # every rank its shard; the metrics on rank 0 (bench.engine.evaluation)
             result = evaluate(self.task, self.module, self.evalset, self.spec, self.dist)
         self.module.train()
-        if result is not None:
+        if result is not None and initial:
+            state.initial_eval = result
+        elif result is not None:
             state.last_eval = result
+        if result is not None:
             self._log(
                 {
                     "eval": True,
@@ -504,12 +515,12 @@ class Engine:
                     # seconds of the run so far, resumed runs included; not deterministic, so every
                     # exact comparison of records leaves it out
                     "wall_time_s": round(time.perf_counter() - self._started, 3),
-                    "metric": state.last_eval[self.task.metric],
-                    **state.last_eval,
+                    "metric": result[self.task.metric],
+                    **result,
                 }
             )
             self.metrics.flush()
-            if self._reached(state.last_eval[self.task.metric]):
+            if not initial and self._reached(result[self.task.metric]):
                 state.target_epochs = self.epochs(state)
         state.target_epochs = self.dist.broadcast(state.target_epochs)
 

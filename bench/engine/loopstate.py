@@ -23,6 +23,9 @@ class State:
     metrics_records: int = 0
     wall_time: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
+    # the untrained model's evaluation (iteration 0): what a seed must end better than (reports.failedseeds);
+    # None until it is made, and in a checkpoint written before it was recorded
+    initial_eval: dict[str, float] | None = None
     target_epochs: float | None = None  # data epochs at the first evaluation that reached spec.target
     # running aggregates of the training records, so the summary need not re-read metrics.jsonl
     # (None: restored from a checkpoint written before they existed; the summary then reads the file)
@@ -47,7 +50,7 @@ def odd_state_field(state: State) -> str | None:
     for last_eval), or None. A NaN τ or a negative offset would otherwise fail later, as a traceback."""
     for f in fields(state):
         value = getattr(state, f.name)
-        if f.name == "last_eval":
+        if f.name == "last_eval" or (f.name == "initial_eval" and value is not None):
             ok = isinstance(value, dict) and all(v is None or _a_float(v) for v in value.values())
         elif value is None:
             ok = "None" in str(f.type)

@@ -19,6 +19,7 @@ from bench.run.dataroot import prepare_data
 from bench.run.needs import resolve_needs
 from bench.run.spec import check_same, run_name
 from bench.run.summary import record_failure, summarize, write_summary
+from bench.run.taskcheck import checker
 from bench.runspec import RunSpec
 
 FINAL = ("completed", "diverged")
@@ -93,7 +94,8 @@ def _train(spec: RunSpec, run_dir: Path, dist: Dist, progress: bool) -> tuple[di
 
     task = get_task(spec.task)
     check_recorded(spec)  # a task of yours: the source its spec recorded, or one line
-    engine = Engine(spec, task, run_dir, prepare_data(task, spec, dist), dist=dist, progress=progress)
+    check = checker(task, spec, dist)  # its card against what it returns, on one batch: before any training
+    engine = Engine(spec, task, run_dir, prepare_data(task, spec, dist), dist=dist, progress=progress, check=check)
     if dist.is_main:
         write_json(run_dir / SPEC, spec.to_json())
     outcome = engine.run()

@@ -49,6 +49,7 @@ def summarize(spec: RunSpec, task: Any, outcome: Any, run_dir: Path) -> dict[str
         "val_metric": None,
         "train_loss": None,
         "T_AS": spec.T_AS,
+        **({"initial_eval": state.initial_eval} if state.initial_eval is not None else {}),  # the untrained model's
         "versions": versions(),
         "git_commit": git_commit(),
     }

@@ -237,37 +237,53 @@ def _strings(v: Any) -> bool:
 def check_card(c: TaskCard) -> None:
     """The types and ranges a card's fields must have: a task of yours is checked when it is loaded, and a recorded
     card when it is read (it comes from a file someone else may have written, where NaN is a JSON literal);
-    ValueError naming the first wrong field."""
+    ValueError naming the first wrong field, what it holds and what it must hold."""
     rng = c.metric_range
     checks = [
-        ("metric", isinstance(c.metric, str) and c.metric != ""),
-        ("metric_label", isinstance(c.metric_label, str)),
-        ("higher_is_better", isinstance(c.higher_is_better, bool)),
-        ("needs_data", isinstance(c.needs_data, bool)),
-        ("presets", isinstance(c.presets, dict) and c.presets and all(isinstance(v, dict) for v in c.presets.values())),
-        ("tiny_windows", _number(c.tiny_windows) and c.tiny_windows > 0),
-        ("unit", isinstance(c.unit, str)),
-        ("paper_metric", isinstance(c.paper_metric, str)),
+        ("metric", isinstance(c.metric, str) and c.metric != "", "a non-empty str, a key metrics_from returns"),
+        ("metric_label", isinstance(c.metric_label, str), "a str"),
+        ("higher_is_better", isinstance(c.higher_is_better, bool), "a bool"),
+        ("needs_data", isinstance(c.needs_data, bool), "a bool"),
+        (
+            "presets",
+            isinstance(c.presets, dict) and c.presets and all(isinstance(v, dict) for v in c.presets.values()),
+            "a non-empty dict of preset name -> dict of spec values",
+        ),
+        ("tiny_windows", _number(c.tiny_windows) and c.tiny_windows > 0, "a finite number > 0"),
+        ("unit", isinstance(c.unit, str), "a str"),
+        ("paper_metric", isinstance(c.paper_metric, str), "a str"),
         (
             "metric_range",  # ±inf for an open end, never NaN, the low end first
             isinstance(rng, tuple | list)
             and len(rng) == 2
             and all(isinstance(v, int | float) and not isinstance(v, bool) and v == v for v in rng)
             and rng[0] < rng[1],
+            "a tuple of two numbers (float), the low end first (±math.inf for an open end)",
         ),
         (
             "max_ranks",
             isinstance(c.max_ranks, dict)
             and all(v is None or (_number(v) and isinstance(v, int) and v >= 1) for v in c.max_ranks.values()),
+            "a dict of preset name -> int ≥ 1 or None",
         ),
-        ("margins", isinstance(c.margins, dict) and all(_number(v) and v >= 0 for v in c.margins.values())),
-        ("optimum", c.optimum is None or _number(c.optimum)),
-        ("chance", isinstance(c.chance, dict) and all(_number(v) and _within(v, rng) for v in c.chance.values())),
-        ("differs", _strings(c.differs)),
-        ("tiny_data", _strings(c.tiny_data)),
-        ("requires", _strings(c.requires)),
-        ("extra", isinstance(c.extra, str)),
+        (
+            "margins",
+            isinstance(c.margins, dict) and all(_number(v) and v >= 0 for v in c.margins.values()),
+            "a dict of preset name -> finite number ≥ 0",
+        ),
+        ("optimum", c.optimum is None or _number(c.optimum), "None or a finite number"),
+        (
+            "chance",
+            isinstance(c.chance, dict) and all(_number(v) and _within(v, rng) for v in c.chance.values()),
+            "a dict of preset name -> finite number inside metric_range",
+        ),
+        ("differs", _strings(c.differs), "a tuple of str"),
+        ("tiny_data", _strings(c.tiny_data), "a tuple of str"),
+        ("requires", _strings(c.requires), "a tuple of str"),
+        ("extra", isinstance(c.extra, str), "a str"),
     ]
-    bad = [name for name, ok in checks if not ok]
-    if bad:
-        raise ValueError(f"field {bad[0]} has the wrong type or an empty value")
+    for name, ok, expected in checks:
+        if not ok:
+            held = repr(getattr(c, name))
+            held = held if len(held) <= 60 else held[:57] + "..."
+            raise ValueError(f"field {name} = {held} ({type(getattr(c, name)).__name__}): expected {expected}")

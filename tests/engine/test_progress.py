@@ -146,7 +146,7 @@ def test_tensorboard_events_hold_the_runs_scalars(tmp_path: Path) -> None:
         want = [(r["iteration"], r[key]) for r in steps if r.get(key) is not None]
         assert [s for s, _ in got] == [s for s, _ in want]
         assert [v for _, v in got] == pytest.approx([v for _, v in want], rel=1e-6)  # stored as float32
-    assert len(evals) == 2
+    assert len(evals) == 3 and evals[0]["iteration"] == 0  # the untrained model's, then two
     got = [(e.step, e.value) for e in events.Scalars(f"eval/{get_task('cifar10').metric}")]
     assert got == [(r["iteration"], pytest.approx(r["metric"], rel=1e-6)) for r in evals]
     assert not any(t.startswith("train/iteration") for t in tags)

@@ -33,5 +33,6 @@ def test_seeds_from_a_measured_spread_are_the_controls_rule_and_fewer_warn() -> 
 
 def test_one_probe_seed_states_the_assumed_spread_and_its_source() -> None:
     s = A.planned_seeds(probe(math.nan, 0))
-    assert s.sd == 0.02 and "no seed spread measured" in s.why and "the card's Δ" in s.why
+    assert s.sd == 0.02 and "no seed spread measured" in s.why and "sd assumed equal to Δ, the card's margin" in s.why
+    assert A.seeds_line(s, 2).count("Δ = ") == 1  # Δ's value said once (issue 55.7: one number per quantity)
     assert probe(math.nan, 0).late_B == 3.0  # the one late B advice.md and the prediction use

@@ -109,7 +109,10 @@ def test_a_changed_source_is_another_run(user_dir: Path, tmp_path: Path) -> None
         (("    card = CARD\n", "    pass\n"), "has no card"),
         (("class Mixture(Task):", "class Mixture:"), "expected a subclass of tasks.base.Task"),
         (('"tiny": {', '"small": {'), "no tiny preset"),
-        (("metric_range=(0.0, 100.0),", 'metric_range=("0", "100"),'), "card's field metric_range has the wrong"),
+        (
+            ("metric_range=(0.0, 100.0),", 'metric_range=("0", "100"),'),
+            "mixture.py: its card's field metric_range = ('0', '100') (tuple): expected a tuple of two numbers",
+        ),
     ],
 )
 def test_a_task_module_that_breaks_the_protocol_fails_at_load_in_one_line(
@@ -126,6 +129,55 @@ def test_a_task_module_that_breaks_the_protocol_fails_at_load_in_one_line(
         assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert "Traceback" not in res.stderr
     assert not (tmp_path / "o").exists()
+
+
+RUN = ("run", "--task", NAME, "--method", "adascale", "--scale", "2", "--set", "T1=100")
+
+
+def test_a_card_metric_the_task_does_not_return_is_one_line_before_any_training(user_dir: Path, tmp_path: Path) -> None:
+    """The card's metric names against what metrics_from returns on one evaluation batch, before training (issue
+    55.6): `run`, `advise` and `submit` (its dry run warns) say it in one line naming the field, the user's module
+    and what it returns, before a single iteration is trained (it was a KeyError traceback after the first
+    evaluation)."""
+    module = user_dir / "mixture.py"
+    module.write_text(module.read_text().replace('metric="top1"', 'metric="accuracy"'))
+    want = f"task {NAME}: {module}: the card's metric 'accuracy' is not among what metrics_from returns ("
+    res = cli(user_dir, *RUN, "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and want in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "'top1'); expected one of those" in res.stderr and not list((tmp_path / "o").rglob("metrics.jsonl"))
+    res = cli(user_dir, "advise", "--task", NAME, "--scales", "1,2", "--set", "T1=100", "--out", str(tmp_path / "a"))
+    assert res.returncode == 2 and want in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    matrix = user_dir / "m.yaml"  # the data is there now (the run wrote the tiny set): submit checks before it sends
+    table2 = f"{{tasks: ['{NAME}'], methods: [adascale], scales: [1]}}"
+    matrix.write_text(f"preset: tiny\nseeds: [0]\nexperiments:\n  - table2: {table2}\n")
+    for dry, rc, kind in ((("--dry-run",), 0, "warning"), ((), 1, "error")):
+        res = cli(user_dir, "submit", str(matrix), "--executor", "local", *dry, "--out", str(tmp_path / "s"))
+        assert res.returncode == rc and f"adascale-bench: {kind}: {want}" in res.stderr, res.stderr
+    assert not list((tmp_path / "s").rglob("metrics.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            ("    tiny_windows=TINY_WINDOWS,\n", '    tiny_windows=TINY_WINDOWS,\n    paper_metric="acc",\n'),
+            "the card's paper_metric 'acc' is not among what metrics_from returns",
+        ),
+        (
+            ('"top1": 100.0 * stats["correct"] / n,', '"top1": [stats["correct"]],'),
+            "metrics_from's 'top1' is a list; expected a number (int or float)",
+        ),
+    ],
+)
+def test_other_card_mistakes_are_one_line_too(
+    user_dir: Path, tmp_path: Path, change: tuple[str, str], message: str
+) -> None:
+    module = user_dir / "mixture.py"
+    assert change[0] in module.read_text()
+    module.write_text(module.read_text().replace(*change))
+    res = cli(user_dir, *RUN, "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and f"task {NAME}: {module}: {message}" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not list((tmp_path / "o").rglob("metrics.jsonl"))
 
 
 def test_a_module_that_is_not_there_or_not_importable_is_one_line(user_dir: Path, tmp_path: Path) -> None:
@@ -272,3 +324,60 @@ def test_submit_says_when_a_card_sets_no_cap_on_a_runs_ranks(
     assert res.returncode == 0, res.stderr
     note = f"task {NAME}'s card sets no max_ranks for its paper preset: each run spreads over up to 8 ranks"
     assert (note in res.stdout) is noted, res.stdout
+
+
+def test_advise_then_its_printed_submit_then_report_on_data_only_under_a_data_root(tmp_path: Path) -> None:
+    """Issue 55's acceptance: a task of yours whose data (.npz files) exists only in a folder given by --data-root
+    (its module writes no tiny set; ADASCALE_BENCH_DATA an empty folder that must stay empty): `advise`, then the
+    `submit` command advise prints, run as printed, then `report`: every run completed on that folder's data and
+    Table 2 has the task's cells. Small by the user's own knobs: --scales 1,2 (the S asked), --seeds 2, T1=100."""
+    import json
+    import os
+    import shlex
+
+    import numpy as np
+
+    home, data, empty = tmp_path / "mine", tmp_path / "my-data", tmp_path / "no-data-here"
+    for folder in (home, data, empty):
+        folder.mkdir()
+    module = design_blocks()[0]
+    module = module[: module.index("    def write_tiny(")] + module[module.index("    def check_data(") :]
+    (home / "mixture.py").write_text(module)
+    centres = np.random.default_rng(0).normal(0.0, 1.0, (4, 8))  # the docs' mixture, in its real format
+    for name, n, seed in (("train.npz", 2000, 1), ("eval.npz", 1000, 2)):
+        rng = np.random.default_rng(seed)
+        y = rng.integers(0, 4, n)
+        np.savez(data / name, x=(centres[y] + rng.normal(0.0, 1.0, (n, 8))).astype(np.float32), y=y)
+    env = {**os.environ, "ADASCALE_BENCH_DATA": str(empty)}
+    out = tmp_path / "advice"
+    argv = ("advise", "--task", NAME, "--data-root", str(data), "--scales", "1,2", "--seeds", "2", "--set", "T1=100")
+    res = cli(home, *argv, "--out", str(out), env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (printed,) = [line.strip() for line in res.stdout.splitlines() if line.strip().startswith("adascale-bench submit")]
+    advice = (out / "advice.md").read_text()
+    assert f"    {printed}\n" in advice
+    for said_once in ("Δ = ", "; late ", "Largest S with efficiency"):  # one number per quantity (issue 55.7)
+        assert advice.count(said_once) == 1, (said_once, advice)
+    command = shlex.split(printed)
+    res = cli(home, *command[1:], env=env)  # as printed: `adascale-bench` is this interpreter's `-m bench`
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "failed" not in res.stderr
+    res = cli(home, "report", str(out), env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+    summaries = list(out.rglob("summary.json"))
+    assert len(summaries) == 1 + 2 * 3  # the probe; S = 1 (shared), AdaScale and LSW at S = 2, two seeds each
+    for path in summaries:
+        assert json.loads(path.read_text())["status"] == "completed", path
+        assert json.loads((path.parent / "spec.json").read_text())["data_root"] == str(data.resolve())
+        first = json.loads((path.parent / "metrics.jsonl").read_text().splitlines()[0])
+        assert first["eval"] is True and first["iteration"] == 0  # the untrained model's evaluation (issue 55.4)
+        assert json.loads(path.read_text())["initial_eval"]["top1"] == first["top1"]
+    table2 = pd.read_csv(out / "report" / "table2.csv")
+    cells = table2[table2["task"] == NAME]
+    assert {(m, s) for m, s in zip(cells["method"], cells["scale"], strict=True)} == {
+        (m, s) for m in ("adascale", "lsw") for s in (1, 2)
+    }
+    assert set(cells["n_seeds"]) == {2} and cells["val_metric"].notna().all()  # the pilot (probe) seed left out
+    assert "Left out: 1 run(s) of pilot seed(s) 1000" in (out / "report" / "table2.md").read_text()  # said under it
+    assert not any(empty.iterdir())  # nothing was written to (or read from) the default data place
