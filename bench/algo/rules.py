@@ -42,6 +42,24 @@ def extra_warmup(iteration: int, n: int | None) -> float:
     return min(1.0, (iteration + 1) / n) if n else 1.0
 
 
+def adam_hyper(
+    rule: Rule, t: int, scale: int, betas: tuple[float, float], eps: float
+) -> tuple[tuple[float, float], float]:
+    """AdamW's (β₁, β₂) and ε at iteration t at scale S: the rule's `adam(t, S, betas, eps)` where it has one
+    (sqrt-sde; a user's rule may), else the spec's as given. Checked: β in [0, 1), ε > 0 and finite."""
+    adam = getattr(rule, "adam", None)
+    if adam is None:
+        return betas, eps
+    (b1, b2), e = adam(t, scale, betas, eps)
+    b1, b2, e = float(b1), float(b2), float(e)
+    if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0 and 0.0 < e < math.inf):
+        raise UserError(
+            f"rule {rule.name}: adam() at S = {scale} gave betas ({b1}, {b2}) and eps {e}; "
+            "expected betas in [0, 1) and a finite eps > 0"
+        )
+    return (b1, b2), e
+
+
 # -- the rules --------------------------------------------------------------------------------------------------
 @runtime_checkable
 class Rule(Protocol):

@@ -22,9 +22,9 @@ from torch import nn
 from tqdm import tqdm
 
 from bench.algo.gain import ESTIMATORS, moments
-from bench.algo.rules import extra_warmup, finished, make_rule
+from bench.algo.rules import adam_hyper, extra_warmup, finished, make_rule
 from bench.algo.schedules import lr_schedule, scale_schedule
-from bench.engine import sgdstep
+from bench.engine import adamwstep, sgdstep
 from bench.engine.accumulate import StopVote, accumulate, dropout_seeds
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.amp import cuda_speed_knobs, with_amp
@@ -91,6 +91,18 @@ class Cadence:
         )
 
 
+def make_optimizer(spec: RunSpec, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    """The run's optimizer (spec `optimizer`): momentum SGD (the paper's; weight decay coupled, in the gradient) or
+    AdamW (decoupled weight decay). Its lr (and AdamW's betas and eps) are set at every step
+    (bench.engine.sgdstep, bench.engine.adamwstep); it holds the state a checkpoint saves."""
+    if spec.optimizer == "adamw":
+        betas = (spec.betas[0], spec.betas[1])
+        return torch.optim.AdamW(
+            params, lr=0.0, betas=betas, eps=spec.eps, weight_decay=spec.weight_decay, foreach=True
+        )
+    return torch.optim.SGD(params, lr=0.0, momentum=spec.momentum, weight_decay=spec.weight_decay, foreach=True)
+
+
 class Engine:
     """Trains one run described by a resolved spec (bench.run.spec.resolve) into `run_dir`."""
 
@@ -123,6 +135,7 @@ class Engine:
         # the spec's values `step` reads every iteration, looked up once (the hot path: see `adascale-bench perf`)
         self._track, self._seed = bool(spec.track_stats), spec.seed
         self._warmup = spec.warmup_iterations
+        self._adamw = ((spec.betas[0], spec.betas[1]), spec.eps) if spec.optimizer == "adamw" else None
         self._keys_stats = (*TRAIN_KEYS, *self.estimator.averages)  # a training record's keys at S > 1 with statistics
         for s in self.scales.scales:
             ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
@@ -144,9 +157,7 @@ class Engine:
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         self.split = SplitInvariance(self.model, self.module, self.params, dist, spec.reduction)
         self.batched = BatchedMicrobatches.for_spec(spec, self.module, self.loss_task, dist.world)
-        self.optimizer = torch.optim.SGD(
-            self.params, lr=0.0, momentum=spec.momentum, weight_decay=spec.weight_decay, foreach=True
-        )
+        self.optimizer = make_optimizer(spec, self.params)
         # rank 0 reads the sample lists (an index, a folder walk) and the other ranks receive them
         self.train = build_set(
             self.task.train_set, spec, self.root, shared_samples(self.task, spec, self.root, "train", dist)
@@ -295,7 +306,11 @@ class Engine:
         m, p, w = self.rule.factors(state.iteration, scale, gain)
         w *= extra_warmup(state.iteration, self._warmup)
         lr = m * w * self.lr(math.floor(state.tau))
-        sgdstep.step(self.optimizer, lr)  # optimizer.step() and zero_grad(), without their wrapper (see there)
+        if self._adamw is None:
+            sgdstep.step(self.optimizer, lr)  # optimizer.step() and zero_grad(), without their wrapper (see there)
+        else:  # AdamW: β₁, β₂ and ε as the rule sets them at this iteration (most leave them as given)
+            betas, eps = adam_hyper(self.rule, state.iteration, scale, *self._adamw)
+            adamwstep.step(self.optimizer, lr, betas, eps)
         return lr, p, w
 
     def _advance(self, state: State, scale: int, gain: float, p: float, sum_sq_v: float, mean_sq_v: float) -> None:
