@@ -135,6 +135,9 @@ def resolve(
         raise UserError("; ".join([*unknown, *found]))
     if typed is None:
         raise UserError("invalid spec: " + "; ".join(found))
+    why = rules.refusal(row, typed.optimizer)  # adascale under AdamW (adamscale), adamscale under SGD, ...
+    if why:
+        raise UserError(why)
     if row.uses_gain and not typed.track_stats:
         raise UserError(f"{method} reads the gain from the gradient statistics: track_stats must stay true")
     return typed
