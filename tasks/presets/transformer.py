@@ -120,8 +120,8 @@ DIFFERS = (
 #   adascale-bench run --task transformer --method identity --scale 1 --seed 0 --set optimizer=adamw \
 #       --set lr_schedule.lr0=LR --set weight_decay=0.0
 # ended at BLEU 100 at every lr0 (saturated from τ = 500), evaluation loss 0.7380 (3e-4), 0.7157 (1e-3), 0.7063
-# (3e-3): the tie broken by the loss. 3e-3 is the best and the grid's edge: a larger lr0 was not tried (the sweep took the
-# shared 2-core machine ~20 minutes a run). The paper preset keeps the paper's SGD.
+# (3e-3): the tie broken by the loss. 3e-3 is the best and the grid's edge: a larger lr0 was not tried (the
+# sweep took the shared 2-core machine ~20 minutes a run). The paper preset keeps the paper's SGD.
 ADAMW = {"tiny": {"lr_schedule.lr0": 0.003, "weight_decay": 0.0}}
 
 CARD = TaskCard(
