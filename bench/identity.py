@@ -34,7 +34,14 @@ NOT_IDENTITY = (
 
 # Settings added after runs were recorded, with the value a spec written before them means: such a spec
 # is the same run as one at this value (bench.runspec.Settings takes these defaults from here).
-LATE_SETTINGS: dict[str, Any] = {"microbatch_mode": "sequential", "amp": "none"}
+# The optimizer (issue 60) is one: every spec before it ran momentum SGD, and keeps its identity and folder.
+LATE_SETTINGS: dict[str, Any] = {
+    "microbatch_mode": "sequential",
+    "amp": "none",
+    "optimizer": "sgd",
+    "betas": [0.9, 0.999],
+    "eps": 1e-8,
+}
 
 
 def in_identity(key: str) -> bool:

@@ -16,7 +16,16 @@ import math
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapValidator, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 
 from bench.errors import UserError
 from bench.identity import LATE_SETTINGS, SpecDocument, differing, identity_of
@@ -166,6 +175,24 @@ class Settings(_Strict):
         60.0, description="a progress line every this many seconds when stdout is not a terminal (0: none)"
     )
     tensorboard: bool = Field(False, description="also write the metrics as TensorBoard events (RUN_DIR/tensorboard)")
+    optimizer: Literal["sgd", "adamw"] = Field(
+        LATE_SETTINGS["optimizer"],
+        description="sgd: momentum SGD (the paper's; momentum, weight_decay coupled); adamw: torch's AdamW "
+        "(betas, eps, weight_decay decoupled) on the same exactly reduced gradient (bench.engine.adamwstep)",
+    )
+    betas: Annotated[list[_number(ge=0, lt=1)], Field(min_length=2, max_length=2)] = Field(
+        LATE_SETTINGS["betas"], description="adamw: (β₁, β₂), the moment estimates' decay rates"
+    )
+    eps: Positive = Field(LATE_SETTINGS["eps"], description="adamw: ε added to √v̂ in the denominator")
+
+    @model_validator(mode="after")
+    def _adam_keys_need_adamw(self) -> Settings:
+        """betas and eps are AdamW's: set for SGD they would be silently ignored."""
+        if self.optimizer == "sgd":
+            for key in ("betas", "eps"):
+                if getattr(self, key) != LATE_SETTINGS[key]:
+                    raise ValueError(f"{key} is AdamW's: set optimizer=adamw to use it (SGD has momentum)")
+        return self
 
 
 class RunSpec(Settings, Preset):
@@ -274,6 +301,8 @@ def check(spec: SpecDocument, preset: dict[str, Any]) -> tuple[RunSpec | None, l
                 found.append(f"{where}: unknown key")
             elif err["type"] == "missing":
                 found.append(f"{where}: missing")
+            elif not where:  # a check across keys (Settings._adam_keys_need_adamw): its message names them
+                found.append(msg)
             else:
                 found.append(f"{where}={excerpt(err['input'])}: {msg[0].lower()}{msg[1:]}")
     for name in ("model", "data"):

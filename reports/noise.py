@@ -464,6 +464,7 @@ class TaskNoise:
     hi: float
     runs: int
     scales: tuple[str, ...] = ()
+    left_out: str = ""  # why a table shows none (an AdamW table: reports.findings), said in its place
 
     @property
     def top(self) -> float:
@@ -472,6 +473,8 @@ class TaskNoise:
 
     def text(self) -> str:
         """'B 205–∞ over 9 runs (S = 2–8); medians early 225, middle 2,814, late 5,048'."""
+        if self.left_out:
+            return self.left_out
         if not self.runs:
             return "B – (no AdaScale run with S ≥ 2 and statistics)"
         s = f"S = {self.scales[0]}" if len(self.scales) == 1 else f"S = {self.scales[0]}–{self.scales[-1]}"

@@ -60,6 +60,7 @@ RUN_COLUMNS = [
     "ttt_target",
     "ranks",
     "accumulation",
+    "optimizer",
     "overrides",
     "variant",
     "variant_label",
@@ -248,6 +249,7 @@ def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, A
         "ttt_target": _num(spec.get("ttt_target")),  # time to target's threshold, fixed before the run
         "ranks": _num(spec.get("ranks")),
         "accumulation": _num(spec.get("accumulation")),
+        "optimizer": _str(spec.get("optimizer")) or "sgd",  # a spec before the key ran SGD
         "overrides": json.dumps(overrides, sort_keys=True, default=str),
         "variant": variant_of(overrides),
         "variant_label": label_of(exp),

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.rules import ADASCALE, SHARED_AT_S1, method_order, shares_s1
+from bench.algo.rules import ADASCALE, method_order, shared_runs, shares_s1
 
 from . import guards
 from .collect import LOSS_RANGE, Results, metric_range, rule_rows, scale_order, task_info
@@ -184,12 +184,13 @@ def share_s1(df: pd.DataFrame) -> pd.DataFrame:
     S = 1 run of its own (runs from before the matrix did this keep theirs). A rule that is not identity at
     S = 1 (LEGW warms up there) is never given it."""
     key = ["task", "preset", "variant"]
-    s1 = df[(df["scale"].astype(str) == "1") & (df["method"] == SHARED_AT_S1)]
+    shared = shared_runs()  # adascale's S = 1 run, and adamscale's under AdamW (its own variant's tables)
+    s1 = df[(df["scale"].astype(str) == "1") & df["method"].isin(shared)]
     if s1.empty:
         return df.assign(shared_s1=False)
     copies = []
     for method, row in rule_rows(df).items():
-        if method == SHARED_AT_S1 or not shares_s1(row):
+        if method in shared or not shares_s1(row):
             continue
         mine = df[df["method"] == method]
         present = set(map(tuple, mine[key].to_numpy().tolist()))

@@ -255,4 +255,27 @@ class RatioGain(UnbiasedGain):
         return math.nan
 
 
+class AdaptDLGain(UnbiasedGain):
+    """AdaptDL's estimator (adaptdl 0.2.11, `GradientNoiseScale`), which its AdamScale reads: the same unbiased
+    σ², μ² per iteration (AdaptDL writes them as (n·‖ḡ‖² − Σ‖g_i‖²/n)/(n − 1) and (Σ‖g_i‖²/n − ‖ḡ‖²)·S/(n − 1),
+    algebraically `moments`), but averaged unclamped with θ = 0.999^S (the paper's estimator: 1 − S/1000, and
+    clamped before averaging) and clamped only when the gain is read (σ² ≥ 10⁻⁶, μ² ≥ 0). Used by `adamscale`
+    on the preconditioned statistics (bench.engine.precond); the spec's `estimator` still gives the records'
+    plain averages and the noise scale."""
+
+    name = "adaptdl"
+
+    def update(self, sum_sq: float, mean_sq: float, scale: int) -> float:
+        if scale == 1:
+            return 1.0
+        var, sqr = moments(sum_sq, mean_sq, scale)
+        self.ema.update(var, sqr, 0.999**scale)
+        return self.gain(scale)
+
+    def gain(self, scale: int) -> float:
+        if scale == 1:
+            return 1.0
+        return gain_from(*clamp(*self.ema.values()), scale)
+
+
 ESTIMATORS = {"unbiased": UnbiasedGain, "ratio": RatioGain}

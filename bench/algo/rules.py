@@ -3,7 +3,8 @@ table: the one home of a method.
 
 Every method is the same loop:  η_t = m_t · w_t · lr(⌊τ_t⌋),  τ_{t+1} = τ_t + p_t,  stop when τ_t ≥ T1.
 A rule only says what m_t (lr multiplier), p_t (progress on τ) and w_t (warm-up factor) are: an object with
-a `name` and `factors(t, S, gain) -> (m, p, w)` (the `Rule` protocol). A method is one `Method` row of
+a `name` and `factors(t, S, gain) -> (m, p, w)` (the `Rule` protocol); under AdamW it may also set β₁, β₂ and ε
+(`adam(t, S, betas, eps)`, read by `adam_hyper`). A method is one `Method` row of
 `METHODS`: its rule's builder and everything the suite needs to know about it before (or without) running
 it. A user's rule is a row in the user's own module, named `package.module:NAME` (`load_rule`); a run
 folder records its name and source digest, and nothing that reads run folders ever imports it.
@@ -35,11 +36,30 @@ Pace = Literal["scale", "gain", "one"]
 Needs = Literal["T_AS", "T"]
 PACES: tuple[str, ...] = ("scale", "gain", "one")
 NEEDS: tuple[str, ...] = ("T_AS", "T")
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adamw")  # the spec's `optimizer` values (bench.runspec.Settings)
 
 
 def extra_warmup(iteration: int, n: int | None) -> float:
     """The textbook's extra ramp (spec `warmup_iterations`): iteration k uses (k + 1) / n of its lr for k < n."""
     return min(1.0, (iteration + 1) / n) if n else 1.0
+
+
+def adam_hyper(
+    rule: Rule, t: int, scale: int, betas: tuple[float, float], eps: float
+) -> tuple[tuple[float, float], float]:
+    """AdamW's (β₁, β₂) and ε at iteration t at scale S: the rule's `adam(t, S, betas, eps)` where it has one
+    (sqrt-sde; a user's rule may), else the spec's as given. Checked: β in [0, 1), ε > 0 and finite."""
+    adam = getattr(rule, "adam", None)
+    if adam is None:
+        return betas, eps
+    (b1, b2), e = adam(t, scale, betas, eps)
+    b1, b2, e = float(b1), float(b2), float(e)
+    if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0 and 0.0 < e < math.inf):
+        raise UserError(
+            f"rule {rule.name}: adam() at S = {scale} gave betas ({b1}, {b2}) and eps {e}; "
+            "expected betas in [0, 1) and a finite eps > 0"
+        )
+    return (b1, b2), e
 
 
 # -- the rules --------------------------------------------------------------------------------------------------
@@ -110,6 +130,49 @@ class SquareRootScaling:
 
 
 @dataclass(frozen=True)
+class AdamScale:
+    """AdaptDL's AdamScale (adaptdl 0.2.11, `scaling_rules.AdamScale` with `AdamGradientNoiseScale`), for AdamW:
+    m = √r_t, p = r_t. Adam's step −η·m̂/(√v̂ + ε) is, elementwise, of the size of η whatever the gradient's
+    size (its denominator normalises it), so a batch S times larger, whose gradient has S times less variance,
+    does not get a step S times longer from √v̂; the SDE view (Malladi et al. 2022) gives √S for the lr where
+    SGD's gives S. AdamScale takes AdaScale's gain r ∈ [1, S] (the lr SGD would gain from the larger batch at
+    this noise) to the power ½: √S where the noise dominates (r = S), 1 where it does not (r = 1). The clock
+    advances as AdaScale's, by r_t (AdaptDL's `progress += gain(scale)`): r counts the S = 1 iterations this
+    one is worth, which is a statement about the data's noise, not the optimizer. r_t is measured on the
+    preconditioned gradient g/P (bench.engine.precond) with AdaptDL's averaging (bench.algo.gain.AdaptDLGain):
+    `statistics` tells the engine so."""
+
+    name = "adamscale"
+    statistics = "preconditioned"
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
+        return math.sqrt(gain), gain, 1.0
+
+
+@dataclass(frozen=True)
+class SqrtSDE:
+    """The square-root scaling rule for Adam of Malladi, Lyu, Panigrahi and Arora, "On the SDEs and Scaling Rules
+    for Adaptive Gradient Algorithms" (NeurIPS 2022): a batch κ = S times larger keeps the same SDE with
+    η → √κ·η, 1 − β₁ → κ(1 − β₁), 1 − β₂ → κ(1 − β₂) and ε → ε/√κ. Each step is worth κ steps of the base
+    batch (p = S_t: the fixed-epoch budget, ⌈T1/S⌉ iterations, as `sqrt`). The rule needs κ(1 − β) < 1: past
+    it β would be negative, and the run is refused at its first step (bench.algo.rules.adam_hyper)."""
+
+    name = "sqrt-sde"
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
+        return math.sqrt(scale), float(scale), 1.0
+
+    def adam(self, t: int, scale: int, betas: tuple[float, float], eps: float) -> tuple[tuple[float, float], float]:
+        b1, b2 = (1.0 - scale * (1.0 - b) for b in betas)
+        if b1 < 0 or b2 < 0:
+            raise UserError(
+                f"sqrt-sde at S = {scale}: 1 − S(1 − β) is {min(b1, b2):.3g} < 0 for betas {tuple(betas)}; the SDE "
+                f"rule needs S(1 − β) < 1 (here S < {1 / (1 - min(betas)):.4g})"
+            )
+        return (b1, b2), eps / math.sqrt(scale)
+
+
+@dataclass(frozen=True)
 class LEGW:
     """LEGW, linear-epoch gradual warm-up (You et al. 2019, "Large-Batch Training for LSTM and Beyond",
     arXiv:1901.08256): when the batch grows by S the lr grows by √S and the warm-up's length in epochs by S.
@@ -173,6 +236,10 @@ class Method:
     uses_gain: bool = False  # reads AdaScale's gain: needs the gradient statistics (spec track_stats)
     needs: Needs | None = None  # the spec key another run supplies: T_AS (its AdaScale twin) or T (its grid's)
     paper: bool = False  # one of the paper's methods (its Table 2's columns; the findings are about them)
+    optimizers: tuple[str, ...] = OPTIMIZERS  # the spec `optimizer`s it applies to (refused with any other)
+    # the rule this one stands in for under its optimizers (adamscale for adascale under AdamW): that rule is
+    # refused there, naming this one
+    replaces: str | None = None
 
 
 def _identity(ctx: RuleContext) -> Identity:
@@ -196,6 +263,14 @@ def _lsw_plus(ctx: RuleContext) -> LinearScalingWarmup:
 
 def _sqrt(ctx: RuleContext) -> SquareRootScaling:
     return SquareRootScaling()
+
+
+def _adamscale(ctx: RuleContext) -> AdamScale:
+    return AdamScale()
+
+
+def _sqrt_sde(ctx: RuleContext) -> SqrtSDE:
+    return SqrtSDE()
 
 
 def _legw(ctx: RuleContext) -> LEGW:
@@ -227,6 +302,17 @@ METHODS: dict[str, Method] = {
             uses_gain=True,
             paper=True,
         ),
+        Method(
+            name="adamscale",
+            label="AdamS",
+            title="AdamScale",
+            build=_adamscale,
+            pace="gain",
+            identity_at_s1=True,
+            uses_gain=True,
+            optimizers=("adamw",),
+            replaces=ADASCALE,
+        ),
         Method(name=LSW, label="LSW", title="LSW", build=_lsw, pace="scale", identity_at_s1=True, paper=True),
         Method(
             name="lsw+",
@@ -239,6 +325,15 @@ METHODS: dict[str, Method] = {
             paper=True,
         ),
         Method(name="sqrt", label="√S", title="square-root scaling", build=_sqrt, pace="scale", identity_at_s1=True),
+        Method(
+            name="sqrt-sde",
+            label="√S-SDE",
+            title="square-root SDE scaling",
+            build=_sqrt_sde,
+            pace="scale",
+            identity_at_s1=True,
+            optimizers=("adamw",),
+        ),
         Method(name="legw", label="LEGW", title="LEGW", build=_legw, pace="scale"),
         Method(name=IDENTITY, label="identity", title="identity", build=_identity, pace="one", table2=False),
         Method(
@@ -252,6 +347,29 @@ SHARED_AT_S1 = ADASCALE  # the one run that stands, at S = 1, for every Table 2 
 def shares_s1(row: Method) -> bool:
     """Whether a matrix runs this method's S = 1 cell as the shared AdaScale run."""
     return row.table2 and row.identity_at_s1
+
+
+def refusal(row: Method, optimizer: str) -> str | None:
+    """Why a method does not run with the spec's `optimizer` (one line), or None: an optimizer its row does not
+    name, or one under which another row `replaces` it (adascale under AdamW: adamscale)."""
+    instead = [r.name for r in METHODS.values() if r.replaces == row.name and optimizer in r.optimizers]
+    if instead:
+        return f"method {row.name} is not for optimizer {optimizer}: use {' or '.join(instead)}"
+    if optimizer not in row.optimizers:
+        twin = f"; with {optimizer} use {row.replaces}" if row.replaces else ""
+        return f"method {row.name} is for optimizer {' or '.join(row.optimizers)} only{twin}"
+    return None
+
+
+def shared_at_s1(optimizer: str = "sgd") -> str:
+    """The run that stands at S = 1 for the rules that share it, under `optimizer`: the first such row of the
+    table that runs with it (adascale for SGD, SHARED_AT_S1; adamscale for AdamW)."""
+    return next(n for n, r in METHODS.items() if shares_s1(r) and refusal(r, optimizer) is None)
+
+
+def shared_runs() -> tuple[str, ...]:
+    """The methods of the shared S = 1 runs, one per optimizer (adascale, adamscale)."""
+    return tuple(dict.fromkeys(shared_at_s1(o) for o in OPTIMIZERS))
 
 
 def table2_methods() -> tuple[str, ...]:
@@ -289,7 +407,7 @@ def shared_note(methods: Iterable[str] | None = None) -> str:
     are neither built in nor loaded are left out: this never imports anything."""
     names = list(METHODS) if methods is None else list(dict.fromkeys(methods))
     rows = [r for r in (METHODS.get(n) or _LOADED.get(n) for n in names) if r is not None and shares_s1(r)]
-    if SHARED_AT_S1 not in [r.name for r in rows]:
+    if not any(r.name in shared_runs() for r in rows):  # the run that stands for them (adamscale's under AdamW)
         rows.insert(0, METHODS[SHARED_AT_S1])
     rows.sort(key=lambda r: method_order(r.name))
     return "shared: " + " = ".join(r.label for r in rows) + " at S = 1"

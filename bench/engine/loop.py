@@ -21,10 +21,10 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from bench.algo.gain import ESTIMATORS, moments
-from bench.algo.rules import extra_warmup, finished, make_rule
+from bench.algo.gain import ESTIMATORS, AdaptDLGain, moments
+from bench.algo.rules import adam_hyper, extra_warmup, finished, make_rule
 from bench.algo.schedules import lr_schedule, scale_schedule
-from bench.engine import sgdstep
+from bench.engine import adamwstep, sgdstep
 from bench.engine.accumulate import StopVote, accumulate, dropout_seeds
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.amp import cuda_speed_knobs, with_amp
@@ -36,6 +36,7 @@ from bench.engine.evaluation import evaluate, is_sharded
 from bench.engine.gradstats import GradientObserver
 from bench.engine.heartbeat import Heartbeat
 from bench.engine.loopstate import Outcome, State, checkpoint_misfit, odd_state_field
+from bench.engine.precond import PreconditionedNorms
 from bench.engine.reduction import SplitInvariance
 from bench.engine.signals import Abandoned, Interrupted, RanksChange, stop_requested
 from bench.engine.task import Task
@@ -91,6 +92,18 @@ class Cadence:
         )
 
 
+def make_optimizer(spec: RunSpec, params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    """The run's optimizer (spec `optimizer`): momentum SGD (the paper's; weight decay coupled, in the gradient) or
+    AdamW (decoupled weight decay). Its lr (and AdamW's betas and eps) are set at every step
+    (bench.engine.sgdstep, bench.engine.adamwstep); it holds the state a checkpoint saves."""
+    if spec.optimizer == "adamw":
+        betas = (spec.betas[0], spec.betas[1])
+        return torch.optim.AdamW(
+            params, lr=0.0, betas=betas, eps=spec.eps, weight_decay=spec.weight_decay, foreach=True
+        )
+    return torch.optim.SGD(params, lr=0.0, momentum=spec.momentum, weight_decay=spec.weight_decay, foreach=True)
+
+
 class Engine:
     """Trains one run described by a resolved spec (bench.run.spec.resolve) into `run_dir`."""
 
@@ -125,6 +138,17 @@ class Engine:
         # the spec's values `step` reads every iteration, looked up once (the hot path: see `adascale-bench perf`)
         self._track, self._seed = bool(spec.track_stats), spec.seed
         self._warmup = spec.warmup_iterations
+        self._adamw = ((spec.betas[0], spec.betas[1]), spec.eps) if spec.optimizer == "adamw" else None
+        for s in self.scales.scales if self._adamw is not None else ():  # a rule's betas and eps, before any step
+            adam_hyper(self.rule, 0, s, *self._adamw)
+        # AdamScale's gain: AdaptDL's estimator on the preconditioned statistics (bench.engine.precond)
+        self.precond: PreconditionedNorms | None = None
+        self.precond_gain = AdaptDLGain() if getattr(self.rule, "statistics", None) == "preconditioned" else None
+        if self.precond_gain is not None and (self._adamw is None or spec.microbatch_mode == "batched"):
+            raise UserError(
+                f"{spec.method} measures the gain on AdamW's preconditioned micro-batch gradients: it needs "
+                "optimizer=adamw and microbatch_mode=sequential"
+            )
         self._keys_stats = (*TRAIN_KEYS, *self.estimator.averages)  # a training record's keys at S > 1 with statistics
         for s in self.scales.scales:
             ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
@@ -146,9 +170,9 @@ class Engine:
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         self.split = SplitInvariance(self.model, self.module, self.params, dist, spec.reduction)
         self.batched = BatchedMicrobatches.for_spec(spec, self.module, self.loss_task, dist.world)
-        self.optimizer = torch.optim.SGD(
-            self.params, lr=0.0, momentum=spec.momentum, weight_decay=spec.weight_decay, foreach=True
-        )
+        self.optimizer = make_optimizer(spec, self.params)
+        if self.precond_gain is not None:
+            self.precond = PreconditionedNorms(self.params, self.optimizer, spec.betas[1], spec.eps)
         # rank 0 reads the sample lists (an index, a folder walk) and the other ranks receive them
         self.train = build_set(
             self.task.train_set, spec, self.root, shared_samples(self.task, spec, self.root, "train", dist)
@@ -187,6 +211,8 @@ class Engine:
         if misfit is None:
             try:
                 self.estimator.load_state_dict(ckpt["estimator"])
+                if self.precond_gain is not None:
+                    self.precond_gain.load_state_dict(ckpt["precond_gain"])
             except (KeyError, TypeError, ValueError, IndexError) as e:
                 misfit = f"the gain estimator's state: {type(e).__name__} {str(e)[:80]}"
         if misfit:
@@ -213,6 +239,7 @@ class Engine:
                     "model": self.module.state_dict(),
                     "optimizer": self.optimizer.state_dict(),
                     "estimator": self.estimator.state_dict(),
+                    **({"precond_gain": self.precond_gain.state_dict()} if self.precond_gain is not None else {}),
                     "state": vars(state).copy(),
                     "spec": self.spec.to_json(),
                 },
@@ -241,11 +268,15 @@ class Engine:
         """One iteration at scale S on this rank's next A micro-batches from `batches`: gradients,
         statistics, gain, the rule's step, the metrics record, and the clocks. False if it diverged
         (nothing is stepped then). As torch.optim's SGD.step, a shell over its named steps."""
+        if self.precond is not None:
+            self.precond.begin()
         loss_v, sum_sq_v, mean_sq_v = self._gradients(state, scale, batches, observer)
         if self._diverged(state, scale, loss_v, sum_sq_v, mean_sq_v):
             return False
         track = self._track
         gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
+        if self.precond is not None and self.precond_gain is not None:  # the gain AdamScale reads
+            gain = self.precond_gain.update(*self.precond.take(self.dist), scale)
         lr, p, w = self._apply(state, scale, gain)
         values = (state.iteration, state.tau, scale, gain, lr, loss_v, sum_sq_v if track else None, mean_sq_v, p, w)
         if track and scale > 1:  # and the estimator's two moving averages
@@ -308,7 +339,11 @@ class Engine:
         m, p, w = self.rule.factors(state.iteration, scale, gain)
         w *= extra_warmup(state.iteration, self._warmup)
         lr = m * w * self.lr(math.floor(state.tau))
-        sgdstep.step(self.optimizer, lr)  # optimizer.step() and zero_grad(), without their wrapper (see there)
+        if self._adamw is None:
+            sgdstep.step(self.optimizer, lr)  # optimizer.step() and zero_grad(), without their wrapper (see there)
+        else:  # AdamW: β₁, β₂ and ε as the rule sets them at this iteration (most leave them as given)
+            betas, eps = adam_hyper(self.rule, state.iteration, scale, *self._adamw)
+            adamwstep.step(self.optimizer, lr, betas, eps)
         return lr, p, w
 
     def _advance(self, state: State, scale: int, gain: float, p: float, sum_sq_v: float, mean_sq_v: float) -> None:

@@ -77,7 +77,7 @@ def checkpoint_misfit(module: nn.Module, optimizer: torch.optim.Optimizer, ckpt:
             for key, v in optimizer.state.get(p, {}).items():
                 if not isinstance(v, torch.Tensor) or (v.dim() and v.shape != p.shape):
                     return f"optimizer state {key!r} of shape {getattr(v, 'shape', type(v).__name__)}, not {p.shape}"
-    numbers = _numbers(ckpt["estimator"])
+    numbers = _numbers([ckpt["estimator"], ckpt.get("precond_gain", {})])  # (adamscale: its own estimator)
     if numbers is None or not all(finite_number(x) for x in numbers):
         return "the gain estimator's state is not finite numbers"
     return None

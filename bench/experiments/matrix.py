@@ -47,7 +47,7 @@ from bench.experiments import names
 from bench.experiments.kinds import KINDS, _cells, _fail, _gain, _heatmap, _list, _sweep
 from bench.experiments.kinds import SWEEP_BATCHES as SWEEP_BATCHES  # re-exported: the sweep reads matrix.X
 from bench.experiments.kinds import sweep_runs as sweep_runs  # re-exported: the sweep reads matrix.X
-from bench.experiments.runrequest import RunRequest, dedupe, is_shared, order
+from bench.experiments.runrequest import RunRequest, dedupe, is_shared, order, shared_method
 from bench.experiments.runrequest import depends_on as depends_on  # re-exported: the pool, the submitter
 from bench.files import open_regular
 from bench.run.yamlread import excerpt, load_yaml
@@ -143,7 +143,7 @@ def load(name: str | Path) -> Matrix:
         raise _fail(path, "data_roots", f"a mapping of task names to folders, got {excerpt(doc['data_roots'])}")
     tasks = task_names()
     pilot = _pilot_seeds(path, doc.get("pilot_seeds"), tasks)
-    runs = _expand(path, doc.get("experiments"), seeds, tasks, preset, pilot)
+    runs = _expand(path, doc.get("experiments"), seeds, tasks, preset, pilot, dict(doc.get("set") or {}))
     _load_user_tasks(path, runs)
     named = sorted(cell_methods(doc), key=lambda name: (rules.method_order(name), name))
     return Matrix(
@@ -171,9 +171,16 @@ def _read(path: Path) -> Any:
 
 
 def _expand(
-    path: Path, experiments: Any, seeds: list[int], tasks: TaskNames, preset: str, pilot: dict[str, list[int]]
+    path: Path,
+    experiments: Any,
+    seeds: list[int],
+    tasks: TaskNames,
+    preset: str,
+    pilot: dict[str, list[int]],
+    top: dict[str, Any],
 ) -> list[RunRequest]:
-    """Every run of the file's experiments, each with its variant, its `set` and its task's pilot seeds."""
+    """Every run of the file's experiments, each with its variant, its `set` and its task's pilot seeds; a
+    shared S = 1 cell runs the shared method of its optimizer (the file's `set`, then the experiment's)."""
     runs: list[RunRequest] = []
     if not isinstance(experiments, list) or not experiments:
         raise _fail(path, "experiments", "a non-empty list")
@@ -197,7 +204,10 @@ def _expand(
                 if r.seed in pilot[r.task]:
                     raise _fail(path, f"{where}.seeds", f"seeds other than {r.task}'s pilot seeds (seed {r.seed})")
                 exp = {**exp, "pilot_seeds": pilot[r.task]}
-            runs.append(RunRequest(r.task, r.method, r.scale, r.seed, {**r.overrides, **extra}, exp))
+            method = r.method
+            if is_shared(method, r.scale, kind):  # adamscale under AdamW
+                method = shared_method(method, r.scale, str({**top, **extra}.get("optimizer", "sgd")))
+            runs.append(RunRequest(r.task, method, r.scale, r.seed, {**r.overrides, **extra}, exp))
         if len(runs) > MAX_RUNS:
             raise _fail(path, where, f"at most {MAX_RUNS} runs in all; the matrix reaches {len(runs)} here")
     return runs

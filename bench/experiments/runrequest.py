@@ -29,15 +29,19 @@ class RunRequest:
         return (self.task, self.method, self.scale, self.seed, overrides)
 
 
-def shared_method(method: str, scale: int | str) -> str:
+def shared_method(method: str, scale: int | str, optimizer: str = "sgd") -> str:
     """The method a Table 2 cell runs: at S = 1 every Table 2 rule that is identity scaling there is the same
-    computation (bench.algo.rules.shares_s1), run once as adascale; any other rule runs its own."""
-    return SHARED_AT_S1 if scale == 1 and rules.shares_s1(rules.method(method)) else method
+    computation (bench.algo.rules.shares_s1), run once as adascale (under AdamW as adamscale:
+    bench.algo.rules.shared_at_s1); any other rule runs its own."""
+    if scale == 1 and rules.shares_s1(rules.method(method)):
+        return SHARED_AT_S1 if optimizer == "sgd" else rules.shared_at_s1(optimizer)
+    return method
 
 
 def is_shared(method: str, scale: int | str, kind: str | None) -> bool:
-    """Whether a run stands for every Table 2 rule that shares S = 1 (the S = 1 adascale run of a table2 cell)."""
-    return method == SHARED_AT_S1 and str(scale) == "1" and kind in (None, "table2")
+    """Whether a run stands for every Table 2 rule that shares S = 1 (the S = 1 adascale run of a table2 cell;
+    adamscale's under AdamW)."""
+    return method in rules.shared_runs() and str(scale) == "1" and kind in (None, "table2")
 
 
 def dedupe(runs: list[RunRequest]) -> list[RunRequest]:

@@ -110,6 +110,8 @@ def resolve(
     spec.update(copy.deepcopy(task.presets[preset]))
     spec["overrides"] = dict(overrides or {})
     unknown = []
+    for key, value in adamw_setting(task, preset, spec, overrides or {}).items():
+        _apply(spec, key, value)
     for key, value in (overrides or {}).items():
         try:
             _apply(spec, key, value)
@@ -135,9 +137,21 @@ def resolve(
         raise UserError("; ".join([*unknown, *found]))
     if typed is None:
         raise UserError("invalid spec: " + "; ".join(found))
+    why = rules.refusal(row, typed.optimizer)  # adascale under AdamW (adamscale), adamscale under SGD, ...
+    if why:
+        raise UserError(why)
     if row.uses_gain and not typed.track_stats:
         raise UserError(f"{method} reads the gain from the gradient statistics: track_stats must stay true")
     return typed
+
+
+def adamw_setting(task: Any, preset: str, spec: SpecDocument, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The task card's AdamW setting of the preset (tasks.presets.TaskCard.adamw: its tuned lr0, ...) where the run
+    is AdamW (its overrides' `optimizer`, else the preset's), less the keys the run sets itself."""
+    if overrides.get("optimizer", spec.get("optimizer")) != "adamw":
+        return {}
+    setting = getattr(getattr(task, "card", task), "adamw", None) or {}
+    return {k: v for k, v in (setting.get(preset) or {}).items() if k not in overrides}
 
 
 def _data_root(task: Any, preset: str, given: str | Path | None, data: Any, user_task: Any) -> str | None:

@@ -119,6 +119,10 @@ class TaskCard:
     # a classifier over k balanced classes is 100/k %; a loss, BLEU, WER or mAP has no model-free chance level,
     # so their cards name none (a preset not named: no chance level).
     chance: dict[str, float] = field(default_factory=dict)
+    # A preset's AdamW setting (spec `optimizer: adamw`): spec keys as --set writes them (lr_schedule.lr0,
+    # weight_decay, betas, eps), applied under AdamW where the run does not set them itself; the paper presets
+    # keep the paper's SGD and name none. Each value says how it was tuned (at S = 1, on pilot seeds).
+    adamw: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 # The key of an evaluation's size in a task's metrics (examples scored), where the task reports it: the report

@@ -114,8 +114,19 @@ DIFFERS = (
     "elastic runs 32 → 64 → 128 and back (docs/design.md §1): the paper ran elastic scaling on imagenet only",
 )
 
+# The tiny preset's AdamW setting (spec `optimizer: adamw`; issue 60): lr0 tuned at S = 1 on pilot seed 0, the
+# tiny preset otherwise as it is (T1 = 2000, its schedule's shape), weight decay 0 (so sqrt-sde's open question of
+# how the decoupled decay scales does not arise). The sweep, lr0 ∈ {3e-4, 1e-3, 3e-3}, one run each:
+#   adascale-bench run --task transformer --method identity --scale 1 --seed 0 --set optimizer=adamw \
+#       --set lr_schedule.lr0=LR --set weight_decay=0.0
+# ended at BLEU 100 at every lr0 (saturated from τ = 500), evaluation loss 0.7380 (3e-4), 0.7157 (1e-3), 0.7063
+# (3e-3): the tie broken by the loss. 3e-3 is the best and the grid's edge: a larger lr0 was not tried (the
+# sweep took the shared 2-core machine ~20 minutes a run). The paper preset keeps the paper's SGD.
+ADAMW = {"tiny": {"lr_schedule.lr0": 0.003, "weight_decay": 0.0}}
+
 CARD = TaskCard(
     name="transformer",
+    adamw=ADAMW,
     metric="bleu",
     metric_label="BLEU",
     higher_is_better=True,
