@@ -153,9 +153,14 @@ def exact_moments(w: np.ndarray, conditioning: float = 1.0) -> ExactMoments:
     and Σ = (1/N) Σ_n (g_n − G)(g_n − G)ᵀ the per-example gradient covariance of the population a
     micro-batch draws from (1/N, not 1/(N − 1): the N examples are the whole population). So
     tr Σ = (1/N) Σ_n ‖g_n‖² − ‖G‖², with ‖g_n‖² = (σ(x_n·w) − y_n)²·‖x_n‖². A micro-batch of b examples
-    drawn uniformly with replacement has E g = G and E‖g − G‖² = tr Σ/b."""
+    drawn uniformly with replacement has E g = G and E‖g − G‖² = tr Σ/b. Σ itself is d × d:
+    Σ = (1/N) Σ_n r_n²·x_n x_nᵀ − G Gᵀ, whence tr Σ² (its Frobenius norm squared) and Gᵀ Σ G."""
     x, y = dataset(conditioning)
     r = 1.0 / (1.0 + np.exp(-(x @ w))) - y  # σ(x·w) − y per example
     g = x.T @ r / N
     sqr = float(g @ g)
-    return ExactMoments(sqr=sqr, trace=float(np.mean(r**2 * np.einsum("nd,nd->n", x, x))) - sqr)
+    xr = x * r[:, None]
+    cov = xr.T @ xr / N - np.outer(g, g)
+    return ExactMoments(
+        sqr=sqr, trace=float(np.trace(cov)), trace_sq=float(np.sum(cov * cov)), spread=float(g @ cov @ g)
+    )

@@ -120,3 +120,58 @@ def _chunk(x: np.ndarray, raw: np.ndarray, prod: np.ndarray, scale: int, left: n
 def speedup(iterations: float, T1: float) -> float:
     """T1 / iterations: how many times fewer iterations than S = 1 (NaN where either is not positive)."""
     return T1 / iterations if iterations > 0 and T1 > 0 else math.nan
+
+
+# ------------------------------------------------------------------- the engine's view of given moments
+#
+# The prediction above folds each window's moments into the average as they are. The engine folds its own
+# per-iteration estimates (bench.algo.gain.moments of S micro-batches), clamped: sqr̂ = mean_sq − var̂/S at 0.
+# Two things then move the mean of what it folds off the population's (σ², μ²): drawing without replacement
+# (E[sqr̂] = μ² − σ²/M, M = N/b micro-batches per epoch: bench.algo.gain's derivation) and the clamp
+# (E[max(sqr̂, 0)] > E[sqr̂] wherever sqr̂'s spread reaches below 0, late in training where μ² is small). For
+# Gaussian micro-batch gradients g_i ~ N(G, C), tr C = σ², the sample mean and the sample variance are
+# independent, so
+#     Var[sqr̂] = Var‖ḡ‖² + Var[var̂]/S² = 2 tr C²/S² + 4 GᵀCG/S + 2 tr C²/((S − 1) S²)
+#              = 2 tr C²/(S(S − 1)) + 4 GᵀCG/S,
+# and with sqr̂ ≈ N(m, v) (m = μ² − σ²/M): E[max(sqr̂, 0)] = m·Φ(m/√v) + √v·φ(m/√v). This is the predictor's
+# modelled bias (issue 53.3): a prediction from moments measured apart from the engine (a task's exact oracle,
+# or the offline estimate at kept weights) feeds these expected values, not the population's.
+
+
+def engine_moments(
+    var: float, sqr: float, trace_sq: float, spread: float, scale: int, per_epoch: float = math.inf
+) -> tuple[float, float]:
+    """The mean (σ̂², max(μ̂², 0)) the engine folds per iteration at scale S ≥ 2, given the population's σ² = `var`,
+    μ² = `sqr` of one micro-batch, tr C² = `trace_sq` and GᵀCG = `spread` of its covariance C, and M = `per_epoch`
+    micro-batches per epoch (inf: independent draws). NaN spreads: no clamp modelled (the window mean is clamped
+    as `iterations_following` does)."""
+    m = sqr - (var / per_epoch if math.isfinite(per_epoch) and per_epoch > 0 else 0.0)
+    v = 2.0 * trace_sq / (scale * (scale - 1)) + 4.0 * spread / scale if scale >= 2 else 0.0
+    if not (math.isfinite(v) and v > 0):
+        return var, m
+    s = math.sqrt(v)
+    z = m / s
+    return var, m * 0.5 * math.erfc(-z / math.sqrt(2.0)) + s * math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+
+
+def gain_path(profile: Sequence[tuple[float, float]], scale: int, T1: float) -> tuple[np.ndarray, np.ndarray]:
+    """(τ before, gain of) every iteration of the AdaScale run `iterations_following` counts: the same model,
+    one iteration at a time (its length is that count: tests/algo/test_predict.py), for judging a run's
+    logged gain over τ, not only its count (finding (iii)). Empty where the prediction is NaN."""
+    k = len(profile)
+    if scale < 2 or not (math.isfinite(T1) and T1 > 0) or not k:
+        return np.zeros(0), np.zeros(0)
+    if not all(math.isfinite(a) and math.isfinite(b) for a, b in profile):
+        return np.zeros(0), np.zeros(0)
+    th, end = theta(scale), T1 * (1 - 1e-9)
+    x_all = [(max(a, VAR_FLOOR), max(b, 0.0)) for a, b in profile]
+    raw_v = raw_q = 0.0
+    taus, gains, tau = [], [], 0.0
+    while tau < end and len(taus) < MAX_ITERATIONS_PER_T1 * T1:
+        xv, xq = x_all[min(int(tau / T1 * k), k - 1)]
+        raw_v, raw_q = th * raw_v + (1 - th) * xv, th * raw_q + (1 - th) * xq
+        r = (raw_v + raw_q) / (raw_v / scale + raw_q)  # the bias correction cancels in the ratio
+        taus.append(tau)
+        gains.append(r)
+        tau += r
+    return np.asarray(taus), np.asarray(gains)

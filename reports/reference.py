@@ -1,0 +1,210 @@
+"""Finding (iii)'s judge (issue 53.1–3): each fixed-S AdaScale run against the run the reference predicts, the
+reference being the gradient moments at the run's own kept weights measured apart from the engine's statistics
+(offline_gain.csv's ref_* columns, bench.run.independent: the task's exact oracle on logreg, else the offline
+estimate through torch.func). Other runs of the engine (reports.noise.predict's donors) add evidence only.
+
+**The prediction.** The reference points (τ_k; σ², μ², tr C², GᵀCG) are interpolated linearly in τ onto PARTS
+equal windows of [0, T1) (held past the last point), each window's values turned into what the engine folds
+per iteration at the run's S (bench.algo.predict.engine_moments: drawing without replacement, the clamp of μ̂²
+at 0) and stepped through the estimator's moving average (bench.algo.predict.gain_path): the predicted gain
+over τ and the predicted iterations.
+
+**The error model** of a cell (one S, its n seeds), on log(measured/predicted), for the count and for the
+gain's mean over each third of τ: tol = sqrt((t_{0.975, n−1}·sd/√n)² + ref² + model²), with sd the spread over
+the seeds, ref the reference's band (the prediction from σ² ± 1.96 se, μ² ∓ 1.96 se: 0 for the exact oracle),
+model half the modelled bias (the prediction with the correction against without it: the Gaussian model of μ̂²
+is an approximation, and half its size is what it is allowed). A cell holds where the mean over seeds of every
+statistic lies within its tol; does not hold otherwise.
+
+**Power.** The multipliers c on B (σ² × c) a run could follow and still pass: c with every predicted statistic
+within tol of c = 1's. A range wider than [POWER_LO, POWER_HI]: not testable here (no power); where a gain
+stuck at S (linear scaling) would itself pass: not testable (S·b ≪ B: AdaScale equals linear scaling here).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bench.algo.predict import engine_moments, gain_path
+from bench.files import OFFLINE_GAIN
+
+from . import lagmatch
+from .collect import Results
+
+PARTS = 50  # windows of τ the reference is interpolated onto
+THIRDS = 3  # the gain is judged on its mean over each third of τ
+POWER_LO, POWER_HI = 0.8, 1.25  # a cell whose passing multipliers on B reach past these has no power
+Z95 = 1.96
+MULTIPLIERS = np.exp(np.linspace(math.log(0.25), math.log(4.0), 49))
+REF = ("ref_var", "ref_sqr", "ref_var_se", "ref_sqr_se", "ref_trace_sq", "ref_spread")
+
+
+@dataclass(frozen=True)
+class Points:
+    """A run's reference points, sorted by τ, and which reference it is."""
+
+    tau: np.ndarray
+    values: np.ndarray  # points × REF
+    source: str  # "exact" (the task's oracle) or "offline" (torch.func at kept weights)
+
+
+def points(res: Results, run_dir: str) -> Points | None:
+    """The run's reference from its offline_gain.csv (None where it has no file, or no ref_* columns)."""
+    if not os.path.lexists(Path(run_dir) / OFFLINE_GAIN):
+        return None
+    df = lagmatch.offline_points(res, run_dir)
+    if df is None or any(c not in df for c in REF):
+        return None
+    df = df.dropna(subset=["tau", *REF]).sort_values("tau")
+    if df.empty:
+        return None
+    exact = bool((df["ref_var_se"] == 0).all() and (df["ref_sqr_se"] == 0).all())
+    return Points(df["tau"].to_numpy(float), df[list(REF)].to_numpy(float), "exact" if exact else "offline")
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """A prediction: iterations and the gain's mean log over each third of τ."""
+
+    iterations: float
+    thirds: np.ndarray
+
+    def logs(self) -> np.ndarray:
+        return np.append(math.log(self.iterations), self.thirds)
+
+
+def predict(p: Points, scale: int, T1: float, per_epoch: float, c: float = 1.0, shift: float = 0.0,
+            model: bool = True) -> Predicted:  # fmt: skip
+    """The run at scale S following the reference with σ² × c, σ² and μ² moved by `shift` standard errors (σ²
+    up, μ² down for shift > 0), with the engine's modelled bias or (model False) the population's moments."""
+    grid = (np.arange(PARTS) + 0.5) * T1 / PARTS
+    v = np.stack([interpolate(grid, p.tau, p.values[:, j]) for j in range(len(REF))], axis=1)
+    var = c * (v[:, 0] + shift * Z95 * v[:, 2])
+    sqr = v[:, 1] - shift * Z95 * v[:, 3]
+    if model:
+        prof = [
+            engine_moments(a, b, c * c * t, c * s, scale, per_epoch)
+            for a, b, t, s in zip(var, sqr, v[:, 4], v[:, 5], strict=True)
+        ]
+    else:
+        prof = list(zip(var, sqr, strict=True))
+    taus, gains = gain_path([(float(a), float(b)) for a, b in prof], scale, T1)
+    return (
+        Predicted(float(len(taus)), thirds_of(taus, gains, T1))
+        if len(taus)
+        else Predicted(math.nan, np.full(THIRDS, math.nan))
+    )
+
+
+def interpolate(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """fp at x: log-linear where the values are all positive (the moments fall by orders of magnitude between two
+    early kept points, and a straight line between them overstates μ² in between), else linear; the ends held."""
+    if len(fp) and np.all(fp > 0):
+        return np.exp(np.interp(x, xp, np.log(fp)))
+    return np.interp(x, xp, fp)
+
+
+def thirds_of(tau: np.ndarray, gain: np.ndarray, T1: float) -> np.ndarray:
+    """The τ-weighted mean of log gain over each third of [0, T1) (each iteration weighs its gain: its τ-length)."""
+    out = np.full(THIRDS, math.nan)
+    ok = np.isfinite(tau) & np.isfinite(gain) & (gain > 0)
+    k = np.clip(np.floor(tau[ok] / T1 * THIRDS), 0, THIRDS - 1)
+    for j in range(THIRDS):
+        w = gain[ok][k == j]
+        if len(w):
+            out[j] = float(np.sum(w * np.log(w)) / np.sum(w))
+    return out
+
+
+@dataclass(frozen=True)
+class RunJudged:
+    """One run: its measured statistics, the prediction, the reference band and the modelled bias (all logs)."""
+
+    measured: np.ndarray  # log iterations, then the gain's mean log per third
+    predicted: np.ndarray
+    ref_band: np.ndarray  # half-width of the reference's band, per statistic
+    model: np.ndarray  # half the modelled bias, per statistic
+    power: np.ndarray  # per multiplier in MULTIPLIERS: predicted statistics at c (rows)
+    linear: np.ndarray  # the statistics of a gain stuck at S
+    source: str
+
+
+def judge_run(p: Points, train: pd.DataFrame, its: float, scale: int, T1: float, per_epoch: float) -> RunJudged | None:
+    """The run's statistics beside the prediction from its reference; None where either is missing."""
+    if train.empty or not {"tau", "gain"} <= set(train.columns) or not its > 0:
+        return None
+    t = train[["tau", "gain"]].apply(pd.to_numeric, errors="coerce").dropna()
+    measured = np.append(math.log(its), thirds_of(t["tau"].to_numpy(float), t["gain"].to_numpy(float), T1))
+    base = predict(p, scale, T1, per_epoch)
+    if not math.isfinite(base.iterations):
+        return None
+    lo, hi = predict(p, scale, T1, per_epoch, shift=-1.0), predict(p, scale, T1, per_epoch, shift=1.0)
+    bare = predict(p, scale, T1, per_epoch, model=False)
+    band = np.maximum(np.abs(lo.logs() - base.logs()), np.abs(hi.logs() - base.logs()))
+    power = np.stack([predict(p, scale, T1, per_epoch, c=c).logs() for c in MULTIPLIERS])
+    linear = np.append(math.log(math.ceil(T1 / scale)), np.full(THIRDS, math.log(scale)))
+    return RunJudged(measured, base.logs(), band, np.abs(base.logs() - bare.logs()) / 2, power, linear, p.source)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One S's verdict: 'holds', 'fails', 'no power', 'linear' (S·b ≪ B) or 'few seeds'."""
+
+    verdict: str
+    offset: np.ndarray  # mean over seeds of log(measured/predicted), per statistic
+    tol: np.ndarray
+    c_range: tuple[float, float]
+    seeds: int
+    source: str
+
+
+def judge_cell(runs: list[RunJudged]) -> Cell:
+    """The error model and the power of one S from its seeds' runs (module docstring)."""
+    n = len(runs)
+    d = np.stack([r.measured - r.predicted for r in runs])
+    offset = np.nanmean(d, axis=0)
+    source = "exact" if all(r.source == "exact" for r in runs) else "offline"
+    if n < 2:
+        return Cell("few seeds", offset, np.full(len(offset), math.nan), (math.nan, math.nan), n, source)
+    spread = float(stats.t.ppf(0.975, n - 1)) * np.nanstd(d, axis=0, ddof=1) / math.sqrt(n)
+    ref = np.nanmean([r.ref_band for r in runs], axis=0)
+    model = np.nanmean([r.model for r in runs], axis=0)
+    tol = np.sqrt(spread**2 + ref**2 + model**2)
+    base = np.nanmean([r.predicted for r in runs], axis=0)
+    curve = np.nanmean([r.power for r in runs], axis=0)  # multipliers × statistics
+    passing = np.all(np.abs(curve - base) <= tol, axis=1)
+    c_range = (float(MULTIPLIERS[passing].min()), float(MULTIPLIERS[passing].max())) if passing.any() else (1.0, 1.0)
+    linear = np.nanmean([r.linear for r in runs], axis=0)
+    if np.all(np.abs(linear - base) <= tol):
+        verdict = "linear"
+    elif c_range[0] < POWER_LO or c_range[1] > POWER_HI:
+        verdict = "no power"
+    else:
+        verdict = "holds" if np.all(np.abs(offset) <= tol) else "fails"
+    return Cell(verdict, offset, tol, c_range, n, source)
+
+
+def describe(scale: str, cell: Cell) -> str:
+    """'S = 16 (exact reference, 3 seeds): iterations +1.2 % (tol ±3.0 %), gain by third −0.5/+0.1/+0.3 % (tol …);
+    passes for c ∈ [0.91, 1.10]: holds'."""
+
+    def pct(x: float) -> str:
+        return f"{math.expm1(x):+.1%}" if math.isfinite(x) else "–"
+
+    def tol(x: float) -> str:
+        return f"±{math.expm1(x):.1%}" if math.isfinite(x) else "–"
+
+    gain = "/".join(pct(x) for x in cell.offset[1:])
+    gtol = "/".join(tol(x) for x in cell.tol[1:])
+    c = f"c ∈ [{cell.c_range[0]:.2f}, {cell.c_range[1]:.2f}]" if math.isfinite(cell.c_range[0]) else "c –"
+    return (
+        f"S = {scale} ({cell.source} reference, {cell.seeds} seed{'s' if cell.seeds != 1 else ''}): iterations "
+        f"{pct(cell.offset[0])} (tol {tol(cell.tol[0])}), gain by third of τ {gain} (tol {gtol}); passes for {c}"
+    )
