@@ -255,9 +255,9 @@ def _iii_cells(ctx: Context, runs: pd.DataFrame) -> tuple[dict[str, reference.Ce
     judged: dict[str, list[reference.RunJudged]] = {}
     missing = 0
     for _, r in runs.iterrows():
-        p = reference.points(ctx.res, r["run_dir"])
-        train = ctx.res.metrics(r["run_dir"])[0] if p is not None else None
         m = pd.to_numeric(pd.Series([r.get(noise.PER_EPOCH)]), errors="coerce").iloc[0]
+        p = reference.points(ctx.res, r["run_dir"], float(m))
+        train = ctx.res.metrics(r["run_dir"])[0] if p is not None else None
         j = None
         if p is not None and train is not None:
             j = reference.judge_run(p, train, float(r["iterations"]), int(r["_s"]), float(r["T1"]), float(m))

@@ -32,18 +32,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.predict import engine_moments, gain_path
+from bench.algo.predict import engine_moments, gain_path, simulated_runs
 from bench.files import OFFLINE_GAIN
 
 from . import lagmatch
 from .collect import Results
 
-PARTS = 50  # windows of τ the reference is interpolated onto
+PARTS = 1000  # windows of τ the reference is interpolated onto (early on the moments change within a few τ)
 THIRDS = 3  # the gain is judged on its mean over each third of τ
 POWER_LO, POWER_HI = 0.8, 1.25  # a cell whose passing multipliers on B reach past these has no power
 Z95 = 1.96
+REPLICAS = 64  # simulated runs per prediction
 MULTIPLIERS = np.exp(np.linspace(math.log(0.25), math.log(4.0), 49))
 REF = ("ref_var", "ref_sqr", "ref_var_se", "ref_sqr_se", "ref_trace_sq", "ref_spread")
+DRAWN = "ref_drawn"  # 1 where the point's moments are those the engine's draws there expect (bench.run.independent)
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,10 @@ class Points:
     source: str  # "exact" (the task's oracle) or "offline" (torch.func at kept weights)
 
 
-def points(res: Results, run_dir: str) -> Points | None:
-    """The run's reference from its offline_gain.csv (None where it has no file, or no ref_* columns)."""
+def points(res: Results, run_dir: str, per_epoch: float = math.inf) -> Points | None:
+    """The run's reference from its offline_gain.csv (None where it has no file, or no ref_* columns), every
+    point as the population's moments: a point over the items left in the epoch (ref_drawn 1) holds the μ² its
+    draws expect, ‖G_R‖² − tr Σ_R/|R|, to which σ²/M is added back (engine_moments takes it off again)."""
     if not os.path.lexists(Path(run_dir) / OFFLINE_GAIN):
         return None
     df = lagmatch.offline_points(res, run_dir)
@@ -66,41 +70,68 @@ def points(res: Results, run_dir: str) -> Points | None:
     if df.empty:
         return None
     exact = bool((df["ref_var_se"] == 0).all() and (df["ref_sqr_se"] == 0).all())
-    return Points(df["tau"].to_numpy(float), df[list(REF)].to_numpy(float), "exact" if exact else "offline")
+    values = df[list(REF)].to_numpy(float, copy=True)
+    if DRAWN in df and math.isfinite(per_epoch) and per_epoch > 0:
+        values[:, 1] += np.where(df[DRAWN].to_numpy(float) == 1, values[:, 0] / per_epoch, 0.0)
+    tau = df["tau"].to_numpy(float)
+    for j, se in ((0, 2), (1, 3)):  # the interpolation's error between kept points joins the estimate's
+        values[:, se] = np.hypot(values[:, se], _between(tau, values[:, j]) / Z95)
+    return Points(tau, values, "exact" if exact else "offline")
+
+
+LOCAL = 5  # kept points over which the interpolation's misses are averaged
+
+
+def _between(tau: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The reference's error between kept points: how far `interpolate` misses each kept point from its two
+    neighbours (leave one out: a gap twice as wide, an upper bound where the moments are smooth), signed and
+    averaged over LOCAL neighbouring points — the moving average the gain takes sees the local mean, so an
+    oscillation from one iteration to the next (weights at the edge of stability) cancels where the points are
+    dense, while a curvature the points are too sparse for (the first iterations) stays. What even spacing
+    aliases (an oscillation of period 2 seen at one phase only) no interpolation can tell: keep weights at
+    every iteration, or at an odd spacing (docs/design.md, finding (iii))."""
+    n = len(v)
+    if n < 3:
+        return np.zeros(n)
+    miss = [v[k] - interpolate(tau[k : k + 1], tau[[k - 1, k + 1]], v[[k - 1, k + 1]])[0] for k in range(1, n - 1)]
+    signed = np.concatenate([miss[:1], miss, miss[-1:]])
+    w = min(LOCAL, n)
+    return np.abs(np.convolve(signed, np.ones(w) / w, mode="same"))
 
 
 @dataclass(frozen=True)
 class Predicted:
-    """A prediction: iterations and the gain's mean log over each third of τ."""
+    """A prediction: log iterations and the gain's mean log over each third of τ (`logs`), with the model's
+    run-to-run spread of each (`sd`, 0 for a deterministic path)."""
 
-    iterations: float
-    thirds: np.ndarray
-
-    def logs(self) -> np.ndarray:
-        return np.append(math.log(self.iterations), self.thirds)
+    logs: np.ndarray
+    sd: np.ndarray
 
 
-def predict(p: Points, scale: int, T1: float, per_epoch: float, c: float = 1.0, shift: float = 0.0,
-            model: bool = True) -> Predicted:  # fmt: skip
-    """The run at scale S following the reference with σ² × c, σ² and μ² moved by `shift` standard errors (σ²
-    up, μ² down for shift > 0), with the engine's modelled bias or (model False) the population's moments."""
+def _profile(p: Points, T1: float, c: float, shift: float) -> np.ndarray:
+    """(σ², μ², tr C², GᵀCG) on PARTS windows of τ: σ² × c (tr C² × c², GᵀCG × c), σ² up and μ² down by
+    `shift` × 1.96 standard errors."""
     grid = (np.arange(PARTS) + 0.5) * T1 / PARTS
     v = np.stack([interpolate(grid, p.tau, p.values[:, j]) for j in range(len(REF))], axis=1)
-    var = c * (v[:, 0] + shift * Z95 * v[:, 2])
-    sqr = v[:, 1] - shift * Z95 * v[:, 3]
-    if model:
-        prof = [
-            engine_moments(a, b, c * c * t, c * s, scale, per_epoch)
-            for a, b, t, s in zip(var, sqr, v[:, 4], v[:, 5], strict=True)
-        ]
-    else:
-        prof = list(zip(var, sqr, strict=True))
-    taus, gains = gain_path([(float(a), float(b)) for a, b in prof], scale, T1)
-    return (
-        Predicted(float(len(taus)), thirds_of(taus, gains, T1))
-        if len(taus)
-        else Predicted(math.nan, np.full(THIRDS, math.nan))
+    return np.stack(
+        [c * (v[:, 0] + shift * Z95 * v[:, 2]), v[:, 1] - shift * Z95 * v[:, 3], c * c * v[:, 4], c * v[:, 5]], 1
     )
+
+
+def predict(p: Points, scale: int, T1: float, per_epoch: float, c: float = 1.0, shift: float = 0.0) -> Predicted:
+    """The deterministic prediction (bench.algo.predict.gain_path on the engine's mean view of each window,
+    `engine_moments`) of a run at scale S following the reference with σ² × c, moved by `shift` errors."""
+    prof = [engine_moments(*row, scale, per_epoch) for row in _profile(p, T1, c, shift)]
+    taus, gains = gain_path(prof, scale, T1)
+    logs = np.append(math.log(len(taus)), thirds_of(taus, gains, T1)) if len(taus) else np.full(THIRDS + 1, math.nan)
+    return Predicted(logs, np.zeros(THIRDS + 1))
+
+
+def simulate(p: Points, scale: int, T1: float, per_epoch: float) -> Predicted:
+    """The mean and spread of the engine's runs around the reference (bench.algo.predict.simulated_runs)."""
+    counts, thirds = simulated_runs(_profile(p, T1, 1.0, 0.0), scale, T1, per_epoch, REPLICAS, thirds=THIRDS)
+    logs = np.column_stack([np.log(counts), thirds])
+    return Predicted(np.nanmean(logs, axis=0), np.nanstd(logs, axis=0, ddof=1))
 
 
 def interpolate(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
@@ -128,9 +159,10 @@ class RunJudged:
     """One run: its measured statistics, the prediction, the reference band and the modelled bias (all logs)."""
 
     measured: np.ndarray  # log iterations, then the gain's mean log per third
-    predicted: np.ndarray
+    predicted: np.ndarray  # the simulated runs' mean
+    spread: np.ndarray  # the simulated runs' standard deviation: one run's spread, as the model sees it
     ref_band: np.ndarray  # half-width of the reference's band, per statistic
-    model: np.ndarray  # half the modelled bias, per statistic
+    model: np.ndarray  # the draw order's size (the prediction with against without its correction)
     power: np.ndarray  # per multiplier in MULTIPLIERS: predicted statistics at c (rows)
     linear: np.ndarray  # the statistics of a gain stuck at S
     source: str
@@ -143,14 +175,16 @@ def judge_run(p: Points, train: pd.DataFrame, its: float, scale: int, T1: float,
     t = train[["tau", "gain"]].apply(pd.to_numeric, errors="coerce").dropna()
     measured = np.append(math.log(its), thirds_of(t["tau"].to_numpy(float), t["gain"].to_numpy(float), T1))
     base = predict(p, scale, T1, per_epoch)
-    if not math.isfinite(base.iterations):
+    if not np.isfinite(base.logs).all():
         return None
+    sim = simulate(p, scale, T1, per_epoch)
     lo, hi = predict(p, scale, T1, per_epoch, shift=-1.0), predict(p, scale, T1, per_epoch, shift=1.0)
-    bare = predict(p, scale, T1, per_epoch, model=False)
-    band = np.maximum(np.abs(lo.logs() - base.logs()), np.abs(hi.logs() - base.logs()))
-    power = np.stack([predict(p, scale, T1, per_epoch, c=c).logs() for c in MULTIPLIERS])
+    unordered = predict(p, scale, T1, math.inf)  # the draw order's size: without the correction for it
+    band = np.maximum(np.abs(lo.logs - base.logs), np.abs(hi.logs - base.logs))
+    power = np.stack([predict(p, scale, T1, per_epoch, c=c).logs for c in MULTIPLIERS])
     linear = np.append(math.log(math.ceil(T1 / scale)), np.full(THIRDS, math.log(scale)))
-    return RunJudged(measured, base.logs(), band, np.abs(base.logs() - bare.logs()) / 2, power, linear, p.source)
+    model = np.abs(base.logs - unordered.logs)
+    return RunJudged(measured, sim.logs, sim.sd, band, model, power - base.logs + sim.logs, linear, p.source)
 
 
 @dataclass(frozen=True)
@@ -171,9 +205,11 @@ def judge_cell(runs: list[RunJudged]) -> Cell:
     d = np.stack([r.measured - r.predicted for r in runs])
     offset = np.nanmean(d, axis=0)
     source = "exact" if all(r.source == "exact" for r in runs) else "offline"
-    if n < 2:
-        return Cell("few seeds", offset, np.full(len(offset), math.nan), (math.nan, math.nan), n, source)
-    spread = float(stats.t.ppf(0.975, n - 1)) * np.nanstd(d, axis=0, ddof=1) / math.sqrt(n)
+    sd = np.nanmean([r.spread for r in runs], axis=0)  # the model's run-to-run spread
+    if n >= 2:  # the seeds' own spread where it is larger
+        spread = float(stats.t.ppf(0.975, n - 1)) * np.maximum(np.nanstd(d, axis=0, ddof=1), sd) / math.sqrt(n)
+    else:
+        spread = Z95 * sd
     ref = np.nanmean([r.ref_band for r in runs], axis=0)
     model = np.nanmean([r.model for r in runs], axis=0)
     tol = np.sqrt(spread**2 + ref**2 + model**2)

@@ -48,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -168,6 +168,12 @@ class Task(ABC):
         """Optional, not for the engine: the exact gradient moments at the model's weights where the task can
         compute them (logreg: closed form), for `gain` to print beside its estimates; None (the default)
         where it cannot."""
+        return None
+
+    def exact_moments_of(self, model: nn.Module, cfg: RunSpec, items: Sequence[int]) -> ExactMoments | None:
+        """Optional: `exact_moments` over the training items `items` alone as the population (the items an
+        iteration's micro-batches are drawn from: those left in the epoch's permutation), for finding (iii)'s
+        reference (bench.run.offline_gain.reference); None (the default) where the task cannot."""
         return None
 
 

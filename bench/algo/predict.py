@@ -175,3 +175,48 @@ def gain_path(profile: Sequence[tuple[float, float]], scale: int, T1: float) -> 
         gains.append(r)
         tau += r
     return np.asarray(taus), np.asarray(gains)
+
+
+def simulated_runs(
+    profile: Sequence[tuple[float, float, float, float]],
+    scale: int,
+    T1: float,
+    per_epoch: float = math.inf,
+    replicas: int = 64,
+    seed: int = 0,
+    thirds: int = 3,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's estimator run `replicas` times on draws around the moments of `profile` — (σ², μ², tr C²,
+    GᵀCG) per equal window of τ ∈ [0, T1) — as `engine_moments` models one iteration (Gaussian micro-batch
+    gradients: var̂ = σ² + e_v, sqr̂ = μ² − σ²/M + a − e_v/S with e_v, a independent normal of variances
+    2 tr C²/(S − 1) and 2 tr C²/S² + 4 GᵀCG/S), each clamped as the engine clamps it, folded into the moving
+    average, the gain taken and τ advanced by it. Returns (iterations per replica, the τ-weighted mean log gain
+    over each of `thirds` equal parts of τ per replica): the model's mean and its run-to-run spread, the
+    nonlinearity of the clamp and of the ratio of averages included. Deterministic for a `seed`."""
+    p = np.asarray(profile, float)
+    k = len(p)
+    rng = np.random.default_rng(seed)
+    th = theta(scale)
+    offset = p[:, 0] / per_epoch if math.isfinite(per_epoch) and per_epoch > 0 else np.zeros(k)
+    sd_v = np.sqrt(np.maximum(2.0 * p[:, 2] / (scale - 1), 0.0))
+    sd_a = np.sqrt(np.maximum(2.0 * p[:, 2] / scale**2 + 4.0 * p[:, 3] / scale, 0.0))
+    raw = np.zeros((replicas, 2))
+    tau, count = np.zeros(replicas), np.zeros(replicas)
+    wsum, wlog = np.zeros((replicas, thirds)), np.zeros((replicas, thirds))
+    end, live = T1 * (1 - 1e-9), np.ones(replicas, dtype=bool)
+    rows = np.arange(replicas)
+    while (live := live & (tau < end) & (count < MAX_ITERATIONS_PER_T1 * T1)).any():
+        j = np.minimum((tau / T1 * k).astype(np.int64), k - 1)
+        e_v, a = rng.standard_normal(replicas) * sd_v[j], rng.standard_normal(replicas) * sd_a[j]
+        var = np.maximum(p[j, 0] + e_v, VAR_FLOOR)
+        sqr = np.maximum(p[j, 1] - offset[j] + a - e_v / scale, 0.0)
+        new = th * raw + (1 - th) * np.stack([var, sqr], axis=1)
+        raw = np.where(live[:, None], new, raw)
+        r = (raw[:, 0] + raw[:, 1]) / (raw[:, 0] / scale + raw[:, 1])
+        part = np.minimum((tau / T1 * thirds).astype(np.int64), thirds - 1)
+        np.add.at(wsum, (rows[live], part[live]), r[live])
+        np.add.at(wlog, (rows[live], part[live]), (r * np.log(r))[live])
+        tau = np.where(live, tau + r, tau)
+        count += live
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return count, wlog / wsum

@@ -28,7 +28,7 @@ from torch.func import functional_call, grad
 
 from bench.engine.data import to_device
 
-COLUMNS = ("ref_var", "ref_sqr", "ref_var_se", "ref_sqr_se", "ref_trace_sq", "ref_spread", "ref_source")
+COLUMNS = ("ref_var", "ref_sqr", "ref_var_se", "ref_sqr_se", "ref_trace_sq", "ref_spread", "ref_drawn", "ref_source")
 EXACT, OFFLINE = "exact", "offline"  # ref_source: the task's oracle, or the independent offline estimate
 
 
@@ -43,21 +43,27 @@ class Reference:
     trace_sq: float
     spread: float
     source: str
+    drawn: int = 0  # 1: the moments the engine's draws at that iteration expect (no correction left to make)
 
     def row(self) -> dict[str, Any]:
-        return dict(
-            zip(
-                COLUMNS,
-                (self.var, self.sqr, self.var_se, self.sqr_se, self.trace_sq, self.spread, self.source),
-                strict=True,
-            )
-        )
+        values = (self.var, self.sqr, self.var_se, self.sqr_se, self.trace_sq, self.spread, self.drawn, self.source)
+        return dict(zip(COLUMNS, values, strict=True))
 
 
 def from_oracle(sqr: float, trace: float, trace_sq: float, spread: float, batch_size: float) -> Reference:
     """The exact reference from a task's oracle (tasks.base.ExactMoments) at batch size b."""
     b = float(batch_size)
     return Reference(trace / b, sqr, 0.0, 0.0, trace_sq / b**2, spread / b, EXACT)
+
+
+def from_drawn(
+    sqr: float, trace: float, trace_sq: float, spread: float, left: int, batch_size: float
+) -> dict[str, Any]:
+    """The exact reference over the `left` items an iteration draws its micro-batches from without replacement
+    (the oracle over those items as the population): E[var̂] = tr Σ_R/b and E[sqr̂] = ‖G_R‖² − tr Σ_R/left
+    (bench.algo.gain's derivation, with R the population), as the engine's statistics expect them."""
+    b = float(batch_size)
+    return Reference(trace / b, sqr - trace / left, 0.0, 0.0, trace_sq / b**2, spread / b, EXACT, 1).row()
 
 
 def gradients(task: Any, model: nn.Module, batches: Iterable[Any], device: torch.device) -> np.ndarray:

@@ -66,7 +66,7 @@ from bench.algo.gain import b_simple, clamp, gain_from, moments
 from bench.algo.schedules import scale_schedule
 from bench.engine.accumulate import accumulate, dropout_seeds
 from bench.engine.checkpoint import load_weights
-from bench.engine.data import loader, to_device
+from bench.engine.data import ItemStream, loader, to_device
 from bench.engine.distributed import Dist, pick_device
 from bench.engine.seeding import mix, mix_array
 from bench.errors import UserError
@@ -287,7 +287,17 @@ def exact(task: Any, model: nn.Module, spec: RunSpec, scale: int) -> dict[str, f
 
 def reference(task: Any, model: nn.Module, train: Any, spec: RunSpec, it: int, n: int, device: Any) -> dict[str, Any]:
     """The independent reference's columns at `model`'s weights (bench.run.independent): the task's oracle
-    where it has one (exact), else n micro-batches of its own stream through torch.func."""
+    where it has one — over the items left in the epoch's permutation that iteration `it` draws from, where the
+    run's scale is fixed (the engine's stream, bench.engine.data.ItemStream, positions it·S·k on) and they hold
+    its S micro-batches; else over the whole set —, else n micro-batches of its own stream through torch.func."""
+    scale = spec.scale if isinstance(spec.scale, int) else 0  # fixed S (elastic runs: the whole set)
+    k = int(task.items_per_microbatch(spec))
+    stream = ItemStream(len(train), k, int(spec.seed))
+    epoch, offset = divmod(it * scale * k, len(train))
+    if scale >= 2 and len(train) - offset >= scale * k:
+        m = task.exact_moments_of(model, spec, stream.permutation(epoch)[offset:])
+        if m is not None:
+            return independent.from_drawn(m.sqr, m.trace, m.trace_sq, m.spread, len(train) - offset, spec.batch_size)
     oracle = getattr(task, "exact_moments", None)
     m = oracle(model, spec) if oracle is not None else None
     if m is not None:
