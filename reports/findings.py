@@ -268,12 +268,27 @@ def _iii_cells(ctx: Context, runs: pd.DataFrame) -> tuple[dict[str, reference.Ce
     return {s: reference.judge_cell(js) for s, js in judged.items()}, missing
 
 
+def _iii_evidence(runs: pd.DataFrame, scale: str, cell: reference.Cell) -> str:
+    """What the other runs of the engine say at `scale` (reports.noise.predict): evidence beside the reference,
+    never a judge; donor scales whose predictions differ by more than the cell's tolerance are a finding."""
+    g = runs[runs["scale"] == scale]
+    mid = pd.to_numeric(g[noise.PREDICTED], errors="coerce").median()
+    if not math.isfinite(mid):
+        return ""
+    lo = pd.to_numeric(g[noise.PREDICTED_LO], errors="coerce").min()
+    hi = pd.to_numeric(g[noise.PREDICTED_HI], errors="coerce").max()
+    text = f"; other runs' noise predicts {_fmt_its(mid)} its (evidence only)"
+    tol = float(cell.tol[0]) if len(cell.tol) else math.nan
+    if math.isfinite(tol) and lo > 0 and math.log(hi / lo) > 2 * tol:
+        text += f" — their scales disagree ({_fmt_its(lo)}–{_fmt_its(hi)} its, past ±{math.expm1(tol):.0%}): a finding"
+    return text
+
+
 CELL_TEXT = {
     "holds": "holds",
     "fails": "does not hold ✗",
     "no power": "not testable here (no power)",
     "linear": "not testable (S·b ≪ B: AdaScale equals linear scaling here)",
-    "few seeds": "inconclusive (one seed: no spread to judge with)",
 }
 
 
@@ -296,24 +311,15 @@ def check_iii(ctx: Context) -> tuple[str, str]:
             f"no reference independent of the engine's statistics for {missing} run(s): keep their weights "
             "(keep_checkpoints_every) and run `adascale-bench gain` on them; other runs of the engine never replace it"
         )
-    parts = []
-    for s, c in cells.items():
-        donors = runs.loc[runs["scale"] == s, noise.PREDICTED]
-        evidence = pd.to_numeric(donors, errors="coerce").median()
-        other = (
-            f"; other runs' noise predicts {_fmt_its(evidence)} its (evidence only)" if math.isfinite(evidence) else ""
-        )
-        parts.append(f"{reference.describe(s, c)}: {CELL_TEXT[c.verdict]}{other}")
+    parts = [f"{reference.describe(s, c)}: {CELL_TEXT[c.verdict]}{_iii_evidence(runs, s, c)}" for s, c in cells.items()]
     verdicts = [c.verdict for c in cells.values()]
     decided = [v for v in verdicts if v in ("holds", "fails")]
-    if not decided:
-        status = INCONCLUSIVE if "few seeds" in verdicts else NOT_TESTABLE
-    else:
-        status = _aggregate([v == "holds" for v in decided])
-        status = INCONCLUSIVE if status == HOLDS and "few seeds" in verdicts else status
+    status = _aggregate([v == "holds" for v in decided]) if decided else NOT_TESTABLE
     rule = (
         "judged against the run's own kept weights' moments (exact oracle, else offline through torch.func), "
-        "tol = seed spread ⊕ reference band ⊕ half the modelled bias; no power where c on B from "
+        "tol = run-to-run spread (the estimator simulated around the reference, or the seeds' if larger) ⊕ the "
+        "reference's band (its estimate, its interpolation between kept points) ⊕ the draw order's size; no power "
+        "where c on B from "
         f"{reference.POWER_LO:g} to {reference.POWER_HI:g} would pass"
     )
     return status, " | ".join(parts) + f"; {rule}" + (f"; {missing} run(s) without a reference" if missing else "")
