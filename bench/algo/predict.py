@@ -177,6 +177,26 @@ def gain_path(profile: Sequence[tuple[float, float]], scale: int, T1: float) -> 
     return np.asarray(taus), np.asarray(gains)
 
 
+def draw_statistics(
+    rng: np.random.Generator, var: np.ndarray, sqr: np.ndarray, trace_sq: np.ndarray, spread: np.ndarray, scale: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One iteration's (var̂, sqr̂) of S Gaussian micro-batch gradients g_i ~ N(G, C) for each element (tr C = `var`,
+    ‖G‖² = `sqr`, tr C² = `trace_sq`, GᵀCG = `spread`): ḡ − G = e and the sample covariance are independent, and
+    var̂ = Σ‖g_i − ḡ‖²/(S − 1),  sqr̂ = ‖G‖² + 2G·e + ‖e‖² − var̂/S,
+    with the quadratic forms drawn as Satterthwaite's scaled χ² of d = (tr C)²/tr C² degrees of freedom per
+    draw (their means and variances exact: ‖e‖² of mean tr C/S and variance 2 tr C²/S², var̂ of mean tr C and
+    variance 2 tr C²/(S − 1)) and 2G·e normal of variance 4 GᵀCG/S. The shape matters: μ̂² is a difference of
+    skewed terms, and the clamp's mean depends on its lower tail."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(trace_sq > 0, var * var / np.where(trace_sq > 0, trace_sq, 1.0), np.inf)
+    finite = np.isfinite(d) & (d > 0)
+    dd = np.where(finite, d, 1.0)
+    e2 = np.where(finite, var / scale * rng.gamma(dd / 2, 2 / dd), var / scale)
+    v = np.where(finite, var * rng.gamma((scale - 1) * dd / 2, 2 / ((scale - 1) * dd)), var)
+    cross = rng.standard_normal(np.shape(var)) * np.sqrt(np.maximum(4.0 * spread / scale, 0.0))
+    return v, sqr + cross + e2 - v / scale
+
+
 def simulated_runs(
     profile: Sequence[tuple[float, float, float, float]],
     scale: int,
@@ -187,9 +207,8 @@ def simulated_runs(
     thirds: int = 3,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The engine's estimator run `replicas` times on draws around the moments of `profile` — (σ², μ², tr C²,
-    GᵀCG) per equal window of τ ∈ [0, T1) — as `engine_moments` models one iteration (Gaussian micro-batch
-    gradients: var̂ = σ² + e_v, sqr̂ = μ² − σ²/M + a − e_v/S with e_v, a independent normal of variances
-    2 tr C²/(S − 1) and 2 tr C²/S² + 4 GᵀCG/S), each clamped as the engine clamps it, folded into the moving
+    GᵀCG) per equal window of τ ∈ [0, T1) — each iteration's var̂, sqr̂ drawn by `draw_statistics` (μ² lowered by
+    σ²/M for drawing without replacement), each clamped as the engine clamps it, folded into the moving
     average, the gain taken and τ advanced by it. Returns (iterations per replica, the τ-weighted mean log gain
     over each of `thirds` equal parts of τ per replica): the model's mean and its run-to-run spread, the
     nonlinearity of the clamp and of the ratio of averages included. Deterministic for a `seed`."""
@@ -198,8 +217,6 @@ def simulated_runs(
     rng = np.random.default_rng(seed)
     th = theta(scale)
     offset = p[:, 0] / per_epoch if math.isfinite(per_epoch) and per_epoch > 0 else np.zeros(k)
-    sd_v = np.sqrt(np.maximum(2.0 * p[:, 2] / (scale - 1), 0.0))
-    sd_a = np.sqrt(np.maximum(2.0 * p[:, 2] / scale**2 + 4.0 * p[:, 3] / scale, 0.0))
     raw = np.zeros((replicas, 2))
     tau, count = np.zeros(replicas), np.zeros(replicas)
     wsum, wlog = np.zeros((replicas, thirds)), np.zeros((replicas, thirds))
@@ -207,9 +224,8 @@ def simulated_runs(
     rows = np.arange(replicas)
     while (live := live & (tau < end) & (count < MAX_ITERATIONS_PER_T1 * T1)).any():
         j = np.minimum((tau / T1 * k).astype(np.int64), k - 1)
-        e_v, a = rng.standard_normal(replicas) * sd_v[j], rng.standard_normal(replicas) * sd_a[j]
-        var = np.maximum(p[j, 0] + e_v, VAR_FLOOR)
-        sqr = np.maximum(p[j, 1] - offset[j] + a - e_v / scale, 0.0)
+        var, sqr = draw_statistics(rng, p[j, 0], p[j, 1] - offset[j], p[j, 2], p[j, 3], scale)
+        var, sqr = np.maximum(var, VAR_FLOOR), np.maximum(sqr, 0.0)
         new = th * raw + (1 - th) * np.stack([var, sqr], axis=1)
         raw = np.where(live[:, None], new, raw)
         r = (raw[:, 0] + raw[:, 1]) / (raw[:, 0] / scale + raw[:, 1])
