@@ -297,14 +297,12 @@ def check_iii(ctx: Context) -> tuple[str, str]:
     the exact moments at the kept weights where the task has an oracle, else the offline estimate through
     torch.func), the count and the gain over τ, on an error model with its power printed. The other runs'
     noise (reports.noise.predict) is printed as evidence; it never judges."""
-    runs = noise.per_run(ctx.t)
-    if runs.empty:
-        done = fixed_scales(ctx.t, ADASCALE)
-        if not any(s != "1" and (g["status"] == "completed").any() for s, g in done.items()):
-            return NOT_RUN, "no completed AdaScale run with S ≥ 2"
-        return NOT_TESTABLE, "no noise scale measured (no sum_sq / mean_sq statistics in metrics.jsonl)"
-    runs = runs.assign(_s=runs["scale"].map(lambda s: scale_order(s)[1])).sort_values(["_s", "seed"])
+    fixed = ctx.t["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
+    runs = ctx.t[fixed & (ctx.t["method"] == ADASCALE) & (ctx.t["status"] == "completed")]
     runs = runs[np.isfinite(pd.to_numeric(runs["iterations"], errors="coerce"))]
+    if runs.empty:
+        return NOT_RUN, "no completed AdaScale run with S ≥ 2"
+    runs = runs.assign(_s=runs["scale"].map(lambda s: scale_order(s)[1])).sort_values(["_s", "seed"])
     cells, missing = _iii_cells(ctx, runs)
     if not cells:
         return NOT_TESTABLE, (

@@ -21,7 +21,9 @@ statistic's mean offset lies within its tol; does not hold otherwise.
 
 **Power.** The multipliers c on B (σ² × c) a run could follow and still pass: c whose predicted statistics all
 lie within tol of c = 1's. A range reaching past [POWER_LO, POWER_HI]: not testable here (no power); where a gain
-stuck at S (linear scaling) would itself pass: not testable (S·b ≪ B: AdaScale equals linear scaling here).
+stuck at S (linear scaling) lies as near the prediction as following B × c for some c in [POWER_LO, POWER_HI]
+would (within that reach plus tol), or no power where S·b ≤ B/10 at every reference point: not testable (S·b ≪ B:
+AdaScale equals linear scaling here).
 """
 
 from __future__ import annotations
@@ -46,8 +48,13 @@ PARTS = 1000  # windows of τ the reference is interpolated onto (early on the m
 THIRDS = 3  # the gain is judged on its mean over each third of τ
 POWER_LO, POWER_HI = 0.8, 1.25  # a cell whose passing multipliers on B reach past these has no power
 Z95 = 1.96
+SMALL_SHARE = 10  # S·b ≪ B: S·b at most a tenth of B (the steady gain ≥ 0.9·S at any S ≤ 128)
 REPLICAS = 64  # simulated runs per prediction
-MULTIPLIERS = np.exp(np.linspace(math.log(0.25), math.log(4.0), 49))
+MULTIPLIERS = np.unique(
+    np.exp(
+        np.concatenate([np.linspace(math.log(0.25), math.log(4.0), 13), np.linspace(math.log(0.8), math.log(1.25), 21)])
+    )
+)  # c on B: the power's grid
 REF = ("ref_var", "ref_sqr", "ref_var_se", "ref_sqr_se", "ref_trace_sq", "ref_spread")
 DRAWN = "ref_drawn"  # 1 where the point's moments are those the engine's draws there expect (bench.run.independent)
 
@@ -125,8 +132,8 @@ def _profile(p: Points, T1: float, c: float, shift: float) -> np.ndarray:
 def predict(p: Points, scale: int, T1: float, per_epoch: float, c: float = 1.0, shift: float = 0.0) -> Predicted:
     """The deterministic prediction (bench.algo.predict.gain_path on the engine's mean view of each window,
     `engine_moments`) of a run at scale S following the reference with σ² × c, moved by `shift` errors."""
-    prof = [engine_moments(*row, scale, per_epoch) for row in _profile(p, T1, c, shift)]
-    taus, gains = gain_path(prof, scale, T1)
+    var, sqr = engine_moments(*_profile(p, T1, c, shift).T, scale, per_epoch)
+    taus, gains = gain_path(list(zip(var.tolist(), sqr.tolist(), strict=True)), scale, T1)
     logs = np.append(math.log(len(taus)), thirds_of(taus, gains, T1)) if len(taus) else np.full(THIRDS + 1, math.nan)
     return Predicted(logs, np.zeros(THIRDS + 1))
 
@@ -171,14 +178,16 @@ class RunJudged:
     linear: np.ndarray  # the statistics of a gain stuck at S
     source: str
     own: float = math.nan  # log(the predictor on the run's own folded statistics / its iterations): `own_count`
+    small: bool = False  # S·b ≤ B/10 at every reference point (σ² ≥ 10·S·μ²): the paper's S·b ≪ B
 
 
 def judge_run(p: Points, train: pd.DataFrame, its: float, scale: int, T1: float, per_epoch: float) -> RunJudged | None:
     """The run's statistics beside the prediction from its reference; None where either is missing."""
-    if train.empty or not {"tau", "gain"} <= set(train.columns) or not its > 0:
+    step = "progress" if "progress" in train.columns else "gain"  # the τ the iteration advanced: its multiplier
+    if train.empty or not {"tau", step} <= set(train.columns) or not its > 0:
         return None
-    t = train[["tau", "gain"]].apply(pd.to_numeric, errors="coerce").dropna()
-    measured = np.append(math.log(its), thirds_of(t["tau"].to_numpy(float), t["gain"].to_numpy(float), T1))
+    t = train[["tau", step]].apply(pd.to_numeric, errors="coerce").dropna()
+    measured = np.append(math.log(its), thirds_of(t["tau"].to_numpy(float), t[step].to_numpy(float), T1))
     base = predict(p, scale, T1, per_epoch)
     if not np.isfinite(base.logs).all():
         return None
@@ -190,7 +199,10 @@ def judge_run(p: Points, train: pd.DataFrame, its: float, scale: int, T1: float,
     linear = np.append(math.log(math.ceil(T1 / scale)), np.full(THIRDS, math.log(scale)))
     model = np.abs(base.logs - unordered.logs)
     own = math.log(own_count(train, scale, T1) / its)
-    return RunJudged(measured, sim.logs, sim.sd, band, model, power - base.logs + sim.logs, linear, p.source, own)
+    small = bool(np.all(p.values[:, 0] >= SMALL_SHARE * scale * p.values[:, 1]))
+    return RunJudged(
+        measured, sim.logs, sim.sd, band, model, power - base.logs + sim.logs, linear, p.source, own, small
+    )
 
 
 OWN_PARTS = 1000  # windows of τ for `own_count`: fine enough that the windows' means are the iterations' own
@@ -245,19 +257,26 @@ def judge_cell(runs: list[RunJudged]) -> Cell:
         spread = Z95 * sd
     ref = np.nanmean([r.ref_band for r in runs], axis=0)
     model = np.nanmean([r.model for r in runs], axis=0)
-    tol = np.sqrt(spread**2 + ref**2 + model**2)
+    resolution = np.zeros(len(offset))
+    its = math.exp(float(np.nanmean([r.predicted[0] for r in runs])))
+    resolution[0] = -math.log1p(-1 / its) if its > 1 else math.inf  # one iteration either side: log(p/(p − 1))
+    tol = np.sqrt(spread**2 + ref**2 + model**2 + resolution**2)
     base = np.nanmean([r.predicted for r in runs], axis=0)
     curve = np.nanmean([r.power for r in runs], axis=0)  # multipliers × statistics
     passing = np.all(np.abs(curve - base) <= tol, axis=1)
     c_range = (float(MULTIPLIERS[passing].min()), float(MULTIPLIERS[passing].max())) if passing.any() else (1.0, 1.0)
     linear = np.nanmean([r.linear for r in runs], axis=0)
-    if np.all(np.abs(linear - base) <= tol):
-        verdict = "linear"
-    elif c_range[0] < POWER_LO or c_range[1] > POWER_HI:
+    plausible = (MULTIPLIERS >= POWER_LO) & (MULTIPLIERS <= POWER_HI)  # B known to ±25 %: what following it allows
+    reach = np.max(np.abs(curve[plausible] - base), axis=0)
+    no_power = c_range[0] < POWER_LO or c_range[1] > POWER_HI
+    if np.all(np.abs(linear - base) <= reach + tol) or (no_power and all(r.small for r in runs)):
+        verdict = "linear"  # linear scaling as near as B × 0.8 … 1.25 would be, or no power where S·b ≪ B
+    elif no_power:
         verdict = "no power"
     else:
         verdict = "holds" if np.all(np.abs(offset) <= tol) else "fails"
-    return Cell(verdict, offset, tol, c_range, n, source, float(np.nanmean([r.own for r in runs])))
+    own = [r.own for r in runs if math.isfinite(r.own)]
+    return Cell(verdict, offset, tol, c_range, n, source, float(np.mean(own)) if own else math.nan)
 
 
 def describe(scale: str, cell: Cell) -> str:

@@ -28,8 +28,10 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from scipy.special import ndtr
 
 from .gain import VAR_FLOOR, theta
 
@@ -139,19 +141,21 @@ def speedup(iterations: float, T1: float) -> float:
 
 
 def engine_moments(
-    var: float, sqr: float, trace_sq: float, spread: float, scale: int, per_epoch: float = math.inf
-) -> tuple[float, float]:
+    var: Any, sqr: Any, trace_sq: Any, spread: Any, scale: int, per_epoch: float = math.inf
+) -> tuple[Any, Any]:
     """The mean (σ̂², max(μ̂², 0)) the engine folds per iteration at scale S ≥ 2, given the population's σ² = `var`,
     μ² = `sqr` of one micro-batch, tr C² = `trace_sq` and GᵀCG = `spread` of its covariance C, and M = `per_epoch`
-    micro-batches per epoch (inf: independent draws). NaN spreads: no clamp modelled (the window mean is clamped
-    as `iterations_following` does)."""
+    micro-batches per epoch (inf: independent draws); numbers or numpy arrays of them. No spread (0 or NaN): no
+    clamp modelled (the window mean is clamped as `iterations_following` does)."""
+    var, sqr = np.asarray(var, float), np.asarray(sqr, float)
     m = sqr - (var / per_epoch if math.isfinite(per_epoch) and per_epoch > 0 else 0.0)
-    v = 2.0 * trace_sq / (scale * (scale - 1)) + 4.0 * spread / scale if scale >= 2 else 0.0
-    if not (math.isfinite(v) and v > 0):
-        return var, m
-    s = math.sqrt(v)
+    v = 2.0 * np.asarray(trace_sq, float) / (scale * (scale - 1)) + 4.0 * np.asarray(spread, float) / scale
+    ok = np.isfinite(v) & (v > 0) & (scale >= 2)
+    s = np.sqrt(np.where(ok, v, 1.0))
     z = m / s
-    return var, m * 0.5 * math.erfc(-z / math.sqrt(2.0)) + s * math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    clamped = m * ndtr(z) + s * np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    out = np.where(ok, clamped, m)
+    return (float(var), float(out)) if out.ndim == 0 else (var, out)
 
 
 def gain_path(profile: Sequence[tuple[float, float]], scale: int, T1: float) -> tuple[np.ndarray, np.ndarray]:
