@@ -263,7 +263,7 @@ def _iii_cells(ctx: Context, runs: pd.DataFrame) -> tuple[dict[str, reference.Ce
     return {s: reference.judge_cell(js) for s, js in judged.items()}, missing
 
 
-def _iii_evidence(runs: pd.DataFrame, scale: str, cell: reference.Cell) -> str:
+def _iii_evidence(runs: pd.DataFrame, scale: str, cell: reference.Cell | None = None) -> str:
     """What the other runs of the engine say at `scale` (reports.noise.predict): evidence beside the reference,
     never a judge; donor scales whose predictions differ by more than the cell's tolerance are a finding."""
     g = runs[runs["scale"] == scale]
@@ -272,8 +272,10 @@ def _iii_evidence(runs: pd.DataFrame, scale: str, cell: reference.Cell) -> str:
         return ""
     lo = pd.to_numeric(g[noise.PREDICTED_LO], errors="coerce").min()
     hi = pd.to_numeric(g[noise.PREDICTED_HI], errors="coerce").max()
-    text = f"; other runs' noise predicts {_fmt_its(mid)} its (evidence only)"
-    tol = float(cell.tol[0]) if len(cell.tol) else math.nan
+    source = g[noise.PREDICTED_FROM].dropna()
+    by = f" ({source.iloc[0]})" if len(source) else ""
+    text = f"; other runs' noise{by} predicts {_fmt_its(mid)} its (evidence only)"
+    tol = float(cell.tol[0]) if cell is not None and len(cell.tol) else math.nan
     if math.isfinite(tol) and lo > 0 and math.log(hi / lo) > 2 * tol:
         text += f" — their scales disagree ({_fmt_its(lo)}–{_fmt_its(hi)} its, past ±{math.expm1(tol):.0%}): a finding"
     return text
@@ -300,9 +302,12 @@ def check_iii(ctx: Context) -> tuple[str, str]:
     runs = runs.assign(_s=runs["scale"].map(lambda s: scale_order(s)[1])).sort_values(["_s", "seed"])
     cells, missing = _iii_cells(ctx, runs)
     if not cells:
+        said = {s: _iii_evidence(runs, s).removeprefix("; ") for s in runs["scale"].unique()}
+        evidence = "".join(f"; S = {s}: {text}" for s, text in said.items() if text)
         return NOT_TESTABLE, (
             f"no reference independent of the engine's statistics for {missing} run(s): keep their weights "
             "(keep_checkpoints_every) and run `adascale-bench gain` on them; other runs of the engine never replace it"
+            + evidence
         )
     parts = [f"{reference.describe(s, c)}: {CELL_TEXT[c.verdict]}{_iii_evidence(runs, s, c)}" for s, c in cells.items()]
     verdicts = [c.verdict for c in cells.values()]
