@@ -1,6 +1,8 @@
 """How many iterations AdaScale takes at scale S, given the gradient-noise scale over training: the one
-prediction that finding (iii) judges runs against (reports/noise.py, from other runs' statistics) and that
-a plan made before the runs can use.
+prediction finding (iii) judges runs against (reports/reference.py: from the moments at the run's own kept
+weights, through `engine_moments` / `simulated_runs` below; reports/noise.py's prediction from the other runs'
+statistics is printed beside it as evidence) and that a plan made before the runs can use (`advise`; a profile
+of σ², μ² alone — unknown spreads — steps `simulated_runs` as `iterations_following` does).
 
 **The model.** The task's noise is a profile over the scale-invariant clock: in each of k equal windows of
 τ ∈ [0, T1) the per-micro-batch moments (σ²_j, μ²_j) (b·σ²_j/μ²_j is the window's noise scale B_j). An
@@ -197,6 +199,7 @@ def draw_statistics(
     dd = np.where(finite, d, 1.0)
     e2 = np.where(finite, var / scale * rng.gamma(dd / 2, 2 / dd), var / scale)
     v = np.where(finite, var * rng.gamma((scale - 1) * dd / 2, 2 / ((scale - 1) * dd)), var)
+    spread = np.where(np.isfinite(spread), spread, 0.0)  # unknown spreads (a profile of σ², μ² alone): no noise
     cross = rng.standard_normal(np.shape(var)) * np.sqrt(np.maximum(4.0 * spread / scale, 0.0))
     return v, sqr + cross + e2 - v / scale
 

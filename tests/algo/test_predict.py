@@ -116,6 +116,8 @@ def test_simulated_runs_without_noise_are_the_prediction():
     parts = [(1.0, 0.1 * x, 0.0, 0.0) for x in np.linspace(1, 0.01, 20)]
     counts, thirds = predict.simulated_runs(parts, 16, 2000.0, replicas=4)
     assert np.all(counts == iterations_following([(a, b) for a, b, _, _ in parts], 16, 2000.0))
+    unknown = [(a, b, math.nan, math.nan) for a, b, _, _ in parts]  # a profile of σ², μ² alone (advise's probe)
+    assert np.all(predict.simulated_runs(unknown, 16, 2000.0, replicas=4)[0] == counts)
     noisy = [(a, b, 0.05, 0.01 * b) for a, b, _, _ in parts]
     one, _ = predict.simulated_runs(noisy, 16, 2000.0, replicas=16, seed=1)
     assert np.array_equal(one, predict.simulated_runs(noisy, 16, 2000.0, replicas=16, seed=1)[0])
