@@ -28,17 +28,12 @@ task cards, tasks.presets):
       LSW takes AdaScale's steps and `within` is what both rules predict: not testable. The paper's mechanism is
       LSW's step against the one the noise allows, not S·b against one point estimate of B (a logreg whose LSW
       fails by step-size stability, S·lr0 past 2/λ_max, at S·b below B is caught).
-(iii) AdaScale's iterations follow the task's noise scale. Per run, its iterations against those of an AdaScale
-      whose gain follows the noise the OTHER runs of its table measured (reports.noise.predict: its pilot runs
-      where it has any, `advise`'s probe; else its runs at other scales, else other seeds at its scale — never its
-      own statistics, so the check can fail on a
-      correctly coded gain whose iterations do not follow the noise; bench.algo.predict is the one prediction):
-      holds when the iterations lie in the donors' range widened by ITERATION_TOLERANCE (0.2), and, where
-      S·b ≤ B/10 (the paper's S·b ≪ B), nearer ⌈T1/S⌉ than T1. The tolerance covers what the prediction leaves
-      out: the clamp of μ² at 0 on noisy iterations, the online gain's bias from drawing without replacement,
-      the noise scale's change inside a tenth of τ (+3 … +9 % on the smoke's and the control's logreg runs).
-      What it detects: a gain stuck at 1 or S, or one off the measured noise by more than a fifth. The drift
-      is printed per S (mean over seeds, signed) with the worst S.
+(iii) AdaScale's iterations follow the task's noise scale. Per S, its runs against the engine's estimator simulated
+      around the moments at each run's own kept weights, measured apart from the engine's statistics (logreg's exact
+      oracle, else the offline estimate through torch.func: bench.run.independent), the count and the multiplier
+      over each third of τ, on an error model with its power (reports.reference: the rule, what was measured). The
+      other runs' noise (reports.noise.predict) is printed as evidence, never judges; without a reference: not
+      testable.
 (iv)  Emergent warm-up: over the first 10 % of τ (≤ 0.1·T1: the paper's warm-up spans the first few percent),
       the normalised gain u = (r − 1)/(r̂ − 1) starts at most 0.5 (below half-way from S = 1's lr to where it
       settles) and rises by ≥ 0.2. r̂ is the steady gain of the run's late noise scale (the last third of τ,
@@ -65,7 +60,7 @@ from scipy import stats
 
 from bench.algo.rules import ADASCALE, LSW, shared_at_s1
 
-from . import noise
+from . import noise, reference
 from .collect import ELASTIC, Results, scale_order
 from .failedseeds import failed_text
 from .noninferiority import (
@@ -112,7 +107,7 @@ CHECKS = {
 COLUMNS = ["table", "task", "preset", "check", "finding", "status", "detail", "margin", "margin_rule", "noise"]
 COLUMNS += ["B_lo", "B_hi", "B_top", "B_runs", "max_total_batch"]
 
-ITERATION_TOLERANCE = 0.2  # (iii): |iterations/predicted − 1|
+ITERATION_TOLERANCE = 0.2  # the resolution (ii) grants its regime (the old (iii) tolerance)
 
 
 # ------------------------------------------------------------------- comparisons as statuses
@@ -250,62 +245,82 @@ def _small(r: pd.Series) -> bool:
     return isinstance(v, bool | np.bool_) and bool(v)
 
 
-def _iii_run(r: pd.Series) -> tuple[bool, float, str]:
-    """(holds, drift, text) of one run against its independent prediction (reports.noise.predict): its
-    iterations inside [lo·(1 − tol), hi·(1 + tol)], the donors' range widened by the tolerance; where S·b ≪ B
-    (the paper's own statement) also nearer ⌈T1/S⌉ than T1."""
-    its, pred = float(r["iterations"]), float(r[noise.PREDICTED])
-    lo, hi = float(r[noise.PREDICTED_LO]), float(r[noise.PREDICTED_HI])
-    ok = lo * (1 - ITERATION_TOLERANCE) <= its <= hi * (1 + ITERATION_TOLERANCE)
-    d = its / pred - 1 if pred > 0 else math.nan
-    span = f" [{_fmt_its(lo)}–{_fmt_its(hi)}]" if hi > lo else ""
-    text = f"seed {r['seed']} {_fmt_its(its)} its vs {_fmt_its(pred)}{span} ({d:+.0%})"
-    if _small(r):
-        S, T1 = float(r["_s"]), float(r["T1"])
-        nearer = its < (math.ceil(T1 / S) + T1) / 2
-        ok &= nearer
-        text += "" if nearer else f", not nearer ⌈T1/S⌉ = {math.ceil(T1 / S)} than T1 although S·b ≪ B"
-    return ok, d, text + ("" if ok else " ✗")
+def _iii_cells(ctx: Context, runs: pd.DataFrame) -> tuple[dict[str, reference.Cell], int]:
+    """Each S's cell judged against the runs' independent references (reports.reference); how many runs had none."""
+    judged: dict[str, list[reference.RunJudged]] = {}
+    missing = 0
+    for _, r in runs.iterrows():
+        m = pd.to_numeric(pd.Series([r.get(noise.PER_EPOCH)]), errors="coerce").iloc[0]
+        p = reference.points(ctx.res, r["run_dir"], float(m))
+        train = ctx.res.metrics(r["run_dir"])[0] if p is not None else None
+        j = None
+        if p is not None and train is not None:
+            j = reference.judge_run(p, train, float(r["iterations"]), int(r["_s"]), float(r["T1"]), float(m))
+        if j is None:
+            missing += 1
+            continue
+        judged.setdefault(str(r["scale"]), []).append(j)
+    return {s: reference.judge_cell(js) for s, js in judged.items()}, missing
+
+
+def _iii_evidence(runs: pd.DataFrame, scale: str, cell: reference.Cell | None = None) -> str:
+    """What the other runs of the engine say at `scale` (reports.noise.predict): evidence beside the reference,
+    never a judge; donor scales whose predictions differ by more than the cell's tolerance are a finding."""
+    g = runs[runs["scale"] == scale]
+    mid = pd.to_numeric(g[noise.PREDICTED], errors="coerce").median()
+    if not math.isfinite(mid):
+        return ""
+    lo = pd.to_numeric(g[noise.PREDICTED_LO], errors="coerce").min()
+    hi = pd.to_numeric(g[noise.PREDICTED_HI], errors="coerce").max()
+    source = g[noise.PREDICTED_FROM].dropna()
+    by = f" ({source.iloc[0]})" if len(source) else ""
+    text = f"; other runs' noise{by} predicts {_fmt_its(mid)} its (evidence only)"
+    tol = float(cell.tol[0]) if cell is not None and len(cell.tol) else math.nan
+    if math.isfinite(tol) and lo > 0 and math.log(hi / lo) > 2 * tol:
+        text += f" — their scales disagree ({_fmt_its(lo)}–{_fmt_its(hi)} its, past ±{math.expm1(tol):.0%}): a finding"
+    return text
+
+
+CELL_TEXT = {
+    "holds": "holds",
+    "fails": "does not hold ✗",
+    "no power": "not testable here (no power)",
+    "linear": "not testable (S·b ≪ B: AdaScale equals linear scaling here)",
+}
 
 
 def check_iii(ctx: Context) -> tuple[str, str]:
-    """(iii): each fixed-S AdaScale run against the iterations the OTHER runs' noise predicts for it
-    (reports.noise.predict: never its own statistics, so a run whose iterations do not follow the task's
-    noise fails); the drift by S; and the paper's statement where S·b ≪ B."""
-    runs = noise.per_run(ctx.t)
+    """(iii): each S's AdaScale runs against the run their independent reference predicts (reports.reference:
+    the exact moments at the kept weights where the task has an oracle, else the offline estimate through
+    torch.func), the count and the gain over τ, on an error model with its power printed. The other runs'
+    noise (reports.noise.predict) is printed as evidence; it never judges."""
+    fixed = ctx.t["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
+    runs = ctx.t[fixed & (ctx.t["method"] == ADASCALE) & (ctx.t["status"] == "completed")]
+    runs = runs[np.isfinite(pd.to_numeric(runs["iterations"], errors="coerce"))]
     if runs.empty:
-        done = fixed_scales(ctx.t, ADASCALE)
-        if not any(s != "1" and (g["status"] == "completed").any() for s, g in done.items()):
-            return NOT_RUN, "no completed AdaScale run with S ≥ 2"
-        return NOT_TESTABLE, "no noise scale measured (no sum_sq / mean_sq statistics in metrics.jsonl)"
+        return NOT_RUN, "no completed AdaScale run with S ≥ 2"
     runs = runs.assign(_s=runs["scale"].map(lambda s: scale_order(s)[1])).sort_values(["_s", "seed"])
-    judged = runs[np.isfinite(pd.to_numeric(runs[noise.PREDICTED], errors="coerce"))]
-    judged = judged[np.isfinite(pd.to_numeric(judged["iterations"], errors="coerce"))]
-    if judged.empty:
-        why = str(runs[noise.PREDICTED_FROM].dropna().iloc[0]) if runs[noise.PREDICTED_FROM].notna().any() else ""
-        return NOT_TESTABLE, f"no independent measurement of the noise scale ({why or 'no usable profile'})"
-    parts, flags, drifts, small = [], [], {}, 0
-    for _, g in judged.groupby("_s", sort=True):
-        texts = []
-        for _, r in g.iterrows():
-            ok, d, text = _iii_run(r)
-            flags.append(ok)
-            drifts.setdefault(r["scale"], []).append(d)
-            small += _small(r)
-            texts.append(text)
-        parts.append(
-            f"S = {g['scale'].iloc[0]} (predicted from {g[noise.PREDICTED_FROM].iloc[0]}): " + "; ".join(texts)
+    cells, missing = _iii_cells(ctx, runs)
+    if not cells:
+        said = {s: _iii_evidence(runs, s).removeprefix("; ") for s in runs["scale"].unique()}
+        evidence = "".join(f"; S = {s}: {text}" for s, text in said.items() if text)
+        return NOT_TESTABLE, (
+            f"no reference independent of the engine's statistics for {missing} run(s): keep their weights "
+            "(keep_checkpoints_every) and run `adascale-bench gain` on them; other runs of the engine never replace it"
+            + evidence
         )
-    per_s = {s: float(np.nanmean(v)) for s, v in drifts.items()}
-    worst = max(per_s, key=lambda s: abs(per_s[s]) if math.isfinite(per_s[s]) else -1)
-    drift = ", ".join(f"S = {s} {v:+.0%}" for s, v in per_s.items())
-    unjudged = len(runs) - len(judged)
-    paper = f"{small} run(s) with S·b ≤ B/{1 / noise.SMALL_BATCH_SHARE:g} also judged nearer ⌈T1/S⌉ than T1"
-    return _aggregate(flags), (
-        " | ".join(parts) + f"; drift by S (mean over seeds): {drift}, worst S = {worst} ({per_s[worst]:+.0%}); "
-        f"holds: iterations within the donors' range ±{ITERATION_TOLERANCE:.0%}; {paper}"
-        + (f"; {unjudged} run(s) without a prediction" if unjudged else "")
+    parts = [f"{reference.describe(s, c)}: {CELL_TEXT[c.verdict]}{_iii_evidence(runs, s, c)}" for s, c in cells.items()]
+    verdicts = [c.verdict for c in cells.values()]
+    decided = [v for v in verdicts if v in ("holds", "fails")]
+    status = _aggregate([v == "holds" for v in decided]) if decided else NOT_TESTABLE
+    rule = (
+        "judged against the run's own kept weights' moments (exact oracle, else offline through torch.func), "
+        "tol = run-to-run spread (the estimator simulated around the reference, or the seeds' if larger) ⊕ the "
+        "reference's band (its estimate, its interpolation between kept points) ⊕ the draw order's size; no power "
+        "where c on B from "
+        f"{reference.POWER_LO:g} to {reference.POWER_HI:g} would pass"
     )
+    return status, " | ".join(parts) + f"; {rule}" + (f"; {missing} run(s) without a reference" if missing else "")
 
 
 GROUP = "{memories}"
@@ -477,10 +492,10 @@ LEGEND = (
     "value: not testable (saturated) unless a drop shows. (ii) LSW worse or a failed seed (diverged, or "
     "collapsed) holds; LSW within does not "
     f"hold where its multiplier S is past ×{GAIN_RESOLUTION:g} AdaScale's measured steady gain there (of its late "
-    "noise scale, upper bound), and is not testable where LSW takes AdaScale's steps. (iii) each run's iterations "
-    "against those the OTHER runs' noise predicts (pilot runs, else other scales, else other seeds; never its own "
-    "statistics) through "
-    f"the estimator's moving average, within their range ±{ITERATION_TOLERANCE:.0%}, with the drift by S; where S·b ≤ "
+    "noise scale, upper bound), and is not testable where LSW takes AdaScale's steps. (iii) each S's iterations and "
+    "multiplier over τ against the estimator simulated around the moments at the runs' own kept weights (exact "
+    "oracle, else torch.func; `gain` on runs that keep weights), within the error model's tol, with the multipliers c "
+    "on B that would pass (no power outside [0.8, 1.25]); other runs' noise: evidence only. "
     f"B/10 also nearer ⌈T1/S⌉ than T1. (iv) normalised gain over the first {WARMUP_WINDOW:.0%} of τ: starts ≤ "
     f"{WARMUP_START:g}, rises ≥ {WARMUP_RISE:g}; the online gain where the window spans ≥ {WARMUP_MEMORIES} gain "
     "memories, else the exact or offline gain at kept checkpoints, else not testable. Noise scale B = b·σ²/μ² "

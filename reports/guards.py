@@ -88,6 +88,13 @@ OFFLINE_RANGES: dict[str, Rule] = {  # offline_gain.csv (bench.run.offline_gain 
     "exact_gain": POSITIVE,
     "exact_var": NON_NEGATIVE,
     "exact_sqr": NON_NEGATIVE,
+    "ref_var": NON_NEGATIVE,  # finding (iii)'s reference (bench.run.independent)
+    "ref_sqr": ANY,  # the offline estimate of μ² can dip below 0; the drawn exact one is ‖G_R‖² − tr Σ_R/|R|
+    "ref_var_se": NON_NEGATIVE,
+    "ref_sqr_se": NON_NEGATIVE,
+    "ref_trace_sq": NON_NEGATIVE,
+    "ref_spread": NON_NEGATIVE,
+    "ref_drawn": (lambda v: (v == 0) | (v == 1), "0 or 1"),
 }
 
 

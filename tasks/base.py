@@ -46,8 +46,9 @@ split over a different number of ranks, sees the same items with the same augmen
 from __future__ import annotations
 
 import contextlib
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -69,10 +70,14 @@ class ExactMoments:
     """A task's exact gradient moments at given weights (its optional oracle, `Task.exact_moments`): `sqr` =
     ‖G‖², G the full-data gradient of the mean loss, and `trace` = tr Σ, Σ the per-example gradient
     covariance over the N training examples as the population (1/N). A micro-batch of b examples drawn
-    uniformly with replacement then has σ² = tr Σ/b and μ² = ‖G‖², and B_simple = tr Σ/‖G‖²."""
+    uniformly with replacement then has σ² = tr Σ/b and μ² = ‖G‖², and B_simple = tr Σ/‖G‖². Optional, for
+    the spread of the engine's per-iteration estimates (bench.algo.predict.engine_moments: the clamp of μ² at 0):
+    `trace_sq` = tr Σ² and `spread` = Gᵀ Σ G (NaN where the oracle does not give them)."""
 
     sqr: float
     trace: float
+    trace_sq: float = math.nan
+    spread: float = math.nan
 
 
 class Task(ABC):
@@ -163,6 +168,12 @@ class Task(ABC):
         """Optional, not for the engine: the exact gradient moments at the model's weights where the task can
         compute them (logreg: closed form), for `gain` to print beside its estimates; None (the default)
         where it cannot."""
+        return None
+
+    def exact_moments_of(self, model: nn.Module, cfg: RunSpec, items: Sequence[int]) -> ExactMoments | None:
+        """Optional: `exact_moments` over the training items `items` alone as the population (the items an
+        iteration's micro-batches are drawn from: those left in the epoch's permutation), for finding (iii)'s
+        reference (bench.run.offline_gain.reference); None (the default) where the task cannot."""
         return None
 
 

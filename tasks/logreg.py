@@ -145,17 +145,30 @@ class LogReg(Task):
         w = model.weight.detach().to("cpu", torch.float64).numpy().ravel()
         return exact_moments(w, conditioning_of(cfg))
 
+    def exact_moments_of(self, model: nn.Module, cfg: RunSpec, items: Sequence[int]) -> ExactMoments:
+        """`exact_moments` over the training items `items` alone (float64)."""
+        w = model.weight.detach().to("cpu", torch.float64).numpy().ravel()
+        return exact_moments(w, conditioning_of(cfg), np.asarray(items, dtype=np.int64))
 
-def exact_moments(w: np.ndarray, conditioning: float = 1.0) -> ExactMoments:
+
+def exact_moments(w: np.ndarray, conditioning: float = 1.0, items: np.ndarray | None = None) -> ExactMoments:
     """The gradient moments of the mean logistic loss over the N training examples at weights w.
 
     Per example n the gradient is g_n = (σ(x_n·w) − y_n)·x_n; G = (1/N) Σ_n g_n is the full-data gradient
     and Σ = (1/N) Σ_n (g_n − G)(g_n − G)ᵀ the per-example gradient covariance of the population a
     micro-batch draws from (1/N, not 1/(N − 1): the N examples are the whole population). So
     tr Σ = (1/N) Σ_n ‖g_n‖² − ‖G‖², with ‖g_n‖² = (σ(x_n·w) − y_n)²·‖x_n‖². A micro-batch of b examples
-    drawn uniformly with replacement has E g = G and E‖g − G‖² = tr Σ/b."""
+    drawn uniformly with replacement has E g = G and E‖g − G‖² = tr Σ/b. Σ itself is d × d:
+    Σ = (1/N) Σ_n r_n²·x_n x_nᵀ − G Gᵀ, whence tr Σ² (its Frobenius norm squared) and Gᵀ Σ G."""
     x, y = dataset(conditioning)
+    if items is not None:  # a subset as the population (the items left in an epoch's permutation)
+        x, y = x[items], y[items]
+    n = len(y)
     r = 1.0 / (1.0 + np.exp(-(x @ w))) - y  # σ(x·w) − y per example
-    g = x.T @ r / N
+    g = x.T @ r / n
     sqr = float(g @ g)
-    return ExactMoments(sqr=sqr, trace=float(np.mean(r**2 * np.einsum("nd,nd->n", x, x))) - sqr)
+    xr = x * r[:, None]
+    cov = xr.T @ xr / n - np.outer(g, g)
+    return ExactMoments(
+        sqr=sqr, trace=float(np.trace(cov)), trace_sq=float(np.sum(cov * cov)), spread=float(g @ cov @ g)
+    )

@@ -1,6 +1,8 @@
 """How many iterations AdaScale takes at scale S, given the gradient-noise scale over training: the one
-prediction that finding (iii) judges runs against (reports/noise.py, from other runs' statistics) and that
-a plan made before the runs can use.
+prediction finding (iii) judges runs against (reports/reference.py: from the moments at the run's own kept
+weights, through `engine_moments` / `simulated_runs` below; reports/noise.py's prediction from the other runs'
+statistics is printed beside it as evidence) and that a plan made before the runs can use (`advise`; a profile
+of σ², μ² alone — unknown spreads — steps `simulated_runs` as `iterations_following` does).
 
 **The model.** The task's noise is a profile over the scale-invariant clock: in each of k equal windows of
 τ ∈ [0, T1) the per-micro-batch moments (σ²_j, μ²_j) (b·σ²_j/μ²_j is the window's noise scale B_j). An
@@ -28,8 +30,10 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from scipy.special import ndtr
 
 from .gain import VAR_FLOOR, theta
 
@@ -120,3 +124,122 @@ def _chunk(x: np.ndarray, raw: np.ndarray, prod: np.ndarray, scale: int, left: n
 def speedup(iterations: float, T1: float) -> float:
     """T1 / iterations: how many times fewer iterations than S = 1 (NaN where either is not positive)."""
     return T1 / iterations if iterations > 0 and T1 > 0 else math.nan
+
+
+# ------------------------------------------------------------------- the engine's view of given moments
+#
+# The prediction above folds each window's moments into the average as they are. The engine folds its own
+# per-iteration estimates (bench.algo.gain.moments of S micro-batches), clamped: sqr̂ = mean_sq − var̂/S at 0.
+# Two things then move the mean of what it folds off the population's (σ², μ²): drawing without replacement
+# (E[sqr̂] = μ² − σ²/M, M = N/b micro-batches per epoch: bench.algo.gain's derivation) and the clamp
+# (E[max(sqr̂, 0)] > E[sqr̂] wherever sqr̂'s spread reaches below 0, late in training where μ² is small). For
+# Gaussian micro-batch gradients g_i ~ N(G, C), tr C = σ², the sample mean and the sample variance are
+# independent, so
+#     Var[sqr̂] = Var‖ḡ‖² + Var[var̂]/S² = 2 tr C²/S² + 4 GᵀCG/S + 2 tr C²/((S − 1) S²)
+#              = 2 tr C²/(S(S − 1)) + 4 GᵀCG/S,
+# and with sqr̂ ≈ N(m, v) (m = μ² − σ²/M): E[max(sqr̂, 0)] = m·Φ(m/√v) + √v·φ(m/√v). This is the predictor's
+# modelled bias (issue 53.3): a prediction from moments measured apart from the engine (a task's exact oracle,
+# or the offline estimate at kept weights) feeds these expected values, not the population's.
+
+
+def engine_moments(
+    var: Any, sqr: Any, trace_sq: Any, spread: Any, scale: int, per_epoch: float = math.inf
+) -> tuple[Any, Any]:
+    """The mean (σ̂², max(μ̂², 0)) the engine folds per iteration at scale S ≥ 2, given the population's σ² = `var`,
+    μ² = `sqr` of one micro-batch, tr C² = `trace_sq` and GᵀCG = `spread` of its covariance C, and M = `per_epoch`
+    micro-batches per epoch (inf: independent draws); numbers or numpy arrays of them. No spread (0 or NaN): no
+    clamp modelled (the window mean is clamped as `iterations_following` does)."""
+    var, sqr = np.asarray(var, float), np.asarray(sqr, float)
+    m = sqr - (var / per_epoch if math.isfinite(per_epoch) and per_epoch > 0 else 0.0)
+    v = 2.0 * np.asarray(trace_sq, float) / (scale * (scale - 1)) + 4.0 * np.asarray(spread, float) / scale
+    ok = np.isfinite(v) & (v > 0) & (scale >= 2)
+    s = np.sqrt(np.where(ok, v, 1.0))
+    z = m / s
+    clamped = m * ndtr(z) + s * np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    out = np.where(ok, clamped, m)
+    return (float(var), float(out)) if out.ndim == 0 else (var, out)
+
+
+def gain_path(profile: Sequence[tuple[float, float]], scale: int, T1: float) -> tuple[np.ndarray, np.ndarray]:
+    """(τ before, gain of) every iteration of the AdaScale run `iterations_following` counts: the same model,
+    one iteration at a time (its length is that count: tests/algo/test_predict.py), for judging a run's
+    logged gain over τ, not only its count (finding (iii)). Empty where the prediction is NaN."""
+    k = len(profile)
+    if scale < 2 or not (math.isfinite(T1) and T1 > 0) or not k:
+        return np.zeros(0), np.zeros(0)
+    if not all(math.isfinite(a) and math.isfinite(b) for a, b in profile):
+        return np.zeros(0), np.zeros(0)
+    th, end = theta(scale), T1 * (1 - 1e-9)
+    x_all = [(max(a, VAR_FLOOR), max(b, 0.0)) for a, b in profile]
+    raw_v = raw_q = 0.0
+    taus, gains, tau = [], [], 0.0
+    while tau < end and len(taus) < MAX_ITERATIONS_PER_T1 * T1:
+        xv, xq = x_all[min(int(tau / T1 * k), k - 1)]
+        raw_v, raw_q = th * raw_v + (1 - th) * xv, th * raw_q + (1 - th) * xq
+        r = (raw_v + raw_q) / (raw_v / scale + raw_q)  # the bias correction cancels in the ratio
+        taus.append(tau)
+        gains.append(r)
+        tau += r
+    return np.asarray(taus), np.asarray(gains)
+
+
+def draw_statistics(
+    rng: np.random.Generator, var: np.ndarray, sqr: np.ndarray, trace_sq: np.ndarray, spread: np.ndarray, scale: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One iteration's (var̂, sqr̂) of S Gaussian micro-batch gradients g_i ~ N(G, C) for each element (tr C = `var`,
+    ‖G‖² = `sqr`, tr C² = `trace_sq`, GᵀCG = `spread`): ḡ − G = e and the sample covariance are independent, and
+    var̂ = Σ‖g_i − ḡ‖²/(S − 1),  sqr̂ = ‖G‖² + 2G·e + ‖e‖² − var̂/S,
+    with the quadratic forms drawn as Satterthwaite's scaled χ² of d = (tr C)²/tr C² degrees of freedom per
+    draw (their means and variances exact: ‖e‖² of mean tr C/S and variance 2 tr C²/S², var̂ of mean tr C and
+    variance 2 tr C²/(S − 1)) and 2G·e normal of variance 4 GᵀCG/S. The shape matters: μ̂² is a difference of
+    skewed terms, and the clamp's mean depends on its lower tail."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(trace_sq > 0, var * var / np.where(trace_sq > 0, trace_sq, 1.0), np.inf)
+    finite = np.isfinite(d) & (d > 0)
+    dd = np.where(finite, d, 1.0)
+    e2 = np.where(finite, var / scale * rng.gamma(dd / 2, 2 / dd), var / scale)
+    v = np.where(finite, var * rng.gamma((scale - 1) * dd / 2, 2 / ((scale - 1) * dd)), var)
+    spread = np.where(np.isfinite(spread), spread, 0.0)  # unknown spreads (a profile of σ², μ² alone): no noise
+    cross = rng.standard_normal(np.shape(var)) * np.sqrt(np.maximum(4.0 * spread / scale, 0.0))
+    return v, sqr + cross + e2 - v / scale
+
+
+def simulated_runs(
+    profile: Sequence[tuple[float, float, float, float]],
+    scale: int,
+    T1: float,
+    per_epoch: float = math.inf,
+    replicas: int = 64,
+    seed: int = 0,
+    thirds: int = 3,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The engine's estimator run `replicas` times on draws around the moments of `profile` — (σ², μ², tr C²,
+    GᵀCG) per equal window of τ ∈ [0, T1) — each iteration's var̂, sqr̂ drawn by `draw_statistics` (μ² lowered by
+    σ²/M for drawing without replacement), each clamped as the engine clamps it, folded into the moving
+    average, the gain taken and τ advanced by it. Returns (iterations per replica, the τ-weighted mean log gain
+    over each of `thirds` equal parts of τ per replica): the model's mean and its run-to-run spread, the
+    nonlinearity of the clamp and of the ratio of averages included. Deterministic for a `seed`."""
+    p = np.asarray(profile, float)
+    k = len(p)
+    rng = np.random.default_rng(seed)
+    th = theta(scale)
+    offset = p[:, 0] / per_epoch if math.isfinite(per_epoch) and per_epoch > 0 else np.zeros(k)
+    raw = np.zeros((replicas, 2))
+    tau, count = np.zeros(replicas), np.zeros(replicas)
+    wsum, wlog = np.zeros((replicas, thirds)), np.zeros((replicas, thirds))
+    end, live = T1 * (1 - 1e-9), np.ones(replicas, dtype=bool)
+    rows = np.arange(replicas)
+    while (live := live & (tau < end) & (count < MAX_ITERATIONS_PER_T1 * T1)).any():
+        j = np.minimum((tau / T1 * k).astype(np.int64), k - 1)
+        var, sqr = draw_statistics(rng, p[j, 0], p[j, 1] - offset[j], p[j, 2], p[j, 3], scale)
+        var, sqr = np.maximum(var, VAR_FLOOR), np.maximum(sqr, 0.0)
+        new = th * raw + (1 - th) * np.stack([var, sqr], axis=1)
+        raw = np.where(live[:, None], new, raw)
+        r = (raw[:, 0] + raw[:, 1]) / (raw[:, 0] / scale + raw[:, 1])
+        part = np.minimum((tau / T1 * thirds).astype(np.int64), thirds - 1)
+        np.add.at(wsum, (rows[live], part[live]), r[live])
+        np.add.at(wlog, (rows[live], part[live]), (r * np.log(r))[live])
+        tau = np.where(live, tau + r, tau)
+        count += live
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return count, wlog / wsum

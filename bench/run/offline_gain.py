@@ -67,7 +67,7 @@ from bench.algo.gain import b_simple, clamp, gain_from, moments
 from bench.algo.schedules import scale_schedule
 from bench.engine.accumulate import accumulate, dropout_seeds
 from bench.engine.checkpoint import load_weights
-from bench.engine.data import loader, to_device
+from bench.engine.data import ItemStream, loader, to_device
 from bench.engine.distributed import Dist, pick_device
 from bench.engine.seeding import mix, mix_array
 from bench.errors import UserError
@@ -81,12 +81,14 @@ from bench.files import (
     iter_jsonl,
     kept_name,
 )
+from bench.run import independent
 from bench.run.dataroot import prepare_data
 from bench.run.spec import read_spec
 from bench.runspec import RunSpec
 from bench.usercode import is_user_name
 
 OFFLINE_STREAM = 0x0FF1  # the offline micro-batches' stream: mix(run seed, iteration, OFFLINE_STREAM)
+REFERENCE_STREAM = 0x0EF1  # the independent reference's micro-batches (bench.run.independent), drawn apart
 BATCHES = {"paper": 1000, "tiny": 256}  # n by preset (`--batches` overrides): tiny's μ² stands above its noise
 EXACT = ("exact_gain", "exact_B", "exact_var", "exact_sqr", "exact_trace")
 COLUMNS = (
@@ -104,6 +106,7 @@ COLUMNS = (
     "B_hi",
     "batch_size",
     *EXACT,
+    *independent.COLUMNS,
 )
 GROUPS = 32  # jackknife groups of micro-batches
 Z95 = 1.96
@@ -284,6 +287,27 @@ def exact(task: Any, model: nn.Module, spec: RunSpec, scale: int) -> dict[str, f
     }
 
 
+def reference(task: Any, model: nn.Module, train: Any, spec: RunSpec, it: int, n: int, device: Any) -> dict[str, Any]:
+    """The independent reference's columns at `model`'s weights (bench.run.independent): the task's oracle
+    where it has one — over the items left in the epoch's permutation that iteration `it` draws from, where the
+    run's scale is fixed (the engine's stream, bench.engine.data.ItemStream, positions it·S·k on) and they hold
+    its S micro-batches; else over the whole set —, else n micro-batches of its own stream through torch.func."""
+    scale = spec.scale if isinstance(spec.scale, int) else 0  # fixed S (elastic runs: the whole set)
+    k = int(task.items_per_microbatch(spec))
+    stream = ItemStream(len(train), k, int(spec.seed))
+    epoch, offset = divmod(it * scale * k, len(train))
+    if scale >= 2 and len(train) - offset >= scale * k:
+        m = task.exact_moments_of(model, spec, stream.permutation(epoch)[offset:])
+        if m is not None:
+            return independent.from_drawn(m.sqr, m.trace, m.trace_sq, m.spread, len(train) - offset, spec.batch_size)
+    oracle = getattr(task, "exact_moments", None)
+    m = oracle(model, spec) if oracle is not None else None
+    if m is not None:
+        return independent.from_oracle(m.sqr, m.trace, m.trace_sq, m.spread, float(spec.batch_size)).row()
+    draws = microbatches(task, train, spec, max(n, 3), mix(int(spec.seed), it, REFERENCE_STREAM))
+    return independent.estimate(independent.gradients(task, model, draws, device)).row()
+
+
 def kept_checkpoints(run_dir: Path) -> list[Path]:
     """checkpoints/iter*.pt, listed without following a link (a linked folder or file is refused on read)."""
     folder = Path(run_dir) / KEPT
@@ -366,7 +390,7 @@ def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: s
             draws = microbatches(task, train, spec, n, seed)
             est = measure(task, model, draws, seed, scale, dist.device, bar.update, batch_size=b)
             row = {"iteration": it, "tau": tau, "scale": scale, "batch_size": spec.batch_size, **est}
-            rows.append(row | exact(task, model, spec, scale))
+            rows.append(row | exact(task, model, spec, scale) | reference(task, model, train, spec, it, n, dist.device))
     write_csv(run_dir / OFFLINE_GAIN, rows)
     return rows
 

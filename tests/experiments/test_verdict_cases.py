@@ -51,7 +51,10 @@ def test_ii_holds_where_lsw_fails_by_step_size_below_the_noise_scale(case: Path)
     assert f.loc["ii", "status"] == FD.HOLDS, f.loc["ii", "detail"]
     assert "(worse)" in f.loc["ii", "detail"]
     assert f.loc["i", "status"] != FD.FAILS, f.loc["i", "detail"]
-    assert f.loc["iii", "status"] == FD.HOLDS, f.loc["iii", "detail"]  # from the other seeds' noise
+    # (iii): these runs keep no weights, so no reference independent of the engine: other seeds' noise is evidence only
+    assert f.loc["iii", "status"] == FD.NOT_TESTABLE and "evidence only" in f.loc["iii", "detail"], f.loc[
+        "iii", "detail"
+    ]
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ def user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_docs_commands_run_the_task_as_written(user_dir: Path) -> None:
     """The console block of the docs, line by line (each a command of the suite), from the module's folder;
-    then the report shows (iii)'s prediction beside the measured iterations."""
+    then the report shows (iii)'s prediction from the probe (evidence: the runs keep no weights to judge by)."""
     for line in design_blocks()[1].strip().splitlines():
         argv = line.split()[1:]
         res = cli(user_dir, *argv)
@@ -55,7 +55,7 @@ def test_the_docs_commands_run_the_task_as_written(user_dir: Path) -> None:
     assert list(advice["S"])[:4] == [1, 2, 4, 8]
     findings = pd.read_csv(out / "report" / "findings.csv")
     (iii,) = findings[(findings["task"] == NAME) & (findings["check"] == "iii")]["detail"]
-    assert "predicted" in iii, iii
+    assert "predicts" in iii and "evidence only" in iii, iii
 
 
 def test_a_matrix_of_the_task_runs_under_submit_and_is_read_by_status_and_report_without_importing_it(
