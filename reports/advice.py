@@ -324,8 +324,15 @@ def _num(x: float, digits: int = 3) -> str:
     return "–" if not math.isfinite(x) else f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
-def markdown(task: str, probe: Probe, rows: Sequence[Row], verified: Sequence[int], seeds: str, command: str) -> str:
-    """advice.md: the table and what it says, in words; each quantity once."""
+def markdown(
+    task: str, probe: Probe, rows: Sequence[Row], verified: Sequence[int], seeds: str, command: str,
+    verdicts: Sequence = (), points: int = 0,
+) -> str:  # fmt: skip
+    """advice.md: the table and what it says, in words; each quantity once; the rule advice
+    (reports.ruleadvice.Verdict) below it, LSW's verdict in the table."""
+    from .ruleadvice import markdown_lines
+
+    lsw = {v.scale: v.verdict for v in verdicts if v.rule == LSW}
     best, safe = largest_efficient(rows), largest_efficient(rows, "efficiency_lo")
     lines = [
         f"# Advice for {task}",
@@ -340,19 +347,20 @@ def markdown(task: str, probe: Probe, rows: Sequence[Row], verified: Sequence[in
         + "; ".join(f"{w} {_num(v)} [{_num(lo)}, {_num(hi)}]" for w, v, lo, hi in probe.noise)
         + ".",
         "",
-        "| S | iterations | speed-up | efficiency | AdaScale steady gain | LSW | GPU-hours |",
+        "| S | iterations | speed-up | efficiency | AdaScale steady gain | LSW (rule advice) | GPU-hours |",
         "|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
-        lsw = "past AdaScale's gain: expected worse" if r.lsw_past_gain else "within AdaScale's gain"
         lines.append(
             f"| {r.scale} | {_num(r.iterations)} [{_num(r.lo)}, {_num(r.hi)}] | {_num(r.speedup)}× | "
             f"{_num(r.efficiency, 2)} [{_num(r.efficiency_lo, 2)}, {_num(r.efficiency_hi, 2)}] | "
-            f"{_num(r.steady_gain)} | {lsw} | {_num(r.gpu_hours)} |"
+            f"{_num(r.steady_gain)} | {lsw.get(r.scale, '–' if r.scale > 1 else 'S = 1')} | {_num(r.gpu_hours)} |"
         )
     lines += [
         "",
         f"Largest S with efficiency ≥ {EFFICIENCY:g}: {best} (at the interval's lower end: {safe}).",
+        "",
+        *markdown_lines(verdicts, points),
         seeds,
         f"Verification matrix: verify.yaml (S = {', '.join(map(str, verified))}); run it with",
         "",
