@@ -12,7 +12,8 @@ three and calls LSW "within AdaScale's gain" where it collapsed.
 
 **(b) Step-size stability.** At the probe's initial weights and kept checkpoints, the loss's sharpness λ_max
 (bench.run.sharpness: a bracket [lower, upper], the sample's bias each way) against the rule's lr there,
-η(τ) = m_t·w_t·lr(τ) at the iteration t where the rule reaches τ (its warm-up included): heavy-ball SGD is
+η(τ) = m_t·w_t·lr(τ) at the iteration t where the rule reaches τ (its warm-up included; AdaScale's m_t its gain
+at S from the probe's moments just before τ, `_gain_at`): heavy-ball SGD is
 stable only for η < 2(1 + β)/(λ_max + ω) (bench.algo.stability: derived there). Past the bound at the lower
 estimate of λ_max: **unsafe** (the error along the sharpest direction grows geometrically: divergence, or a
 jump to a flatter region at a worse loss); past it only at the upper estimate: **at risk**.
@@ -27,6 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from bench.algo.gain import clamp, gain_from, steady_gain
 from bench.algo.rules import METHODS, make_rule
@@ -87,30 +90,47 @@ def smallest_noise(noise: Sequence[tuple[str, float, float, float]]) -> tuple[st
     return name, hi
 
 
-def _gain_at(profile: Sequence[tuple[float, float]], tau: float, T1: float, scale: int) -> float:
-    """AdaScale's gain at S from the profile's window at τ (clamped as the engine clamps)."""
+RECENT = 0.1  # AdaScale's gain at τ: the probe's moments over this share of T1 up to τ (a prediction window)
+
+
+def _gain_at(
+    profile: Sequence[tuple[float, float]], records: Sequence[tuple[float, float, float]], tau: float, T1: float,
+    scale: int,
+) -> float:  # fmt: skip
+    """AdaScale's gain at S near τ (clamped as the engine clamps): from the probe's raw moments over its records in
+    the RECENT share of T1 up to τ, as long as the prediction's windows and, like the engine's average, of the past
+    only (at τ = 0 its first record: the gain the run starts with, before the rise a tenth's average already
+    holds), else from the profile's tenth at τ."""
+    if scale < 2:
+        return 1.0
+    near = [(v, q) for t, v, q in records if tau - RECENT * T1 <= t <= tau]
+    if not near and records:
+        near = [min(records, key=lambda r: abs(r[0] - tau))[1:]]
+    if near:
+        return gain_from(*clamp(float(np.mean([v for v, _ in near])), float(np.mean([q for _, q in near]))), scale)
     k = len(profile)
     j = min(max(int(tau / T1 * k), 0), k - 1)
-    return gain_from(*clamp(*profile[j]), scale) if scale > 1 else 1.0
+    return gain_from(*clamp(*profile[j]), scale)
 
 
 def judge(
     rule: str, scale: int, recipe: Recipe, noise: Sequence, profile: Sequence, points: Sequence[Curvature],
-    T_AS: float,
+    T_AS: float, records: Sequence[tuple[float, float, float]] = (),
 ) -> Verdict:  # fmt: skip
     """The verdict of one rule at one S (module docstring); NOT_JUDGED where the rule cannot be built."""
     try:
-        r = make_rule(rule, ScaleSchedule.constant(scale), recipe.T1, T_AS=T_AS, T=T_AS)
+        known = T_AS if math.isfinite(T_AS) else None
+        r = make_rule(rule, ScaleSchedule.constant(scale), recipe.T1, T_AS=known, T=known)
     except UserError as e:
         return Verdict(rule, scale, NOT_JUDGED, str(e), *(math.nan,) * 2, "", *(math.nan,) * 3)
 
     def lr_at(tau: float) -> float:
-        g = _gain_at(profile, tau, recipe.T1, scale)
+        g = _gain_at(profile, records, tau, recipe.T1, scale)
         p = r.factors(0, scale, g)[1]
         m, _, w = r.factors(int(tau / p) if p > 0 else 0, scale, g)
         return m * w * recipe.lr(tau)
 
-    g_end = _gain_at(profile, recipe.T1, recipe.T1, scale)
+    g_end = _gain_at(profile, records, recipe.T1, recipe.T1, scale)
     m_late = r.factors(int(10 * recipe.T1), scale, g_end)[0]
     window, B_hi = smallest_noise(noise)
     row = METHODS.get(rule)
@@ -155,12 +175,12 @@ def _mechanism(
 
 def rule_advice(
     rules: Sequence[str], scales: Sequence[int], recipe: Recipe, noise: Sequence, profile: Sequence,
-    points: Sequence[Curvature], T_AS: dict[int, float],
+    points: Sequence[Curvature], T_AS: dict[int, float], records: Sequence[tuple[float, float, float]] = (),
 ) -> list[Verdict]:  # fmt: skip
     """One Verdict per rule and S > 1 (`T_AS`: AdaScale's predicted iterations per S, for the rules that take
     its count)."""
     return [
-        judge(rule, S, recipe, noise, profile, points, T_AS.get(S, math.nan))
+        judge(rule, S, recipe, noise, profile, points, T_AS.get(S, math.nan), records)
         for rule in dict.fromkeys(rules)
         for S in scales
         if S > 1

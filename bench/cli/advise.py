@@ -41,6 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sharpness-points", type=sharpness_points, default=None, help=sharp)
     items = "training items in the sharpness sample (default: 4096, two halves: bench.run.sharpness)"
     p.add_argument("--sharpness-examples", type=sharpness_examples, default=None, help=items)
+    rate = "examples/s per task and preset at S = 1 on one GPU, as `plan` reads it (a task of yours: its row)"
+    p.add_argument("--throughput", default=None, metavar="CSV", help=rate + " (default: the shipped table)")
+    flops = "FLOPs per micro-batch, as `plan` reads it, priced at the A100's bf16 peak × 0.4 (default: shipped)"
+    p.add_argument("--flops", default=None, metavar="CSV", help=flops)
     p.add_argument("--data-root", default=None, help="dataset folder (tiny: written on first use if absent)")
     p.add_argument("--out", default=None, help="results folder (default: runs/advise-<task>)")
 
@@ -55,17 +59,21 @@ def _scales(text: str) -> list[int]:
     return sorted({1, *scales})
 
 
-def _hours_per_example(task: str, preset: str, spec: RunSpec) -> float:
-    """GPU-hours per example as `plan` prices a run of this spec (its default tables); NaN where unknown."""
+def _hours_per_example(args: argparse.Namespace, spec: RunSpec) -> tuple[float, str]:
+    """GPU-hours per example as `plan` prices a run of this spec (--throughput and --flops, else the shipped
+    tables), and where the rate comes from; (NaN, why) where no table knows the task."""
     from bench.experiments import plan
     from bench.experiments.costbasis import PUBLISHED, rate_for, read_published
     from tasks import card_of as card
 
     rate = rate_for(
-        task, preset, spec, plan.read_throughput(plan.THROUGHPUT), read_published(PUBLISHED),
-        plan.read_flops(plan.FLOPS), plan.Peak("a100", "bf16", plan.DEFAULT_MFU), card(task).unit,
+        args.task, args.preset, spec, plan.read_throughput(Path(args.throughput or plan.THROUGHPUT)),
+        read_published(PUBLISHED), plan.read_flops(Path(args.flops or plan.FLOPS)),
+        plan.Peak("a100", "bf16", plan.DEFAULT_MFU), card(args.task).unit,
     )  # fmt: skip
-    return 1.0 / (rate.examples_per_s * 3600.0) if rate is not None and rate.examples_per_s > 0 else math.nan
+    if rate is None or not rate.examples_per_s > 0:
+        return math.nan, f"no rate known for {args.task} ({args.preset}): give --throughput CSV or --flops CSV"
+    return 1.0 / (rate.examples_per_s * 3600.0), rate.note
 
 
 def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> RunSpec:
@@ -98,10 +106,9 @@ def _points(args: argparse.Namespace) -> int:
     return POINTS if args.sharpness_points is None else int(args.sharpness_points)
 
 
-def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out: Path) -> tuple[list, int]:
+def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out: Path) -> tuple[list, list]:
     """The rule advice (reports.ruleadvice) for AdaScale, LSW and each --method, from the probe's noise windows
-    and the sharpness at its kept weights (bench.run.sharpness; written to sharpness.csv, timed), and how many
-    points were measured."""
+    and the sharpness at its kept weights (bench.run.sharpness; written to sharpness.csv, timed), and its points."""
     import time
 
     from bench.algo.rules import LSW
@@ -124,8 +131,8 @@ def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out:
     curv = [R.Curvature(p.tau, p.sharpness_lo, p.sharpness) for p in points]
     T_AS = {r.scale: r.iterations for r in rows}
     verdicts = R.rule_advice([ADASCALE, LSW, *args.method], [r.scale for r in rows], recipe, probe.noise,
-                             probe.profile, curv, T_AS)  # fmt: skip
-    return verdicts, len(points)
+                             probe.profile, curv, T_AS, probe.records)  # fmt: skip
+    return verdicts, points
 
 
 def _verified(args: argparse.Namespace, rows: list, scales: list[int]) -> list[int]:
@@ -146,12 +153,16 @@ def cmd_advise(args: argparse.Namespace) -> int:
         args.probe_scale = max(2, scales[-1] // 2)
     overrides = parse_overrides(args.set)
     spec = _probe(args, out, overrides)
+    hours = _hours_per_example(args, spec)
     probe = A.read_probe(out, out / run_name(spec))  # by its full resolved spec: never another advise's probe
     rows = A.predict_rows(
         probe.profile, probe.leave_outs, scales, probe.T1, probe.batch_size, probe.late_B,
-        _hours_per_example(args.task, args.preset, spec),
+        hours[0],
     )  # fmt: skip
-    verdicts, measured = _rules(args, spec, probe, rows, out)
+    verdicts, points = _rules(args, spec, probe, rows, out)
+    products = sum(p.products + 1 for p in points)
+    half = points[0].examples / 2 if points else 0.0
+    cost = A.Cost(probe.iterations, probe.iterations * probe.scale * probe.batch_size, products, half, *hours)
     verified = _verified(args, rows, scales)
     planned = A.planned_seeds(probe)
     n = args.seeds if args.seeds is not None else planned.usable
@@ -164,7 +175,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     submit = (
         f"adascale-bench submit {shlex.quote(str(out / 'verify.yaml'))} --executor local --out {shlex.quote(str(out))}"
     )
-    text = A.markdown(args.task, probe, rows, verified, A.seeds_line(planned, n), submit, verdicts, measured)
+    text = A.markdown(args.task, probe, rows, verified, A.seeds_line(planned, n), submit, verdicts, len(points), cost)
     safefs.write_text(out / "verify.yaml", verify)
     from bench.experiments import matrix as matrices
 
