@@ -393,6 +393,7 @@ def markdown(
         "Predicted AdaScale iterations follow the probe's noise profile per tenth of τ (finding (iii)'s prediction); "
         f"intervals: jackknife over {len(probe.leave_outs)} groups of the probe's records (the measurement's "
         "uncertainty, not seed-to-seed spread).",
+        self_consistency(probe),
         "",
         "Noise scale B = b·σ²/μ² over training (jackknife interval; the late one sets AdaScale's steady gain): "
         + "; ".join(f"{w} {_num(v)} [{_num(lo)}, {_num(hi)}]" for w, v, lo, hi in probe.noise)
@@ -421,6 +422,20 @@ def markdown(
         "prediction.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def self_consistency(probe: Probe) -> str:
+    """advice.md's line on the one S whose truth the probe itself measured: its own iterations beside the
+    prediction from its own profile at its own S, and the signed error — the model's error there, which the
+    jackknife interval does not hold (a measurement, not a correction)."""
+    own = iterations_following(probe.profile, probe.scale, probe.T1)
+    if not (math.isfinite(own) and probe.iterations > 0):
+        return "The probe's own iterations: not recorded."
+    return (
+        f"Self-consistency: the probe took {probe.iterations:,.0f} iterations at S = {probe.scale}; the prediction "
+        f"from its own profile there is {own:,.0f} ({own / probe.iterations - 1:+.1%}): the model's error at the one "
+        "S measured, not inside the intervals below."
+    )
 
 
 def verify_scales(rows: Sequence[Row], asked: Sequence[int]) -> list[int]:
