@@ -103,11 +103,11 @@ def _gain_at(
     holds), else from the profile's tenth at τ."""
     if scale < 2:
         return 1.0
-    near = [(v, q) for t, v, q in records if tau - RECENT * T1 <= t <= tau]
-    if not near and records:
-        near = [min(records, key=lambda r: abs(r[0] - tau))[1:]]
+    near = [clamp(v, q) for t, v, q in records if tau - RECENT * T1 <= t <= tau]  # clamped, then averaged:
+    if not near and records:  # as the engine folds them
+        near = [clamp(*min(records, key=lambda r: abs(r[0] - tau))[1:])]
     if near:
-        return gain_from(*clamp(float(np.mean([v for v, _ in near])), float(np.mean([q for _, q in near]))), scale)
+        return gain_from(float(np.mean([v for v, _ in near])), float(np.mean([q for _, q in near])), scale)
     k = len(profile)
     j = min(max(int(tau / T1 * k), 0), k - 1)
     return gain_from(*clamp(*profile[j]), scale)

@@ -128,7 +128,8 @@ def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out:
         lr_schedule(spec.lr_schedule, spec.T1), float(spec.momentum), float(spec.weight_decay),
         float(spec.batch_size), float(spec.T1),
     )  # fmt: skip
-    curv = [R.Curvature(p.tau, p.sharpness_lo, p.sharpness) for p in points]
+    # ordered: on a sample of a few micro-batches the halves can disagree past the bracket's own order
+    curv = [R.Curvature(p.tau, min(p.sharpness_lo, p.sharpness), max(p.sharpness_lo, p.sharpness)) for p in points]
     T_AS = {r.scale: r.iterations for r in rows}
     verdicts = R.rule_advice([ADASCALE, LSW, *args.method], [r.scale for r in rows], recipe, probe.noise,
                              probe.profile, curv, T_AS, probe.records)  # fmt: skip
