@@ -89,3 +89,14 @@ def test_the_bound_with_weight_decay_and_without_curvature() -> None:
     assert stability_bound(0.5, 0.0, weight_decay=0.5) == pytest.approx(2.0)
     assert stability_bound(-1.0, 0.9) == math.inf and math.isnan(stability_bound(math.nan))
     assert math.isnan(stability_bound(1.0, 1.0))
+
+
+def test_the_sample_is_cut_to_fit_the_budget() -> None:
+    """The worst case (21 products over half the sample at each of points + 1 points) fits `seconds`: at 0.01 s a
+    product per micro-batch 60 s holds 2·60/(0.01·21·4) = 142 (all 100 kept), at 0.1 s 14, at 1 s 1 (kept at the
+    floor of 2)."""
+    from bench.run.sharpness import ITERATIONS, fitted
+
+    assert ITERATIONS == 20
+    assert fitted(0.01, 100, 3, 60.0) == 100 and fitted(0.1, 100, 3, 60.0) == 14
+    assert fitted(1.0, 100, 3, 60.0) == 2 and fitted(1.0, 100, 3, None) == 100
