@@ -185,6 +185,8 @@ class Probe:
     noise: list[tuple[str, float, float, float]]  # (window, B, lo, hi) over thirds of τ (reports.noise.WINDOWS)
     margin: Margin
     spread: Spread
+    iterations: float = math.nan  # the probe's own iterations (its cost, and its self-consistency)
+    records: tuple[tuple[float, float, float], ...] = ()  # (τ, σ², μ²) of each record: the gain near a τ
 
     @property
     def late_B(self) -> float:
@@ -261,7 +263,20 @@ def read_probe(out: object, run_dir: object) -> Probe:
     return Probe(
         str(row["run_dir"]), int(row["scale"]), int(row["seed"]), T1, b, profile, leave_outs,
         window_noise(train, T1, m, b), margin, seed_spread(r, row),
+        float(pd.to_numeric(row["iterations"], errors="coerce")), _records(train),
     )  # fmt: skip
+
+
+def _records(train: pd.DataFrame) -> tuple[tuple[float, float, float], ...]:
+    """(τ, σ², μ²) of each of the probe's records with statistics (bench.algo.gain.moments of its S
+    micro-batches): what AdaScale's gain near a τ is read from (reports.ruleadvice)."""
+    from bench.algo.gain import moments
+
+    out = []
+    for tau, sq, mean, n in zip(train["tau"], train["sum_sq"], train["mean_sq"], train["scale"], strict=True):
+        if n >= 2 and all(math.isfinite(float(x)) for x in (tau, sq, mean)):
+            out.append((float(tau), *moments(float(sq), float(mean), int(n))))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------------ seeds to decide
@@ -317,6 +332,41 @@ def seeds_line(seeds: Seeds, used: int) -> str:
     )
 
 
+# ------------------------------------------------------------------------------------------------ the cost
+@dataclass(frozen=True)
+class Cost:
+    """What advise itself spent: the probe's iterations and examples, the sharpness's Hessian-vector products
+    (each one forward and two backward passes over half the sample: ≈ 1.5 example-gradients per item, counted
+    as such), and the GPU-hours of both at the rate `plan` uses (NaN where none is known, `rate` says why)."""
+
+    iterations: float
+    examples: float
+    products: int
+    product_items: float  # items per product (half the sample)
+    hours_per_example: float
+    rate: str
+
+    @property
+    def sharpness_examples(self) -> float:
+        """The sharpness's work in example-gradients: products × items × 1.5 (a gradient: 1 forward + 1 backward)."""
+        return 1.5 * self.products * self.product_items
+
+    def line(self, scale: int) -> str:
+        """advice.md's line on the cost."""
+        h = self.hours_per_example
+        gpu = lambda n: f"{_num(n * h)} GPU-hours" if math.isfinite(h) else "GPU-hours –"  # noqa: E731
+        sharp = (
+            f"; sharpness: {self.products} Hessian-vector products over {self.product_items:,.0f} items each "
+            f"(≈ {self.sharpness_examples:,.0f} example-gradients, {gpu(self.sharpness_examples)})"
+            if self.products
+            else ""
+        )
+        return (
+            f"Cost of this advice: the probe, {_num(self.iterations)} iterations at S = {scale}, "
+            f"{self.examples:,.0f} examples ({gpu(self.examples)}){sharp}. Rate: {self.rate}."
+        )
+
+
 # ------------------------------------------------------------------------------------------------ the files
 def _num(x: float, digits: int = 3) -> str:
     if x == math.inf:
@@ -324,35 +374,45 @@ def _num(x: float, digits: int = 3) -> str:
     return "–" if not math.isfinite(x) else f"{x:.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
-def markdown(task: str, probe: Probe, rows: Sequence[Row], verified: Sequence[int], seeds: str, command: str) -> str:
-    """advice.md: the table and what it says, in words; each quantity once."""
+def markdown(
+    task: str, probe: Probe, rows: Sequence[Row], verified: Sequence[int], seeds: str, command: str,
+    verdicts: Sequence = (), points: int = 0, cost: Cost | None = None,
+) -> str:  # fmt: skip
+    """advice.md: the table and what it says, in words; each quantity once; the rule advice
+    (reports.ruleadvice.Verdict) below it, LSW's verdict in the table."""
+    from .ruleadvice import markdown_lines
+
+    lsw = {v.scale: v.verdict for v in verdicts if v.rule == LSW}
     best, safe = largest_efficient(rows), largest_efficient(rows, "efficiency_lo")
     lines = [
         f"# Advice for {task}",
         "",
         f"Probe: AdaScale at S = {probe.scale}, seed {probe.seed} ({probe.run_dir}); T1 = {probe.T1:g} iterations "
         f"at b = {probe.batch_size:g}.",
+        *([cost.line(probe.scale)] if cost is not None else []),
         "Predicted AdaScale iterations follow the probe's noise profile per tenth of τ (finding (iii)'s prediction); "
         f"intervals: jackknife over {len(probe.leave_outs)} groups of the probe's records (the measurement's "
         "uncertainty, not seed-to-seed spread).",
+        self_consistency(probe),
         "",
         "Noise scale B = b·σ²/μ² over training (jackknife interval; the late one sets AdaScale's steady gain): "
         + "; ".join(f"{w} {_num(v)} [{_num(lo)}, {_num(hi)}]" for w, v, lo, hi in probe.noise)
         + ".",
         "",
-        "| S | iterations | speed-up | efficiency | AdaScale steady gain | LSW | GPU-hours |",
+        "| S | iterations | speed-up | efficiency | AdaScale steady gain | LSW (rule advice) | GPU-hours |",
         "|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
-        lsw = "past AdaScale's gain: expected worse" if r.lsw_past_gain else "within AdaScale's gain"
         lines.append(
             f"| {r.scale} | {_num(r.iterations)} [{_num(r.lo)}, {_num(r.hi)}] | {_num(r.speedup)}× | "
             f"{_num(r.efficiency, 2)} [{_num(r.efficiency_lo, 2)}, {_num(r.efficiency_hi, 2)}] | "
-            f"{_num(r.steady_gain)} | {lsw} | {_num(r.gpu_hours)} |"
+            f"{_num(r.steady_gain)} | {lsw.get(r.scale, '–' if r.scale > 1 else 'S = 1')} | {_num(r.gpu_hours)} |"
         )
     lines += [
         "",
         f"Largest S with efficiency ≥ {EFFICIENCY:g}: {best} (at the interval's lower end: {safe}).",
+        "",
+        *markdown_lines(verdicts, points),
         seeds,
         f"Verification matrix: verify.yaml (S = {', '.join(map(str, verified))}); run it with",
         "",
@@ -362,6 +422,20 @@ def markdown(task: str, probe: Probe, rows: Sequence[Row], verified: Sequence[in
         "prediction.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def self_consistency(probe: Probe) -> str:
+    """advice.md's line on the one S whose truth the probe itself measured: its own iterations beside the
+    prediction from its own profile at its own S, and the signed error — the model's error there, which the
+    jackknife interval does not hold (a measurement, not a correction)."""
+    own = iterations_following(probe.profile, probe.scale, probe.T1)
+    if not (math.isfinite(own) and probe.iterations > 0):
+        return "The probe's own iterations: not recorded."
+    return (
+        f"Self-consistency: the probe took {probe.iterations:,.0f} iterations at S = {probe.scale}; the prediction "
+        f"from its own profile there is {own:,.0f} ({own / probe.iterations - 1:+.1%}): the model's error at the one "
+        "S measured, not inside the intervals below."
+    )
 
 
 def verify_scales(rows: Sequence[Row], asked: Sequence[int]) -> list[int]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from bench import safefs
 from bench.algo.rules import ADASCALE
-from bench.cli.argtypes import scale_int, seed_count, task_help, task_name
+from bench.cli.argtypes import scale_int, seed_count, sharpness_examples, sharpness_points, task_help, task_name
 from bench.cli.argtypes import seed as seed_type
 from bench.errors import UserError
 from bench.runspec import RunSpec
@@ -38,6 +38,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--method", action="append", default=[], help="another rule for the verification matrix (repeatable)"
     )
+    sharp = "kept checkpoints of the probe at which the loss's sharpness is measured (default: 3; 0: none)"
+    p.add_argument("--sharpness-points", type=sharpness_points, default=None, help=sharp)
+    items = "training items in the sharpness sample (default: 4096, two halves: bench.run.sharpness)"
+    p.add_argument("--sharpness-examples", type=sharpness_examples, default=None, help=items)
+    rate = "examples/s per task and preset at S = 1 on one GPU, as `plan` reads it (a task of yours: its row)"
+    p.add_argument("--throughput", default=None, metavar="CSV", help=rate + " (default: the shipped table)")
+    flops = "FLOPs per micro-batch, as `plan` reads it, priced at the A100's bf16 peak × 0.4 (default: shipped)"
+    p.add_argument("--flops", default=None, metavar="CSV", help=flops)
     p.add_argument("--data-root", default=None, help="dataset folder (tiny: written on first use if absent)")
     p.add_argument("--out", default=None, help="results folder (default: runs/advise-<task>)")
 
@@ -52,17 +60,21 @@ def _scales(text: str) -> list[int]:
     return sorted({1, *scales})
 
 
-def _hours_per_example(task: str, preset: str, spec: RunSpec) -> float:
-    """GPU-hours per example as `plan` prices a run of this spec (its default tables); NaN where unknown."""
+def _hours_per_example(args: argparse.Namespace, spec: RunSpec) -> tuple[float, str]:
+    """GPU-hours per example as `plan` prices a run of this spec (--throughput and --flops, else the shipped
+    tables), and where the rate comes from; (NaN, why) where no table knows the task."""
     from bench.experiments import plan
     from bench.experiments.costbasis import PUBLISHED, rate_for, read_published
     from tasks import card_of as card
 
     rate = rate_for(
-        task, preset, spec, plan.read_throughput(plan.THROUGHPUT), read_published(PUBLISHED),
-        plan.read_flops(plan.FLOPS), plan.Peak("a100", "bf16", plan.DEFAULT_MFU), card(task).unit,
+        args.task, args.preset, spec, plan.read_throughput(Path(args.throughput or plan.THROUGHPUT)),
+        read_published(PUBLISHED), plan.read_flops(Path(args.flops or plan.FLOPS)),
+        plan.Peak("a100", "bf16", plan.DEFAULT_MFU), card(args.task).unit,
     )  # fmt: skip
-    return 1.0 / (rate.examples_per_s * 3600.0) if rate is not None and rate.examples_per_s > 0 else math.nan
+    if rate is None or not rate.examples_per_s > 0:
+        return math.nan, f"no rate known for {args.task} ({args.preset}): give --throughput CSV or --flops CSV"
+    return 1.0 / (rate.examples_per_s * 3600.0), rate.note
 
 
 def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> RunSpec:
@@ -80,6 +92,9 @@ def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> Ru
         {"kind": "table2", "pilot_seeds": [args.probe_seed]},
     )  # fmt: skip
     m = matrices.Matrix(out / "verify.yaml", args.preset, [req], roots, overrides)
+    if "keep_checkpoints_every" not in overrides and _points(args):  # the sharpness's weights (reports.ruleadvice)
+        overrides["keep_checkpoints_every"] = max(1, math.ceil(m.spec(req).T1 / (args.probe_scale * _points(args))))
+        m = matrices.Matrix(out / "verify.yaml", args.preset, [req], roots, overrides)
     print(f"advise: the probe, AdaScale at S = {args.probe_scale} (seed {args.probe_seed}), into {out}")
     spec = m.spec(req)
     try:
@@ -89,6 +104,43 @@ def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> Ru
     except Exception as e:  # recorded in the probe's error.log; read_probe then says the probe is missing
         print(f"failed: the probe: {type(e).__name__}: {' '.join(str(e).split())[:200]}", file=sys.stderr)
     return spec
+
+
+def _points(args: argparse.Namespace) -> int:
+    """--sharpness-points, or bench.run.sharpness's default."""
+    from bench.run.sharpness import POINTS
+
+    return POINTS if args.sharpness_points is None else int(args.sharpness_points)
+
+
+def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out: Path) -> tuple[list, list]:
+    """The rule advice (reports.ruleadvice) for AdaScale, LSW and each --method, from the probe's noise windows
+    and the sharpness at its kept weights (bench.run.sharpness; written to sharpness.csv, timed), and its points."""
+    import time
+
+    from bench.algo.rules import LSW
+    from bench.algo.schedules import lr_schedule
+    from bench.run.sharpness import EXAMPLES, kept_checkpoints, sharpness_along
+    from reports import ruleadvice as R
+
+    points: list = []
+    if _points(args) and kept_checkpoints(Path(probe.run_dir)):
+        start = time.monotonic()
+        points = sharpness_along(Path(probe.run_dir), _points(args), args.sharpness_examples or EXAMPLES)
+        took = time.monotonic() - start
+        products = sum(p.products + 1 for p in points)
+        print(f"advise: sharpness at {len(points)} points, {products} Hessian-vector products, {took:.1f} s")
+        safefs.write_text(out / "sharpness.csv", R.sharpness_csv(points))
+    recipe = R.Recipe(
+        lr_schedule(spec.lr_schedule, spec.T1), float(spec.momentum), float(spec.weight_decay),
+        float(spec.batch_size), float(spec.T1),
+    )  # fmt: skip
+    # ordered: on a sample of a few micro-batches the halves can disagree past the bracket's own order
+    curv = [R.Curvature(p.tau, min(p.sharpness_lo, p.sharpness), max(p.sharpness_lo, p.sharpness)) for p in points]
+    T_AS = {r.scale: r.iterations for r in rows}
+    verdicts = R.rule_advice([ADASCALE, LSW, *args.method], [r.scale for r in rows], recipe, probe.noise,
+                             probe.profile, curv, T_AS, probe.records)  # fmt: skip
+    return verdicts, points
 
 
 def _verified(args: argparse.Namespace, rows: list, scales: list[int]) -> list[int]:
@@ -101,6 +153,7 @@ def _verified(args: argparse.Namespace, rows: list, scales: list[int]) -> list[i
 def cmd_advise(args: argparse.Namespace) -> int:
     from bench.run.spec import parse_overrides, run_name
     from reports import advice as A
+    from reports import ruleadvice as R
 
     scales = _scales(args.scales)
     out = Path(args.out or f"runs/advise-{args.task.replace(':', '.')}")
@@ -108,11 +161,16 @@ def cmd_advise(args: argparse.Namespace) -> int:
         args.probe_scale = max(2, scales[-1] // 2)
     overrides = parse_overrides(args.set)
     spec = _probe(args, out, overrides)
+    hours = _hours_per_example(args, spec)
     probe = A.read_probe(out, out / run_name(spec))  # by its full resolved spec: never another advise's probe
     rows = A.predict_rows(
         probe.profile, probe.leave_outs, scales, probe.T1, probe.batch_size, probe.late_B,
-        _hours_per_example(args.task, args.preset, spec),
+        hours[0],
     )  # fmt: skip
+    verdicts, points = _rules(args, spec, probe, rows, out)
+    products = sum(p.products + 1 for p in points)
+    half = points[0].examples / 2 if points else 0.0
+    cost = A.Cost(probe.iterations, probe.iterations * probe.scale * probe.batch_size, products, half, *hours)
     verified = _verified(args, rows, scales)
     planned = A.planned_seeds(probe)
     n = args.seeds if args.seeds is not None else planned.usable
@@ -125,13 +183,14 @@ def cmd_advise(args: argparse.Namespace) -> int:
     submit = (
         f"adascale-bench submit {shlex.quote(str(out / 'verify.yaml'))} --executor local --out {shlex.quote(str(out))}"
     )
-    text = A.markdown(args.task, probe, rows, verified, A.seeds_line(planned, n), submit)
+    text = A.markdown(args.task, probe, rows, verified, A.seeds_line(planned, n), submit, verdicts, len(points), cost)
     safefs.write_text(out / "verify.yaml", verify)
     from bench.experiments import matrix as matrices
 
     matrices.load(out / "verify.yaml")  # a rule named by --method that is no rule: one line now, not at submit
     safefs.write_bytes(out / "advice.csv", A.frame(rows).to_csv(index=False, float_format="%.6g").encode())
     safefs.write_text(out / "advice.md", text)
+    safefs.write_text(out / "rule_advice.csv", R.csv_text(verdicts))
     safefs.write_bytes(
         out / "advice.png", A.figure(args.task, probe, rows, A.largest_efficient(rows, "efficiency_lo") or 1)
     )

@@ -52,3 +52,11 @@ def task_name(text: str) -> str:
     if text in available() or USER_NAME.fullmatch(text):
         return text
     raise argparse.ArgumentTypeError(f"unknown task {text!r}; {names_hint()}")
+
+
+MAX_SHARPNESS_POINTS = 100  # `advise --sharpness-points`: kept checkpoints measured (each ~20 Hessian products)
+sharpness_points = _bounded(int, lambda v: 0 <= v <= MAX_SHARPNESS_POINTS, f"an integer in [0, {MAX_SHARPNESS_POINTS}]")
+MAX_SHARPNESS_EXAMPLES = 10_000_000  # `advise --sharpness-examples`: items in the sample (two halves of ≥ 1)
+sharpness_examples = _bounded(
+    int, lambda v: 2 <= v <= MAX_SHARPNESS_EXAMPLES, f"an integer in [2, {MAX_SHARPNESS_EXAMPLES}]"
+)

@@ -350,7 +350,7 @@ def offline_gains(
 def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: str | None) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
-    from tasks import check_recorded, get_task, is_loaded
+    from tasks import is_loaded
 
     spec = read_spec(run_dir)  # checked: a seed or thread count that is a string is one line
     if is_user_name(spec.task) and not is_loaded(spec.task):
@@ -366,15 +366,7 @@ def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: s
     n = int(batches or BATCHES.get(spec.preset, BATCHES["paper"]))
     if n < 2:
         raise UserError(f"--batches {n}: the offline gain needs at least 2 micro-batches")
-    task = get_task(spec.task)
-    check_recorded(spec)
-    dist = Dist(device=pick_device(device or spec.device))
-    root = prepare_data(task, spec, dist)
-    if spec.threads:
-        torch.set_num_threads(int(spec.threads))
-    torch.manual_seed(spec.seed)  # the engine's initial weights (bench.engine.loop: seed, then build)
-    model = task.build_model(spec).to(dist.device)
-    train = task.train_set(spec, root)
+    task, dist, model, train = open_run(spec, device)
     rows = []
     with tqdm(
         total=(len(paths) + 1) * n,
@@ -384,7 +376,7 @@ def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: s
         disable=not progress or None,
         desc=f"offline gain {run_dir.name}",
     ) as bar:
-        for it, tau, scale in _weights(model, paths, spec, dist.device):
+        for it, tau, scale in weights_along(model, paths, spec, dist.device):
             seed = mix(int(spec.seed), it, OFFLINE_STREAM)
             b = float(spec.batch_size)
             draws = microbatches(task, train, spec, n, seed)
@@ -395,7 +387,24 @@ def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: s
     return rows
 
 
-def _weights(model: nn.Module, paths: list[Path], spec: RunSpec, device: torch.device) -> Iterator[tuple]:
+def open_run(spec: RunSpec, device: str | None) -> tuple[Any, Dist, nn.Module, Any]:
+    """(task, Dist, model, training set) of a run folder's spec, the model holding the engine's initial weights
+    (bench.engine.loop: seed, then build): what a measurement at kept weights starts from (also
+    bench.run.sharpness)."""
+    from tasks import check_recorded, get_task
+
+    task = get_task(spec.task)
+    check_recorded(spec)
+    dist = Dist(device=pick_device(device or spec.device))
+    root = prepare_data(task, spec, dist)
+    if spec.threads:
+        torch.set_num_threads(int(spec.threads))
+    torch.manual_seed(spec.seed)
+    model = task.build_model(spec).to(dist.device)
+    return task, dist, model, task.train_set(spec, root)
+
+
+def weights_along(model: nn.Module, paths: list[Path], spec: RunSpec, device: torch.device) -> Iterator[tuple]:
     """(iteration, τ, S) with `model` holding that iteration's weights: first the initial ones as built,
     then each kept checkpoint's (checked to be this run's)."""
     yield 0, 0.0, scale_schedule(spec.scale, spec.elastic, spec.T1)(0.0)

@@ -73,6 +73,17 @@ def test_advice_files_and_a_verification_matrix_with_the_probe_a_pilot(advised: 
     assert {r.scale for r in m.runs} == set(verified) and {r.method for r in m.runs} == {"adascale", "lsw"}
 
 
+def test_advice_states_the_probes_own_iterations_beside_its_own_prediction(advised: Path) -> None:
+    """Self-consistency, stated: the probe's iterations (its summary) and the prediction from its own profile at its
+    own S (bench.algo.predict), with the signed error."""
+    probe_dir = next(p.parent for p in advised.glob("logreg/adascale/s8/seed1000,*/summary.json"))
+    probe = A.read_probe(advised, probe_dir)
+    own = iterations_following(probe.profile, 8, probe.T1)
+    line = next(x for x in (advised / "advice.md").read_text().splitlines() if x.startswith("Self-consistency"))
+    assert f"the probe took {probe.iterations:,.0f} iterations at S = 8" in line, line
+    assert f"is {own:,.0f} ({own / probe.iterations - 1:+.1%})" in line, line
+
+
 def _rows(table: pd.DataFrame) -> list[dict]:
     names = {
         "S": "scale", "iterations": "iterations", "iterations_lo": "lo", "iterations_hi": "hi", "speedup": "speedup",
@@ -105,6 +116,28 @@ def test_the_verification_runs_and_the_report_judges_it_from_the_probe(advised: 
     assert len(judged) >= 2
     for r in judged.itertuples():
         assert math.isclose(getattr(r, noise.PREDICTED), table.at[int(r.scale), "iterations"], rel_tol=1e-9)
+    _rule_advice_holds(advised, res.runs)
+
+
+def _rule_advice_holds(advised: Path, runs: pd.DataFrame) -> None:
+    """The rule advice against the verification's runs (the textbook lr0 0.05): where LSW's mean loss keeps
+    S = 1's quality (the card's margin on the excess over the optimum), advise did not call it unsafe; where it
+    lost it, at risk or unsafe (tests/reports/test_rule_advice_runs.py holds the side where LSW fails)."""
+    from tasks.presets.logreg import LOSS_MARGIN, OPTIMUM
+
+    done = runs[(runs["status"] == "completed") & ~runs["pilot"].astype(bool)]
+    loss = done.groupby(["method", "scale"])["val_metric"].mean()
+    verdicts = pd.read_csv(advised / "rule_advice.csv").set_index(["rule", "scale"])
+    base = loss[("adascale", 1)]
+    checked = 0
+    for (method, S), value in loss.items():
+        if method != "lsw" or int(S) < 2:
+            continue
+        v = verdicts.loc[("lsw", int(S)), "verdict"]
+        keeps = value - OPTIMUM <= (1 + LOSS_MARGIN) * (base - OPTIMUM)
+        assert (v != "unsafe") if keeps else (v in ("unsafe", "at risk")), (S, value, base, v)
+        checked += 1
+    assert checked >= 2
 
 
 def test_largest_efficient_and_the_jackknife() -> None:

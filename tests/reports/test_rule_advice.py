@@ -1,0 +1,70 @@
+"""advise's rule advice (reports.ruleadvice): each mechanism decides where it should and names itself, on numbers
+built to sit on each side of each threshold."""
+
+from __future__ import annotations
+
+import math
+
+from bench.algo.schedules import Constant
+from bench.algo.stability import stability_bound
+from reports import ruleadvice as R
+
+B, b = 32, 32  # the noise scale and batch of the profile below: B/b = 1 … 40 over the windows
+PROFILE = tuple((1.0, 1.0 / 40) for _ in range(10))  # σ²/μ² = 40 everywhere: AdaScale's gain at S=16: 11.0
+NOISE = [("early", 40 * b, 35 * b, 45 * b), ("middle", 60 * b, 50 * b, 70 * b), ("late", 80 * b, 70 * b, 95 * b)]
+
+
+def recipe(lr0: float = 1.0, momentum: float = 0.0, wd: float = 0.0) -> R.Recipe:
+    return R.Recipe(Constant(lr0), momentum, wd, float(b), 2000.0)
+
+
+def verdict(rule: str, S: int, points: list[R.Curvature], **kw) -> R.Verdict:
+    return R.judge(rule, S, recipe(**kw), NOISE, PROFILE, points, T_AS=2000 / S)
+
+
+def test_lsw_past_the_stability_bound_is_unsafe_and_says_stability() -> None:
+    """LSW at S = 32, lr0 1: lr 32 after its warm-up, past 2/λ even at λ's lower estimate (2/0.09 = 22)."""
+    v = verdict("lsw", 32, [R.Curvature(0.0, 0.25, 0.3), R.Curvature(500.0, 0.09, 0.11)])
+    assert v.verdict == R.UNSAFE and v.mechanism.startswith("stability") and v.tau == 500.0
+    assert v.lr_over_bound_lo == 32 / stability_bound(0.09) > 1
+    # at τ = 0 its warm-up holds lr at lr0: the initial sharpness (2/0.3 = 6.7 > 1) does not flag it
+
+
+def test_lsw_below_the_bound_and_within_the_gain_is_safe() -> None:
+    """LSW at S = 4 (lr 4 against 2/0.11 = 18; multiplier 4 within ×1.2 of AdaScale's 3.7 at the early B)."""
+    v = verdict("lsw", 4, [R.Curvature(0.0, 0.25, 0.3), R.Curvature(500.0, 0.09, 0.11)])
+    assert v.verdict == R.SAFE and v.lr_over_bound < 1, v
+
+
+def test_between_the_brackets_ends_is_at_risk_by_stability() -> None:
+    """lr 16 inside the bound's bracket 2/0.13 … 2/0.1 = 15.4 … 20: at risk, stability named first."""
+    v = verdict("lsw", 16, [R.Curvature(500.0, 0.1, 0.13)])
+    assert v.verdict == R.AT_RISK and v.mechanism.startswith("stability"), v
+
+
+def test_momentum_widens_the_bound() -> None:
+    """The same lr 32 at β = 0.9: 2(1.9)/0.11 = 34.5 > 32: no longer past it."""
+    v = verdict("lsw", 32, [R.Curvature(500.0, 0.09, 0.11)], momentum=0.9)
+    assert v.lr_over_bound < 1 and not v.mechanism.startswith("stability"), v
+
+
+def test_a_multiplier_past_the_gain_at_the_smallest_noise_scale_is_at_risk_by_noise() -> None:
+    """No sharpness measured; LSW at S = 16: multiplier 16 past ×1.2 AdaScale's gain at the early window's upper
+    B (45·b: 16·46/61 = 12.1); the late window alone (95·b: 13.9 × 1.2 = 16.7) would have passed it."""
+    v = verdict("lsw", 16, [])
+    assert v.verdict == R.AT_RISK and v.mechanism.startswith("noise scale") and v.noise_window == "early", v
+    assert v.noise_gain == 16 * 46 / 61
+    assert math.isnan(v.lr_over_bound)
+    sqrt = verdict("sqrt", 16, [])
+    assert sqrt.verdict == R.SAFE and sqrt.multiplier == 4.0  # √S is within the gain
+
+
+def test_adascale_is_never_past_its_own_gain_but_can_be_past_the_bound() -> None:
+    assert verdict("adascale", 128, []).verdict == R.SAFE
+    v = verdict("adascale", 128, [R.Curvature(500.0, 0.2, 0.25)])  # gain ≈ 30 × lr0 1 against 2/0.2 = 10
+    assert v.verdict == R.UNSAFE and v.mechanism.startswith("stability")
+
+
+def test_a_rule_that_cannot_be_built_is_not_judged() -> None:
+    v = R.judge("lsw+", 8, recipe(), NOISE, PROFILE, [], T_AS=math.nan)
+    assert v.verdict == R.NOT_JUDGED and "T_AS" in v.mechanism
