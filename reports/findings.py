@@ -112,7 +112,7 @@ HOLDS, FAILS, NOT_TESTABLE, INCONCLUSIVE, NOT_RUN = (
 STATUSES = (HOLDS, FAILS, NOT_TESTABLE, INCONCLUSIVE, NOT_RUN)
 CHECKS = {
     "i": "AdaScale non-inferior to S = 1 at every S",
-    "ii": "LSW worse than S = 1 at the largest S",
+    "ii": "LSW worse than S = 1 and AdaScale at the largest S",
     "iii": "AdaScale iterations follow the noise scale",
     "iv": "AdaScale gain starts low and rises (emergent warm-up)",
     "v": "elastic AdaScale non-inferior to S = 1",
