@@ -20,6 +20,7 @@ from bench.files import atomic_write_bytes
 from . import figures as F
 from . import findings as FD
 from . import glance as G
+from . import graded as GR
 from . import guards
 from . import html as H
 from . import lagmatch as LM
@@ -148,7 +149,8 @@ def _tables(res, formats: list[str], built: Built) -> Tables:
     verdicts = RC.verdicts(res)
     glance = RC.at_a_glance(verdicts, res)
     rules = G.rules_text(verdicts, res)
-    built.rules = rules + "\n" + RC.text(named(glance, res.variants)) + "\n"
+    graded = GR.text(GR.detection(res))  # the control's graded cut, as a detection curve
+    built.rules = rules + "\n" + RC.text(named(glance, res.variants)) + "\n" + (graded + "\n" if graded else "")
     built.glance = claims + rules
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()

@@ -20,14 +20,13 @@ task cards, tasks.presets):
 
 (i)   AdaScale non-inferior to S = 1 at every fixed S: every S `within` (a failed seed — diverged, or collapsed to
       chance, reports.failedseeds —: does not hold).
-(ii)  LSW worse than S = 1 at its largest S: `worse` (or a failed seed) holds, whatever the regime — a failure
-      the data shows is never hidden by a gate. `within` does not hold where LSW's multiplier S is past
-      GAIN_RESOLUTION × AdaScale's measured steady gain at that S (that of its late noise scale, the one-sided upper
-      bound over seeds):
-      LSW stepped further than the noise allowed and kept quality. Where S is within that of AdaScale's gain,
-      LSW takes AdaScale's steps and `within` is what both rules predict: not testable. The paper's mechanism is
-      LSW's step against the one the noise allows, not S·b against one point estimate of B (a logreg whose LSW
-      fails by step-size stability, S·lr0 past 2/λ_max, at S·b below B is caught).
+(ii)  LSW worse than S = 1 AND worse than AdaScale, at the largest S where both ran (`check_ii`): both `worse` (or
+      a failed LSW seed where AdaScale has none) holds. LSW within Δ of AdaScale while worse than S = 1, or
+      `within` S = 1, does not hold where LSW's multiplier S is past GAIN_RESOLUTION × AdaScale's measured steady
+      gain there (that of its late noise scale, the one-sided upper bound over seeds): LSW stepped further than
+      the noise allowed and did no worse. Where S is within that of AdaScale's gain, LSW takes AdaScale's steps
+      and doing as well is what both rules predict: not testable. The regime (S against r̂) and whether S = 1
+      sits near its tuned optimum are printed.
 (iii) AdaScale's iterations follow the task's noise scale. Per S, its runs against the engine's estimator simulated
       around the moments at each run's own kept weights, measured apart from the engine's statistics (logreg's exact
       oracle, else the offline estimate through torch.func: bench.run.independent), the count and the multiplier
@@ -40,10 +39,14 @@ task cards, tasks.presets):
       where the gain settles; ≤ S). Which gain: the online gain averages ~1000/S iterations, so it is judged
       only where the window spans ≥ 3 such memories; a shorter window is judged on the gain measured afresh at
       kept checkpoints inside it (offline_gain.csv: the exact gain where the task has one, else the offline
-      estimate; first against last point, ≥ 2 points), from the run or from a `gain` experiment run of the
-      same configuration; else the check is `not testable here` — a lagging estimate says nothing about the
-      gain itself (smoke logreg S = 8: exact 0.35 → 0.96 over the window, online 0.34 → 0.52).
-(v)   Elastic AdaScale non-inferior to S = 1, as Table 2 shades: each elastic schedule `within`.
+      estimate; a line over ≥ 3 points bootstrapped over them, reports.warmup.offline_warmup), from the run or
+      from a `gain` experiment run of the same configuration; else the check is `not testable here` — a lagging
+      estimate says nothing about the gain itself (smoke logreg S = 8: exact 0.35 → 0.96 over the window,
+      online 0.34 → 0.52). Judged only where a warm-up is predicted (reports.warmup.gated): the table's initial
+      noise scale B₀ (first 10 % of τ, its range over the runs) puts the gain's start at (r(B₀) − 1)/(r̂ − 1) ≤
+      0.5; where S·b ≪ B₀ the gain starts where it settles and no warm-up is the noise's own prediction.
+(v)   Elastic AdaScale non-inferior to S = 1, as Table 2 shades: each elastic schedule `within`; a `worse` one
+      counts after Holm's correction across the schedules, as (i)'s S.
 
 (iii) and (iv) judge each run: all hold → holds, none → does not hold, some → inconclusive.
 """
@@ -65,7 +68,9 @@ from .collect import ELASTIC, Results, scale_order
 from .failedseeds import failed_text
 from .noninferiority import (
     CONFIDENCE,
+    FEW,
     MIN_SEEDS,
+    STRADDLES,
     WITHIN,
     WORSE,
     Comparison,
@@ -74,13 +79,16 @@ from .noninferiority import (
     compare,
     describe,
     fixed_scales,
+    holm,
     metric_values,
     table_margin,
 )
+from .noninferiority import saturated as saturated_verdict
 from .significance import worse_than
 from .table2 import confirmatory, table_runs, tables
 from .warmup import (
     WARMUP_MEMORIES,
+    WARMUP_MIN_POINTS,
     WARMUP_RISE,
     WARMUP_START,
     WARMUP_WINDOW,
@@ -99,13 +107,28 @@ HOLDS, FAILS, NOT_TESTABLE, INCONCLUSIVE, NOT_RUN = (
 STATUSES = (HOLDS, FAILS, NOT_TESTABLE, INCONCLUSIVE, NOT_RUN)
 CHECKS = {
     "i": "AdaScale non-inferior to S = 1 at every S",
-    "ii": "LSW worse than S = 1 at the largest S",
+    "ii": "LSW worse than S = 1 and AdaScale at the largest S",
     "iii": "AdaScale iterations follow the noise scale",
     "iv": "AdaScale gain starts low and rises (emergent warm-up)",
     "v": "elastic AdaScale non-inferior to S = 1",
 }
+# One primary test per claim, named on the page (issue 53.8): what decides its status, and why the S it spans need
+# no further correction or which one they get.
+PRIMARY = {
+    "i": "Welch non-inferiority at every S against −Δ (one-sided 95 %): holds when every S is within (an "
+    "intersection–union test, no correction needed); does not hold when an S is worse after Holm's correction "
+    "across the S",
+    "ii": "LSW worse than S = 1 and worse than AdaScale at the same (largest common) S, each a Welch test against "
+    "−Δ (one-sided 95 %; both must hold: no correction; one S: no Holm)",
+    "iii": "each AdaScale run's iterations against the independent prediction within the tolerance; every run "
+    "must hold",
+    "iv": "per run, the normalised gain's start and rise over the first 10 % of τ where a warm-up is predicted; "
+    "every judged run must hold (≥ 2 seeds)",
+    "v": "Welch non-inferiority of each elastic schedule against −Δ, as (i): Holm across the schedules for "
+    "does not hold",
+}
 COLUMNS = ["table", "task", "preset", "check", "finding", "status", "detail", "margin", "margin_rule", "noise"]
-COLUMNS += ["B_lo", "B_hi", "B_top", "B_runs", "max_total_batch"]
+COLUMNS += ["B_lo", "B_hi", "B_top", "B_runs", "max_total_batch", "primary_test"]
 
 ITERATION_TOLERANCE = 0.2  # the resolution (ii) grants its regime (the old (iii) tolerance)
 
@@ -119,12 +142,17 @@ def verdict_of(c: Comparison) -> str:
 
 
 def _non_inferior(pairs: list[tuple[str, pd.DataFrame, pd.DataFrame]], higher: bool, margin: Margin) -> tuple[str, str]:
-    """(i), (v): every pair `within` holds; a failed seed (diverged or collapsed, reports.failedseeds) or a `worse`
-    pair does not; else inconclusive. Where
-    S = 1 sits within Δ of the metric's best value (`Margin.saturated`), `within` says nothing: not testable
-    (saturated) — a `worse` pair still does not hold. A pair `within` Δ that Table 2 shades grey (significantly
-    worse than S = 1, reports.significance) says so: the two rules answer different questions."""
-    parts, statuses, saturated = [], [], False
+    """(i), (v): every pair `within` holds (an intersection–union test: each pair at one-sided α = 0.05, no
+    correction needed, since every one must pass); a failed seed (diverged or collapsed, reports.failedseeds) or a
+    `worse` pair that survives Holm's correction across the pairs (`holm`: "any of k worse" at α family-wise) does
+    not hold; else inconclusive. Where S = 1 sits within Δ of the metric's best value (`Margin.saturated`),
+    saturation replaces only `within` (not testable: kept quality cannot show) and a significant drop past Δ is
+    `worse` (noninferiority.saturated). A pair `within` Δ that Table 2 shades grey (significantly worse than
+    S = 1, reports.significance) says so: the two rules answer different questions."""
+    parts: list[str] = []
+    statuses: list[str] = []
+    judged: list[tuple[int, Comparison]] = []
+    saturated = False
     for label, g, base in pairs:
         if failed := failed_text(g):
             parts.append(f"{label}: {failed}")
@@ -132,21 +160,31 @@ def _non_inferior(pairs: list[tuple[str, pd.DataFrame, pd.DataFrame]], higher: b
             continue
         x, b = metric_values(g), metric_values(base)
         c = compare(x, b, higher, margin.delta, margin.bounds(higher), margin.share)
+        sat = bool(len(b)) and margin.saturated(float(np.mean(b)), higher)
+        c = saturated_verdict(c) if sat else c
         grey = c.verdict == WITHIN and worse_than(x, b, higher)[0]
         note = " — significantly worse than S = 1 (Table 2's grey) by less than Δ" if grey else ""
         parts.append(f"{label}: {describe(c, x, b)}{note}")
-        saturated |= bool(len(b)) and margin.saturated(float(np.mean(b)), higher)
-        statuses.append(verdict_of(c))
+        saturated |= sat
+        judged.append((len(statuses), c))
+        statuses.append(NOT_TESTABLE if sat and c.verdict == WITHIN else verdict_of(c))
     if not statuses:
         return NOT_RUN, "no runs to compare"
-    status = FAILS if FAILS in statuses else INCONCLUSIVE if INCONCLUSIVE in statuses else HOLDS
+    decidable = [(i, c) for i, c in judged if c.verdict != FEW]
+    for (i, c), kept in zip(decidable, holm([c.p_worse for _, c in decidable]), strict=True):
+        if c.verdict == WORSE and not kept:
+            statuses[i] = INCONCLUSIVE
+            parts[i] += f" — not worse after Holm's correction across the {len(decidable)} compared (p {c.p_worse:.3g})"
+    order = (FAILS, INCONCLUSIVE, NOT_TESTABLE)
+    status = next((s for s in order if s in statuses), HOLDS)
     detail = "; ".join(parts) + f"; {margin.rule}"
-    if saturated and status != FAILS:
-        return NOT_TESTABLE, f"{SATURATED}: {detail}"
-    return status, detail
+    return status, f"{SATURATED}: {detail}" if saturated else detail
 
 
-SATURATED = "saturated (S = 1 within Δ of the metric's best value: a drop can show, kept quality cannot)"
+SATURATED = (
+    "saturated (S = 1 within Δ of the metric's best value: a drop can show, kept quality cannot; a significant drop "
+    "past Δ does not hold)"
+)
 
 
 def _aggregate(flags: list[bool]) -> str:
@@ -198,41 +236,92 @@ def adascale_gain(t: pd.DataFrame, top: str) -> tuple[float, float, int]:
     return float(r.mean()), min(hi, float(top)), len(r)  # a steady gain never passes S
 
 
+def _s1_tuning(t: pd.DataFrame, base: pd.DataFrame) -> str:
+    """Whether S = 1 sits near its tuned optimum ((ii)'s and Δ's reference: an untuned S = 1 leaves a larger excess,
+    Δ grows with it and a verdict can flip): on a task with an exact optimum (logreg) S = 1's excess loss over it;
+    on every task S = 1's lr0 against the card's tuned lr0 for the preset."""
+    first = t.iloc[0]
+    task, preset = str(first["task"]), str(first["preset"] or "")
+    said = []
+    optimum = card_margin(task, preset)[1]
+    bv = metric_values(base)
+    if optimum is not None and len(bv):
+        said.append(f"S = 1's excess loss over the exact optimum {float(np.mean(bv)) - optimum:.3g}")
+    lr = pd.to_numeric(base["lr0"], errors="coerce").dropna() if "lr0" in base else pd.Series(dtype=float)
+    try:
+        from tasks.presets import card
+
+        tuned = card(task).presets.get(preset, {}).get("lr_schedule", {}).get("lr0")
+    except Exception:  # a task this checkout does not know
+        tuned = None
+    if len(lr) and isinstance(tuned, int | float):
+        lr0 = float(lr.median())
+        same = math.isclose(lr0, float(tuned), rel_tol=1e-9)
+        said.append(f"S = 1 at lr0 {lr0:g}, " + ("the card's tuned lr0" if same else f"not the card's tuned {tuned:g}"))
+    return "; ".join(said) or "S = 1's tuning unknown"
+
+
+def _lsw_vs_adascale(ctx: Context, top: str, g: pd.DataFrame) -> tuple[str, str]:
+    """(ii)'s comparative half: LSW against AdaScale at the same S (positive = LSW better), on the table's Δ —
+    (WORSE | WITHIN | STRADDLES | FEW | "" where AdaScale has no run there, the words)."""
+    a = fixed_scales(ctx.t, ADASCALE).get(top)
+    if a is None or a.empty:
+        return "", f"no AdaScale run at S = {top} to compare LSW with"
+    lsw_failed, ada_failed = failed_text(g), failed_text(a)
+    if lsw_failed or ada_failed:
+        verdict = STRADDLES if lsw_failed and ada_failed else WORSE if lsw_failed else WITHIN
+        return verdict, f"LSW vs AdaScale at S = {top}: LSW {lsw_failed or 'no failed seed'}, AdaScale " + (
+            ada_failed or "no failed seed"
+        )
+    x, ax = metric_values(g), metric_values(a)
+    c = compare(x, ax, ctx.higher, ctx.margin.delta, ctx.margin.bounds(ctx.higher))
+    return c.verdict, f"LSW vs AdaScale at S = {top}: {describe(c, x, ax)}"
+
+
 def check_ii(ctx: Context) -> tuple[str, str]:
-    """(ii), judged on the data at the largest S LSW ran: `worse` or a failed seed (reports.failedseeds) holds,
-    whatever the regime (a failure the data shows is never hidden). `within` does not hold where LSW's multiplier S
-    is past AdaScale's measured steady gain there by more than GAIN_RESOLUTION (its upper bound): LSW stepped
-    further than the noise allowed and kept S = 1's quality. Where S is within that of AdaScale's gain, LSW takes
-    AdaScale's steps and `within` is what both predict: not testable. Saturated (S = 1 within Δ of the best
-    value): not testable."""
-    fixed = fixed_scales(ctx.t, LSW)
-    if "1" not in fixed or len(fixed) < 2:
+    """(ii), comparative, at the largest S where LSW and AdaScale both ran — primary test: LSW `worse` than S = 1
+    (or a failed seed) AND `worse` than AdaScale at the same S, both on the table's Δ (an intersection–union test:
+    each at one-sided α = 0.05, one S, so no correction). LSW within Δ of AdaScale while both are worse than S = 1
+    does not hold where LSW's multiplier S is past GAIN_RESOLUTION × AdaScale's measured steady gain r̂ there (its
+    upper bound), and is not testable where S is within that (LSW takes AdaScale's steps). LSW `within` S = 1:
+    does not hold past r̂ (LSW stepped further than the noise allowed and kept quality), not testable within it
+    or on a saturated metric. The regime (S against r̂) and whether S = 1 is near its tuned optimum are printed."""
+    lsw = fixed_scales(ctx.t, LSW)
+    if "1" not in lsw or len(lsw) < 2:
         return NOT_RUN, "no LSW runs at S = 1 and a larger S"
-    top = list(fixed)[-1]
-    g, base = fixed[top], fixed["1"]
+    ada = fixed_scales(ctx.t, ADASCALE)
+    top = ([s for s in lsw if s != "1" and s in ada] or list(lsw))[-1]
+    g, base = lsw[top], lsw["1"]
+    sat = False
     if failed := failed_text(g):
-        return HOLDS, f"S = {top}: {failed}"
-    x, bv = metric_values(g), metric_values(base)
-    c = compare(x, bv, ctx.higher, ctx.margin.delta, ctx.margin.bounds(ctx.higher), ctx.margin.share)
-    numbers = f"S = {top}: {describe(c, x, bv)}; {ctx.margin.rule}"
-    if c.verdict == WORSE:
-        return HOLDS, numbers
-    if c.verdict != WITHIN:
-        return INCONCLUSIVE, numbers
-    if len(bv) and ctx.margin.saturated(float(np.mean(bv)), ctx.higher):
-        return NOT_TESTABLE, f"{SATURATED}: {numbers}"
+        vs1, numbers = WORSE, f"S = {top}: {failed}"
+    else:
+        x, bv = metric_values(g), metric_values(base)
+        c = compare(x, bv, ctx.higher, ctx.margin.delta, ctx.margin.bounds(ctx.higher), ctx.margin.share)
+        sat = bool(len(bv)) and ctx.margin.saturated(float(np.mean(bv)), ctx.higher)
+        c = saturated_verdict(c) if sat else c
+        vs1, numbers = c.verdict, f"S = {top}: {describe(c, x, bv)}"
+    vs_a, against = _lsw_vs_adascale(ctx, top, g)
     r, r_hi, n = adascale_gain(ctx.t, top)
     S = float(top)
+    regime = f"regime: LSW's multiplier S = {S:g} vs AdaScale's steady gain r̂ there {r:.3g} (upper bound {r_hi:.3g}"
+    regime += f", n={n})"
     if not math.isfinite(r_hi):
         why = "no AdaScale run with a late noise scale" if not n else "one AdaScale seed (no interval)"
-        return INCONCLUSIVE, f"{numbers}; LSW's regime unknown at S = {top}: {why} to measure the gain there"
-    regime = f"LSW's multiplier S = {S:g} vs AdaScale's steady gain there {r:.3g} (upper bound {r_hi:.3g}, n={n})"
-    if S > GAIN_RESOLUTION * r_hi:
-        return FAILS, f"{numbers}; {regime}: LSW stepped past it and kept S = 1's quality"
-    return NOT_TESTABLE, (
-        f"{numbers}; {regime}: within ×{GAIN_RESOLUTION:g} of it — LSW takes AdaScale's steps here, so both "
-        "keep quality"
-    )
+        regime = f"LSW's regime unknown at S = {top}: {why} to measure the gain there"
+    detail = f"{numbers}; {against}; {regime}; {_s1_tuning(ctx.t, base)}; {ctx.margin.rule}"
+    detail = f"{SATURATED}: {detail}" if sat else detail
+    past = math.isfinite(r_hi) and S > GAIN_RESOLUTION * r_hi
+    if vs1 == WORSE and vs_a == WORSE:
+        return HOLDS, detail
+    if vs1 == WITHIN and sat:
+        return NOT_TESTABLE, detail
+    if vs1 not in (WORSE, WITHIN) or (vs1 == WORSE and vs_a != WITHIN) or not math.isfinite(r_hi):
+        return INCONCLUSIVE, detail
+    if past:
+        what = "as bad as AdaScale there" if vs1 == WORSE else "and kept S = 1's quality"
+        return FAILS, f"{detail}: LSW stepped past r̂ {what}"
+    return NOT_TESTABLE, f"{detail}: within ×{GAIN_RESOLUTION:g} of r̂ — LSW takes AdaScale's steps here"
 
 
 def _fmt_its(v: float) -> str:
@@ -355,7 +444,10 @@ def check_iv(ctx: Context) -> tuple[str, str]:
         seeds_judged.add(str(r["seed"]))
         statuses.append(INCONCLUSIVE if w.undecided else HOLDS if w.holds else FAILS)
         mark = " (undecided: " + w.why + ")" if w.undecided else "" if w.holds else " ✗"
-        parts.append(f"{name}: {w.start:.2f} → {w.end:.2f} ({w.source}, {w.records} point(s); r̂ {w.settles:.3g}){mark}")
+        gate = f" [{w.gate}]" if w.gate else ""
+        parts.append(
+            f"{name}: {w.start:.2f} → {w.end:.2f} ({w.source}, {w.records} point(s); r̂ {w.settles:.3g}){mark}{gate}"
+        )
     for why, runs in skipped.items():
         if GROUP in why:
             m = [w.memories for w in lagging]
@@ -366,7 +458,9 @@ def check_iv(ctx: Context) -> tuple[str, str]:
         f"normalised gain (r − 1)/(r̂ − 1), r̂ the steady gain of the run's late noise scale, over "
         f"τ ≤ {WARMUP_WINDOW:g}·T1; holds: start ≤ {WARMUP_START:g}, rise ≥ {WARMUP_RISE:g}; judged on the online "
         f"gain where the window spans ≥ {WARMUP_MEMORIES} gain memories (1000/S iterations), else on the exact or "
-        "offline gain at ≥ 2 kept checkpoints in it, on the offline interval; runs of ≥ 2 seeds decide"
+        f"offline gain at ≥ {WARMUP_MIN_POINTS} kept checkpoints in it, a line bootstrapped over them (resampled, "
+        "each point moved within its interval); judged only where the table's initial noise scale (first 10 % of τ) "
+        f"predicts a start ≤ {WARMUP_START:g}; runs of ≥ 2 seeds decide"
     )
     if not statuses:
         return NOT_TESTABLE, "; ".join(parts) + f"; {rule}"
@@ -478,6 +572,7 @@ def findings(res: Results) -> pd.DataFrame:
                     "B_top": tn.top,
                     "B_runs": tn.runs,
                     "max_total_batch": _max_total_batch(t),
+                    "primary_test": PRIMARY[key],
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -488,17 +583,19 @@ LEGEND = (
     "bounds, clipped to the metric's range) against the margin −Δ: accuracy-like metrics 0.5 points on "
     "paper presets, 1.0 on tiny ones (what a tiny validation set resolves); a loss δ × S = 1's excess over "
     "the known optimum (logreg δ = 0.25: the margin's own uncertainty in the interval), else × S = 1's drop over "
-    f"its last quarter; ≥ {MIN_SEEDS} seeds a side, else inconclusive; S = 1 within Δ of the metric's best "
-    "value: not testable (saturated) unless a drop shows. (ii) LSW worse or a failed seed (diverged, or "
-    "collapsed) holds; LSW within does not "
+    f"its last quarter; ≥ {MIN_SEEDS} seeds a side, else inconclusive; a worse S counts after Holm's correction "
+    "across the S; S = 1 within Δ of the metric's best value (saturated): within is not testable, a significant "
+    "drop past Δ is worse. (ii) LSW worse than S = 1 and than AdaScale at the same S (or a failed seed: diverged, "
+    "or collapsed) holds; LSW no worse than either does not "
     f"hold where its multiplier S is past ×{GAIN_RESOLUTION:g} AdaScale's measured steady gain there (of its late "
     "noise scale, upper bound), and is not testable where LSW takes AdaScale's steps. (iii) each S's iterations and "
     "multiplier over τ against the estimator simulated around the moments at the runs' own kept weights (exact "
     "oracle, else torch.func; `gain` on runs that keep weights), within the error model's tol, with the multipliers c "
     "on B that would pass (no power outside [0.8, 1.25]); other runs' noise: evidence only. "
     f"B/10 also nearer ⌈T1/S⌉ than T1. (iv) normalised gain over the first {WARMUP_WINDOW:.0%} of τ: starts ≤ "
-    f"{WARMUP_START:g}, rises ≥ {WARMUP_RISE:g}; the online gain where the window spans ≥ {WARMUP_MEMORIES} gain "
-    "memories, else the exact or offline gain at kept checkpoints, else not testable. Noise scale B = b·σ²/μ² "
+    f"{WARMUP_START:g}, rises ≥ {WARMUP_RISE:g}, judged only where the initial noise scale predicts a warm-up; the "
+    f"online gain where the window spans ≥ {WARMUP_MEMORIES} gain memories, else a line bootstrapped over the exact "
+    "or offline gain at kept checkpoints, else not testable. Noise scale B = b·σ²/μ² "
     "per third of τ (τ-weighted, corrected for drawing without replacement; reports/noise.py)."
 )
 
@@ -518,6 +615,7 @@ def text(f: pd.DataFrame) -> str:
         )
         for r in t.itertuples():
             out.append(f"  ({r.check:>3}) {r.finding:<{width}}  {r.status:<17}  {r.detail}")
+            out.append(f"        primary test: {r.primary_test}")
     return "\n".join(out) + "\n" + LEGEND
 
 

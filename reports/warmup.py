@@ -5,6 +5,7 @@ measured afresh at kept checkpoints inside it (reports.findings.check_iv turns t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -27,7 +28,11 @@ WARMUP_START = 0.5  # (iv): starts below half the range [1, r̂]
 WARMUP_RISE = 0.2  # (iv): rises by a fifth of the range
 WARMUP_MIN_RECORDS = 5
 WARMUP_MEMORIES = 3  # (iv): the online gain is judged where the window spans this many gain memories
-WARMUP_MIN_POINTS = 2  # (iv): kept checkpoints needed inside the window otherwise
+WARMUP_MIN_POINTS = 3  # (iv): kept checkpoints needed inside the window otherwise (a line and its scatter)
+WARMUP_BOOT = 2000  # (iv): bootstrap draws of the fit over kept checkpoints
+WARMUP_DECIDE = 0.95  # (iv): the share of draws on one side of the rule that decides (one-sided α = 0.05)
+OFFLINE_Z = 1.959963984540054  # the offline gain's interval is a two-sided 95 % one (reports.lagmatch)
+INITIAL_PARTS = round(1 / WARMUP_WINDOW)  # the initial noise scale: B over the first tenth of τ, the window
 
 
 # ------------------------------------------------------------------------------------------ (iv)
@@ -44,6 +49,8 @@ class Warmup:
     why: str = ""
     memories: float = math.nan  # gain memories (1000/S iterations) the window spans
     undecided: bool = False  # judged, but the measurement's interval straddles the rule (inconclusive)
+    predicted: str = ""  # whether the initial noise scale predicts a warm-up: yes | no | maybe | "" (unknown)
+    gate: str = ""  # the words of that prediction (S·b against the initial noise scale)
 
 
 def settled_gain(late_noise: float, batch: float, scale: float) -> float:
@@ -101,31 +108,48 @@ def offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
     return out.assign(source="exact" if exact else "offline").sort_values("tau") if len(out) else None
 
 
+def _fit_ends(tau: np.ndarray, u: np.ndarray, at: tuple[float, float]) -> tuple[float, float]:
+    """The least-squares line of u on τ at the window's first and last checkpoint; NaN with < 2 distinct τ."""
+    if np.ptp(tau) == 0:
+        return math.nan, math.nan
+    slope, icept = np.polyfit(tau, u, 1)
+    return float(icept + slope * at[0]), float(icept + slope * at[1])
+
+
 def offline_warmup(points: pd.DataFrame, scale: float, T1: float, settles: float) -> Warmup:
-    """(iv) on the gain measured afresh at kept checkpoints: the first and the last point in the window, decided
-    on the measurement's interval (the offline gain's jackknife interval; the exact gain has none): holds
-    where it holds at the interval's least favourable ends (start's upper, end's lower), fails where it fails
-    at the most favourable ones, else undecided."""
+    """(iv) on the gain measured afresh at kept checkpoints: a line fitted to the normalised gain over every
+    checkpoint in the window, its start and end at the first and last of them — not the first point against the
+    last, which decides by chance where the offline gain swings between neighbouring checkpoints (issue 53: 3.5 →
+    21 two iterations apart). Decided on WARMUP_BOOT draws that resample the checkpoints with replacement and move
+    each drawn point within its measurement's interval (the offline gain's 95 % jackknife interval; the exact
+    gain has none): holds where ≥ WARMUP_DECIDE of the draws' fits hold, fails where ≤ 1 − WARMUP_DECIDE do,
+    else undecided. Fixed seed: the same report twice says the same."""
     r_hat = float(scale) if not math.isfinite(settles) else min(float(settles), float(scale))
     p = points[points["tau"] <= WARMUP_WINDOW * T1]
     source = str(points["source"].iloc[0]) if len(points) else "offline"
-    if len(p) < WARMUP_MIN_POINTS or not r_hat > 1:
-        why = f"{len(p)} kept checkpoint(s) in the first 10 % of τ (< {WARMUP_MIN_POINTS})"
+    if len(p) < WARMUP_MIN_POINTS or not r_hat > 1 or p["tau"].nunique() < 2:
+        why = f"{len(p)} kept checkpoint(s) in the first 10 % of τ (< {WARMUP_MIN_POINTS} for a fit)"
         return Warmup(math.nan, math.nan, len(p), None, r_hat, source, why)
-
-    def u(col: str, k: int) -> float:
-        return (float(p[col].iloc[k]) - 1) / (r_hat - 1)
-
-    start, end = u("gain", 0), u("gain", -1)
-    if _judge(u("hi", 0), u("lo", -1)):
-        return Warmup(start, end, len(p), True, r_hat, source)
-    if not _judge(u("lo", 0), u("hi", -1)):
-        return Warmup(start, end, len(p), False, r_hat, source)
-    why = (
-        f"the offline interval straddles the rule (start {u('lo', 0):.2f}–{u('hi', 0):.2f}, "
-        f"end {u('lo', -1):.2f}–{u('hi', -1):.2f})"
-    )
-    return Warmup(start, end, len(p), None, r_hat, source, why, undecided=True)
+    tau = p["tau"].to_numpy(float)
+    u = (p["gain"].to_numpy(float) - 1) / (r_hat - 1)
+    sd = (p["hi"].to_numpy(float) - p["lo"].to_numpy(float)) / (2 * OFFLINE_Z * (r_hat - 1))
+    ends = (float(tau.min()), float(tau.max()))
+    start, end = _fit_ends(tau, u, ends)
+    rng = np.random.default_rng(0)
+    held = drawn = 0
+    for _ in range(WARMUP_BOOT):
+        k = rng.integers(0, len(p), len(p))
+        s, e = _fit_ends(tau[k], u[k] + rng.normal(0.0, 1.0, len(k)) * sd[k], ends)
+        if math.isfinite(s):
+            drawn += 1
+            held += _judge(s, e)
+    share = held / drawn if drawn else math.nan
+    fit = f"a line over {len(p)} checkpoints, its rule held in {share:.0%} of {drawn} bootstrap draws"
+    if share >= WARMUP_DECIDE:
+        return Warmup(start, end, len(p), True, r_hat, source, fit)
+    if share <= 1 - WARMUP_DECIDE:
+        return Warmup(start, end, len(p), False, r_hat, source, fit)
+    return Warmup(start, end, len(p), None, r_hat, source, fit, undecided=True)
 
 
 def _base_variant(variant: str) -> str:
@@ -148,25 +172,74 @@ def _gain_twins(res: Results, t: pd.DataFrame) -> pd.DataFrame:
     return g[g["variant"].map(_base_variant) == variant]
 
 
+def initial_noise(res: Results, r: pd.Series, per_epoch: float) -> float:
+    """A run's initial noise scale: B = b·σ²/μ² over the first tenth of τ, the warm-up window (reports.noise's
+    definition: τ-weighted, corrected for drawing without replacement); NaN where it has no statistics there."""
+    T1, b = float(r["T1"]), float(r["batch_size"])
+    if not (math.isfinite(T1) and T1 > 0):
+        return math.nan
+    var, sqr = noise.window_moments(res.metrics(r["run_dir"])[0], T1, per_epoch, INITIAL_PARTS)[0]
+    return b * var / sqr if sqr > 0 and var >= 0 else math.nan
+
+
+def predicted_start(initial: float, batch: float, scale: float, r_hat: float) -> float:
+    """Where the noise puts the normalised gain at the window's start: (r(B₀) − 1)/(r̂ − 1), r(B₀) the steady gain
+    of the initial noise scale B₀. S·b ≪ B₀ puts it near 1 (the gain starts where it settles: no warm-up)."""
+    return (settled_gain(initial, batch, scale) - 1) / (r_hat - 1) if r_hat > 1 else math.nan
+
+
+def gated(w: Warmup, r: pd.Series, initial: tuple[float, float, int]) -> Warmup:
+    """(iv) only where a warm-up is predicted: the start the table's initial noise scale (its range over the
+    table's runs, `initial` = (lo, hi, runs)) predicts, against WARMUP_START. Predicted over the whole range: judged;
+    over none of it: not judged, saying why and what the run showed (nothing hidden: the table's verdict comes
+    from the runs where a warm-up is predicted); over part of it: judged, but a run that fails is undecided (the
+    noise allows no warm-up there). Unknown (no statistics): judged, saying so."""
+    lo, hi, n = initial
+    S, b = float(r["scale"]), float(r["batch_size"])
+    if not (math.isfinite(lo) and math.isfinite(hi) and w.settles > 1):
+        return dataclasses.replace(w, gate="no initial noise scale measured: judged without the gate")
+    u_lo, u_hi = (predicted_start(B, b, S, w.settles) for B in (lo, hi))
+    span = f"{lo:.3g}" if lo == hi else f"{lo:.3g}–{hi:.3g}"
+    at = f"{u_lo:.2f}" if lo == hi else f"{u_lo:.2f}–{u_hi:.2f}"
+    text = f"S·b = {S * b:g} against the initial noise scale {span} (first 10 % of τ, {n} run(s)): predicted start {at}"
+    if u_lo > WARMUP_START:
+        shown = f"; the run: {w.start:.2f} → {w.end:.2f} ({w.source})" if math.isfinite(w.start) else ""
+        why = f"no warm-up predicted ({text} > {WARMUP_START:g}){shown}"
+        return dataclasses.replace(w, holds=None, undecided=False, predicted="no", gate=text, why=why)
+    if u_hi <= WARMUP_START:
+        return dataclasses.replace(w, predicted="yes", gate=text)
+    if w.holds is False:
+        why = f"does not rise, but the noise allows no warm-up over part of its interval ({text})"
+        return dataclasses.replace(w, holds=None, undecided=True, predicted="maybe", gate=text, why=why)
+    return dataclasses.replace(w, predicted="maybe", gate=text)
+
+
 def run_warmups(res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]:
     """(run, Warmup) of every completed fixed-S AdaScale run with S ≥ 2 of a table, and of the `gain` runs of
-    its configuration: online where the window is long enough, else at kept checkpoints, else not judged."""
+    its configuration: online where the window is long enough, else at kept checkpoints, else not judged; each
+    `gated` on the table's initial noise scale (judged only where a warm-up is predicted)."""
     runs = pd.concat([g for s, g in fixed_scales(t, ADASCALE).items() if float(s) >= 2] + [_gain_twins(res, t)])
     out = []
     if runs.empty:
         return out
-    runs = runs[runs["status"] == "completed"]
+    runs = runs[(runs["status"] == "completed") & runs["has_metrics"].astype(bool)]
     filled = noise.fill(res)  # each run's late noise scale (idempotent; a caller may hold rows from before)
     late = dict(zip(filled["run_dir"], pd.to_numeric(filled[noise.WINDOW_COLUMNS[-1]], errors="coerce"), strict=True))
+    m = dict(zip(filled["run_dir"], pd.to_numeric(filled[noise.PER_EPOCH], errors="coerce"), strict=True))
     runs = runs.assign(_s=runs["scale"].map(lambda s: scale_order(s)[1])).sort_values(["_s", "seed", "run_dir"])
     memo = res.memo.setdefault("warmups", {})  # (iv) and the curves' caption judge the same runs: once
+    b0 = res.memo.setdefault("initial_noise", {})
+    for d in runs["run_dir"]:
+        if d not in b0:
+            per_epoch = m.get(d, math.inf)
+            b0[d] = initial_noise(res, runs[runs["run_dir"] == d].iloc[0], per_epoch if per_epoch > 0 else math.inf)
+    seen = np.array([b0[d] for d in runs["run_dir"] if math.isfinite(b0[d])])
+    initial = (float(seen.min()), float(seen.max()), len(seen)) if len(seen) else (math.nan, math.nan, 0)
     for _, r in runs.iterrows():
-        if not bool(r["has_metrics"]):
-            continue
         key = (r["run_dir"], late.get(r["run_dir"], math.nan))
         if key not in memo:
             memo[key] = _run_warmup(res, r, key[1])
-        out.append((r, memo[key]))
+        out.append((r, gated(memo[key], r, initial)))
     return out
 
 

@@ -198,9 +198,14 @@ def test_confirmatory_cells_never_use_a_pilot_seed(tmp_path: Path) -> None:
 
 
 def test_the_control_carries_a_graded_degradation() -> None:
-    """H3: AdaScale cut at 0.65 of its budget at S = 16 (≈ 2Δ on the pilot), as many seeds as S = 1, its S = 1 the
-    shared run (identity there)."""
+    """H3: AdaScale cut at S = 16 in three grades (≈ 2Δ, 1.5Δ, 1.25Δ on the pilot: 0.69, 0.74, 0.76 of its
+    budget), each with as many seeds as S = 1, its S = 1 the shared run (identity there)."""
+    from bench.experiments.degraded import GRADES
+
     m = matrices.load("control")
-    cut = seeds_of(m, "logreg", 16, "bench.experiments.degraded:CUT")
-    assert len(cut) == len(seeds_of(m, "logreg", 1)) >= 10
-    assert not seeds_of(m, "logreg", 1, "bench.experiments.degraded:CUT")  # the shared S = 1 stands for it
+    assert sorted(size for _, size in GRADES.values()) == [1.25, 1.5, 2.0]
+    assert [GRADES[n][0] for n in sorted(GRADES, key=lambda n: GRADES[n][1])] == [0.76, 0.74, 0.69]
+    for name in GRADES:
+        cut = seeds_of(m, "logreg", 16, name)
+        assert len(cut) == len(seeds_of(m, "logreg", 1)) >= 10, name
+        assert not seeds_of(m, "logreg", 1, name)  # the shared S = 1 stands for it

@@ -97,11 +97,12 @@ experiments:
 
 
 @pytest.mark.slow
-def test_iv_decides_on_cifar10_from_two_seeds_gain_runs(tmp_path: Path) -> None:
+def test_iv_on_cifar10_s8_is_not_judged_where_no_warm_up_is_predicted(tmp_path: Path) -> None:
     """The reviewer's cifar10 case: the window's online gain lags (~0.5 of a gain memory), so (iv) reads the
-    offline gain at weights kept every 6 iterations inside the first 10 % of τ, two seeds: it decides (the
-    reviewer's run: the gain starts at its settled value, 1.00 → 0.79, `does not hold`), where the smoke's
-    former checkpoints (from τ = 468, past the window) left it `not testable here`."""
+    offline gain at weights kept every 6 iterations inside the first 10 % of τ, two seeds (the reviewer's run:
+    the gain starts at its settled value, 1.00 → 0.79, which read `does not hold`). But S·b = 64 is below the
+    initial noise scale (136–205 in the smoke): the noise itself predicts a gain that starts where it settles, so
+    (iv) is `not testable here` and says why, with what the gain runs showed (issue 53.5)."""
     from bench.experiments.smoke import offline_gains
 
     (tmp_path / "case.yaml").write_text(GAIN_CASE)
@@ -109,5 +110,7 @@ def test_iv_decides_on_cifar10_from_two_seeds_gain_runs(tmp_path: Path) -> None:
     assert counts.get("completed") == 3, counts
     assert len(offline_gains(tmp_path / "out", batches=64)) == 2
     f = verdicts(tmp_path / "out")
-    assert f.loc["iv", "status"] in (FD.HOLDS, FD.FAILS), f.loc["iv", "detail"]
-    assert "(gain run)" in f.loc["iv", "detail"] and "offline" in f.loc["iv", "detail"]
+    detail = f.loc["iv", "detail"]
+    assert f.loc["iv", "status"] == FD.NOT_TESTABLE, detail
+    assert "no warm-up predicted (S·b = 64 against the initial noise scale " in detail, detail
+    assert "(gain run)" in detail and "(offline)" in detail, detail

@@ -156,11 +156,11 @@ def test_the_degraded_s2_set_does_not_hold(tmp_path):
 # ------------------------------------------------------------------------------------------- (ii)
 
 
-def lsw_folder(tmp_path, lsw_vals, ada_noise: float = 50.0, s1=S1, **kw):
+def lsw_folder(tmp_path, lsw_vals, ada_noise: float = 50.0, s1=S1, ada=(74.1, 73.8, 74.2), **kw):
     """b = 16, LSW at S = 8; AdaScale S = 8 runs measuring a noise scale `ada_noise`, so a steady gain
     S(B/b + 1)/(B/b + S): 2.97 at B = 50, 7.91 at B = 10 000."""
     seeds(tmp_path, "cifar10", "adascale", 1, s1)
-    seeds(tmp_path, "cifar10", "adascale", 8, [74.1, 73.8, 74.2], T1=100, iterations=20, b_simple=ada_noise)
+    seeds(tmp_path, "cifar10", "adascale", 8, list(ada), T1=100, iterations=20, b_simple=ada_noise)
     seeds(tmp_path, "cifar10", "lsw", 8, lsw_vals, T1=100, iterations=13, **kw)
 
 
@@ -178,7 +178,8 @@ def test_ii_fails_where_lsw_steps_past_adascales_gain_and_keeps_its_metric(tmp_p
     lsw_folder(tmp_path, [74.1, 73.9, 74.0], ada_noise=50.0)
     st, detail = status(tmp_path, "ii")
     assert (
-        st == FAILS and "LSW's multiplier S = 8 vs AdaScale's steady gain there 2.97 (upper bound 2.97, n=3)" in detail
+        st == FAILS
+        and "LSW's multiplier S = 8 vs AdaScale's steady gain r̂ there 2.97 (upper bound 2.97, n=3)" in detail
     )
 
 
@@ -196,8 +197,8 @@ def test_ii_without_adascale_at_that_scale_is_inconclusive_unless_lsw_is_worse(t
     st, detail = status(tmp_path, "ii")
     assert st == INCONCLUSIVE and "no AdaScale run with a late noise scale to measure the gain there" in detail
     write_run(tmp_path, "cifar10", "lsw", 16, 0, status="diverged", iterations=5, T1=100)
-    st, detail = status(tmp_path, "ii")
-    assert st == HOLDS and "S = 16: 1 seed(s) diverged" in detail
+    st, detail = status(tmp_path, "ii")  # comparative: no AdaScale at S = 16 to be better than LSW there
+    assert st == INCONCLUSIVE and "S = 16: 1 seed(s) diverged" in detail and "no AdaScale run at S = 16" in detail
 
 
 def test_ii_is_not_testable_at_a_saturated_metric_but_a_drop_still_shows(tmp_path):
@@ -206,7 +207,7 @@ def test_ii_is_not_testable_at_a_saturated_metric_but_a_drop_still_shows(tmp_pat
     lsw_folder(tmp_path / "a", [99.4, 99.5, 99.3], s1=top)
     st, detail = status(tmp_path / "a", "ii")
     assert st == NOT_TESTABLE and detail.startswith("saturated"), detail
-    lsw_folder(tmp_path / "b", [90.4, 91.5, 90.3], s1=top)
+    lsw_folder(tmp_path / "b", [90.4, 91.5, 90.3], s1=top, ada=top)
     assert status(tmp_path / "b", "ii")[0] == HOLDS
 
 
@@ -314,12 +315,19 @@ def test_the_noise_scale_is_per_window_and_printed_as_a_range(tmp_path):
 B_OVER_b = 100.0  # the runs' noise scale, in batches: r̂ = 4·101/104 = 3.885 at S = 4
 
 
-def with_gains(run, gains, T1: float, scale: int = 4):
+EARLY_B_OVER_b = 0.5  # the noise scale over the first 10 % of τ: small, so a warm-up is predicted there
+
+
+def noise_stats(b_over_b: float, scale: int) -> dict[str, float]:
+    """sum_sq, mean_sq of a noise scale B/b (σ² = B/b, μ² = 1) as the engine records them."""
+    mean_sq = 1.0 + b_over_b / scale
+    return {"sum_sq": b_over_b * (scale - 1) + scale * mean_sq, "mean_sq": mean_sq}
+
+
+def with_gains(run, gains, T1: float, scale: int = 4, early: float = EARLY_B_OVER_b, late: float = B_OVER_b):
     """Replace a run's training records: one per unit of τ over the first 10 % of T1 (the given gains first,
-    then the last one), then one per 10 units to T1, with the statistics of a noise scale B/b = B_OVER_b
-    (σ² = B/b, μ² = 1)."""
-    mean_sq = 1.0 + B_OVER_b / scale
-    stats = {"sum_sq": B_OVER_b * (scale - 1) + scale * mean_sq, "mean_sq": mean_sq}
+    then the last one) with the statistics of a noise scale B/b = `early`, then one per 10 units to T1 with
+    those of `late` (σ² = B/b, μ² = 1)."""
     lines = []
     taus = list(range(int(T1 * 0.1) + 1)) + list(range(int(T1 * 0.1) + 10, int(T1), 10))
     for i, tau in enumerate(taus):
@@ -327,7 +335,7 @@ def with_gains(run, gains, T1: float, scale: int = 4):
         lines.append(
             {"iteration": i, "tau": float(tau), "scale": scale, "gain": g, "lr": 0.1 * g, "loss": 1.0}
             | {"progress": 1.0}
-            | stats
+            | noise_stats(early if tau <= T1 * 0.1 else late, scale)
         )
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     summary = json.loads((run / "summary.json").read_text())  # independent draws: no data size, no correction
@@ -395,11 +403,11 @@ def test_iv_is_not_judged_on_a_lagging_online_gain(tmp_path):
 
 def test_iv_holds_on_the_exact_gain_where_the_online_one_lags(tmp_path):
     """The reviewer's logreg S = 8: exact 0.35 → 0.96 of the way over the window, online 0.34 → 0.52."""
-    exact = [(10.0, 0.35), (40.0, 0.7), (90.0, 0.96), (300.0, 1.0)]
+    exact = [(10.0, 0.35), (25.0, 0.5), (40.0, 0.62), (55.0, 0.75), (70.0, 0.86), (90.0, 0.96), (300.0, 1.0)]
     lagging_folder(tmp_path, [(tau, 1 + u * (R_HAT - 1)) for tau, u in exact])
     st, detail = status(tmp_path, "iv")
     assert st == HOLDS, detail
-    assert "S = 4 seed 0: 0.35 → 0.96 (exact, 3 point(s)" in detail
+    assert "S = 4 seed 0: 0.38 → 0.99 (exact, 6 point(s)" in detail
 
 
 def test_iv_fails_on_an_exact_gain_that_starts_settled(tmp_path):
@@ -408,15 +416,20 @@ def test_iv_fails_on_an_exact_gain_that_starts_settled(tmp_path):
     assert st == FAILS and "1.00 → 1.00 (exact" in detail
 
 
-def test_iv_reads_the_offline_estimate_and_needs_two_checkpoints_in_the_window(tmp_path):
-    lagging_folder(tmp_path / "a", [(10.0, 1.5), (90.0, 3.5)])
+def line(g0: float, g1: float, taus=(10.0, 30.0, 50.0, 70.0, 90.0)) -> list[tuple[float, float]]:
+    """Kept checkpoints at `taus` whose gain runs in a straight line from g0 to g1."""
+    return [(t, g0 + (g1 - g0) * (t - taus[0]) / (taus[-1] - taus[0])) for t in taus]
+
+
+def test_iv_reads_the_offline_estimate_and_needs_three_checkpoints_in_the_window(tmp_path):
+    lagging_folder(tmp_path / "a", line(1.5, 3.5))
     for seed in (0, 1):  # the offline estimate where the file has no exact column
-        offline(tmp_path / "a" / "cifar10" / "adascale" / "s4" / f"seed{seed}", [(10.0, 1.5), (90.0, 3.5)], "offline")
+        offline(tmp_path / "a" / "cifar10" / "adascale" / "s4" / f"seed{seed}", line(1.5, 3.5), "offline")
     st, detail = status(tmp_path / "a", "iv")
-    assert st == HOLDS and "(offline, 2 point(s)" in detail
-    lagging_folder(tmp_path / "b", [(50.0, 1.5), (500.0, 3.5)])
+    assert st == HOLDS and "(offline, 5 point(s)" in detail, detail
+    lagging_folder(tmp_path / "b", [(50.0, 1.5), (90.0, 2.5), (500.0, 3.5)])
     st, detail = status(tmp_path / "b", "iv")
-    assert st == NOT_TESTABLE and "1 kept checkpoint(s) in the first 10 % of τ (< 2)" in detail
+    assert st == NOT_TESTABLE and "2 kept checkpoint(s) in the first 10 % of τ (< 3 for a fit)" in detail
 
 
 def gain_run(root, seed: int, points, column: str = "exact_gain"):
@@ -435,33 +448,33 @@ def test_iv_reads_the_gain_runs_of_the_same_configuration_and_needs_two_seeds(tm
     """The smoke keeps weights in `gain` experiment runs: their checkpoints judge the table's (iv) where the
     Table 2 runs' windows are too short. One seed's gain run never decides a table."""
     lagging_folder(tmp_path)
-    gain_run(tmp_path / "g", 0, [(10.0, 1.5), (90.0, 3.6)])
+    gain_run(tmp_path / "g", 0, line(1.5, 3.6))
     st, detail = status(tmp_path, "iv")
     assert st == INCONCLUSIVE and "judged on one seed only (holds there)" in detail, detail
     assert (
-        "S = 4 seed 0 (gain run): 0.17 → 0.90 (exact, 2 point(s)" in detail
+        "S = 4 seed 0 (gain run): 0.17 → 0.90 (exact, 5 point(s)" in detail
         and "not judged, S = 4 seeds 0, 1: " in detail
     )
-    gain_run(tmp_path / "g", 1, [(10.0, 1.4), (90.0, 3.5)])
+    gain_run(tmp_path / "g", 1, line(1.4, 3.5))
     st, detail = status(tmp_path, "iv")
     assert st == HOLDS, detail
 
 
 def test_iv_decides_on_the_offline_interval(tmp_path):
-    """offline(): the estimate g + 0.3 with the interval [g, g + 0.6]. A start whose interval reaches past half
-    the way to r̂ is undecided; one wholly past it does not hold; a clear rise holds."""
+    """offline(): the estimate g + 0.3 with the interval [g, g + 0.6], five checkpoints on a line. A fitted start
+    at half the way to r̂ is undecided; one wholly past it does not hold; a clear rise holds."""
     lagging_folder(tmp_path / "a")
     for seed in (0, 1):
-        gain_run(tmp_path / "a" / "g", seed, [(10.0, 1.0), (90.0, 3.2)], column="offline_gain")
-    assert status(tmp_path / "a", "iv")[0] == HOLDS  # start 1.0–1.6 (u ≤ 0.21), end ≥ 3.2 (u ≥ 0.77)
+        gain_run(tmp_path / "a" / "g", seed, line(1.0, 3.2), column="offline_gain")
+    assert status(tmp_path / "a", "iv")[0] == HOLDS  # fitted u 0.10 → 0.87
     lagging_folder(tmp_path / "b")
     for seed in (0, 1):
-        gain_run(tmp_path / "b" / "g", seed, [(10.0, 2.1), (90.0, 3.6)], column="offline_gain")
-    st, detail = status(tmp_path / "b", "iv")  # start 2.1–2.7: u 0.38–0.59 straddles 0.5
-    assert st == INCONCLUSIVE and "undecided: the offline interval straddles the rule" in detail, detail
+        gain_run(tmp_path / "b" / "g", seed, line(2.1, 3.6), column="offline_gain")
+    st, detail = status(tmp_path / "b", "iv")  # fitted start 2.4: u 0.49, on the rule's edge
+    assert st == INCONCLUSIVE and "(undecided: a line over 5 checkpoints, its rule held in " in detail, detail
     lagging_folder(tmp_path / "c")
     for seed in (0, 1):
-        gain_run(tmp_path / "c" / "g", seed, [(10.0, 3.0), (90.0, 3.2)], column="offline_gain")
+        gain_run(tmp_path / "c" / "g", seed, line(3.0, 3.2), column="offline_gain")
     assert status(tmp_path / "c", "iv")[0] == FAILS  # starts settled: u ≥ 0.7 however the interval falls
 
 
