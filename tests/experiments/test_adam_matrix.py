@@ -29,6 +29,7 @@ experiments:
       methods: [adamscale, sqrt-sde, lsw, sqrt]
       scales: [1, 4]
       set: {optimizer: adamw}
+      variant: adamw
 """
 
 
@@ -54,7 +55,7 @@ def test_an_adamw_matrix_runs_through_submit_and_the_report_judges_each_rule_aga
     res = cli(tmp_path, "report", "out", "--format", "csv,txt")
     assert res.returncode == 0, res.stderr[-3000:]
     verdicts = pd.read_csv(tmp_path / "out/report/rule_verdicts.csv", dtype={"scale": str})
-    assert set(verdicts["table"]) == {"transformer [optimizer adamw]", "cifar10 [optimizer adamw]"}, verdicts["table"]
+    assert set(verdicts["table"]) == {"transformer [adamw]", "cifar10 [adamw]"}, verdicts["table"]
     at4 = verdicts[verdicts["scale"] == "4"]
     assert sorted(zip(at4["table"], at4["method"], strict=True)) == sorted(
         (t, m) for t in set(verdicts["table"]) for m, _ in rules_at_4
