@@ -84,7 +84,7 @@ def eval_band(evals: list[pd.DataFrame], y: str = "metric") -> pd.DataFrame:
     if not seqs:
         return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
     if not all(t[0] == 0 for t, _ in seqs):  # a run folder written before the untrained model's evaluation at τ = 0
-        seqs = [(t[t > 0], v[t > 0]) for t, v in seqs]  # has none: the k-th evaluations pair up without it
+        seqs = [(t[t != 0], v[t != 0]) for t, v in seqs]  # has none: the k-th evaluations pair up without it
         seqs = [(t, v) for t, v in seqs if len(t)]
         if not seqs:
             return pd.DataFrame(columns=["tau", "mean", "lo", "hi", "n"])
