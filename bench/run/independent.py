@@ -7,10 +7,9 @@ statistics (its hooks, its sums, bench.algo.gain.moments) cannot bias the refere
   (C = Σ/b, one micro-batch's covariance); no sampling error.
 - Elsewhere, n micro-batches drawn with replacement (bench.run.offline_gain.Draws, its own stream), each one's
   gradient taken by torch.func.grad of the task's loss through torch.func.functional_call on a fresh copy of
-  the buffers (not the engine's accumulate, hooks or vmap), stacked as rows g_i in float64. Then, centred:
-      D_i = g_i − ḡ,  σ² = Σ‖D_i‖²/(n − 1),  μ² = ‖ḡ‖² − σ²/n      (both unbiased for i.i.d. draws)
-      tr C² ≈ mean over i ≠ j of (D_i·D_j)²,   GᵀCG ≈ mean_i (D_i·ḡ)² − tr C²/n  (at least 0)
-  with delete-one jackknife standard errors of σ² and μ² from the centred Gram matrix.
+  the buffers (not the engine's accumulate, hooks or vmap), folded into GROUPS gradient sums in float64 (the
+  memory `gain` already takes) with each ‖g_i‖² kept; σ², μ², tr C², GᵀCG and their jackknife from those
+  (`estimate`).
 """
 
 from __future__ import annotations
@@ -67,10 +66,14 @@ def from_drawn(
     return Reference(trace / b, sqr - trace / left, 0.0, 0.0, trace_sq / b**2, spread / b, EXACT, 1).row()
 
 
-def gradients(task: Any, model: nn.Module, batches: Iterable[Any], device: torch.device) -> np.ndarray:
-    """Each micro-batch's gradient of the task's loss at `model`'s weights (n × parameters, float64), by
-    torch.func.grad through functional_call; buffers copied afresh per micro-batch (BatchNorm in train mode
-    normalises the micro-batch alone and writes only into its copy)."""
+GROUPS = 32  # round-robin groups of micro-batches: the memory (GROUPS gradient sums, as `gain`'s) and the jackknife
+
+
+def measure(task: Any, model: nn.Module, batches: Iterable[Any], device: torch.device) -> Reference:
+    """The offline reference at `model`'s weights from the micro-batches `batches` (drawn with replacement): each
+    one's gradient of the task's loss by torch.func.grad through functional_call (buffers copied afresh per
+    micro-batch: BatchNorm in train mode normalises the micro-batch alone and writes only into its copy), folded
+    into GROUPS round-robin gradient sums and its squared norm kept (`estimate`)."""
     model = copy.deepcopy(model).train()
     params = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
     buffers = {n: b.detach() for n, b in model.named_buffers()}
@@ -82,41 +85,56 @@ def gradients(task: Any, model: nn.Module, batches: Iterable[Any], device: torch
         return task.loss(call, batch)
 
     g = grad(loss)
-    rows = []
-    for batch in batches:
+    width = sum(p.numel() for p in params.values())
+    sums = torch.zeros(GROUPS, width, dtype=torch.float64, device=device)
+    counts, squares = np.zeros(GROUPS), []
+    for i, batch in enumerate(batches):
         out = g(params, {n: b.clone() for n, b in buffers.items()}, to_device(batch, device))
-        rows.append(torch.cat([out[n].reshape(-1) for n in params]).to("cpu", torch.float64).numpy())
-    return np.stack(rows)
+        flat = torch.cat([out[n].reshape(-1) for n in params]).to(torch.float64)
+        sums[i % GROUPS] += flat
+        counts[i % GROUPS] += 1
+        squares.append(float(flat @ flat))
+    used = counts > 0
+    return estimate(sums[torch.as_tensor(used)].cpu().numpy(), counts[used], np.asarray(squares))
 
 
-def estimate(g: np.ndarray) -> Reference:
-    """The offline reference from n ≥ 3 micro-batch gradients g (rows): the module docstring's estimates."""
-    n = len(g)
-    if n < 3:
-        raise ValueError(f"{n} micro-batch gradients: the reference needs at least 3")
-    mean = g.mean(axis=0)
-    d = g - mean
-    k = d @ d.T  # centred Gram matrix
-    var = float(np.trace(k)) / (n - 1)
+def estimate(sums: np.ndarray, counts: np.ndarray, squares: np.ndarray) -> Reference:
+    """The offline reference from K ≥ 3 groups' gradient sums (rows of `sums`, `counts` micro-batches each) and
+    every micro-batch's ‖g_i‖² (`squares`, n of them): ḡ = Σ sums/n,
+        σ² = (Σ‖g_i‖² − n‖ḡ‖²)/(n − 1),  μ² = ‖ḡ‖² − σ²/n                (unbiased for i.i.d. draws)
+    and from the groups' means' deviations D_k = ḡ_k − ḡ (covariance C/m_k, m_k micro-batches in group k)
+        tr C² ≈ mean over k ≠ l of m_k m_l (D_k·D_l)²,   GᵀCG ≈ mean_k m_k (D_k·ḡ)² − tr C²/n  (at least 0),
+    with delete-one-group jackknife standard errors of σ² and μ²."""
+    k, n = len(sums), float(np.sum(counts))
+    if k < 3 or n < 4:
+        raise ValueError(f"{int(n)} micro-batches in {k} groups: the reference needs at least 3 groups")
+    total, q = sums.sum(axis=0), float(np.sum(squares))
+    mean = total / n
+    var = (q - n * float(mean @ mean)) / (n - 1)
     sqr = float(mean @ mean) - var / n
-    off = k[~np.eye(n, dtype=bool)]
-    trace_sq = float(np.mean(off**2))
-    spread = max(float(np.mean((d @ mean) ** 2)) - trace_sq / n, 0.0)
-    var_loo, sqr_loo = _leave_one_out(g, k, d @ mean)
+    d = sums / counts[:, None] - mean
+    h = d @ d.T
+    w = np.outer(counts, counts)
+    off = ~np.eye(k, dtype=bool)
+    trace_sq = float(np.mean((w * h * h)[off]))
+    spread = max(float(np.mean(counts * (d @ mean) ** 2)) - trace_sq / n, 0.0)
+    var_loo, sqr_loo = _leave_one_out(sums, counts, squares, total, q)
     return Reference(var, sqr, _jack_se(var_loo), _jack_se(sqr_loo), trace_sq, spread, OFFLINE)
 
 
-def _leave_one_out(g: np.ndarray, k: np.ndarray, dm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """σ² and μ² with micro-batch i left out, for every i, from the centred Gram matrix k and D_i·ḡ: without i
-    the mean moves by −D_i/(n − 1), so ‖ḡ₋ᵢ‖² = ‖ḡ‖² − 2 D_i·ḡ/(n − 1) + ‖D_i‖²/(n − 1)², and the centred
-    sum of squares loses ‖D_i‖²·n/(n − 1)."""
-    n = len(g)
-    mean_sq = float(np.mean(g, axis=0) @ np.mean(g, axis=0))
-    dd = np.diag(k)
-    ss = float(np.trace(k)) - dd * n / (n - 1)
-    var = ss / (n - 2)
-    msq = mean_sq - 2 * dm / (n - 1) + dd / (n - 1) ** 2
-    return var, msq - var / (n - 1)
+def _leave_one_out(
+    sums: np.ndarray, counts: np.ndarray, squares: np.ndarray, total: np.ndarray, q: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """σ² and μ² with group k left out, for every k (micro-batch i is in group i mod K)."""
+    k = len(sums)
+    group_sq = np.array([float(np.sum(squares[j::GROUPS])) for j in range(k)]) if k == GROUPS else None
+    if group_sq is None:  # fewer groups than GROUPS were filled: the first k, one micro-batch each
+        group_sq = np.asarray(squares[:k], dtype=float)
+    m = float(np.sum(counts)) - counts
+    left = total[None, :] - sums
+    mean_sq = np.einsum("kp,kp->k", left, left) / m**2
+    var = (q - group_sq - m * mean_sq) / (m - 1)
+    return var, mean_sq - var / m
 
 
 def _jack_se(values: np.ndarray) -> float:

@@ -305,7 +305,7 @@ def reference(task: Any, model: nn.Module, train: Any, spec: RunSpec, it: int, n
     if m is not None:
         return independent.from_oracle(m.sqr, m.trace, m.trace_sq, m.spread, float(spec.batch_size)).row()
     draws = microbatches(task, train, spec, max(n, 3), mix(int(spec.seed), it, REFERENCE_STREAM))
-    return independent.estimate(independent.gradients(task, model, draws, device)).row()
+    return independent.measure(task, model, draws, device).row()
 
 
 def kept_checkpoints(run_dir: Path) -> list[Path]:

@@ -43,8 +43,7 @@ def test_the_offline_reference_through_torch_func_estimates_the_exact_moments():
     with torch.no_grad():
         model.weight.copy_(torch.tensor(W, dtype=torch.float32)[None])
     train = task.train_set(spec, None)
-    g = independent.gradients(task, model, microbatches(task, train, spec, 128, seed=5), torch.device("cpu"))
-    ref = independent.estimate(g)
+    ref = independent.measure(task, model, microbatches(task, train, spec, 256, seed=5), torch.device("cpu"))
     exact = independent.from_oracle(*[getattr(exact_moments(W), k) for k in ("sqr", "trace", "trace_sq", "spread")], 32)
     assert ref.source == independent.OFFLINE and exact.source == independent.EXACT
     assert abs(ref.var - exact.var) < 4 * ref.var_se and abs(ref.sqr - exact.sqr) < 4 * ref.sqr_se
