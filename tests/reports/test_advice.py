@@ -126,7 +126,8 @@ def _rule_advice_holds(advised: Path, runs: pd.DataFrame) -> None:
     from tasks.presets.logreg import LOSS_MARGIN, OPTIMUM
 
     done = runs[(runs["status"] == "completed") & ~runs["pilot"].astype(bool)]
-    loss = done.groupby(["method", "scale"])["val_metric"].mean()
+    S = pd.to_numeric(done["scale"], errors="coerce").astype(int)  # a label column ("8"): the number
+    loss = pd.to_numeric(done["val_metric"], errors="coerce").groupby([done["method"], S]).mean()
     verdicts = pd.read_csv(advised / "rule_advice.csv").set_index(["rule", "scale"])
     base = loss[("adascale", 1)]
     checked = 0
