@@ -333,10 +333,15 @@ def seeds_line(seeds: Seeds, used: int) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ the cost
+# A Hessian-vector product's cost in gradients (double backward through the graph of the first): 3.7, measured on
+# tiny cifar10's ResNet (1.19 s against 0.32 s a micro-batch, docs/design.md §4); more than the 1.5 of its passes.
+HVP_GRADIENTS = 3.7
+
+
 @dataclass(frozen=True)
 class Cost:
     """What advise itself spent: the probe's iterations and examples, the sharpness's Hessian-vector products
-    (each one forward and two backward passes over half the sample: ≈ 1.5 example-gradients per item, counted
+    (each one forward and two backward passes over half the sample: HVP_GRADIENTS example-gradients per item, counted
     as such), and the GPU-hours of both at the rate `plan` uses (NaN where none is known, `rate` says why)."""
 
     iterations: float
@@ -348,8 +353,8 @@ class Cost:
 
     @property
     def sharpness_examples(self) -> float:
-        """The sharpness's work in example-gradients: products × items × 1.5 (a gradient: 1 forward + 1 backward)."""
-        return 1.5 * self.products * self.product_items
+        """The sharpness's work in example-gradients: products × items × HVP_GRADIENTS."""
+        return HVP_GRADIENTS * self.products * self.product_items
 
     def line(self, scale: int) -> str:
         """advice.md's line on the cost."""
