@@ -436,7 +436,7 @@ def check_iv(ctx: Context) -> tuple[str, str]:
         gain_run = r.get("experiment_kind") == "gain"
         name = f"S = {r['scale']} seed {r['seed']}" + (" (gain run)" if gain_run else "")
         if w.holds is None and not w.undecided:
-            lags = math.isfinite(w.memories) and w.source == "online"
+            lags = math.isfinite(w.memories) and w.source == "online" and w.predicted != "no"
             why = f"the online gain lags, no kept checkpoints ({GROUP})" if lags else w.why
             lagging += [w] if lags else []
             skipped.setdefault(why, []).append((str(r["scale"]), f"{r['seed']}{' (gain run)' if gain_run else ''}"))
