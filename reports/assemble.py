@@ -26,6 +26,7 @@ from . import lagmatch as LM
 from . import rulecompare as RC
 from . import scalefree as SF
 from . import scaling as CT  # B_crit, speed-ups and time to target of any folder
+from . import words as W
 from .latex import latex
 from .noise import fill as fill_noise
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
@@ -169,7 +170,7 @@ def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
 
     _write(dest / "table2.csv", to_csv(csv(c)), built)
     _write(dest / "paper_comparison.csv", guards.csv_safe(csv(comp)).to_csv(index=False, float_format="%.6g"), built)
-    _write(dest / "findings.csv", FD.to_csv(guards.csv_safe(csv(found))), built)  # no cell a formula
+    _write(dest / "findings.csv", FD.to_csv(guards.csv_safe(csv(W.claims_in_words(found)))), built)  # no formula
     _write(dest / "scalefree.csv", SF.to_csv(csv(sf)), built)
     _write(dest / "rule_verdicts.csv", RC.to_csv(csv(verdicts)), built)
     _write(dest / "rules_at_a_glance.csv", RC.to_csv(csv(glance)), built)

@@ -245,3 +245,12 @@ def test_readme_has_the_sections_a_new_user_needs_and_its_matrix_example_expands
     (tmp_path / "m.yaml").write_text(example)
     kinds = {r.experiment["kind"] for r in matrix.load(tmp_path / "m.yaml").runs}
     assert kinds == set(matrix.KINDS)
+
+
+def test_readme_opens_how_to_read_the_report_on_the_glossary_of_the_report() -> None:
+    """The words and colours README teaches are the ones the report writes (reports.words, their one home)."""
+    from reports.words import glossary_markdown
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## How to read the report") :]
+    assert section.index(glossary_markdown()) < section.index("\n## ", 5), "the glossary leads the section"

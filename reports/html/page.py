@@ -16,6 +16,7 @@ import pandas as pd
 
 from bench import safefs
 
+from .. import words as W
 from ..figures import Figure
 from ..variants import display
 
@@ -34,9 +35,6 @@ td.na { text-align: center; color: #8a1c1c; }
 td.missing { text-align: center; color: #9a9a9a; }
 td.label { font-weight: 600; white-space: nowrap; }
 small.n { color: #777; font-size: 0.8em; white-space: nowrap; }
-td.holds { background: #e3f4e1; font-weight: 600; white-space: nowrap; }
-td.fails { background: #f9dcdc; font-weight: 600; white-space: nowrap; }
-td.seeds, td.notrun { background: #f3f3f3; color: #555; white-space: nowrap; }
 td.detail { font-size: 13px; overflow-wrap: anywhere; }
 table.findings { width: 100%; table-layout: fixed; }
 table.findings tr.task th { text-align: left; background: #e4e9f0; font-weight: 600; }
@@ -63,21 +61,19 @@ table.grid th small { font-weight: normal; color: #444; }
 table.grid td { padding: 2px 8px; }
 table.grid td.v { text-align: center; white-space: nowrap; font-weight: 600; line-height: 1.15; }
 table.grid td.v small { display: block; font-weight: normal; font-size: 11px; color: #444; }
-table.grid td.ok { background: #cdebc9; }
-table.grid td.bad { background: #f4c2c2; }
-table.grid td.open { background: #fbe7b5; }
-table.grid td.none { background: #e6e6e6; color: #555; }
 table.grid td.blank { color: #999; }
 table.grid td.sum { font-size: 13px; max-width: 34em; }
 table.grid td.best { font-weight: 600; white-space: nowrap; }
 p.key { margin: 2px 0; font-size: 13px; }
 p.key .sw { padding: 1px 8px; margin-right: 6px; border: 1px solid #bbb; }
-.sw.ok { background: #cdebc9; } .sw.bad { background: #f4c2c2; } .sw.open { background: #fbe7b5; }
-.sw.none { background: #e6e6e6; }
 h2#glance { margin-top: 14px; }
 h1 { margin-top: 0; }
 code { background: #f4f4f4; padding: 1px 4px; overflow-wrap: anywhere; }
+td.v { font-weight: 600; }
+td.v.none { color: #555; }
 """
+# one colour per meaning, the same in every grid, table and key: reports.words.COLOURS
+CSS += "".join(f"td.v.{cls}, .sw.{cls} {{ background: {colour}; }}\n" for cls, colour in W.COLOURS.items())
 
 E = html.escape
 

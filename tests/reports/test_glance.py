@@ -46,7 +46,7 @@ def test_the_page_opens_on_the_banner_and_the_grid(built) -> None:
     assert page.index('class="banner"') < first < page.index('<table class="meta">')  # before any detail
     assert first < page.index('<table class="findings"')
     grid = page[first : page.index("</table>", first)]
-    assert "(ii)" in grid and "LSW degrades" in grid
+    assert "(ii)" in grid and "LSW worse at the largest S" in grid
     assert re.search(r'class="v (ok|bad|open|none)"', grid)  # every word coloured
     assert "3 seeds" in grid  # the seeds under the word
 
@@ -58,7 +58,7 @@ def test_rules_say_keeps_or_worse_and_the_best_rule_at_each_S(built) -> None:
     s8 = rules[rules.index("S = 8") :]
     s8 = s8[: s8.index("</tr>")]
     assert ">worse<" in s8 and ">keeps<" in s8  # LSW loses quality at S = 8, AdaScale and LSW+ keep it
-    assert "AS 4.00×" in s8  # the best rule that keeps quality, not the fastest (LSW 8.33×, worse)
+    assert "AdaScale 4.00×" in s8  # the best rule that keeps quality, not the fastest (LSW 8.33×, worse)
     assert "LSW 4.00×" in rules[: rules.index("S = 8")]  # at S = 4 LSW keeps it and is fastest
     assert "does not hold" not in rules  # the rules' own vocabulary, not the findings'
 
@@ -69,7 +69,7 @@ def test_findings_and_rules_txt_open_on_a_compact_grid(built) -> None:
     head = next(k for k, line in enumerate(findings) if line.startswith("claims"))
     assert "(i)" in findings[head] and findings[head + 1].startswith("cifar10") and "holds" in findings[head + 1]
     rules = (built.folder / "rules.txt").read_text().splitlines()
-    assert rules[0].startswith("rules against S = 1") and "cifar10 S = 8:" in rules[2] and "best AS" in rules[2]
+    assert rules[0].startswith("rules against S = 1") and "cifar10 S = 8:" in rules[2] and "best AdaScale" in rules[2]
     assert all(len(line) <= 120 for line in findings[: head + 3] + rules[:3])
 
 
