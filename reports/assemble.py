@@ -245,7 +245,7 @@ SECTIONS = {  # the page's sections, in order: its <h2> ids, each with its link 
     "rules": ("Rules", "The rules compared with S = 1"),
     "scalefree": ("Scale-free", "Scale-free comparison with the paper"),
     "paper": ("Paper comparison", "Comparison with the paper's Table 2 (absolute values)"),
-    "differs": ("Differs", "What differs from the paper by necessity"),
+    "differs": ("Differs", "What differs from the paper"),
     "figures": ("Figures", "Figures"),
     "ttt": ("Time to target", "Time to target"),
     "warnings": ("Warnings", "Warnings"),
@@ -301,4 +301,5 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
         _h2("warnings", f" ({len(res.warnings)})"),
         H.warnings_html(res.warnings),
     ]
-    return H.page(f"AdaScale report: {out}", "\n".join(body))
+    name = H.folder_name(out)
+    return H.unrooted(H.page(f"AdaScale report: {name}", "\n".join(body)), out)

@@ -193,7 +193,7 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
         )
         for _, r in t.iterrows():
             seeds = "–" if not math.isfinite(r["n"]) else f"{int(r['n'])} vs {int(r['n_base'])}"
-            cells = [r["label"], _delta(r), N.speedup(r["speedup"])]
+            cells = [r["title"], _delta(r), N.speedup(r["speedup"])]
             tds = "".join(f'<td class="num">{E(str(c))}</td>' for c in cells[1:])
             cls = W.rule_word(str(r["status"])).colour
             decide = f"<br><small>{E(_decide(r))}</small>" if _decide(r) else ""
@@ -217,7 +217,7 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
                 decide = f"<br><small>{E(_decide(r))}</small>" if _decide(r) else ""
                 said = f"{E(verdict(r['status'], r['detail']))}{decide}"
                 tds.append(f'<td class="v {cls}" title="{E(str(r["detail"]))}">{said}</td>')
-            out.append(f'<tr><td class="label">{E(str(mine["label"].iloc[0]))}</td>{"".join(tds)}</tr>')
+            out.append(f'<tr><td class="label">{E(str(mine["title"].iloc[0]))}</td>{"".join(tds)}</tr>')
         out.append("</table>")
     note = f"{LEGEND} Hover a verdict for its numbers; every rule × S in rule_verdicts.csv."
     out.append(f'<p class="legend">{E(note)}</p>')

@@ -129,10 +129,7 @@ def figures_html(sections: list[tuple[str, str, list[Figure], str]]) -> str:
         for f in figs:
             title = f'<span class="variant" title="{E(f.variant)}">{E(f.title)}</span>' if f.variant else E(f.title)
             own = f.caption[len(shared) :].strip()
-            out.append(
-                f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{title}.</b> {E(own)} "
-                f"<code>{E(f.path.name)}</code></figcaption></figure>"
-            )
+            out.append(f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{title}.</b> {E(own)}</figcaption></figure>")
     return "\n".join(out)
 
 
@@ -150,7 +147,7 @@ def meta_html(root: Path, runs: pd.DataFrame, n_warnings: int, generated: str) -
     order = ["completed", "diverged", "failed", "running", "pending", "unreadable"]
     status = ", ".join(f"{counts[k]} {k}" for k in order if k in counts) or "none"
     rows = [
-        ("results folder", f"<code>{E(str(Path(root).resolve()))}</code>"),
+        ("results folder", f"<code>{E(folder_name(root))}</code>"),
         ("generated", E(generated)),
         ("runs", f"{len(runs)} ({E(status)})"),
     ]
@@ -170,6 +167,22 @@ def meta_html(root: Path, runs: pd.DataFrame, n_warnings: int, generated: str) -
     warn = f'<a href="#warnings">{n_warnings} warning(s)</a>' if n_warnings else "none"
     rows.append(("warnings", warn))
     return '<table class="meta">' + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def folder_name(root: Path) -> str:
+    """The results folder as the page names it: its own name, never the machine's path to it."""
+    return Path(root).resolve().name or str(root)
+
+
+def unrooted(page_text: str, root: Path) -> str:
+    """The page with no machine path in it: the results folder's absolute path (in a warning, a failed run's
+    folder) written relative to the folder, the folder itself by its name."""
+    for path in {str(Path(root).resolve()), str(Path(root).absolute())}:
+        if len(Path(path).parts) < 3:  # "/" or "/x": too short to tell from text
+            continue
+        for form in (path, E(path)):
+            page_text = page_text.replace(form + "/", "").replace(form, folder_name(root))
+    return page_text
 
 
 def warnings_html(items: Sequence[str]) -> str:

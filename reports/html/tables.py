@@ -125,7 +125,7 @@ def sweep_table_html(st: pd.DataFrame) -> str:
     for task, t in st.groupby("task"):
         methods = list(dict.fromkeys(t["method"]))
         out.append(f"<h4>{E(str(task))}: epochs to target</h4><table><tr><th>batch</th>")
-        out.append("".join(f"<th>{E(str(m))}</th>" for m in methods) + "</tr>")
+        out.append("".join(f"<th>{E(title(str(m)))}</th>" for m in methods) + "</tr>")
         for batch, b in t.groupby("batch"):
             tds = [_td(str(batch), "label")]
             for m in methods:

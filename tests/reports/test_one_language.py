@@ -74,3 +74,15 @@ def test_the_glossary_names_every_word_with_its_colour() -> None:
     for word in ("holds", "does not hold", "keeps", "worse", "inconclusive", "not testable", "not run"):
         assert f"| {word} |" in table
     assert "saturated" in table and "| LSW worse — as the paper says | red |" in table
+
+
+def test_human_names_and_no_machine_path_on_the_page(report: Path) -> None:
+    page = (report / "report.html").read_text()
+    visible = re.sub(r"<[^>]+>", " ", re.sub(r'(title|src|alt)="[^"]*"', "", page))
+    assert str(report.parent.resolve()) not in page and f"<code>{report.parent.name}</code>" in page
+    assert not re.findall(r"<figcaption>[^<]*(?:<[^>]+>[^<]*)*?\.png", page)  # captions, not file names
+    assert "<th>table</th>" not in page and not re.search(r">\s*(adascale|lsw\+?)\s*<", page)
+    assert "AdaScale" in visible
+    differs = page[page.index('id="differs"') : page.index('id="figures"')]
+    assert differs.count("<li>") <= 3 and "model." not in differs and "by necessity" not in differs
+    assert "<b>S</b>: ours" in differs and "<b>learning rate" in differs

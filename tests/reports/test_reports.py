@@ -573,7 +573,7 @@ def test_gain_figure_renders_online_against_offline(tmp_path):
     assert "logreg seed 0: online − offline: mean +0.09, 1 of 2 outside the offline 95 % interval" in figs[0].caption
     assert figs[0].path.read_bytes()[:8] == PNG
     html = build_report(tmp_path, ["html"]).read_text()
-    assert "figure2_gain_online_offline.png" in html and "paper Figure 2" in html
+    assert "figure2_gain_online_offline.png" not in html and "paper Figure 2" in html  # a caption, not a file
     (run / "offline_gain.csv").write_text("not,a,gain,table\n")  # unusable: no panel, a warning
     res = quiet_load(tmp_path)
     with pytest.warns(ReportWarning, match="offline_gain.csv"):
