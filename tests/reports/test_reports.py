@@ -454,7 +454,7 @@ def test_report_is_self_contained_with_curves_and_elastic(tmp_path):
         "curves_cifar10_tiny_adascale.png",
         "elastic_cifar10_tiny_adascale.png",
         "speedup_cifar10.png",
-        "table2_efficiency_cifar10_tiny.png",  # cifar10 is in the paper's Table 2: its cells beside ours
+        "table2_efficiency.png",  # cifar10 is in the paper's Table 2: its cells beside ours
     ]
     srcs = re.findall(r'src="([^"]*)"', html)
     assert len(srcs) == 4 and all(s.startswith("data:image/png;base64,") for s in srcs)
