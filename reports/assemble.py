@@ -27,6 +27,7 @@ from . import lagmatch as LM
 from . import rulecompare as RC
 from . import scalefree as SF
 from . import scaling as CT  # B_crit, speed-ups and time to target of any folder
+from . import words as W
 from .latex import latex
 from .noise import fill as fill_noise
 from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
@@ -171,7 +172,7 @@ def _csvs(dest: Path, res, tables: tuple, built: Built) -> None:
 
     _write(dest / "table2.csv", to_csv(csv(c)), built)
     _write(dest / "paper_comparison.csv", guards.csv_safe(csv(comp)).to_csv(index=False, float_format="%.6g"), built)
-    _write(dest / "findings.csv", FD.to_csv(guards.csv_safe(csv(found))), built)  # no cell a formula
+    _write(dest / "findings.csv", FD.to_csv(guards.csv_safe(csv(W.claims_in_words(found)))), built)  # no formula
     _write(dest / "scalefree.csv", SF.to_csv(csv(sf)), built)
     _write(dest / "rule_verdicts.csv", RC.to_csv(csv(verdicts)), built)
     _write(dest / "rules_at_a_glance.csv", RC.to_csv(csv(glance)), built)
@@ -246,7 +247,7 @@ SECTIONS = {  # the page's sections, in order: its <h2> ids, each with its link 
     "rules": ("Rules", "The rules compared with S = 1"),
     "scalefree": ("Scale-free", "Scale-free comparison with the paper"),
     "paper": ("Paper comparison", "Comparison with the paper's Table 2 (absolute values)"),
-    "differs": ("Differs", "What differs from the paper by necessity"),
+    "differs": ("Differs", "What differs from the paper"),
     "figures": ("Figures", "Figures"),
     "ttt": ("Time to target", "Time to target"),
     "warnings": ("Warnings", "Warnings"),
@@ -302,4 +303,5 @@ def _html(out: Path, res, p: Parts, sweep_tab: pd.DataFrame, ttt: pd.DataFrame, 
         _h2("warnings", f" ({len(res.warnings)})"),
         H.warnings_html(res.warnings),
     ]
-    return H.page(f"AdaScale report: {out}", "\n".join(body))
+    name = H.folder_name(out)
+    return H.unrooted(H.page(f"AdaScale report: {name}", "\n".join(body)), out)

@@ -26,7 +26,9 @@ import pandas as pd
 from bench.algo.rules import ADASCALE, LSW
 from bench.files import read_json_object
 
-from . import rulecompare as RC
+from . import findings as FD
+from . import numbers as N
+from . import words as W
 from .collect import ELASTIC, Results, scale_order
 from .table2 import table_runs, tables
 from .variants import display
@@ -34,30 +36,16 @@ from .variants import display
 E = html.escape
 CHECK_HEADS = {  # the grid's column heads: the claim each check tests, in a few words
     "i": "AdaScale keeps quality",
-    "ii": "LSW degrades",
+    "ii": "LSW worse at the largest S",
     "iii": "iterations follow B",
     "iv": "warm-up emerges",
     "v": "elastic keeps quality",
 }
-WORDS = {  # a finding's status as the grid writes it, and its colour class
-    "holds": ("holds", "ok"),
-    "does not hold": ("does not hold", "bad"),
-    "inconclusive": ("inconclusive", "open"),
-    "not testable here": ("not testable", "none"),
-    "not run": ("not run", "none"),
-}
-RULE_WORDS = {  # a rule's verdict against S = 1, in the rules' own vocabulary (reports.rulecompare.VERDICT)
-    "holds": ("keeps", "ok"),
-    "does not hold": (RC.verdict("does not hold"), "bad"),
-    "inconclusive": (RC.verdict("inconclusive"), "open"),
-    "not testable here": (RC.verdict("not testable here"), "none"),  # saturated
-    "not run": (RC.verdict("not run"), "none"),
-}
 SAID = {  # what a decided claim says, for the one-line summary
     ("i", "holds"): "AdaScale keeps S = 1's quality",
     ("i", "does not hold"): "AdaScale loses quality",
-    ("ii", "holds"): "LSW degrades, as the paper says",
-    ("ii", "does not hold"): "LSW does not degrade",
+    ("ii", "holds"): "LSW worse, as the paper says",
+    ("ii", "does not hold"): "LSW keeps quality, unlike the paper",
     ("iii", "holds"): "iterations follow the noise scale",
     ("iii", "does not hold"): "iterations do not follow the noise scale",
     ("iv", "holds"): "the gain warms up",
@@ -66,11 +54,12 @@ SAID = {  # what a decided claim says, for the one-line summary
     ("v", "does not hold"): "elastic AdaScale loses quality",
 }
 LEGEND = (
-    "Findings keep their own statuses: green holds (the claim reproduced; for (ii) that means LSW degrades as "
-    "the paper says), red does not hold (the data contradicts it), amber inconclusive (too few seeds or an "
-    "interval across the margin), grey not testable here (the regime was not reached) or not run. Rules: "
-    "green keeps S = 1's quality, red worse, amber inconclusive, grey not run; best: the fastest rule that "
-    "keeps quality at that S, with its speed-up T1 / iterations. Under each cell: the seeds it rests on."
+    "Claims say holds / does not hold (the paper's claim reproduced, or contradicted); rules say keeps / worse "
+    "(S = 1's quality kept, or lost); both share inconclusive, not testable (its reason: saturated = S = 1 "
+    "already at the metric's best) and not run. One colour per meaning: green kept, red lost, amber undecided, "
+    'grey nothing to judge — so claim (ii), which predicts a loss, reads "LSW worse — as the paper says" in red, '
+    "as the rules grid shows it. Best: the fastest rule that keeps quality at that S, with its speed-up in "
+    "iterations (T1 / mean iterations, not time). Under each cell: the seeds it rests on."
 )
 
 
@@ -200,7 +189,7 @@ def findings_grid(found: pd.DataFrame, res: Results) -> str:
         return '<p class="note">No Table 2 runs: no claim to check.</p>'
     runs = {tab.name: tab.runs for tab in tables(table_runs(res.runs))}
     head = "".join(f"<th>({k})<br><small>{E(v)}</small></th>" for k, v in CHECK_HEADS.items())
-    out = [f'<table class="grid"><tr><th>table</th>{head}<th>summary</th></tr>']
+    out = [f'<table class="grid"><tr><th>task</th>{head}<th>summary</th></tr>']
     for table, rows in found.groupby("table", sort=False):
         t = runs.get(str(table), pd.DataFrame(columns=["method", "scale", "seed", "status"]))
         tds = []
@@ -210,13 +199,13 @@ def findings_grid(found: pd.DataFrame, res: Results) -> str:
                 tds.append(_cell("not run", "none", ""))
                 continue
             r = hit.iloc[0]
-            word, cls = WORDS.get(str(r["status"]), (str(r["status"]), "none"))
+            said = W.claim_word(check, str(r["status"]))
             detail = str(r["detail"])
             under = seeds_of(t, check)
-            for tag in ("saturated", "unresolved"):
-                if detail.startswith(tag):
-                    under = f"{tag}; {under}" if under else tag
-            tds.append(_cell(word, cls, under, detail))
+            why = W.reason(detail) if r["status"] == FD.NOT_TESTABLE else ""
+            why = why or ("unresolved" if detail.startswith("unresolved") else "")
+            under = f"{why}; {under}" if why and under else why or under
+            tds.append(_cell(said.word, said.colour, under, detail))
         line = f'<td class="sum">{E(summary(rows))}</td>'
         out.append(f'<tr><td class="label">{_name(str(table), res.variants)}</td>{"".join(tds)}{line}</tr>')
     out.append("</table>")
@@ -224,12 +213,12 @@ def findings_grid(found: pd.DataFrame, res: Results) -> str:
 
 
 def best_at(g: pd.DataFrame) -> tuple[str, float]:
-    """(label, speed-up) of the fastest rule that keeps S = 1's quality in the verdicts `g` of one S."""
+    """(title, speed-up) of the fastest rule that keeps S = 1's quality in the verdicts `g` of one S."""
     keep = g[(g["status"] == "holds") & g["speedup"].map(lambda v: isinstance(v, float) and math.isfinite(v))]
     if keep.empty:
         return "", math.nan
     r = keep.loc[keep["speedup"].idxmax()]
-    return str(r["label"]), float(r["speedup"])
+    return str(r["title"]), float(r["speedup"])
 
 
 def best_text(g: pd.DataFrame) -> str:
@@ -237,7 +226,7 @@ def best_text(g: pd.DataFrame) -> str:
     'undecided' (no rule shown to keep it, not all shown worse)."""
     label, speed = best_at(g)
     if label:
-        return f"{label} {speed:.2f}×"
+        return f"{label} {N.speedup(speed)}"
     return "none keeps quality" if (g["status"] == "does not hold").all() else "undecided"
 
 
@@ -248,9 +237,10 @@ def rules_grid(verdicts: pd.DataFrame, variants: dict[str, str]) -> str:
     from .table2 import place
 
     methods = sorted(set(verdicts["method"]), key=place)
-    labels = {m: str(verdicts[verdicts["method"] == m]["label"].iloc[0]) for m in methods}
+    labels = {m: str(verdicts[verdicts["method"] == m]["title"].iloc[0]) for m in methods}
     head = "".join(f"<th>{E(labels[m])}</th>" for m in methods)
-    out = [f'<table class="grid"><tr><th>table</th><th>S</th>{head}<th>best rule at this S</th></tr>']
+    best = "best rule at this S<br><small>speed-up in iterations</small>"
+    out = [f'<table class="grid"><tr><th>task</th><th>S</th>{head}<th>{best}</th></tr>']
     for table, t in verdicts.groupby("table", sort=False):
         scales = sorted(set(t["scale"]), key=scale_order)
         for k, scale in enumerate(scales):
@@ -262,11 +252,13 @@ def rules_grid(verdicts: pd.DataFrame, variants: dict[str, str]) -> str:
                     tds.append('<td class="v blank">–</td>')
                     continue
                 r = hit.iloc[0]
-                word, cls = RULE_WORDS.get(str(r["status"]), (str(r["status"]), "none"))
-                n = r["n"]
-                under = f"{int(n)} vs {int(r['n_base'])} seeds" if isinstance(n, float) and math.isfinite(n) else ""
+                said = W.rule_word(str(r["status"]))
+                n = pd.to_numeric(r["n"], errors="coerce")
+                under = f"{int(n)} vs {int(r['n_base'])} seeds" if pd.notna(n) else ""
                 under += f"; {r['decide']}" if isinstance(r.get("decide"), str) and r["decide"] else ""
-                tds.append(_cell(word, cls, under, str(r["detail"])))
+                why = W.reason(str(r["detail"])) if r["status"] == FD.NOT_TESTABLE else ""
+                under = f"{why}; {under}" if why and under else why or under
+                tds.append(_cell(said.word, said.colour, under, str(r["detail"])))
             best = best_text(g)
             name = f'<td class="label" rowspan="{len(scales)}">{_name(str(table), variants)}</td>' if k == 0 else ""
             at = f'<td class="label">S = {E(str(scale))}</td>'
@@ -334,11 +326,8 @@ def banner_html(res: Results) -> str:
 
 def grid_html(found: pd.DataFrame, verdicts: pd.DataFrame, res: Results) -> str:
     """The top of the page under its heading: the findings grid, the rules grid and one legend."""
-    swatches = "".join(
-        f'<span class="sw {cls}">{E(word)}</span>'
-        for cls, word in (("ok", "holds / keeps"), ("bad", "does not hold / worse"), ("open", "inconclusive"))
-    )
-    key = f'<p class="key">{swatches}<span class="sw none">not testable / not run</span> — (ii) holds: LSW degrades</p>'
+    swatches = "".join(f'<span class="sw {cls}">{E(word)}</span>' for word, cls, _ in W.glossary())
+    key = f'<p class="key">{swatches}</p>'
     return "\n".join(
         [
             key,
@@ -364,12 +353,16 @@ def claims_text(found: pd.DataFrame, res: Results) -> str:
         return "\n".join(out) + "\n"
     names = {t: _short(str(t), res.variants) for t in found["table"].unique()}
     width = max(12, *(len(n) for n in names.values()))
-    out.append(f"{'claims':<{width}}  " + "".join(f"{'(' + k + ')':<15}" for k in CHECK_HEADS).rstrip())
-    for table, rows in found.groupby("table", sort=False):
-        words = {r.check: WORDS.get(r.status, (r.status, ""))[0] for r in rows.itertuples()}
-        row = "".join(f"{words.get(k, 'not run'):<15}" for k in CHECK_HEADS)
+    said = {  # the word only (the reasons are in the details below): lines ≤ 120 characters
+        t: {r.check: W.CLAIM.get(r.status, W.Word(r.status, "", "")).word for r in rows.itertuples()}
+        for t, rows in found.groupby("table", sort=False)
+    }
+    col = {k: max(8, *(len(words.get(k, W.NOT_RUN_WORD)) + 2 for words in said.values())) for k in CHECK_HEADS}
+    out.append(f"{'claims':<{width}}  " + "".join(f"{'(' + k + ')':<{col[k]}}" for k in CHECK_HEADS).rstrip())
+    for table, words in said.items():
+        row = "".join(f"{words.get(k, W.NOT_RUN_WORD):<{col[k]}}" for k in CHECK_HEADS)
         out.append(f"{names[table]:<{width}}  {row}".rstrip())
-    out.append("(ii) holds = LSW degrades, as the paper says; details below")
+    out.append("(ii) holds = LSW worse than S = 1, as the paper says; details below")
     from . import lagmatch as LM
 
     for x in [f"Figure 2: {x}" for x in LM.summary_lines(res)] + [f"warm-up: {x}" for x in warmup_notes(res)]:
@@ -381,11 +374,12 @@ def rules_text(verdicts: pd.DataFrame, res: Results) -> str:
     """The rules grid as text, for the top of rules.txt: per table and S each rule's word and the best rule."""
     if verdicts.empty:
         return ""
-    out = ["rules against S = 1 (keeps = keeps S = 1's quality); best = the fastest rule that keeps it:"]
+    out = ["rules against S = 1 (keeps = keeps S = 1's quality); best = the fastest rule that keeps it (speed-up in "]
+    out[0] += "iterations):"
     for table, t in verdicts.groupby("table", sort=False):
         for scale in sorted(set(t["scale"]), key=scale_order):
             g = t[t["scale"] == scale]
-            cells = ", ".join(f"{r.label} {RULE_WORDS.get(r.status, (r.status, ''))[0]}" for r in g.itertuples())
+            cells = ", ".join(f"{r.title} {W.rule_text(r.status, r.detail)}" for r in g.itertuples())
             best = best_text(g)
             best = f"best {best}" if best_at(g)[0] else best
             out.append(f"  {_short(str(table), res.variants)} S = {scale}: {cells}; {best}"[:120])

@@ -23,8 +23,11 @@ import pandas as pd
 from . import findings as FD
 from . import guards
 from . import noninferiority as NI
+from . import numbers as N
+from . import scalefree as SF
+from . import words as W
 from .collect import Results, rule_rows, scale_order
-from .table2 import place, table_runs, tables
+from .table2 import cells_of, place, table_runs, tables
 
 COLUMNS = [
     "table",
@@ -33,6 +36,7 @@ COLUMNS = [
     "variant",
     "method",
     "label",
+    "title",  # the rule's name in prose and grids (the method table's title: AdaScale, LSW, LSW+)
     "scale",
     "n",
     "n_base",
@@ -47,11 +51,11 @@ COLUMNS = [
 ]
 
 
-def _speedup(g: pd.DataFrame) -> float:
-    done = g[g["status"] == "completed"]
-    sp = pd.to_numeric(done["T1"], errors="coerce") / pd.to_numeric(done["iterations"], errors="coerce")
-    sp = sp[np.isfinite(sp)]
-    return float(sp.mean()) if len(sp) else math.nan
+def _speedups(res: Results) -> dict[tuple[str, str, str], float]:
+    """(table, method, S) → the cell's speed-up, the one number the scale-free comparison prints
+    (reports.numbers.cell_speedup over Table 2's cells): computed there, read here."""
+    sf = SF.ours(cells_of(res), res.runs)
+    return {(str(r.table), str(r.method), str(r.scale)): float(r.speedup) for r in sf.itertuples()}
 
 
 def verdicts(res: Results) -> pd.DataFrame:
@@ -60,6 +64,7 @@ def verdicts(res: Results) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
     rows_of = rule_rows(df)
+    speed = _speedups(res)
     rows = []
     for tab in tables(df):
         t, higher = FD.confirmatory(tab.runs)[0], tab.higher
@@ -73,7 +78,8 @@ def verdicts(res: Results) -> pd.DataFrame:
                     continue
                 row = {"table": tab.name, "task": tab.task, "preset": tab.preset, "variant": tab.variant}
                 row |= {"method": method}
-                row |= {"label": rows_of[method].label, "scale": scale, "speedup": _speedup(g)}
+                row |= {"label": rows_of[method].label, "title": rows_of[method].title, "scale": scale}
+                row |= {"speedup": speed.get((tab.name, method, str(scale)), math.nan)}
                 if base is None:
                     c = NI.compare(NI.metric_values(g), np.array([]), higher, margin.delta, limits, margin.share)
                     status, detail = FD.NOT_RUN, "no S = 1 run to compare with"
@@ -109,7 +115,14 @@ def at_a_glance(v: pd.DataFrame, res: Results) -> pd.DataFrame:
                 continue
             blank = dict.fromkeys(("n", "n_base", "diff", "lo", "hi", "margin", "speedup"), math.nan) | {"decide": ""}
             out.append(
-                {**first.to_dict(), **blank, "method": method, "label": labels[method].label, "scale": top}
+                {
+                    **first.to_dict(),
+                    **blank,
+                    "method": method,
+                    "label": labels[method].label,
+                    "title": labels[method].title,
+                }
+                | {"scale": top}
                 | {"status": FD.NOT_RUN, "detail": f"no run at S = {top}"}
             )
     return pd.DataFrame(out, columns=COLUMNS)
@@ -132,25 +145,10 @@ def _decide(r: pd.Series) -> str:
     return r["decide"] if isinstance(r.get("decide"), str) else ""
 
 
-def _speed(v: float) -> str:
-    return "–" if not math.isfinite(v) else f"{v:.2f}×"
-
-
-KEEPS = "keeps S = 1's quality"
-VERDICT = {  # a rule's status as the rules' own vocabulary writes it (the findings keep theirs)
-    FD.HOLDS: KEEPS,
-    FD.FAILS: "worse",
-    FD.INCONCLUSIVE: "inconclusive",
-    FD.NOT_TESTABLE: "saturated",  # the one way a rule's verdict is not testable: S = 1 at the metric's ceiling
-    FD.NOT_RUN: "not run",
-}
-VERDICT_CLASS = {FD.HOLDS: "holds", FD.FAILS: "fails", FD.INCONCLUSIVE: "seeds", FD.NOT_TESTABLE: "notrun"}
-VERDICT_CLASS |= {FD.NOT_RUN: "notrun"}
-
-
-def verdict(status: str) -> str:
-    """'keeps S = 1's quality', 'worse', 'inconclusive', 'saturated' or 'not run'."""
-    return VERDICT.get(status, status)
+def verdict(status: str, detail: str = "") -> str:
+    """A rule's verdict in the page's words (reports.words): keeps, worse, inconclusive, not testable (its
+    reason) or not run."""
+    return W.rule_text(status, detail)
 
 
 def text(glance: pd.DataFrame) -> str:
@@ -163,8 +161,8 @@ def text(glance: pd.DataFrame) -> str:
         width = max(len(str(x)) for x in t["label"])
         for _, r in t.iterrows():
             seeds = "" if not math.isfinite(r["n"]) else f"  n={int(r['n'])}/{int(r['n_base'])}"
-            said = verdict(r["status"])
-            line = f"  {r['label']:<{width}}  {said:<21}  Δ {_delta(r):<24} speed-up {_speed(r['speedup'])}"
+            said = verdict(r["status"], r["detail"])
+            line = f"  {r['label']:<{width}}  {said:<24}  Δ {_delta(r):<24} speed-up {N.speedup(r['speedup'])}"
             out.append(line + seeds + (f"  ({r['decide']})" if _decide(r) else ""))
     return "\n".join(out) + "\n" + LEGEND
 
@@ -172,9 +170,10 @@ def text(glance: pd.DataFrame) -> str:
 LEGEND = (
     "Each rule against its own S = 1 (the shared run where the rule is identity scaling at S = 1) by finding "
     "(i)'s rule: the Welch interval of the difference (one-sided 95 % bounds) against the margin −Δ, "
-    f"≥ {NI.MIN_SEEDS} seeds a side: keeps S = 1's quality (within the margin), worse (below it, or a seed "
+    f"≥ {NI.MIN_SEEDS} seeds a side: keeps (S = 1's quality: within the margin), worse (below it, or a seed "
     "failed: diverged, or collapsed: no better than untrained or chance), inconclusive (fewer seeds, or an "
-    "interval across the margin), not run. Speed-up: T1 / iterations."
+    "interval across the margin), "
+    "not testable (saturated: S = 1 already at the metric's best), not run. Speed-up: T1 / mean iterations."
 )
 
 
@@ -195,11 +194,13 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
         )
         for _, r in t.iterrows():
             seeds = "–" if not math.isfinite(r["n"]) else f"{int(r['n'])} vs {int(r['n_base'])}"
-            cells = [r["label"], _delta(r), _speed(r["speedup"])]
+            cells = [r["title"], _delta(r), N.speedup(r["speedup"])]
             tds = "".join(f'<td class="num">{E(str(c))}</td>' for c in cells[1:])
-            cls = VERDICT_CLASS.get(str(r["status"]), "label")
+            cls = W.rule_word(str(r["status"])).colour
             decide = f"<br><small>{E(_decide(r))}</small>" if _decide(r) else ""
-            said = f'<td class="{cls}" title="{E(str(r["detail"]))}">{E(verdict(str(r["status"])))}{decide}</td>'
+            said = (
+                f'<td class="v {cls}" title="{E(str(r["detail"]))}">{E(verdict(r["status"], r["detail"]))}{decide}</td>'
+            )
             out.append(f'<tr><td class="label">{E(str(cells[0]))}</td>{tds}{said}<td>{E(seeds)}</td></tr>')
         out.append("</table>")
         every = v[v["table"] == table]
@@ -213,11 +214,11 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
                     tds.append('<td class="missing">–</td>')
                     continue
                 r = mine.loc[s]
-                cls = VERDICT_CLASS.get(str(r["status"]), "label")
+                cls = W.rule_word(str(r["status"])).colour
                 decide = f"<br><small>{E(_decide(r))}</small>" if _decide(r) else ""
-                said = f"{E(verdict(str(r['status'])))}{decide}"
-                tds.append(f'<td class="{cls}" title="{E(str(r["detail"]))}">{said}</td>')
-            out.append(f'<tr><td class="label">{E(str(mine["label"].iloc[0]))}</td>{"".join(tds)}</tr>')
+                said = f"{E(verdict(r['status'], r['detail']))}{decide}"
+                tds.append(f'<td class="v {cls}" title="{E(str(r["detail"]))}">{said}</td>')
+            out.append(f'<tr><td class="label">{E(str(mine["title"].iloc[0]))}</td>{"".join(tds)}</tr>')
         out.append("</table>")
     note = f"{LEGEND} Hover a verdict for its numbers; every rule × S in rule_verdicts.csv."
     out.append(f'<p class="legend">{E(note)}</p>')
@@ -225,4 +226,7 @@ def glance_html(glance: pd.DataFrame, v: pd.DataFrame, variants: dict[str, str] 
 
 
 def to_csv(f: pd.DataFrame) -> str:
+    """rule_verdicts.csv, rules_at_a_glance.csv: the status in the page's words (reports.words)."""
+    if not f.empty:
+        f = f.assign(status=[verdict(s, d) for s, d in zip(f["status"], f["detail"], strict=True)])
     return guards.csv_safe(f).to_csv(index=False, float_format="%.6g")  # no cell a formula

@@ -22,9 +22,10 @@ import math
 
 import pandas as pd
 
-from bench.algo.rules import method_order
+from bench.algo.rules import method_order, title
 
 from . import guards
+from . import numbers as N
 from .collect import scale_order
 from .noninferiority import table_margin
 from .table2 import table_runs
@@ -58,12 +59,9 @@ COLLAPSED_FLAG = "a seed collapsed"  # a failed seed, as a divergence is (report
 
 
 def _ratios(scale: str, T1: float, iterations: float) -> tuple[float, float]:
-    """(speed-up T1 / iterations, efficiency T1 / (S · iterations)); NaN where undefined."""
-    if not (math.isfinite(T1) and math.isfinite(iterations)) or iterations <= 0:
-        return math.nan, math.nan
-    speedup = T1 / iterations
-    numeric = scale_order(scale)[0] == 0
-    return speedup, speedup / float(scale) if numeric else math.nan
+    """(speed-up T1 / iterations, efficiency T1 / (S · iterations)); NaN where undefined (reports.numbers)."""
+    speedup = N.cell_speedup(T1, iterations)
+    return speedup, N.cell_efficiency(speedup, scale)
 
 
 def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
@@ -187,8 +185,13 @@ def paper_quality(d_metric: float, diverged: bool, margin: float | None) -> str:
 
 
 def _delta(values: pd.Series, diverged: pd.Series) -> list[str]:
-    """Δmetric as text: N/A for a diverged cell, – where there is no value."""
-    return ["N/A" if d == d and d is not None and bool(d) else signed(v) for v, d in zip(values, diverged, strict=True)]
+    """Δmetric as text, one count of digits for the column (reports.numbers): N/A for a diverged cell, – where
+    there is no value."""
+    digits = N.delta_digits(values)
+    return [
+        "N/A" if d == d and d is not None and bool(d) else N.delta(v, digits)
+        for v, d in zip(values, diverged, strict=True)
+    ]
 
 
 SIGN_NOTE = "Δmetric: + = better than S = 1 (a lower loss, a higher accuracy)"
@@ -202,16 +205,16 @@ def text(sf: pd.DataFrame) -> str:
     for table, t in sf.groupby("table", sort=False):
         show = pd.DataFrame(
             {
-                "method": t["method"],
+                "method": t["method"].map(title),
                 "S": t["scale"],
                 "seeds": t["n_seeds"].map(lambda v: _f(v, ".0f")),
                 "Δmetric (+ better)": _delta(t["d_metric"], t["diverged"]),
-                "speed-up": t["speedup"].map(lambda v: _f(v, ".2f")),
-                "eff.": t["efficiency"].map(lambda v: _f(v, ".2f")),
+                "speed-up": t["speedup"].map(N.speedup),
+                "eff.": t["efficiency"].map(N.efficiency),
                 "quality": t["quality"].fillna("").map(lambda q: f"✗ {q}" if q else ""),
                 "paper Δmetric": _delta(t["paper_d_metric"], t["paper_diverged"]),
-                "paper speed-up": t["paper_speedup"].map(lambda v: _f(v, ".2f")),
-                "paper eff.": t["paper_efficiency"].map(lambda v: _f(v, ".2f")),
+                "paper speed-up": t["paper_speedup"].map(N.speedup),
+                "paper eff.": t["paper_efficiency"].map(N.efficiency),
             }
         )
         out.append(f"{table}\n{show.to_string(index=False)}")

@@ -18,6 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.algo.rules import title
+
+from . import numbers as N
 from .collect import Results
 from .table2 import table_runs
 
@@ -193,8 +196,10 @@ def ttt_summary(ttt: pd.DataFrame) -> pd.DataFrame:
 def speedup_text(r: Any) -> str:
     """A summary row's speed-up as a reader may take it: the number where resolved, else 'unresolved
     (3.1×–12×)' with the range its windows allow, never a plain number."""
-    if isinstance(r.speedup, str) or not str(r.speedup_status).startswith(UNRESOLVED):
-        return _cell(r.speedup, ".2f")
+    if isinstance(r.speedup, str):
+        return r.speedup
+    if not str(r.speedup_status).startswith(UNRESOLVED):
+        return N.speedup(float(r.speedup))
     hi = "∞" if r.speedup_hi == math.inf else format(r.speedup_hi, ".2g")
     return f"unresolved ({r.speedup_lo:.2g}×–{hi}×)"
 
@@ -214,11 +219,12 @@ def ttt_html(summary: pd.DataFrame, variants: dict[str, str] | None = None) -> s
         return '<p class="note">No Table 2 runs with a time-to-target threshold (spec ttt_target) set before them.</p>'
     out = [
         "<table><tr><th>task</th><th>target</th><th>S</th><th>method</th><th>seeds reached</th><th>iterations</th>"
-        "<th>± resolution</th><th>examples</th><th>speed-up vs S = 1</th><th>seconds</th></tr>"
+        "<th>± resolution</th><th>examples</th><th>speed-up to the target<br><small>(iterations; not the "
+        "budget's speed-up of the rules)</small></th><th>seconds</th></tr>"
     ]
     for r in summary.itertuples():
         name = f"{r.task}{f' [{(variants or {}).get(r.variant, r.variant)}]' if r.variant else ''}"
-        cells = [name, f"{r.target:g}", str(r.scale), str(r.method), r.reached]
+        cells = [name, f"{r.target:g}", str(r.scale), title(str(r.method)), r.reached]
         cells += [_cell(r.iterations, ",.0f"), _cell(r.resolution, ",.0f"), _cell(r.examples, ",.0f")]
         why = str(r.speedup_status).partition(": ")[2]
         cells += [speedup_text(r) + (f": {why}" if why else ""), _cell(r.seconds, ",.1f")]

@@ -4,9 +4,9 @@ long widens every table and figure title it is in. The report shows each variant
 with the overrides on hover and in a list under Table 2:
 
 - the name a matrix gave its experiment (`variant: NAME` beside `set`, kept in the run's spec.json);
-- else the overrides written short (the last part of each key and its value: `tiny_noise 4`) when that is
-  at most SHORT characters;
-- else `variant 1`, `variant 2`, … in the order of their overrides.
+- else the overrides in words (the last part of each key and its value: `tiny_noise 4`; a few keys by a
+  phrase, `checkpoints every 10`: bench.experiments.names), cut to the first pieces that fit and how many
+  more (`conditioning 10, decay 0.01 + 2 more`); never a number standing for them.
 
 Two variants of one task never share a name (a repeated one gets ` (2)`); variants of different tasks may,
 since every table and figure is named `task [name]`. Only the variants of Table 2, elastic and gain runs
@@ -25,7 +25,7 @@ import pandas as pd
 from bench.experiments.matrix import VARIANT_NAME
 from bench.experiments.names import label_of, number, short_form
 
-SHORT = 28  # the longest automatic name written from the overrides (keep_checkpoints_every=100)
+SHORT = 36  # the longest automatic name written from the overrides (checkpoints every 12, until 0.1·T1)
 SHOWN = ("table2", "elastic", "gain")  # the experiment kinds whose variants the report names (and ad-hoc runs)
 LABEL = VARIANT_NAME  # what a matrix may call a variant (bench.experiments.matrix)
 
@@ -54,14 +54,29 @@ def names(runs: pd.DataFrame) -> dict[str, str]:
         except (IndexError, ValueError):
             overrides = {}
         short = short_form(overrides if isinstance(overrides, dict) else {})
-        if short and len(short) <= SHORT:
-            out[variant] = short
+        if short:
+            out[variant] = shortened(short)
         else:
             unnamed.append(variant)
     for k, variant in enumerate(unnamed, 1):
-        out[variant] = f"variant {k}"
+        out[variant] = f"overrides {k}"
     tasks = {v: set(g["task"].fillna("")) if "task" in g else {""} for v, g in runs.groupby(runs["variant"].fillna(""))}
     return {"": "", **_apart(out, tasks)}
+
+
+def shortened(short: str) -> str:
+    """A variant's overrides in words, cut to SHORT characters: `conditioning 10, lr0 1 + 2 more` (the first
+    pieces that fit, then how many more), never a number standing for them."""
+    if len(short) <= SHORT:
+        return short
+    pieces = short.split(", ")
+    for k in range(len(pieces) - 1, 0, -1):
+        head = ", ".join(pieces[:k]) + f" + {len(pieces) - k} more"
+        if len(head) <= SHORT:
+            return head
+    first = pieces[0]
+    tail = f" + {len(pieces) - 1} more" if len(pieces) > 1 else ""
+    return first[: SHORT - 1] + "…" + tail
 
 
 def _apart(out: dict[str, str], tasks: dict[str, set[str]]) -> dict[str, str]:

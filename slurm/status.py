@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
+import textwrap
 import time
 from collections import Counter
 from pathlib import Path
@@ -85,28 +86,52 @@ def table(runs: list[RunState]) -> str:
     order = sorted(cells, key=lambda k: (k[0], method_order(k[1]), k[1], _scale_key(k[2]), k[3]))
     shared = f"({shared_note(k[1] for k in cells)})"  # the rules of this folder that its S = 1 run stands for
     rows = [("task", "method", "scale", "variant", "seeds", "state", "τ/T1", "ETA", "jobs", "preset")]
+    notes: set[str] = set()
     for key in order:
         members = sorted(cells[key], key=lambda r: r.parts[3])
         seeds = ",".join(str(r.parts[3]) for r in members)
         state = _cell_state([r.state for r in members])
         method, variant = shown[key]
         sweep = method.startswith("sweep ")  # a sweep's run at S = 1 stands for no Table 2 rule
-        method = f"{method} {shared}" if is_shared(key[1], key[2], None) and not sweep else method
+        starred = is_shared(key[1], key[2], None) and not sweep
+        method = f"{method}*" if starred else method  # * the note under the table, as `plan` writes it
+        notes |= {f"* {shared[1:-1]}"} if starred else set()
         jobs = _jobs([r.job_id or "" for r in members])
         rows.append((key[0], method, key[2], variant or "-", seeds, state, *_cell_progress(members), jobs, key[4]))
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = fitted(rows) + sorted(notes)
     for kind in ("failed", "unreadable", "stopped"):
         listed = [r for r in runs if r.state == kind]
         if listed:
             lines += ["", f"{kind}:"]
         for r in listed:
             job = f" (job {r.job_id}{', ' + r.scheduler if r.scheduler else ''})" if r.job_id else ""
-            lines.append(f"  {r.name}{job}: {r.detail or 'no log'}")
+            said = f"  {r.name}{job}: {r.detail or 'no log'}"  # wrapped, never cut: the reason is the point
+            lines += textwrap.wrap(said, WIDTH, subsequent_indent="    ", break_on_hyphens=False) or [said]
     counts = Counter(r.state for r in runs)
     lines += ["", f"{len(runs)} runs: " + ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s])]
     return "\n".join(printable(line) for line in lines)
+
+
+WIDTH = 160  # a terminal's line: no line of `status` is longer
+SHRINK = (3, 1)  # the columns cut first where a table would be wider: variant, then method
+
+
+def cut(text: str, width: int) -> str:
+    """`text` in at most `width` characters, its end replaced by '…' where it is longer."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def fitted(rows: list[tuple]) -> list[str]:
+    """The table's lines (a header, a rule, a line per row), no wider than WIDTH: the variant and method
+    columns cut (each to no less than 12 characters) where the whole would be wider."""
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for col in SHRINK:
+        over = sum(widths) + 2 * (len(widths) - 1) - WIDTH
+        if over > 0:
+            widths[col] = max(12, widths[col] - over)
+    lines = ["  ".join(cut(str(v), w).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return [cut(line, WIDTH) for line in lines]
 
 
 def as_json(out: Path, runs: list[RunState]) -> dict[str, Any]:

@@ -73,6 +73,13 @@ def names_hint() -> str:
     return f"expected one of: {', '.join(available())}, or a task of yours as package.module:NAME"
 
 
+def unknown_task(name: str) -> str:
+    """The one line for a task name that is none: 'unknown task 'logre' (did you mean logreg?); expected ...'."""
+    from bench.errors import did_you_mean
+
+    return f"unknown task {name!r}{did_you_mean(name, available())}; {names_hint()}"
+
+
 def card_of(name: str) -> TaskCard:
     """The card of a task the user names (matrix, plan, submit, advise): a built-in task's, or a task of yours,
     imported (`load`). What reads run folders uses tasks.presets.card_of_run instead, which imports nothing."""
@@ -81,7 +88,7 @@ def card_of(name: str) -> TaskCard:
     if is_user_name(name):
         return load(name).card
     if name not in available():
-        raise UserError(f"unknown task {name!r}; {names_hint()}")
+        raise UserError(unknown_task(name))
     return card(name)
 
 
@@ -92,7 +99,7 @@ def get_task(name: str) -> Task:
         require(name)
         return cls()
     if name not in _REGISTRY or name not in available():
-        raise UserError(f"unknown task {name!r}; {names_hint()}")
+        raise UserError(unknown_task(name))
     require(name)
     module, cls = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), cls)()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import difflib
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -25,7 +24,7 @@ from bench.algo.schedules import ScaleSchedule
 from bench.algo.tau import advance as advance  # re-exported: plan reads it here
 from bench.algo.tau import finished as finished  # re-exported: the engine's loop reads it here
 from bench.algo.tau import iterations_for, tau_after
-from bench.errors import UserError
+from bench.errors import UserError, did_you_mean
 
 WARMUP_FRACTION = 0.055  # Goyal et al. 2017's warm-up, as a fraction of the run's iterations (5 of 90 epochs)
 # LEGW's base warm-up (its warm-up at S = 1) as a fraction of T1: the value at which its warm-up at S = 32 spans
@@ -517,11 +516,9 @@ def method(name: str) -> Method:
         return stand_in(name)
     if is_user_rule(name):
         return load_rule(name)
-    close = difflib.get_close_matches(name, list(METHODS), n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
     raise UserError(
-        f"unknown method {name!r}{hint}; expected one of: {', '.join(METHODS)}, or a rule of yours as "
-        "package.module:NAME"
+        f"unknown method {name!r}{did_you_mean(name, METHODS)}; expected one of: {', '.join(METHODS)}, or a rule "
+        "of yours as package.module:NAME"
     )
 
 

@@ -47,11 +47,11 @@ def task_help() -> str:
 def task_name(text: str) -> str:
     """A built-in task present here, or a task of yours (`package.module:NAME`, imported where it is used)."""
     from bench.usercode import USER_NAME
-    from tasks import available, names_hint
+    from tasks import available, unknown_task
 
     if text in available() or USER_NAME.fullmatch(text):
         return text
-    raise argparse.ArgumentTypeError(f"unknown task {text!r}; {names_hint()}")
+    raise argparse.ArgumentTypeError(unknown_task(text))
 
 
 MAX_SHARPNESS_POINTS = 100  # `advise --sharpness-points`: kept checkpoints measured (each ~20 Hessian products)

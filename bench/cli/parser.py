@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from bench.cli import advise
@@ -24,6 +25,7 @@ from bench.cli.commands import (
     cmd_submit,
     cmd_sweep,
 )
+from bench.errors import did_you_mean
 from bench.experiments.concurrency import default_slots
 
 _positive_int, _seed = positive_int, seed
@@ -36,7 +38,17 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line (with a pointer to --help), like every other user error."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {_suggest(message)} (see {self.prog} --help)\n")
+
+
+def _suggest(message: str) -> str:
+    """argparse's 'invalid choice: 'reprot' (choose from ...)' with the choice that was meant first:
+    "invalid choice: 'reprot' (did you mean report?) (choose from ...)"."""
+    m = re.search(r"invalid choice: '([^']*)'( \(choose from (.*)\))", message)
+    if not m:
+        return message
+    hint = did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(3)))
+    return message[: m.start(2)] + hint + message[m.start(2) :]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -162,12 +162,12 @@ class FlopsOptions:
 def flops(args: FlopsOptions) -> int:
     """Count every requested task's micro-batch FLOPs and print them; with --write, put them in the table plan
     reads (--write alone) or in the table named."""
-    from tasks import known, names_hint
+    from tasks import known, unknown_task
 
     names = list(args.task) if args.task else list(PAPER_TASKS)
     unknown = [n for n in names if not known(n)]
     if unknown:
-        raise UserError(f"flops: unknown task {unknown[0]!r}; {names_hint()}")
+        raise UserError(f"flops: {unknown_task(unknown[0])}")
     if args.data_root is not None and len(names) > 1:
         raise UserError("flops --data-root: one data set, so one --task")
     rows = []

@@ -42,7 +42,7 @@ from typing import Any
 from bench import safefs
 from bench.algo import rules
 from bench.algo.rules import shared_note
-from bench.errors import UserError
+from bench.errors import UserError, did_you_mean
 from bench.experiments import names
 from bench.experiments.kinds import KINDS, _cells, _fail, _gain, _heatmap, _list, _sweep
 from bench.experiments.kinds import SWEEP_BATCHES as SWEEP_BATCHES  # re-exported: the sweep reads matrix.X
@@ -113,8 +113,9 @@ def locate(name: str | Path) -> Path:
     shipped = PRESET_DIR / f"{name}.yaml"
     if shipped.exists():
         return shipped
-    names = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.yaml")))
-    raise UserError(f"matrix {name}: no such file, and not a shipped matrix ({names})")
+    stems = sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+    hint = did_you_mean(str(name), stems)
+    raise UserError(f"matrix {name}: no such file, and not a shipped matrix{hint} ({', '.join(stems)})")
 
 
 TOP_KEYS = ("preset", "seeds", "experiments", "data_roots", "set", "pilot_seeds")

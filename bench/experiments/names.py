@@ -32,7 +32,19 @@ def short_form(overrides: dict, every: bool = False) -> str:
     its value."""
     overrides = overrides if isinstance(overrides, dict) else {}
     keep = overrides if every else identity_of({"overrides": overrides})["overrides"]
-    return ", ".join(f"{k.rsplit('.', 1)[-1]} {number(v)}" for k, v in sorted(keep.items()))
+    return ", ".join(phrase(k, v) for k, v in sorted(keep.items()))
+
+
+PHRASES = {  # an override whose key alone reads as a machine's name, in words ("{}": its value)
+    "keep_checkpoints_every": "checkpoints every {}",
+    "keep_checkpoints_until": "until {}·T1",
+}
+
+
+def phrase(key: str, value: Any) -> str:
+    """One override in words: `checkpoints every 10` (PHRASES), else its key's last part and its value."""
+    last = key.rsplit(".", 1)[-1]
+    return PHRASES[last].format(number(value)) if last in PHRASES else f"{last} {number(value)}"
 
 
 def label_of(experiment: Any) -> str:

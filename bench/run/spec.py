@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.algo import rules
 from bench.algo.schedules import ELASTIC
-from bench.errors import UserError
+from bench.errors import UserError, did_you_mean
 from bench.files import SPEC, read_json
 from bench.identity import SpecDocument, code_key
 from bench.run.yamlread import excerpt, load_yaml
@@ -101,7 +101,10 @@ def resolve(
     """The full spec of one run, checked and typed."""
     row = rules.method(method)  # a user's rule (package.module:NAME) is imported here: the user named it
     if preset not in task.presets:
-        raise UserError(f"unknown preset {preset!r} for task {task.name}; expected one of: {', '.join(task.presets)}")
+        hint = did_you_mean(preset, task.presets)
+        raise UserError(
+            f"unknown preset {preset!r}{hint} for task {task.name}; expected one of: {', '.join(task.presets)}"
+        )
     scale = parse_scale(scale)
     if not isinstance(seed, int) or not 0 <= seed <= INT64_MAX:
         raise UserError(f"seed {excerpt(seed)} is not an integer in [0, 2**63)")

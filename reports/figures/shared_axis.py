@@ -3,9 +3,10 @@
 Our tiny presets run S = 1, 2, 4, … and the paper its own S per task, so a table of the two lines few cells
 up. Against S (log) every cell has a place: the scaling efficiency T1 / (S · iterations) of each rule — the
 scale-free table's numbers (reports.scalefree), in its number format — ours as filled points with the seeds'
-range, the paper's Table 2 as hollow markers of the rule's colour, and the cells that bought their speed with
-the metric (worse than S = 1 by more than the margin Δ, or diverged) crossed out on both sides. A task the
-paper has no rows for gets no figure: it has nothing to stand beside.
+range, the paper's Table 2 as hollow diamonds of the rule's colour, and the cells that bought their speed with
+the metric (worse than S = 1 by more than the margin Δ, or diverged) marked on both sides, each side its own
+marker. One figure of small multiples, a panel per table, one y range and one compact legend above them. A
+task the paper has no rows for gets no panel: it has nothing to stand beside.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..noninferiority import card_margin
 from ..paper import load_paper
 from ..table2 import cells_of, table_runs
 from . import render
-from .style import STYLE, Figure, _save, _slug
+from .style import STYLE, Figure, _save
 
 KIND = "table2_efficiency"
 DODGE = 0.09  # rules at one S drawn this far apart in log2 S, so coinciding points (LSW+ on AdaScale) both show
@@ -36,10 +37,11 @@ CAPTION = (
     "Scaling efficiency T1 / (S · iterations) against S (log axis), the scale-free table's numbers drawn: 1 is "
     "perfect linear scaling (S times fewer iterations than S = 1), T1 the S = 1 iterations (ours: the runs' T1; "
     "the paper's: its S = 1 row). Filled points: ours, the mean over seeds with a bar from the lowest to the "
-    "highest seed; hollow markers of the same colour: the paper's Table 2 at its own S. A cross marks a cell "
-    "worse than S = 1 by more than the margin Δ (the paper's: its preset's; ours: the findings' Δ of the table) "
-    "or diverged (its efficiency from the planned iterations); the paper's crossed cells are labelled with their "
-    "Δmetric as the scale-free table prints it. At each S the rules are drawn a little apart along S, so points "
+    "highest seed; hollow diamonds of the same colour: the paper's Table 2 at its own S. One panel per task, one "
+    "y range. Lost quality (worse than S = 1 by more than the margin Δ — the paper's: its preset's; ours: the "
+    "findings' Δ of the table — or diverged, its efficiency from the planned iterations): ours a filled X, the "
+    "paper's a small x in its diamond, labelled with its Δmetric as the scale-free table prints it. At each S "
+    "the rules are drawn a little apart along S, so points "
     "that coincide (LSW+ runs AdaScale's iterations) stay visible. Elastic rows have no single S and are left "
     "out."
 )
@@ -98,75 +100,105 @@ def plan_of(t: pd.DataFrame, ranges: dict, name: str, titles: dict[str, str]) ->
     return {"name": name, "rules": rules, "paper_margin": margin}
 
 
+# Markers (distinct on both sides): ours filled, the paper's hollow diamonds; a lost cell ours a filled X, the
+# paper's its diamond with a small x inside
+OURS, OURS_LOST, PAPER, PAPER_LOST = "o", "X", "D", "x"
+
+
 def _draw_rule(ax, rule: dict) -> None:
-    """One rule's points: ours filled with the seeds' range, the paper's hollow, crossed cells as crosses."""
+    """One rule's points: ours filled with the seeds' range, the paper's hollow, lost cells marked."""
     c, k = rule["color"], rule["shift"]
     o, p = rule["ours"], rule["paper"]
     for x, y, lo, hi, bad in zip(o["x"], o["y"], o["lo"], o["hi"], o["bad"], strict=True):
         err = [[max(y - lo, 0)], [max(hi - y, 0)]] if math.isfinite(lo) else None
-        marker, ms = ("X", 11) if bad else ("o", 8)
-        ax.errorbar([x * k], [y], yerr=err, fmt=marker, ms=ms, color=c, mec="black" if bad else c, capsize=4, zorder=4)
+        marker, ms = (OURS_LOST, 10) if bad else (OURS, 7)
+        ax.errorbar([x * k], [y], yerr=err, fmt=marker, ms=ms, color=c, mec="black" if bad else c, capsize=3, zorder=4)
     for x, y, bad, text in zip(p["x"], p["y"], p["bad"], p["text"], strict=True):
+        ax.plot([x * k], [y], PAPER, ms=9, mfc="none", mew=1.6, color=c, zorder=3)
         if bad:
-            ax.plot([x * k], [y], "x", ms=12, mew=2.5, color=c, zorder=5)
-            ax.annotate(text, (x * k, y), textcoords="offset points", xytext=(10, -3), ha="left", va="top",
-                        fontsize=10, color=c)  # fmt: skip
-        else:
-            ax.plot([x * k], [y], "o", ms=13, mfc="none", mew=2, color=c, zorder=3)
+            ax.plot([x * k], [y], PAPER_LOST, ms=5, mew=1.5, color="black", zorder=5)
+            ax.annotate(text, (x * k, y), textcoords="offset points", xytext=(7, -2), ha="left", va="top",
+                        fontsize=8, color=c)  # fmt: skip
 
 
 def _legend(fig, plan: dict) -> None:
-    """Rules by colour, then what each marker means; outside the axes, so that it covers no point."""
+    """One compact legend above the panels: the rules by colour, then what each marker means."""
     kw = {"ls": "none", "color": "black"}
-    handles = [Line2D([], [], marker="s", ls="none", ms=10, color=r["color"], label=r["title"]) for r in plan["rules"]]
-    margin = plan["paper_margin"]
-    paper_bad = f"paper, worse than S = 1 by more than Δ = {margin:g}, or diverged" if margin else "paper, diverged"
+    titles = dict.fromkeys(r["title"] for panel in plan["panels"] for r in panel["rules"])
+    colors = {r["title"]: r["color"] for panel in plan["panels"] for r in panel["rules"]}
+    handles = [Line2D([], [], marker="s", ls="none", ms=8, color=colors[t], label=t) for t in titles]
     handles += [
-        Line2D([], [], marker="o", ms=8, label="ours: mean over seeds, bar: lowest–highest seed", **kw),
-        Line2D([], [], marker="X", ms=11, label="ours, worse than S = 1 by more than Δ, or diverged", **kw),
-        Line2D([], [], marker="o", ms=13, mfc="none", mew=2, label="paper (Table 2)", **kw),
-        Line2D([], [], marker="x", ms=12, mew=2.5, label=paper_bad, **kw),
-        Line2D([], [], color="black", lw=1, ls=":", label="linear scaling (efficiency 1)"),
+        Line2D([], [], marker=OURS, ms=7, label="ours (bar: seeds' range)", **kw),
+        Line2D([], [], marker=OURS_LOST, ms=9, mec="black", label="ours, lost quality", **kw),
+        Line2D([], [], marker=PAPER, ms=9, mfc="none", mew=1.6, label="paper (Table 2)", **kw),
+        Line2D([], [], marker=PAPER_LOST, ms=6, mew=1.5, label="paper, lost quality (its Δmetric)", **kw),
+        Line2D([], [], color="black", lw=1, ls=":", label="linear scaling"),
     ]
-    fig.legend(handles=handles, loc="outside right upper", fontsize=11, title="rule (colour) and marker")
+    fig.legend(handles=handles, loc="outside upper center", ncol=min(len(handles), 5), fontsize=9, frameon=False)
 
 
-def _axes(ax, plan: dict) -> None:
-    """S's own values as ticks (no 2×10⁰), efficiency in the table's format, room above 1 for the crosses."""
-    xs = sorted({x for r in plan["rules"] for side in ("ours", "paper") for x in r[side]["x"] if x > 0})
-    ys = [y for r in plan["rules"] for side in ("ours", "paper") for y in r[side]["y"] + r[side].get("hi", [])]
-    top = max([1.0, *(y for y in ys if math.isfinite(y))])
+def _axes(ax, panel: dict, top: float) -> None:
+    """S's own values as ticks (no 2×10⁰), efficiency in the table's format, one y range for every panel."""
+    xs = sorted({x for r in panel["rules"] for side in ("ours", "paper") for x in r[side]["x"] if x > 0})
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(FixedLocator(xs))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", labelsize=8)
     if xs:
         ax.set_xlim(xs[0] / 1.4, xs[-1] * 2.2)  # room right of the last S for its crosses' labels
     ax.set_ylim(0, top * 1.1)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format(v, FMT)))
     ax.axhline(1.0, color="black", lw=1, ls=":", zorder=1)
-    ax.set(xlabel="scale S (ours and the paper's own)", ylabel="efficiency T1 / (S · iterations)")
-    ax.set_title(f"{plan['name']}: scaling efficiency against S, ours beside the paper's Table 2")
+    ax.set_title(panel["name"], fontsize=11)
+
+
+def _top(plan: dict) -> float:
+    ys = [
+        y
+        for panel in plan["panels"]
+        for r in panel["rules"]
+        for side in ("ours", "paper")
+        for y in r[side]["y"] + r[side].get("hi", [])
+    ]
+    return max([1.0, *(y for y in ys if math.isfinite(y))])
 
 
 def _draw(plan: dict, path: Path) -> None:
+    """Small multiples: one panel per table, side by side (three a row), one y range, one legend above."""
+    n = len(plan["panels"])
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(13, 5.6), constrained_layout=True)
-        for rule in plan["rules"]:
-            _draw_rule(ax, rule)
-        _axes(ax, plan)
+        fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.1 * rows + 0.9), squeeze=False, sharey=True,
+                                 constrained_layout=True)  # fmt: skip
+        top = _top(plan)
+        for k, ax in enumerate(axes.flat):
+            if k >= n:
+                ax.set_visible(False)
+                continue
+            for rule in plan["panels"][k]["rules"]:
+                _draw_rule(ax, rule)
+            _axes(ax, plan["panels"][k], top)
+        fig.supxlabel("scale S (ours and the paper's own)", fontsize=10)
+        fig.supylabel("efficiency T1 / (S · iterations)", fontsize=10)
         _legend(fig, plan)
         _save(fig, path)
 
 
 def _own(plan: dict) -> str:
-    """The figure's own sentence: which S each side ran."""
+    """The figure's own sentences: which S each side ran, per panel, and each panel's paper margin."""
 
-    def scales(side: str) -> str:
-        xs = sorted({x for r in plan["rules"] for x in r[side]["x"]})
+    def scales(panel: dict, side: str) -> str:
+        xs = sorted({x for r in panel["rules"] for x in r[side]["x"]})
         return ", ".join(f"{x:g}" for x in xs) or "none"
 
-    return f" Ours at S = {scales('ours')}; the paper's at S = {scales('paper')}."
+    parts = []
+    for panel in plan["panels"]:
+        margin = panel["paper_margin"]
+        at = f"{panel['name']}: ours at S = {scales(panel, 'ours')}, the paper's at S = {scales(panel, 'paper')}"
+        parts.append(at + (f" (the paper's Δ = {margin:g})" if margin else ""))
+    return " " + "; ".join(parts) + "."
 
 
 def table2_efficiency(res: Results, outdir: Path) -> list[Figure]:
@@ -178,7 +210,7 @@ def table2_efficiency(res: Results, outdir: Path) -> list[Figure]:
     sf = SF.scalefree(c, res.runs, paper[paper["task"].isin(set(c["task"]))])
     runs = table_runs(res.runs)
     titles = {m: r.title for m, r in rule_rows(res.runs).items()}  # a user's rule by its recorded title
-    figs = []
+    panels, variants = [], []
     for table, t in sf.groupby("table", sort=False):
         if not t["paper_efficiency"].notna().any():
             continue  # the paper has no row for this task
@@ -186,9 +218,12 @@ def table2_efficiency(res: Results, outdir: Path) -> list[Figure]:
         short = res.variants.get(row["variant"], row["variant"])
         name = f"{row['task']}{f' [{short}]' if short else ''}"
         t = t.assign(variant=row["variant"])
-        plan = plan_of(t, _seed_ranges(runs, t), name, titles)
-        path = outdir / f"table2_efficiency_{_slug(row['task'], row['preset'], short)}.png"
-        caption = CAPTION + _own(plan)
-        render.current().submit(_draw, plan, path, caption=caption)
-        figs.append(Figure(KIND, name, path, caption, row["variant"]))
-    return figs
+        panels.append(plan_of(t, _seed_ranges(runs, t), name, titles))
+        variants.append(str(row["variant"] or ""))
+    if not panels:
+        return []
+    plan = {"name": "scaling efficiency beside the paper's Table 2", "panels": panels}
+    path = outdir / "table2_efficiency.png"
+    caption = CAPTION + _own(plan)
+    render.current().submit(_draw, plan, path, caption=caption)
+    return [Figure(KIND, "ours beside the paper's Table 2, one panel per task", path, caption, "")]

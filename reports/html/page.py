@@ -16,6 +16,7 @@ import pandas as pd
 
 from bench import safefs
 
+from .. import words as W
 from ..figures import Figure
 from ..variants import display
 
@@ -34,9 +35,6 @@ td.na { text-align: center; color: #8a1c1c; }
 td.missing { text-align: center; color: #9a9a9a; }
 td.label { font-weight: 600; white-space: nowrap; }
 small.n { color: #777; font-size: 0.8em; white-space: nowrap; }
-td.holds { background: #e3f4e1; font-weight: 600; white-space: nowrap; }
-td.fails { background: #f9dcdc; font-weight: 600; white-space: nowrap; }
-td.seeds, td.notrun { background: #f3f3f3; color: #555; white-space: nowrap; }
 td.detail { font-size: 13px; overflow-wrap: anywhere; }
 table.findings { width: 100%; table-layout: fixed; }
 table.findings tr.task th { text-align: left; background: #e4e9f0; font-weight: 600; }
@@ -63,21 +61,19 @@ table.grid th small { font-weight: normal; color: #444; }
 table.grid td { padding: 2px 8px; }
 table.grid td.v { text-align: center; white-space: nowrap; font-weight: 600; line-height: 1.15; }
 table.grid td.v small { display: block; font-weight: normal; font-size: 11px; color: #444; }
-table.grid td.ok { background: #cdebc9; }
-table.grid td.bad { background: #f4c2c2; }
-table.grid td.open { background: #fbe7b5; }
-table.grid td.none { background: #e6e6e6; color: #555; }
 table.grid td.blank { color: #999; }
 table.grid td.sum { font-size: 13px; max-width: 34em; }
 table.grid td.best { font-weight: 600; white-space: nowrap; }
 p.key { margin: 2px 0; font-size: 13px; }
 p.key .sw { padding: 1px 8px; margin-right: 6px; border: 1px solid #bbb; }
-.sw.ok { background: #cdebc9; } .sw.bad { background: #f4c2c2; } .sw.open { background: #fbe7b5; }
-.sw.none { background: #e6e6e6; }
 h2#glance { margin-top: 14px; }
 h1 { margin-top: 0; }
 code { background: #f4f4f4; padding: 1px 4px; overflow-wrap: anywhere; }
+td.v { font-weight: 600; }
+td.v.none { color: #555; }
 """
+# one colour per meaning, the same in every grid, table and key: reports.words.COLOURS
+CSS += "".join(f"td.v.{cls}, .sw.{cls} {{ background: {colour}; }}\n" for cls, colour in W.COLOURS.items())
 
 E = html.escape
 
@@ -133,10 +129,7 @@ def figures_html(sections: list[tuple[str, str, list[Figure], str]]) -> str:
         for f in figs:
             title = f'<span class="variant" title="{E(f.variant)}">{E(f.title)}</span>' if f.variant else E(f.title)
             own = f.caption[len(shared) :].strip()
-            out.append(
-                f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{title}.</b> {E(own)} "
-                f"<code>{E(f.path.name)}</code></figcaption></figure>"
-            )
+            out.append(f"<figure>{img_tag(f.path, f.title)}<figcaption><b>{title}.</b> {E(own)}</figcaption></figure>")
     return "\n".join(out)
 
 
@@ -154,7 +147,7 @@ def meta_html(root: Path, runs: pd.DataFrame, n_warnings: int, generated: str) -
     order = ["completed", "diverged", "failed", "running", "pending", "unreadable"]
     status = ", ".join(f"{counts[k]} {k}" for k in order if k in counts) or "none"
     rows = [
-        ("results folder", f"<code>{E(str(Path(root).resolve()))}</code>"),
+        ("results folder", f"<code>{E(folder_name(root))}</code>"),
         ("generated", E(generated)),
         ("runs", f"{len(runs)} ({E(status)})"),
     ]
@@ -174,6 +167,22 @@ def meta_html(root: Path, runs: pd.DataFrame, n_warnings: int, generated: str) -
     warn = f'<a href="#warnings">{n_warnings} warning(s)</a>' if n_warnings else "none"
     rows.append(("warnings", warn))
     return '<table class="meta">' + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def folder_name(root: Path) -> str:
+    """The results folder as the page names it: its own name, never the machine's path to it."""
+    return Path(root).resolve().name or str(root)
+
+
+def unrooted(page_text: str, root: Path) -> str:
+    """The page with no machine path in it: the results folder's absolute path (in a warning, a failed run's
+    folder) written relative to the folder, the folder itself by its name."""
+    for path in {str(Path(root).resolve()), str(Path(root).absolute())}:
+        if len(Path(path).parts) < 3:  # "/" or "/x": too short to tell from text
+            continue
+        for form in (path, E(path)):
+            page_text = page_text.replace(form + "/", "").replace(form, folder_name(root))
+    return page_text
 
 
 def warnings_html(items: Sequence[str]) -> str:

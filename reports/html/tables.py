@@ -8,9 +8,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from bench.algo.rules import label
+from bench.algo.rules import label, title
 
+from .. import findings as FD
 from .. import noninferiority as NI
+from .. import numbers as N
+from .. import words as W
 from ..scalefree import _delta, paper_quality
 from ..table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
 from .page import E, _td, name_html
@@ -122,7 +125,7 @@ def sweep_table_html(st: pd.DataFrame) -> str:
     for task, t in st.groupby("task"):
         methods = list(dict.fromkeys(t["method"]))
         out.append(f"<h4>{E(str(task))}: epochs to target</h4><table><tr><th>batch</th>")
-        out.append("".join(f"<th>{E(str(m))}</th>" for m in methods) + "</tr>")
+        out.append("".join(f"<th>{E(title(str(m)))}</th>" for m in methods) + "</tr>")
         for batch, b in t.groupby("batch"):
             tds = [_td(str(batch), "label")]
             for m in methods:
@@ -136,15 +139,6 @@ def sweep_table_html(st: pd.DataFrame) -> str:
             out.append("<tr>" + "".join(tds) + "</tr>")
         out.append("</table>")
     return "\n".join(out)
-
-
-_STATUS_CLASS = {
-    "holds": "holds",
-    "does not hold": "fails",
-    "inconclusive": "seeds",
-    "not testable here": "notrun",
-    "not run": "notrun",
-}
 
 
 def findings_html(f: pd.DataFrame, legend: str, variants: dict[str, str] | None = None) -> str:
@@ -165,9 +159,10 @@ def findings_html(f: pd.DataFrame, legend: str, variants: dict[str, str] | None 
         )
         out.append(f'<tr class="task group-start"><th colspan="3">{name_html(table, variants)} — {noise}</th></tr>')
         for r in t.itertuples():
+            said = W.claim_word(r.check, r.status)
             out.append(
                 f"<tr><td>({E(r.check)}) {E(r.finding)}</td>"
-                f'<td class="{_STATUS_CLASS.get(r.status, "")}">{E(r.status)}</td>'
+                f'<td class="v {said.colour}">{E(W.with_reason(said.word, r.status, r.detail))}</td>'
                 f'<td class="detail">{E(r.detail)}</td></tr>'
             )
     out.append("</table>")
@@ -208,18 +203,18 @@ def scalefree_html(sf: pd.DataFrame, variants: dict[str, str] | None = None) -> 
             cls = ' class="group-start"' if prev is not None and r.method != prev else ""
             prev = r.method
             tds = [
-                _td(label(r.method), "label"),
+                _td(title(r.method), "label"),
                 _td(str(r.scale), "label"),
                 _td(_num(r.n_seeds, ".0f")),
             ]
             tds.append(_td(d_ours[k], "na" if d_ours[k] == NA else "missing" if d_ours[k] == MISSING else "num"))
             tds.append(_paper_delta(d_paper[k], r.paper_d_metric, paper_margin))
-            for a, b in ((r.speedup, r.paper_speedup), (r.efficiency, r.paper_efficiency)):
-                for v in (a, b):
-                    text = _num(v, ".2f")
-                    tds.append(_td(text, "missing" if text == MISSING else "num"))
+            for v, fmt in ((r.speedup, N.speedup), (r.paper_speedup, N.speedup)):
+                tds.append(_td(fmt(v), "missing" if fmt(v) == N.MISSING else "num"))
+            for v in (r.efficiency, r.paper_efficiency):
+                tds.append(_td(N.efficiency(v), "missing" if N.efficiency(v) == N.MISSING else "num"))
             flag = r.quality if isinstance(r.quality, str) else ""
-            tds.append(_td(f"✗ {flag}" if flag else "", "fails" if flag else "label"))
+            tds.append(_td(f"✗ {flag}" if flag else "", f"v {W.RULE[FD.FAILS].colour}" if flag else "label"))
             out.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
         out.append("</table>")
     return "\n".join(out)

@@ -79,15 +79,15 @@ def test_variants_are_shown_by_a_short_name_with_the_overrides_on_hover(folder: 
     html = page
     heads = re.findall(r"<h3>(.*?)</h3>", html)
     shown = {re.sub(r"<[^>]+>", "", h).split(" — ")[0] for h in heads}
-    assert {"logreg", "logreg [variant 1]", "logreg [T1 50]", "cifar10 [noisy]"} <= shown
+    assert {"logreg", "logreg [conditioning 10, decay 0.01 + 2 more]", "logreg [T1 50]", "cifar10 [noisy]"} <= shown
     esc = LONG_RAW.replace('"', "&quot;")
-    assert f'[<span class="variant" title="{esc}">variant 1</span>]' in html
+    assert f'[<span class="variant" title="{esc}">conditioning 10, decay 0.01 + 2 more</span>]' in html
     assert not any(LONG_RAW.replace('"', "&quot;") in re.sub(r'title="[^"]*"', "", h) for h in heads)
     listed = html[html.index("Variants (runs with other overrides") :]
-    assert f"<b>variant 1</b>: <code>{esc}</code>" in listed and "<b>noisy</b>" in listed
+    assert f"<b>conditioning 10, decay 0.01 + 2 more</b>: <code>{esc}</code>" in listed and "<b>noisy</b>" in listed
     findings = html[html.index('<table class="findings"') : html.index("</table>", html.index('class="findings"'))]
-    assert "variant 1</span>]" in findings and "rowspan" not in findings
-    assert "logreg [variant 1]: AdaScale" in html  # a figure's title too
+    assert "conditioning 10, decay 0.01 + 2 more</span>]" in findings and "rowspan" not in findings
+    assert "logreg [conditioning 10, decay 0.01 + 2 more]: AdaScale" in html  # a figure's title too
     table2 = (folder / "report").glob("*.csv")
     assert not list(table2)  # html only: no CSV written here
 
@@ -102,7 +102,12 @@ def test_short_names_from_a_label_the_overrides_or_a_number() -> None:
         {"variant": "lr=3", "variant_label": "", "overrides": json.dumps({"lr": 3}), "experiment_kind": "heatmap"},
     ]
     names = variants.names(pd.DataFrame(rows))
-    assert names == {"": "", "a=1": "a 1", "x.long_key=1": "mine", "x.long_key=2": "mine (2)", "z=9": "variant 1"}
+    assert names == {"": "", "a=1": "a 1", "x.long_key=1": "mine", "x.long_key=2": "mine (2)", "z=9": "z" * 30 + " 9"}
+    longer = variants.names(pd.DataFrame([{**rows[1], "variant": "y=1", "overrides": json.dumps({"y" * 40: 1})}]))
+    assert longer["y=1"] == "y" * 35 + "…"  # cut, never a number standing for it
+    kept = {"keep_checkpoints_every": 12, "keep_checkpoints_until": 0.1}  # the smoke's Figure 2 runs, in words
+    kept = variants.names(pd.DataFrame([{**rows[1], "variant": "k=12", "overrides": json.dumps(kept)}]))
+    assert kept["k=12"] == "checkpoints every 12, until 0.1·T1"
     assert variants.display("logreg [a=1]", {"a=1": "A"}) == ("logreg [A]", "a=1")
     assert variants.display("logreg", names) == ("logreg", "")
 

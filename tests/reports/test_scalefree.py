@@ -69,7 +69,7 @@ def test_delta_is_signed_better_positive_and_a_miss_is_flagged(tmp_path):
     assert row(sf, "logreg", "lsw+", "128")["quality"] == DIVERGED_FLAG
     shown = text(sf)
     assert (
-        "Δmetric (+ better)" in shown and "✗ worse than S = 1 by more than Δ" in shown and "   -2.45   125.00" in shown
+        "Δmetric (+ better)" in shown and "✗ worse than S = 1 by more than Δ" in shown and "-2.4451  125.00×" in shown
     )
     csv = to_csv(sf)
     assert "lsw,128,3,False,2000,16,-2.445" in csv and "worse than S = 1 by more than Δ" in csv

@@ -38,7 +38,7 @@ def plans(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tupl
     real = T._draw
 
     def spy(plan: dict, path: Path) -> None:
-        seen[plan["name"]] = plan
+        seen.update({panel["name"]: panel for panel in plan["panels"]})  # one figure, a panel per table
         real(plan, path)
 
     monkeypatch.setattr(T, "_draw", spy)
@@ -52,9 +52,10 @@ def _rule(plan: dict, title: str) -> dict:
 
 def test_the_figure_holds_the_papers_points_for_a_task_and_none_for_a_task_the_paper_lacks(plans) -> None:
     figs, seen = plans
-    assert sorted(f.title for f in figs) == ["cifar10", "speech"]  # logreg: not in the paper's Table 2
+    assert sorted(seen) == ["cifar10", "speech"]  # logreg: not in the paper's Table 2, no panel
+    assert len(figs) == 1  # small multiples: one figure, a panel per table
     for f in figs:
-        assert f.path.name == f"table2_efficiency_{f.title}_tiny.png" and f.path.read_bytes().startswith(PNG)
+        assert f.path.name == "table2_efficiency.png" and f.path.read_bytes().startswith(PNG)
         assert f.kind == "table2_efficiency" and f.caption.startswith(T.CAPTION)
     paper = load_paper()
     ada = _rule(seen["cifar10"], "AdaScale")
@@ -89,15 +90,20 @@ def test_crosses_and_the_legend_are_drawn(folder: Path, tmp_path: Path, monkeypa
     real = T._save
 
     def spy(fig, path):
-        drawn[path.name] = ([ln.get_marker() for ln in fig.axes[0].get_lines()], fig.legends[0])
+        drawn[path.name] = ([ln.get_marker() for ln in fig.axes[0].get_lines()], fig.legends, fig)
         return real(fig, path)
 
     monkeypatch.setattr(T, "_save", spy)
     figures.table2_efficiency(quiet_load(folder), tmp_path)
-    markers, legend = drawn["table2_efficiency_cifar10_tiny.png"]
+    markers, legends, fig = drawn["table2_efficiency.png"]
+    assert [ax.get_title() for ax in fig.axes if ax.get_visible()] == ["cifar10", "speech"]  # one panel each
     assert markers.count("x") == 3  # the paper's LSW S = 32, 64 and LSW+ S = 64 (drawn though we ran no LSW+)
-    labels = [t.get_text() for t in legend.get_texts()]
-    assert "paper, worse than S = 1 by more than Δ = 0.5, or diverged" in labels and "paper (Table 2)" in labels
+    assert {T.OURS, T.OURS_LOST}.isdisjoint({T.PAPER, T.PAPER_LOST})  # ours and the paper's marked apart
+    assert len(legends) == 1  # one compact legend for every panel
+    labels = [t.get_text() for t in legends[0].get_texts()]
+    assert "paper, lost quality (its Δmetric)" in labels and "paper (Table 2)" in labels and "AdaScale" in labels
+    width, height = fig.get_size_inches()
+    assert width <= 9 and height <= 4.5  # two panels side by side, the legend above: no wide legend column
 
 
 def test_the_page_shows_it_under_the_scale_free_table_and_keeps_the_first_screen(folder: Path) -> None:
@@ -105,7 +111,7 @@ def test_the_page_shows_it_under_the_scale_free_table_and_keeps_the_first_screen
         warnings.simplefilter("ignore")
         page = (build(folder, ["html"]).folder / "report.html").read_text()
     scalefree = page[page.index('id="scalefree"') : page.index('id="paper"')]
-    assert 'id="fig-table2_efficiency"' in scalefree and "table2_efficiency_cifar10_tiny.png" in scalefree
+    assert 'id="fig-table2_efficiency"' in scalefree and "table2_efficiency_cifar10_tiny.png" not in scalefree
     assert scalefree.count("Scaling efficiency T1 / (S · iterations) against S") == 1  # the family's caption once
     grey = re.findall(r'<td class="grey num"[^>]*>([^<]*)</td>', scalefree)
     assert "-17.50" in grey and "-1.30" in grey  # the same cells, in the same format, as the figure labels

@@ -186,7 +186,7 @@ def test_a_speed_up_the_windows_pin_down_is_resolved(tmp_path: Path) -> None:
     r = summary_of(tmp_path, every(5, 100, 120), every(2, 30, 40))
     assert r["speedup"] == pytest.approx(100 / 30) and r["speedup_status"] == timetotarget.RESOLVED
     assert (r["speedup_lo"], r["speedup_hi"]) == pytest.approx((95 / 30, 100 / 28))
-    assert timetotarget.speedup_text(r) == "3.33"  # a Series reads as the row it is
+    assert timetotarget.speedup_text(r) == "3.33×"  # a Series reads as the row it is
 
 
 def test_a_speed_up_wider_than_its_windows_allow_is_unresolved(tmp_path: Path) -> None:
