@@ -593,7 +593,7 @@ LEGEND = (
     "multiplier over τ against the estimator simulated around the moments at the runs' own kept weights (exact "
     "oracle, else torch.func; `gain` on runs that keep weights), within the error model's tol, with the multipliers c "
     "on B that would pass (no power outside [0.8, 1.25]); other runs' noise: evidence only. "
-    f"B/10 also nearer ⌈T1/S⌉ than T1. (iv) normalised gain over the first {WARMUP_WINDOW:.0%} of τ: starts ≤ "
+    f"(iv) normalised gain over the first {WARMUP_WINDOW:.0%} of τ: starts ≤ "
     f"{WARMUP_START:g}, rises ≥ {WARMUP_RISE:g}, judged only where the initial noise scale predicts a warm-up; the "
     f"online gain where the window spans ≥ {WARMUP_MEMORIES} gain memories, else a line bootstrapped over the exact "
     "or offline gain at kept checkpoints, else not testable. Noise scale B = b·σ²/μ² "

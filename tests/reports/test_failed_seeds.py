@@ -106,8 +106,8 @@ def test_seeds_that_end_no_better_than_their_untrained_model_are_failed_seeds(tm
     assert "S = 8 LSW: collapsed (seed 0, seed 1)" in (rep / "table2.md").read_text()
     with (rep / "rule_verdicts.csv").open() as f:
         row = next(r for r in csv.DictReader(f) if r["scale"] == "8" and r["method"] == "lsw")
-    assert row["status"] == "does not hold" and "2 seed(s) collapsed" in row["detail"], row
-    assert "logreg S = 8: AS keeps, LSW worse" in (rep / "rules.txt").read_text()
+    assert row["status"] == "worse" and "2 seed(s) collapsed" in row["detail"], row
+    assert "logreg S = 8: AdaScale keeps, LSW worse" in (rep / "rules.txt").read_text()
 
 
 def test_seeds_that_improve_on_their_untrained_model_and_old_folders_without_one_read_fine(tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ def test_seeds_that_improve_on_their_untrained_model_and_old_folders_without_one
         cells = {(r["method"], r["scale"]): r for r in csv.DictReader(f)}
     assert cells[("lsw", "8")]["n_collapsed"] == "0" and cells[("lsw", "8")]["grey_metric"] == "False"
     assert cells[("adascale", "8")]["n_collapsed"] == "0"
-    assert "logreg S = 8: AS keeps, LSW keeps" in (tmp_path / "report" / "rules.txt").read_text()
+    assert "logreg S = 8: AdaScale keeps, LSW keeps" in (tmp_path / "report" / "rules.txt").read_text()
 
 
 def test_the_untrained_reference_takes_the_binomial_tolerance_of_its_own_level() -> None:
