@@ -98,7 +98,7 @@ def test_a_users_rule_sets_the_betas_and_eps_the_run_uses(tmp_path: Path, monkey
     train(spec_for("logreg", "sqrt", 4, **sets), tmp_path / "sqrt")
     group = engine.optimizer.param_groups[0]
     assert group["betas"] == (0.0, 0.999) and group["eps"] == pytest.approx(1e-7)
-    mine, theirs = (read_jsonl(tmp_path / d / METRICS) for d in ("user", "sqrt"))
+    mine, theirs = ([r for r in read_jsonl(tmp_path / d / METRICS) if "eval" not in r] for d in ("user", "sqrt"))
     assert mine[0]["loss"] == theirs[0]["loss"] and mine[0]["lr"] == theirs[0]["lr"]
     assert mine[2]["loss"] != theirs[2]["loss"]
     sys.modules.pop("adam_user_rule", None)
