@@ -20,7 +20,10 @@ BASE = ["run", "--method", "adascale", "--scale", "2", "--seed", "0"]
     ("args", "needle"),
     [
         (["run", "--task", "mnist", "--method", "adascale", "--scale", "2"], "unknown task 'mnist'"),
-        (["run", "--task", "logreg", "--method", "adam", "--scale", "2"], "unknown method 'adam' (did you mean adamscale?); expected one of: "),
+        (
+            ["run", "--task", "logreg", "--method", "adam", "--scale", "2"],
+            "unknown method 'adam' (did you mean adamscale?); expected one of: ",
+        ),
         (["run", "--task", "logreg", "--method", "../x:R", "--scale", "2"], "package.module:NAME"),
         (["run", "--task", "logreg", "--method", "no_such_pkg.rules:R", "--scale", "2"], "cannot import no_such_pkg"),
         (["run", "--task", "logreg", "--method", "lsw", "--scale", "0"], "scale '0' is not an integer in [1, 8192]"),
