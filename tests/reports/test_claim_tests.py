@@ -50,7 +50,7 @@ def test_a_significant_drop_past_the_margin_on_a_saturated_metric_does_not_hold(
     assert st == "does not hold" and "-1.40 [-2.27, -0.53] vs −Δ = -1.00 (worse)" in detail, detail
     assert detail.startswith("saturated") and "a significant drop past Δ does not hold" in detail
     grid = next(r for r in table(tmp_path / "top", "rule_verdicts.csv") if r["scale"] == "4")
-    assert grid["status"] == "does not hold", grid
+    assert grid["status"] == "worse", grid  # the rules grid's word (reports.words)
     seeds(tmp_path / "low", "cifar10", "adascale", 1, [v - 10 for v in TOP])
     seeds(tmp_path / "low", "cifar10", "adascale", 4, [v - 10 for v in ada], T1=100, iterations=30)
     st, detail = finding(tmp_path / "low", "i")
@@ -67,7 +67,7 @@ def test_a_saturated_interval_straddling_the_margin_is_inconclusive_not_untestab
     seeds(tmp_path / "b", "cifar10", "adascale", 1, TOP)
     seeds(tmp_path / "b", "cifar10", "adascale", 4, [99.3, 99.5, 99.4], T1=100, iterations=30)
     st, detail = finding(tmp_path / "b", "i")
-    assert st == "not testable here" and "(within)" in detail, detail
+    assert st.startswith("not testable") and "(within)" in detail, detail
 
 
 # --------------------------------------------------------------------- 6. (ii) comparative, in its regime
@@ -86,7 +86,7 @@ def test_ii_holds_only_where_lsw_is_worse_than_s1_and_than_adascale(tmp_path: Pa
     further and did no worse than AdaScale); LSW worse than both holds. The regime and S = 1's tuning are printed."""
     lsw_table(tmp_path / "both", ada=[72.5, 72.6, 72.4], lsw=[72.0, 72.1, 71.9])
     st, detail = finding(tmp_path / "both", "ii")
-    assert st == "does not hold" and "(worse); LSW vs AdaScale at S = 8: " in detail, detail
+    assert st == "does not hold" and "(worse); " in detail and "LSW vs AdaScale at S = 8: " in detail, detail
     assert "-0.50 [-0.67, -0.33] vs −Δ = -1.00 (within)" in detail and "LSW stepped past r̂ as bad as AdaScale" in detail
     assert "regime: LSW's multiplier S = 8 vs AdaScale's steady gain r̂ there 2.97" in detail
     assert "S = 1 at lr0 0.1, not the card's tuned 0.05" in detail
@@ -100,7 +100,7 @@ def test_ii_where_lsw_takes_adascales_steps_is_not_testable_even_when_both_degra
     what both predict."""
     lsw_table(tmp_path, ada=[72.5, 72.6, 72.4], lsw=[72.0, 72.1, 71.9], ada_noise=10_000.0)
     st, detail = finding(tmp_path, "ii")
-    assert st == "not testable here" and "LSW takes AdaScale's steps here" in detail, detail
+    assert st.startswith("not testable") and "LSW takes AdaScale's steps here" in detail, detail
 
 
 def test_ii_prints_s1s_excess_over_the_exact_optimum_on_logreg(tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ def test_iv_is_judged_only_where_the_initial_noise_scale_predicts_a_warm_up(tmp_
     r_hat = 8 * (450 / 8 + 1) / (450 / 8 + 8)
     warmup_table(tmp_path / "none", [r_hat], early=150 / 8, late=450 / 8)
     st, detail = finding(tmp_path / "none", "iv")
-    assert st == "not testable here", detail
+    assert st.startswith("not testable"), detail
     assert "no warm-up predicted (S·b = 64 against the initial noise scale 150 (first 10 % of τ, 2 run(s)): " in detail
     assert "; the run: 1.00 → 1.00 (online)" in detail
     warmup_table(tmp_path / "some", [r_hat], early=0.5, late=450 / 8)
