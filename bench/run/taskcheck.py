@@ -37,7 +37,10 @@ def card_file(task: Any) -> str:
         from tasks import source_file
 
         return source_file(type(task))
-    found = importlib.util.find_spec(f"tasks.presets.{name}")
+    try:  # a card module made in memory (no __spec__) has no file to name
+        found = importlib.util.find_spec(f"tasks.presets.{name}")
+    except (ImportError, ValueError):
+        found = None
     return str(found.origin) if found is not None and found.origin else f"tasks/presets/{name}.py"
 
 
