@@ -46,7 +46,7 @@ def _strip(record: dict) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("task", "scale", "extra"), [("logreg", "4", ("--set", "T1=1500")), ("cifar10", "elastic-up", ())]
+    ("task", "scale", "extra"), [("logreg", "4", ("--set", "T1=1500")), ("cifar10", "elastic-up", ("--set", "T1=600"))]
 )
 def test_sigterm_then_same_command_resumes_exactly(tmp_path: Path, task: str, scale: str, extra: tuple) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
