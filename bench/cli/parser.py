@@ -198,6 +198,8 @@ def _cost_commands(sub: Any, shipped: str) -> None:
 
 def _measuring_commands(sub: Any) -> None:
     """perf, comm and gain: what the engine, the exchange and the gain measure."""
+    from bench.algo.rules import OPTIMIZERS
+
     p = sub.add_parser("perf", help="overhead benchmark: engine vs identity vs a bare PyTorch loop")
     p.add_argument("--task", action="append", type=task_name, help="a task (repeatable; default: every task)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -226,6 +228,13 @@ def _measuring_commands(sub: Any) -> None:
     )
     p.add_argument(
         "--amp", default="none", choices=("none", "both"), help="both: also time the engine with amp=bf16, interleaved"
+    )
+    p.add_argument(
+        "--optimizer",
+        default="sgd",
+        choices=OPTIMIZERS,
+        help="every variant's optimizer; adamw: the task card's AdamW setting, AdamScale in the engine, "
+        "torch.optim.AdamW in the bare loop",
     )
     p.set_defaults(func=cmd_perf)
 

@@ -58,7 +58,7 @@ from bench.algo.rules import ADASCALE, IDENTITY
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.distributed import Dist, pick_device
 from bench.errors import UserError
-from bench.experiments.perfloops import BIG, EXTRA_VARIANTS, VARIANTS, EngineLoop, Setup, build
+from bench.experiments.perfloops import BIG, EXTRA_VARIANTS, VARIANTS, EngineLoop, Setup, adaptive_rule, build
 from bench.files import write_csv_rows
 
 WARMUP = 3  # untimed iterations per variant: lazy allocations, optimizer state, first-call caches
@@ -67,6 +67,8 @@ MAX_BLOCK = 200
 COLUMNS = [
     "task",
     "scale",
+    "optimizer",  # every variant's (sgd, adamw)
+    "rule",  # what the `adascale` variant runs: AdaScale under SGD, AdamScale under AdamW
     "examples_per_iteration",
     *(f"examples_per_s_{v}" for v in VARIANTS),
     *(f"ms_{v}" for v in VARIANTS),
@@ -312,6 +314,7 @@ class PerfOptions:
     synthetic: bool | None = None  # None: on for the paper preset without a data root
     microbatch_mode: str = "sequential"  # both: also time microbatch_mode=batched
     amp: str = "none"  # both: also time amp=bf16
+    optimizer: str = "sgd"  # every variant's; adamw: the `adascale` variant runs AdamScale, the bare loop AdamW
 
 
 def _cell(
@@ -331,7 +334,7 @@ def _cell(
     bar.set_description(f"{task.name} S={s} (setting up)")
     if dist.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dist.device)
-    setup = build(task, s, args.preset, root, dist, tmp, extras, synthetic)
+    setup = build(task, s, args.preset, root, dist, tmp, extras, synthetic, args.optimizer)
     bar.set_description(f"{task.name} S={s}")
     try:
         row = measure(setup, int(args.repeats), dist.device, lambda: bar.update(1))
@@ -344,6 +347,8 @@ def _cell(
     row.update(
         task=task.name,
         scale=s,
+        optimizer=args.optimizer,
+        rule=adaptive_rule(args.optimizer),
         device=str(dist.device),
         device_name=device_name(dist.device),
         synthetic=synthetic,
@@ -361,7 +366,8 @@ def _cell(
     )
     extra += "".join(f", {k} {row[k]:.3f}" for k in ("simulated_over_big_batch", "batched_over_big_batch") if k in row)
     tqdm.write(
-        f"{task.name} S={s}: adascale/identity {row['adascale_over_identity']:.3f}, "
+        f"{task.name} S={s}{'' if args.optimizer == 'sgd' else ', ' + args.optimizer}: "
+        f"{row['rule']}/identity {row['adascale_over_identity']:.3f}, "
         f"engine/bare {row['engine_over_bare']:.3f}, adascale/bare {row['adascale_over_bare']:.3f} "
         f"(against the bare loop timed in this process), "
         f"adascale {row['examples_per_s_adascale']:.0f} ex/s{extra}, "
@@ -382,6 +388,11 @@ def _report(rows: list[dict[str, Any]], out: Path, device: torch.device, repeats
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}. Medians (± IQR) over {repeats} interleaved samples; "
         "ratios: medians of per-round ratios [95 % distribution-free interval]. Micro-batches pre-fetched: "
         "data loading is not compared."
+        + (
+            f" Optimizer {args.optimizer}: the `adascale` columns time {adaptive_rule(args.optimizer)}."
+            if args.optimizer != "sgd"
+            else ""
+        )
     )
     print(f"perf: {path}")
     if args.write_throughput:

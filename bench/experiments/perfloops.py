@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from bench.algo.rules import ADASCALE, IDENTITY, extra_warmup
+from bench.algo.rules import ADASCALE, IDENTITY, extra_warmup, shared_at_s1
 from bench.algo.schedules import lr_schedule
 from bench.engine.accumulate import dropout_seeds, seed_generators
 from bench.engine.amp import cuda_speed_knobs
@@ -35,7 +35,8 @@ DISTINCT = 2  # iterations' worth of micro-batches pre-fetched and cycled throug
 
 
 class BareLoop:
-    """What one would write by hand: the model, torch.optim.SGD and the loop, nothing else."""
+    """What one would write by hand: the model, torch.optim.SGD (or AdamW, as the spec says) and the loop,
+    nothing else."""
 
     def __init__(self, task: Any, spec: RunSpec, device: torch.device, engine_layout: bool = False) -> None:
         self.task, self.spec, self.device = task, spec, device
@@ -45,9 +46,16 @@ class BareLoop:
             self.model = cuda_speed_knobs(self.model, device)
         self.model.train()
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.SGD(
-            self.params, lr=0.0, momentum=spec.momentum, weight_decay=spec.weight_decay, foreach=True
-        )
+        self.optimizer: torch.optim.Optimizer
+        if spec.optimizer == "adamw":  # decoupled weight decay; β and ε the spec's
+            betas = (spec.betas[0], spec.betas[1])
+            self.optimizer = torch.optim.AdamW(
+                self.params, lr=0.0, betas=betas, eps=spec.eps, weight_decay=spec.weight_decay, foreach=True
+            )
+        else:
+            self.optimizer = torch.optim.SGD(
+                self.params, lr=0.0, momentum=spec.momentum, weight_decay=spec.weight_decay, foreach=True
+            )
         self.lr = lr_schedule(spec.lr_schedule, float(spec.T1))
         self.iteration = 0
         self.microbatch = 0
@@ -130,11 +138,19 @@ class Setup:
                 loop.close()
 
 
-def specs(task: Any, scale: int, preset: str, data_root: str | None) -> tuple[RunSpec, RunSpec]:
-    """The AdaScale spec and its identity twin without statistics: the same preset otherwise."""
-    adascale = resolve(task, ADASCALE, scale, 0, preset, data_root)
-    identity = resolve(task, IDENTITY, scale, 0, preset, data_root, {"track_stats": False})
-    return adascale, identity
+def adaptive_rule(optimizer: str) -> str:
+    """The gain-following rule the benchmark times under `optimizer`: AdaScale for SGD, AdamScale for AdamW (the
+    rule that stands for the identity-at-S = 1 rules there, bench.algo.rules.shared_at_s1)."""
+    return shared_at_s1(optimizer)
+
+
+def specs(task: Any, scale: int, preset: str, data_root: str | None, optimizer: str = "sgd") -> tuple[RunSpec, RunSpec]:
+    """The adaptive rule's spec (AdaScale; AdamScale under AdamW) and its identity twin without statistics: the
+    same preset and optimizer otherwise (AdamW: the task card's AdamW setting, as a run takes it)."""
+    chosen = {"optimizer": optimizer} if optimizer != "sgd" else {}
+    adaptive = resolve(task, adaptive_rule(optimizer), scale, 0, preset, data_root, chosen)
+    identity = resolve(task, IDENTITY, scale, 0, preset, data_root, {"track_stats": False, **chosen})
+    return adaptive, identity
 
 
 def build(
@@ -146,14 +162,16 @@ def build(
     tmp: Path,
     extras: tuple[str, ...] = (),
     synthetic: bool = False,
+    optimizer: str = "sgd",
 ) -> Setup:
     """Build the variants of one cell (the three, plus `extras` of EXTRA_VARIANTS, plus `big` where the
     task's items are examples) and pre-fetch DISTINCT iterations of micro-batches (and of big batches).
-    `synthetic`: random data of the preset's real shapes instead of a dataset."""
+    `synthetic`: random data of the preset's real shapes instead of a dataset; `optimizer`: every variant's
+    (the `adascale` variant then runs the optimizer's adaptive rule, `adaptive_rule`)."""
     if synthetic:
         task = SyntheticData(task)
         data_root = str(tmp / "synthetic")
-    spec_a, spec_b = specs(task, scale, preset, data_root)
+    spec_a, spec_b = specs(task, scale, preset, data_root, optimizer)
     root = prepare_data(task, spec_a, dist)  # (the tiny dataset is written on first use, as for a run)
     here = tmp / task.name / f"s{scale}"
     loops: dict[str, EngineLoop | BareLoop] = {
@@ -162,7 +180,8 @@ def build(
     }
     loops["bare"] = BareLoop(task, spec_b, dist.device)
     for v in extras:
-        spec_v = resolve(task, ADASCALE, scale, 0, preset, data_root, EXTRA_SETS[v])
+        chosen = {"optimizer": optimizer} if optimizer != "sgd" else {}
+        spec_v = resolve(task, spec_a.method, scale, 0, preset, data_root, {**EXTRA_SETS[v], **chosen})
         loops[v] = EngineLoop(spec_v, task, here / v, root, dist)
     first = loops[ADASCALE]
     assert isinstance(first, EngineLoop)

@@ -70,6 +70,23 @@ def test_identity_engine_and_bare_loop_end_with_the_same_weights(tmp_path: Path,
     setup.close()
 
 
+@pytest.mark.parametrize("task", ["transformer", "cifar10"])
+def test_under_adamw_the_identity_engine_and_bare_adamw_end_with_the_same_weights(tmp_path: Path, task: str) -> None:
+    """perf --optimizer adamw: the engine's functional AdamW step (bench.engine.adamwstep) and torch.optim.AdamW in
+    the bare loop, with the card's AdamW setting, bit for bit at S = 2; the `adascale` variant runs AdamScale."""
+    setup = perf.build(get_task(task), 2, "tiny", None, Dist(), tmp_path, optimizer="adamw")
+    assert isinstance(setup.loops["bare"].optimizer, torch.optim.AdamW)
+    assert setup.loops["adascale"].engine.spec.method == "adamscale"
+    assert setup.loops["identity"].engine.spec.optimizer == "adamw"
+    before = _weights(setup.loops["bare"].model)
+    _run(setup, ("identity", "bare"), 3)
+    engine, bare = _weights(setup.loops["identity"].model), _weights(setup.loops["bare"].model)
+    assert any(not torch.equal(a, b) for a, b in zip(before, bare, strict=True))
+    for a, b in zip(engine, bare, strict=True):
+        assert torch.equal(a, b)
+    setup.close()
+
+
 def test_at_larger_scales_only_the_summation_order_differs(tmp_path: Path) -> None:
     """S = 4: the engine's pairwise reduction adds the micro-batch gradients as a tree, the bare loop
     in autograd's order; the weights agree to rounding."""
