@@ -255,7 +255,7 @@ def _lsw(ctx: RuleContext) -> LinearScalingWarmup:
 
 def _lsw_plus(ctx: RuleContext) -> LinearScalingWarmup:
     if not ctx.T_AS or ctx.T_AS < 1:
-        raise UserError("lsw+ needs T_AS, the iteration count of its AdaScale run")
+        raise UserError("lsw+ needs T_AS, the iteration count of its AdaScale run (AdamScale's under AdamW)")
     n = int(round(ctx.T_AS))
     return LinearScalingWarmup(n, progress=ctx.T1 / n, name=LSW_PLUS)
 
@@ -364,6 +364,12 @@ def shared_at_s1(optimizer: str = "sgd") -> str:
     """The run that stands at S = 1 for the rules that share it, under `optimizer`: the first such row of the
     table that runs with it (adascale for SGD, SHARED_AT_S1; adamscale for AdamW)."""
     return next(n for n, r in METHODS.items() if shares_s1(r) and refusal(r, optimizer) is None)
+
+
+def gain_rule(optimizer: str = "sgd") -> str:
+    """AdaScale, or the row that stands for it under `optimizer` (adamscale under AdamW): the run whose iteration
+    count LSW+ takes (T_AS) under that optimizer."""
+    return next((n for n, r in METHODS.items() if r.replaces == ADASCALE and optimizer in r.optimizers), ADASCALE)
 
 
 def shared_runs() -> tuple[str, ...]:

@@ -61,16 +61,18 @@ def order(runs: list[RunRequest]) -> list[RunRequest]:
 
 def depends_on(run: RunRequest, runs: list[RunRequest]) -> list[RunRequest]:
     """The runs that must finish before `run` can start: what its method needs (the method table's
-    `needs`): T = its grid's AdaScale runs (a heat map's), T_AS = its AdaScale twin."""
+    `needs`): T = its grid's AdaScale runs (a heat map's), T_AS = its AdaScale twin (AdamScale under AdamW: the
+    same overrides, so the same optimizer)."""
     needs = rules.method(run.method).needs
     if needs == "T" and run.experiment.get("kind") == "heatmap":
         return [r for r in runs if r.method == ADASCALE and r.experiment.get("grid") == run.experiment["grid"]]
     if needs != "T_AS":
         return []
+    twins = {rules.gain_rule(o) for o in rules.OPTIMIZERS}
     return [
         r
         for r in runs
-        if r.method == ADASCALE
+        if r.method in twins
         and r.task == run.task
         and r.scale == run.scale
         and r.seed == run.seed

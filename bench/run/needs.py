@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import ADASCALE, method
+from bench.algo.rules import ADASCALE, gain_rule, method, title
 from bench.errors import UserError
 from bench.files import SPEC, SUMMARY, finite_float, read_json_object
 from bench.identity import identity_of
@@ -25,8 +25,9 @@ def resolve_needs(out: Path, spec: RunSpec) -> RunSpec:
 
 
 def adascale_twin(spec: RunSpec) -> RunSpec:
-    """The spec of the AdaScale run of the same experiment (a user's rule's record is not AdaScale's)."""
-    return spec.replace(drop=("rule",), method=ADASCALE)
+    """The spec of the AdaScale run of the same experiment (AdamScale's under AdamW: bench.algo.rules.gain_rule; a
+    user's rule's record is not AdaScale's)."""
+    return spec.replace(drop=("rule",), method=gain_rule(spec.optimizer))
 
 
 def _same_experiment(run_dir: Path, twin: RunSpec, seed: bool = True) -> bool:
@@ -51,7 +52,8 @@ def find_T_AS(out: Path, spec: RunSpec) -> float:
     if summary is not None and _same_experiment(seed_dir, twin):
         if summary.get("status") != "completed":
             raise UserError(
-                f"lsw+ needs its AdaScale run, but {seed_dir / SUMMARY} has status {summary.get('status')!r}"
+                f"lsw+ needs its {title(twin.method)} run, but {seed_dir / SUMMARY} has status "
+                f"{summary.get('status')!r}"
             )
         return _iterations(summary, seed_dir / SUMMARY)
     counts = []
@@ -62,7 +64,7 @@ def find_T_AS(out: Path, spec: RunSpec) -> float:
                 counts.append(_iterations(s, d / SUMMARY))
     if not counts:
         raise UserError(
-            f"lsw+ needs the AdaScale run {seed_dir} (or another seed of the same experiment) to have "
+            f"lsw+ needs the {title(twin.method)} run {seed_dir} (or another seed of the same experiment) to have "
             "completed; run it first or pass --set T_AS=<iterations>"
         )
     return sum(counts) / len(counts)

@@ -102,3 +102,32 @@ def test_a_users_rule_sets_the_betas_and_eps_the_run_uses(tmp_path: Path, monkey
     assert mine[0]["loss"] == theirs[0]["loss"] and mine[0]["lr"] == theirs[0]["lr"]
     assert mine[2]["loss"] != theirs[2]["loss"]
     sys.modules.pop("adam_user_rule", None)
+
+
+LSW_PLUS_ADAMW = """preset: tiny
+seeds: [0]
+experiments:
+  - table2:
+      tasks: [transformer]
+      methods: [adamscale, lsw+]
+      scales: [1, 4]
+      set: {optimizer: adamw, T1: 120}
+"""
+
+
+def test_lsw_plus_under_adamw_takes_its_adamscale_runs_count(tmp_path: Path) -> None:
+    """LSW+ runs as many iterations as its gain-following twin: AdaScale's under SGD, AdamScale's under AdamW
+    (bench.algo.rules.gain_rule); it waits for that run in the pool and reads its count (it looked for an AdaScale
+    run AdamW refuses, and failed)."""
+    from bench.cli import main
+    from bench.files import SUMMARY, read_json
+
+    (tmp_path / "m.yaml").write_text(LSW_PLUS_ADAMW)
+    out = tmp_path / "out"
+    assert main(["submit", str(tmp_path / "m.yaml"), "--executor", "debug", "--out", str(out)]) == 0
+    (twin,) = (out / "transformer" / "adamscale" / "s4").iterdir()
+    (lsw_plus,) = (out / "transformer" / "lsw+" / "s4").iterdir()
+    iterations = read_json(twin / SUMMARY)["iterations"]
+    summary = read_json(lsw_plus / SUMMARY)
+    assert summary["T_AS"] == iterations and summary["iterations"] == iterations
+    assert rules.gain_rule("sgd") == "adascale" and rules.gain_rule("adamw") == "adamscale"
