@@ -93,6 +93,7 @@ from .warmup import (
     WARMUP_START,
     WARMUP_WINDOW,
     Warmup,
+    gain_twins,
     run_warmups,
     settled_gain,
 )
@@ -335,13 +336,17 @@ def _small(r: pd.Series) -> bool:
     return isinstance(v, bool | np.bool_) and bool(v)
 
 
-def _iii_cells(ctx: Context, runs: pd.DataFrame) -> tuple[dict[str, reference.Cell], int]:
-    """Each S's cell judged against the runs' independent references (reports.reference); how many runs had none."""
+def _iii_cells(ctx: Context, runs: pd.DataFrame) -> tuple[dict[str, reference.Cell], int, int]:
+    """Each S's cell judged against the runs' independent references (reports.reference); how many runs had none,
+    and how many had one over part of τ only (`reference.covers`)."""
     judged: dict[str, list[reference.RunJudged]] = {}
-    missing = 0
+    missing = partial = 0
     for _, r in runs.iterrows():
         m = pd.to_numeric(pd.Series([r.get(noise.PER_EPOCH)]), errors="coerce").iloc[0]
         p = reference.points(ctx.res, r["run_dir"], float(m))
+        if p is not None and not reference.covers(p, float(r["T1"])):
+            partial += 1
+            continue
         train = ctx.res.metrics(r["run_dir"])[0] if p is not None else None
         j = None
         if p is not None and train is not None:
@@ -350,7 +355,7 @@ def _iii_cells(ctx: Context, runs: pd.DataFrame) -> tuple[dict[str, reference.Ce
             missing += 1
             continue
         judged.setdefault(str(r["scale"]), []).append(j)
-    return {s: reference.judge_cell(js) for s, js in judged.items()}, missing
+    return {s: reference.judge_cell(js) for s, js in judged.items()}, missing, partial
 
 
 def _iii_evidence(runs: pd.DataFrame, scale: str, cell: reference.Cell | None = None) -> str:
@@ -379,24 +384,42 @@ CELL_TEXT = {
 }
 
 
+def _iii_runs(ctx: Context) -> pd.DataFrame:
+    """The table's completed fixed-S AdaScale runs with S ≥ 2, and its `gain` runs (the same training with its
+    weights kept: reports.warmup.gain_twins), each in place of the table's run of its S and seed."""
+    t = pd.concat([ctx.t, gain_twins(ctx.res, ctx.t)])
+    fixed = t["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
+    runs = t[fixed & (t["method"] == ADASCALE) & (t["status"] == "completed")]
+    runs = runs[np.isfinite(pd.to_numeric(runs["iterations"], errors="coerce"))]
+    kept = runs["experiment_kind"] == "gain" if "experiment_kind" in runs else pd.Series(False, index=runs.index)
+    twin = set(zip(runs.loc[kept, "scale"].astype(str), runs.loc[kept, "seed"].astype(str), strict=True))
+    mine = [(str(s), str(e)) not in twin for s, e in zip(runs["scale"], runs["seed"], strict=True)]
+    return runs[kept.to_numpy() | np.array(mine, dtype=bool)].drop_duplicates("run_dir")
+
+
 def check_iii(ctx: Context) -> tuple[str, str]:
     """(iii): each S's AdaScale runs against the run their independent reference predicts (reports.reference:
     the exact moments at the kept weights where the task has an oracle, else the offline estimate through
     torch.func), the count and the gain over τ, on an error model with its power printed. The other runs'
     noise (reports.noise.predict) is printed as evidence; it never judges."""
-    fixed = ctx.t["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
-    runs = ctx.t[fixed & (ctx.t["method"] == ADASCALE) & (ctx.t["status"] == "completed")]
-    runs = runs[np.isfinite(pd.to_numeric(runs["iterations"], errors="coerce"))]
+    runs = _iii_runs(ctx)
     if runs.empty:
         return NOT_RUN, "no completed AdaScale run with S ≥ 2"
     runs = runs.assign(_s=runs["scale"].map(lambda s: scale_order(s)[1])).sort_values(["_s", "seed"])
-    cells, missing = _iii_cells(ctx, runs)
+    cells, missing, partial = _iii_cells(ctx, runs)
+    over_part = (
+        f"; {partial} run(s) with weights kept over part of τ only (before {reference.COVERS:g}·T1): no reference "
+        "for the rest of the run"
+        if partial
+        else ""
+    )
     if not cells:
         said = {s: _iii_evidence(runs, s).removeprefix("; ") for s in runs["scale"].unique()}
         evidence = "".join(f"; S = {s}: {text}" for s, text in said.items() if text)
         return NOT_TESTABLE, (
-            f"no reference independent of the engine's statistics for {missing} run(s): keep their weights "
+            f"no reference independent of the engine's statistics for {missing + partial} run(s): keep their weights "
             "(keep_checkpoints_every) and run `adascale-bench gain` on them; other runs of the engine never replace it"
+            + over_part
             + evidence
         )
     parts = [f"{reference.describe(s, c)}: {CELL_TEXT[c.verdict]}{_iii_evidence(runs, s, c)}" for s, c in cells.items()]
@@ -410,7 +433,9 @@ def check_iii(ctx: Context) -> tuple[str, str]:
         "where c on B from "
         f"{reference.POWER_LO:g} to {reference.POWER_HI:g} would pass"
     )
-    return status, " | ".join(parts) + f"; {rule}" + (f"; {missing} run(s) without a reference" if missing else "")
+    return status, " | ".join(parts) + f"; {rule}" + (f"; {missing} run(s) without a reference" if missing else "") + (
+        over_part
+    )
 
 
 GROUP = "{memories}"

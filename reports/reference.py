@@ -55,6 +55,8 @@ MULTIPLIERS = np.unique(
         np.concatenate([np.linspace(math.log(0.25), math.log(4.0), 13), np.linspace(math.log(0.8), math.log(1.25), 21)])
     )
 )  # c on B: the power's grid
+COVERS = 0.8  # a reference judges a run only where its kept points reach this share of T1 (past its last point the
+# interpolation holds the moments flat: a reference kept over the warm-up window alone, `until` 0.1, predicts nothing)
 REF = ("ref_var", "ref_sqr", "ref_var_se", "ref_sqr_se", "ref_trace_sq", "ref_spread")
 DRAWN = "ref_drawn"  # 1 where the point's moments are those the engine's draws there expect (bench.run.independent)
 
@@ -179,6 +181,11 @@ class RunJudged:
     source: str
     own: float = math.nan  # log(the predictor on the run's own folded statistics / its iterations): `own_count`
     small: bool = False  # S·b ≤ B/10 at every reference point (σ² ≥ 10·S·μ²): the paper's S·b ≪ B
+
+
+def covers(p: Points, T1: float) -> bool:
+    """Whether the reference's kept points reach COVERS of T1 (else it says nothing of the rest of the run)."""
+    return bool(len(p.tau)) and float(p.tau[-1]) >= COVERS * T1
 
 
 def judge_run(p: Points, train: pd.DataFrame, its: float, scale: int, T1: float, per_epoch: float) -> RunJudged | None:

@@ -158,7 +158,7 @@ def _base_variant(variant: str) -> str:
     return ",".join(parts)
 
 
-def _gain_twins(res: Results, t: pd.DataFrame) -> pd.DataFrame:
+def gain_twins(res: Results, t: pd.DataFrame) -> pd.DataFrame:
     """The `gain` experiment runs of a table's configuration: AdaScale runs with kept weights, same task,
     preset and variant once the keep-checkpoint keys are left out."""
     r = res.runs
@@ -218,7 +218,7 @@ def run_warmups(res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]
     """(run, Warmup) of every completed fixed-S AdaScale run with S ≥ 2 of a table, and of the `gain` runs of
     its configuration: online where the window is long enough, else at kept checkpoints, else not judged; each
     `gated` on the table's initial noise scale (judged only where a warm-up is predicted)."""
-    runs = pd.concat([g for s, g in fixed_scales(t, ADASCALE).items() if float(s) >= 2] + [_gain_twins(res, t)])
+    runs = pd.concat([g for s, g in fixed_scales(t, ADASCALE).items() if float(s) >= 2] + [gain_twins(res, t)])
     out = []
     if runs.empty:
         return out

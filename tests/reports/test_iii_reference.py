@@ -123,3 +123,51 @@ def test_lsw_relabelled_adascale_does_not_hold(clean: Path, tmp_path: Path) -> N
     row = iii(out)
     assert row["status"] == "does not hold", row["detail"]
     assert row["detail"].count("does not hold ✗") == 2, row["detail"]
+
+
+TWINS = """preset: tiny
+seeds: [0]
+experiments:
+  - table2:
+      tasks: [logreg]
+      methods: [adascale]
+      scales: [1, 16]
+      set: {{data.conditioning: 10.0, lr_schedule.lr0: 1.0, microbatch_mode: batched, T1: 1000}}
+  - gain:
+      tasks: [logreg]
+      scale: 16
+      every: 3{until}
+      set: {{data.conditioning: 10.0, lr_schedule.lr0: 1.0, microbatch_mode: batched, T1: 1000}}
+"""
+
+
+def twins(root: Path, until: str = "", path: str = "") -> dict[str, str]:
+    """The table's AdaScale runs keep no weights; its `gain` runs (the same training, weights kept) stand in for them."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "case.yaml").write_text(TWINS.format(until=until))
+    out = root / "out"
+    cli("submit", str(root / "case.yaml"), "--executor", "local", "--out", str(out), path=path)
+    assert len(offline_gains(out, batches=4)) == 1
+    return iii(out)
+
+
+@pytest.mark.slow
+def test_a_tables_gain_run_is_judged_in_place_of_its_twin(tmp_path: Path) -> None:
+    """The smoke's shape: (iii) reads the `gain` run's reference for S = 16 (the table's own run keeps none) and
+    holds; the same with the engine's statistics biased (ρ = 0.05) does not hold."""
+    row = twins(tmp_path / "clean")
+    assert row["status"] == "holds", row["detail"]
+    assert "S = 16 (exact reference, 1 seed)" in row["detail"] and "without a reference" not in row["detail"]
+    (tmp_path / "bias").mkdir()
+    (tmp_path / "bias" / "sitecustomize.py").write_text(BIAS)
+    row = twins(tmp_path / "biased", path=str(tmp_path / "bias"))
+    assert row["status"] == "does not hold", row["detail"]
+
+
+@pytest.mark.slow
+def test_weights_kept_over_the_warm_up_window_alone_are_no_reference_for_the_run(tmp_path: Path) -> None:
+    """`until: 0.1` (the smoke's cifar10 gain runs): the kept points end at a tenth of τ, past which the
+    interpolation would hold the moments flat; the run is counted as kept over part of τ and not judged."""
+    row = twins(tmp_path, until="\n      until: 0.1")
+    assert row["status"] == "not testable", row["detail"]
+    assert "1 run(s) with weights kept over part of τ only" in row["detail"], row["detail"]
