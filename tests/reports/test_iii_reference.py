@@ -142,7 +142,7 @@ experiments:
 
 
 def twins(root: Path, until: str = "", path: str = "") -> dict[str, str]:
-    """The table's AdaScale runs keep no weights; its `gain` runs (the same training, weights kept) stand in for them."""
+    """The table's AdaScale runs keep no weights; its `gain` runs (the same training, weights kept) stand in."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "case.yaml").write_text(TWINS.format(until=until))
     out = root / "out"
