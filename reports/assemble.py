@@ -156,7 +156,7 @@ def _tables(res, formats: list[str], built: Built) -> Tables:
     sf = SF.scalefree(c, res.runs, paper)
     ttt = CT.time_to_target(res) if tables else pd.DataFrame()
     fits = CT.critical_table(res, ttt) if tables else pd.DataFrame()
-    built.flags = CT.flags_text(fits, CT.ttt_summary(ttt)) if tables else ""
+    built.flags = CT.flags_text(fits, CT.ttt_summary(ttt), res.variants) if tables else ""
     return Tables(c, comp, paper_tasks, sweep_tab, found, verdicts, glance, sf, ttt, fits)
 
 

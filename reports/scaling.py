@@ -25,18 +25,20 @@ from .timetotarget import UNRESOLVED, speedup_text, time_to_target, ttt_summary
 from .timetotarget import ttt_html as ttt_html
 
 
-def flags_text(fits: pd.DataFrame, summary: pd.DataFrame) -> str:
+def flags_text(fits: pd.DataFrame, summary: pd.DataFrame, names: dict[str, str] | None = None) -> str:
     """What `report` prints after the rules: each B_crit fit that disagrees with the other source's fit of
-    the same series, and each time-to-target speed-up that is unresolved, one line each ('' when none)."""
+    the same series, and each time-to-target speed-up that is unresolved, one line each ('' when none); a
+    variant by its short name (`names`: Results.variants), never its override string."""
     lines = []
+    named = lambda v: (names or {}).get(v, v) if isinstance(v, str) else v  # noqa: E731
     for r in fits.itertuples() if not fits.empty else ():
         if isinstance(r.agrees, str) and r.agrees.startswith("no"):
-            what = f"{r.task}{f' [{r.variant}]' if r.variant else ''} {r.method}, {r.source}"
+            what = f"{r.task}{f' [{named(r.variant)}]' if r.variant else ''} {r.method}, {r.source}"
             value = f"{r.B_crit:,.0f} [{r.B_crit_lo:,.0f}, {r.B_crit_hi:,.0f}]"
             lines.append(f"B_crit {what} {value} DISAGREES with {r.agrees[4:]}")
     for r in summary.itertuples() if not summary.empty else ():
         if str(r.speedup_status).startswith(UNRESOLVED):
-            what = f"{r.task}{f' [{r.variant}]' if r.variant else ''} S = {r.scale} {r.method}"
+            what = f"{r.task}{f' [{named(r.variant)}]' if r.variant else ''} S = {r.scale} {r.method}"
             why = str(r.speedup_status).partition(": ")[2]
             lines.append(f"time to target {what}: speed-up {speedup_text(r)}, {why}")
     return "".join(f"{line}\n" for line in lines)

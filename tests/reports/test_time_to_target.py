@@ -228,6 +228,8 @@ def test_report_prints_the_unresolved_and_the_disagreeing(tmp_path: Path) -> Non
     assert "cifar10 S = 4 adascale: speed-up unresolved (5×–11×), above S = 4" in text
     assert "B_crit logreg adascale, sweep 420 [412, 428] DISAGREES with table2 203 [196, 212]" in text
     assert scaling.flags_text(fits.assign(agrees="yes"), summary[summary["scale"] == "1"]) == ""
+    named = scaling.flags_text(fits.assign(variant='optimizer="adamw"'), summary, {'optimizer="adamw"': "adamw"})
+    assert "B_crit logreg [adamw] adascale, sweep" in named and "optimizer=" not in named  # a variant by its name
 
 
 def test_speedup_bounds_of_cells_that_never_crossed_are_unknown_without_a_warning() -> None:
