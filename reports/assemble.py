@@ -146,7 +146,7 @@ def _tables(res, formats: list[str], built: Built) -> Tables:
     sweep_tab = sweep_table(res) if tables else pd.DataFrame()
     found = FD.findings(res)
     claims = G.claims_text(found, res)
-    built.findings = claims + "\n" + FD.text(named(found, res.variants)) + "\n"
+    built.findings = claims + "\n" + FD.text(W.claims_in_words(named(found, res.variants))) + "\n"
     verdicts = RC.verdicts(res)
     glance = RC.at_a_glance(verdicts, res)
     rules = G.rules_text(verdicts, res)

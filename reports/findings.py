@@ -379,7 +379,7 @@ def _iii_evidence(runs: pd.DataFrame, scale: str, cell: reference.Cell | None = 
 CELL_TEXT = {
     "holds": "holds",
     "fails": "does not hold ✗",
-    "no power": "not testable here (no power)",
+    "no power": "not testable (no power)",
     "linear": "not testable (S·b ≪ B: AdaScale equals linear scaling here)",
 }
 
@@ -639,8 +639,9 @@ def text(f: pd.DataFrame) -> str:
             f"{table}: noise scale {first['noise']}; largest S·b {'–' if not math.isfinite(sb) else f'{sb:,.0f}'}; "
             f"margin {first['margin_rule']}"
         )
+        said = max(len(str(s)) for s in t["status"])
         for r in t.itertuples():
-            out.append(f"  ({r.check:>3}) {r.finding:<{width}}  {r.status:<17}  {r.detail}")
+            out.append(f"  ({r.check:>3}) {r.finding:<{width}}  {r.status:<{said}}  {r.detail}")
             out.append(f"        primary test: {r.primary_test}")
     return "\n".join(out) + "\n" + LEGEND
 

@@ -283,7 +283,7 @@ def verdict(p: pd.DataFrame) -> tuple[str, str]:
     k = p[(p["iteration"] > 0) & np.isfinite(p["online"]) & np.isfinite(p["lo"]) & np.isfinite(p["hi"])]
     d = decomposition(p)
     if k.empty or not d["n"]:
-        return "not testable here", "no kept checkpoint with an offline interval"
+        return "not testable", "no kept checkpoint with an offline interval"
     outside = int(((k["online"] < k["lo"]) | (k["online"] > k["hi"])).sum())
     line = f"online − offline {d['gap']:+.2f}, {outside} of {len(k)} checkpoints outside the offline 95 % interval"
     share = d["lag_share"]

@@ -71,6 +71,7 @@ REASONS = (  # a `not testable` detail's opening words → its reason in a word 
     ("no noise scale", "no noise scale"),
     ("no independent measurement", "no noise scale"),
     ("not judged", "window too short"),
+    ("no reference independent", "no reference"),
 )
 
 

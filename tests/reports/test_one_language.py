@@ -45,6 +45,8 @@ def test_the_csvs_carry_the_pages_words(report: Path) -> None:
         f"{W.NOT_TESTABLE_WORD} ({why})" for _, why in W.REASONS
     }
     assert "not testable here" not in (report / "findings.csv").read_text()
+    status = [ln for ln in (report / "findings.txt").read_text().splitlines() if ln.startswith("  (")]
+    assert status and not any("not testable here" in ln for ln in status)  # the text file speaks the page's words
 
 
 def test_one_fact_reads_one_colour_in_both_grids(report: Path) -> None:
