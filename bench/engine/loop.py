@@ -268,14 +268,14 @@ class Engine:
         """One iteration at scale S on this rank's next A micro-batches from `batches`: gradients,
         statistics, gain, the rule's step, the metrics record, and the clocks. False if it diverged
         (nothing is stepped then). As torch.optim's SGD.step, a shell over its named steps."""
-        if self.precond is not None:
-            self.precond.begin()
+        if self.precond is not None:  # at S = 1 AdamScale's gain is 1: its hooks take nothing
+            self.precond.begin(on=scale > 1)
         loss_v, sum_sq_v, mean_sq_v = self._gradients(state, scale, batches, observer)
         if self._diverged(state, scale, loss_v, sum_sq_v, mean_sq_v):
             return False
         track = self._track
         gain = self.estimator.update(sum_sq_v, mean_sq_v, scale) if track else 1.0
-        if self.precond is not None and self.precond_gain is not None:  # the gain AdamScale reads
+        if self.precond is not None and self.precond_gain is not None and scale > 1:  # the gain AdamScale reads
             gain = self.precond_gain.update(*self.precond.take(self.dist), scale)
         lr, p, w = self._apply(state, scale, gain)
         values = (state.iteration, state.tau, scale, gain, lr, loss_v, sum_sq_v if track else None, mean_sq_v, p, w)

@@ -35,10 +35,15 @@ class PreconditionedNorms:
         self.params, self.optimizer, self.beta2, self.eps = params, optimizer, beta2, eps
         self._p: list[torch.Tensor | None] = [None] * len(params)
         self._sq: list[torch.Tensor] = []
+        self._on = True
         self._handles = [p.register_hook(partial(self._hook, i)) for i, p in enumerate(params)]
 
-    def begin(self) -> None:
-        """P of every parameter from the optimizer's state before this iteration's step."""
+    def begin(self, on: bool = True) -> None:
+        """P of every parameter from the optimizer's state before this iteration's step; `on` False: this iteration
+        takes no statistics (S = 1, where AdamScale's gain is 1 by definition), and the hooks do nothing."""
+        self._on, self._sq = on, []
+        if not on:
+            return
         state = self.optimizer.state
         for i, p in enumerate(self.params):
             s = state.get(p)
@@ -51,7 +56,8 @@ class PreconditionedNorms:
         self._sq = []
 
     def _hook(self, i: int, grad: torch.Tensor) -> None:
-        self._sq.append(self._squared(grad, i))
+        if self._on:
+            self._sq.append(self._squared(grad, i))
 
     def _squared(self, grad: torch.Tensor, i: int) -> torch.Tensor:
         p = self._p[i]
