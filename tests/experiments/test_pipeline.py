@@ -76,7 +76,7 @@ def test_worker_processes_give_the_same_runs_in_dependency_order(tmp_path: Path)
     assert lsw_plus["iterations"] == adascale["iterations"]
 
 
-@pytest.mark.slow
+@pytest.mark.long  # two runs of T1 = 30 000 cut and resumed: ~27 s
 def test_sigterm_to_the_parent_checkpoints_the_workers_runs_and_the_same_call_resumes(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text(

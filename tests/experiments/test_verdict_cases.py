@@ -15,6 +15,8 @@ from bench.experiments.pool import run_matrix
 from reports import findings as FD
 from reports.collect import ReportWarning, load
 
+pytestmark = pytest.mark.long  # minutes of end-to-end runs: CI's second stage (pyproject.toml)
+
 # logreg κ = 10 at lr0 2 (twice the control's tuned lr): LSW's S·lr0 = 32 at S = 16 is past 2/λ_max (8 … 22
 # along training, the exact Hessian), while S·b = 512 is below the largest window median of B (~600).
 CASE = """preset: tiny

@@ -24,6 +24,8 @@ import pytest
 
 from bench.experiments.smoke import offline_gains
 
+pytestmark = pytest.mark.long  # minutes of end-to-end runs: CI's second stage (pyproject.toml)
+
 CASE = """preset: tiny
 seeds: [0]
 experiments:
@@ -169,5 +171,5 @@ def test_weights_kept_over_the_warm_up_window_alone_are_no_reference_for_the_run
     """`until: 0.1` (the smoke's cifar10 gain runs): the kept points end at a tenth of τ, past which the
     interpolation would hold the moments flat; the run is counted as kept over part of τ and not judged."""
     row = twins(tmp_path, until="\n      until: 0.1")
-    assert row["status"] == "not testable", row["detail"]
+    assert row["status"] == "not testable (no reference)", row["detail"]
     assert "1 run(s) with weights kept over part of τ only" in row["detail"], row["detail"]

@@ -43,6 +43,7 @@ def user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.mark.long  # advise, submit and report from the docs' console block: ~35 s
 def test_the_docs_commands_run_the_task_as_written(user_dir: Path) -> None:
     """The console block of the docs, line by line (each a command of the suite), from the module's folder;
     then the report shows (iii)'s prediction from the probe (evidence: the runs keep no weights to judge by)."""
