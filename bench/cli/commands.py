@@ -54,7 +54,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     out = Path(args.out)
     counts = smoke(out, seeds=args.seeds, jobs=args.jobs)
-    for run_dir, gains in offline_gains(out):
+    for run_dir, gains in offline_gains(out, jobs=args.jobs):
         print(f"offline gain: {run_dir.relative_to(out)}\n{gains}")
     html = build_report(out)  # every format
     print(f"smoke: {_counts(counts)} in {time.perf_counter() - start:.0f} s")
