@@ -198,6 +198,30 @@ def _cost_commands(sub: Any, shipped: str) -> None:
 
 def _measuring_commands(sub: Any) -> None:
     """perf, comm and gain: what the engine, the exchange and the gain measure."""
+    _perf_command(sub)
+    p = sub.add_parser("comm", help="gradient exchange: reduction=pairwise against DDP's all-reduce (gloo, W ranks)")
+    p.add_argument("--ranks", type=lambda t: [int(x) for x in t.split(",")], default=[2, 4], help="e.g. 2,4")
+    p.add_argument("--model", default="resnet50", choices=("resnet50", "resnet18"))
+    p.add_argument("--image", type=_positive_int, default=32, help="input side (small: the exchange dominates)")
+    p.add_argument("--rounds", type=_positive_int, default=5)
+    p.set_defaults(func=cmd_comm)
+
+    p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder with kept checkpoints (keep_checkpoints_every)")
+    p.add_argument(
+        "--batches", type=batches, default=None, help="micro-batches per checkpoint (default: 1000; tiny: 256)"
+    )
+    p.add_argument(
+        "--task",
+        type=task_name,
+        default=None,
+        help="a run of a task of yours: name it (never imported from the folder)",
+    )
+    p.set_defaults(func=cmd_gain)
+
+
+def _perf_command(sub: Any) -> None:
+    """perf: the engine's overhead against identity scaling and a bare PyTorch loop."""
     from bench.algo.rules import OPTIMIZERS
 
     p = sub.add_parser("perf", help="overhead benchmark: engine vs identity vs a bare PyTorch loop")
@@ -237,26 +261,6 @@ def _measuring_commands(sub: Any) -> None:
         "torch.optim.AdamW in the bare loop",
     )
     p.set_defaults(func=cmd_perf)
-
-    p = sub.add_parser("comm", help="gradient exchange: reduction=pairwise against DDP's all-reduce (gloo, W ranks)")
-    p.add_argument("--ranks", type=lambda t: [int(x) for x in t.split(",")], default=[2, 4], help="e.g. 2,4")
-    p.add_argument("--model", default="resnet50", choices=("resnet50", "resnet18"))
-    p.add_argument("--image", type=_positive_int, default=32, help="input side (small: the exchange dominates)")
-    p.add_argument("--rounds", type=_positive_int, default=5)
-    p.set_defaults(func=cmd_comm)
-
-    p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder with kept checkpoints (keep_checkpoints_every)")
-    p.add_argument(
-        "--batches", type=batches, default=None, help="micro-batches per checkpoint (default: 1000; tiny: 256)"
-    )
-    p.add_argument(
-        "--task",
-        type=task_name,
-        default=None,
-        help="a run of a task of yours: name it (never imported from the folder)",
-    )
-    p.set_defaults(func=cmd_gain)
 
 
 def _cluster_commands(sub: Any, shipped: str) -> None:

@@ -78,6 +78,7 @@ def test_the_users_own_private_set_is_not_refused(tmp_path: Path, monkeypatch, c
     assert "did not write" not in err, err
 
 
+@pytest.mark.long  # two submits of a user task
 def test_submit_after_the_source_changed_runs_the_new_source_in_its_own_folder(tmp_path: Path, monkeypatch) -> None:
     """A matrix of a task of yours, submitted, then its module edited: the folder's finished runs recorded the old
     source, so they are not "complete" for the new one (it said "nothing to submit"): the run is submitted again,
@@ -111,6 +112,7 @@ def test_submit_after_the_source_changed_runs_the_new_source_in_its_own_folder(t
     assert len(set(pd.read_csv(out / "report" / "table2.csv")["task"])) == 2
 
 
+@pytest.mark.long  # two sources, two submits, a report
 def test_two_sources_of_a_task_are_two_tasks_in_the_report_each_with_its_card(tmp_path: Path, monkeypatch) -> None:
     """Seed 0 run from one source, seed 1 from an edited one (its card's tiny margin 25): the report pooled the
     two in one Table 2 cell and judged both by the first card read; now each source is a task of its own,

@@ -421,6 +421,7 @@ SWEEP_SITES = [
 ]
 
 
+@pytest.mark.long  # a critical-batch sweep run first (its fixture), then each plant
 @pytest.mark.parametrize(
     ("site", "how"), [pytest.param(s, h, id=f"{s.name}-{h}") for s in SWEEP_SITES for h in s.plants]
 )

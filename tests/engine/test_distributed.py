@@ -257,7 +257,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return dirs
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 9 runs over process groups of 1, 2 and 4 ranks (AdamW's split: tests/engine/test_adamw.py)
 @pytest.mark.parametrize("task", ["logreg", "cifar10", "imagenet"])
 def test_any_split_of_S_gives_the_same_run(tmp_path: Path, reference: dict[str, Path], task: str) -> None:
     """Every record of metrics.jsonl (loss, gain, statistics, evaluation metrics and loss) and the summary the
@@ -275,6 +275,7 @@ def test_any_split_of_S_gives_the_same_run(tmp_path: Path, reference: dict[str, 
     print("\n".join(rows))
 
 
+@pytest.mark.long  # two runs over a process group of 2 and 4 ranks
 @pytest.mark.slow
 def test_elastic_up_changes_the_number_of_ranks_and_matches_accumulation(tmp_path: Path) -> None:
     sets = ("T1=40", "elastic.up=[[0, 2], [0.5, 4]]")
@@ -337,6 +338,7 @@ def _resume_and_compare(out: Path, run_dir: Path, reference: dict[str, Path]) ->
     _compare(reference["cifar10"], run_dir)
 
 
+@pytest.mark.long  # a 2-rank run killed and resumed
 @pytest.mark.slow
 def test_a_dead_rank_fails_the_job_quickly_and_the_same_command_resumes(
     tmp_path: Path, reference: dict[str, Path]
@@ -362,6 +364,7 @@ def test_a_dead_rank_fails_the_job_quickly_and_the_same_command_resumes(
     print(f"\nrank 1 killed at iteration >= {ckpt['state']['iteration']}: job failed after {elapsed:.1f} s")
 
 
+@pytest.mark.long  # a 2-rank run cut and resumed
 @pytest.mark.slow
 def test_sigterm_stops_every_rank_at_the_same_iteration_and_resumes(tmp_path: Path, reference: dict[str, Path]) -> None:
     proc, run_dir = _start_and_wait_for_checkpoint(tmp_path)

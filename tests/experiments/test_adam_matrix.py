@@ -39,6 +39,7 @@ def cli(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.long  # an AdamW matrix through submit and report
 def test_an_adamw_matrix_runs_through_submit_and_the_report_judges_each_rule_against_s1(tmp_path: Path) -> None:
     (tmp_path / "adam.yaml").write_text(MATRIX)
     res = cli(tmp_path, "submit", "adam.yaml", "--executor", "local", "--out", "out", "--wait")

@@ -93,6 +93,7 @@ def _rows(table: pd.DataFrame) -> list[dict]:
     return [{names[k]: v for k, v in row.items()} for row in table.to_dict("records")]
 
 
+@pytest.mark.long  # advise, its verification matrix and the report
 def test_the_verification_runs_and_the_report_judges_it_from_the_probe(advised: Path, capsys) -> None:
     """submit verify.yaml into the same folder, then report: (iii) prints the chosen S's AdaScale runs' prediction
     from the probe (another S of the same table) — the numbers advice.csv printed — as evidence (the runs keep no

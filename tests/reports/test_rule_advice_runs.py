@@ -14,7 +14,7 @@ import pytest
 from bench.cli import main
 from tasks.presets.logreg import LOSS_MARGIN, OPTIMUM
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.timeout(900), pytest.mark.long]  # CI stage 2
 ARGS = ["--task", "logreg", "--scales", "1,2,32", "--probe-scale", "16", "--seeds", "1", "--set", "lr_schedule.lr0=1"]
 
 

@@ -46,7 +46,11 @@ def _strip(record: dict) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("task", "scale", "extra"), [("logreg", "4", ("--set", "T1=1500")), ("cifar10", "elastic-up", ("--set", "T1=600"))]
+    ("task", "scale", "extra"),
+    [
+        ("logreg", "4", ("--set", "T1=1500")),
+        pytest.param("cifar10", "elastic-up", ("--set", "T1=600"), marks=pytest.mark.long),  # three cifar10 runs
+    ],
 )
 def test_sigterm_then_same_command_resumes_exactly(tmp_path: Path, task: str, scale: str, extra: tuple) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -98,6 +102,7 @@ class Ticking(Mixture):
 '''
 
 
+@pytest.mark.long  # S = 256 micro-batches cut and resumed
 def test_sigterm_stops_within_a_micro_batch_and_the_resume_is_exact(tmp_path: Path) -> None:
     """At S = 256 (one iteration: 256 micro-batches of a few ms each, a second or more) a SIGTERM halfway through
     the second iteration stops the run before the next micro-batch (it waited for the iteration's end: at a huge

@@ -59,6 +59,7 @@ def test_the_docs_commands_run_the_task_as_written(user_dir: Path) -> None:
     assert "predicts" in iii and "evidence only" in iii, iii
 
 
+@pytest.mark.long  # submit, status and report end to end
 def test_a_matrix_of_the_task_runs_under_submit_and_is_read_by_status_and_report_without_importing_it(
     user_dir: Path, tmp_path: Path
 ) -> None:
@@ -218,6 +219,7 @@ UNRUNNABLE = {  # a change to the docs' module -> what the one line says, and th
 }
 
 
+@pytest.mark.long  # six CLI calls over hostile modules
 def test_a_module_whose_card_json_cannot_hold_or_that_exits_at_import_is_one_line(
     user_dir: Path, tmp_path: Path
 ) -> None:
@@ -327,6 +329,7 @@ def test_submit_says_when_a_card_sets_no_cap_on_a_runs_ranks(
     assert (note in res.stdout) is noted, res.stdout
 
 
+@pytest.mark.long  # advise, submit and report end to end
 def test_advise_then_its_printed_submit_then_report_on_data_only_under_a_data_root(tmp_path: Path) -> None:
     """Issue 55's acceptance: a task of yours whose data (.npz files) exists only in a folder given by --data-root
     (its module writes no tiny set; ADASCALE_BENCH_DATA an empty folder that must stay empty): `advise`, then the
