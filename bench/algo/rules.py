@@ -368,7 +368,7 @@ def shared_at_s1(optimizer: str = "sgd") -> str:
 
 def gain_rule(optimizer: str = "sgd") -> str:
     """AdaScale, or the row that stands for it under `optimizer` (adamscale under AdamW): the run whose iteration
-    count LSW+ takes (T_AS) under that optimizer."""
+    count LSW+ takes (T_AS) under that optimizer, and the rule `perf` times against identity."""
     return next((n for n, r in METHODS.items() if r.replaces == ADASCALE and optimizer in r.optimizers), ADASCALE)
 
 

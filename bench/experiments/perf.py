@@ -54,11 +54,11 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from bench.algo.rules import ADASCALE, IDENTITY
+from bench.algo.rules import ADASCALE, IDENTITY, gain_rule
 from bench.engine.allocator import retain_freed_memory
 from bench.engine.distributed import Dist, pick_device
 from bench.errors import UserError
-from bench.experiments.perfloops import BIG, EXTRA_VARIANTS, VARIANTS, EngineLoop, Setup, adaptive_rule, build
+from bench.experiments.perfloops import BIG, EXTRA_VARIANTS, VARIANTS, EngineLoop, Setup, build
 from bench.files import write_csv_rows
 
 WARMUP = 3  # untimed iterations per variant: lazy allocations, optimizer state, first-call caches
@@ -348,7 +348,7 @@ def _cell(
         task=task.name,
         scale=s,
         optimizer=args.optimizer,
-        rule=adaptive_rule(args.optimizer),
+        rule=gain_rule(args.optimizer),
         device=str(dist.device),
         device_name=device_name(dist.device),
         synthetic=synthetic,
@@ -389,7 +389,7 @@ def _report(rows: list[dict[str, Any]], out: Path, device: torch.device, repeats
         "ratios: medians of per-round ratios [95 % distribution-free interval]. Micro-batches pre-fetched: "
         "data loading is not compared."
         + (
-            f" Optimizer {args.optimizer}: the `adascale` columns time {adaptive_rule(args.optimizer)}."
+            f" Optimizer {args.optimizer}: the `adascale` columns time {gain_rule(args.optimizer)}."
             if args.optimizer != "sgd"
             else ""
         )

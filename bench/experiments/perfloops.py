@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from bench.algo.rules import ADASCALE, IDENTITY, extra_warmup, shared_at_s1
+from bench.algo.rules import ADASCALE, IDENTITY, extra_warmup, gain_rule
 from bench.algo.schedules import lr_schedule
 from bench.engine.accumulate import dropout_seeds, seed_generators
 from bench.engine.amp import cuda_speed_knobs
@@ -138,17 +138,11 @@ class Setup:
                 loop.close()
 
 
-def adaptive_rule(optimizer: str) -> str:
-    """The gain-following rule the benchmark times under `optimizer`: AdaScale for SGD, AdamScale for AdamW (the
-    rule that stands for the identity-at-S = 1 rules there, bench.algo.rules.shared_at_s1)."""
-    return shared_at_s1(optimizer)
-
-
 def specs(task: Any, scale: int, preset: str, data_root: str | None, optimizer: str = "sgd") -> tuple[RunSpec, RunSpec]:
     """The adaptive rule's spec (AdaScale; AdamScale under AdamW) and its identity twin without statistics: the
     same preset and optimizer otherwise (AdamW: the task card's AdamW setting, as a run takes it)."""
     chosen = {"optimizer": optimizer} if optimizer != "sgd" else {}
-    adaptive = resolve(task, adaptive_rule(optimizer), scale, 0, preset, data_root, chosen)
+    adaptive = resolve(task, gain_rule(optimizer), scale, 0, preset, data_root, chosen)
     identity = resolve(task, IDENTITY, scale, 0, preset, data_root, {"track_stats": False, **chosen})
     return adaptive, identity
 
@@ -167,7 +161,7 @@ def build(
     """Build the variants of one cell (the three, plus `extras` of EXTRA_VARIANTS, plus `big` where the
     task's items are examples) and pre-fetch DISTINCT iterations of micro-batches (and of big batches).
     `synthetic`: random data of the preset's real shapes instead of a dataset; `optimizer`: every variant's
-    (the `adascale` variant then runs the optimizer's adaptive rule, `adaptive_rule`)."""
+    (the `adascale` variant then runs the optimizer's gain-following rule, `bench.algo.rules.gain_rule`)."""
     if synthetic:
         task = SyntheticData(task)
         data_root = str(tmp / "synthetic")
