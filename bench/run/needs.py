@@ -24,7 +24,7 @@ def resolve_needs(out: Path, spec: RunSpec) -> RunSpec:
     return spec.replace(**{key: find(Path(out), spec)})
 
 
-def adascale_twin(spec: RunSpec) -> RunSpec:
+def gain_twin(spec: RunSpec) -> RunSpec:
     """The spec of the AdaScale run of the same experiment (AdamScale's under AdamW: bench.algo.rules.gain_rule; a
     user's rule's record is not AdaScale's)."""
     return spec.replace(drop=("rule",), method=gain_rule(spec.optimizer))
@@ -46,7 +46,7 @@ def find_T_AS(out: Path, spec: RunSpec) -> float:
     """LSW+ runs as many iterations as the AdaScale run of the same experiment and seed; when that seed
     is missing, the mean over the AdaScale seeds of the same experiment that completed. A folder whose
     spec.json is another experiment (another preset, other overrides) is never taken."""
-    twin = adascale_twin(spec)
+    twin = gain_twin(spec)
     seed_dir = Path(out) / run_name(twin)
     summary = read_json_object(seed_dir / SUMMARY)
     if summary is not None and _same_experiment(seed_dir, twin):
