@@ -48,7 +48,8 @@ def _counts(counts: dict[str, int]) -> str:
 def cmd_smoke(args: argparse.Namespace) -> int:
     import time
 
-    from bench.experiments.smoke import offline_gains, smoke
+    from bench.experiments.gains import offline_gains
+    from bench.experiments.smoke import smoke
     from reports.build import build_report
 
     start = time.perf_counter()
@@ -201,7 +202,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_gain(args: argparse.Namespace) -> int:
-    from bench.files import OFFLINE_GAIN
+    from bench.files import OFFLINE_GAIN, SPEC
     from bench.run.offline_gain import offline_gains, online_gains, table
 
     run_dir = Path(args.run_dir)
@@ -209,9 +210,26 @@ def cmd_gain(args: argparse.Namespace) -> int:
         from tasks import get_task
 
         get_task(args.task)  # a task of yours: imported because you named it, never because a folder does
+    if not (run_dir / SPEC).is_file():  # a results folder: every run in it that kept weights
+        return _gain_folder(run_dir, args.batches, 1 if args.task else args.jobs)
     rows = offline_gains(run_dir, args.batches)
     print(table(rows, online_gains(run_dir)))
     print(f"offline gain: {run_dir / OFFLINE_GAIN}")
+    return 0
+
+
+def _gain_folder(out: Path, batches: int | None, jobs: int) -> int:
+    """`gain DIR` on a results folder: bench.experiments.gains over its runs (a task of yours: in this process)."""
+    from bench.experiments.gains import offline_gains
+
+    if not out.is_dir():
+        raise UserError(f"{out}: no run folder (spec.json) and no results folder")
+    done = offline_gains(out, batches, jobs=jobs)
+    for run_dir, gains in done:
+        print(f"offline gain: {run_dir.relative_to(out)}\n{gains}")
+    print(
+        f"gain: {len(done)} runs measured under {out} (the others had none kept, or their offline_gain.csv is current)"
+    )
     return 0
 
 

@@ -207,7 +207,15 @@ def _measuring_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_comm)
 
     p = sub.add_parser("gain", help="the offline gain at a run's kept checkpoints (the paper's Figure 2)")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder with kept checkpoints (keep_checkpoints_every)")
+    p.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        help="a run folder with kept checkpoints (keep_checkpoints_every), or a results folder: every completed run "
+        "in it with kept checkpoints whose offline_gain.csv is missing or older",
+    )
+    p.add_argument(
+        "--jobs", type=_positive_int, default=default_slots(), help="runs measured at once (a results folder)"
+    )
     p.add_argument(
         "--batches", type=batches, default=None, help="micro-batches per checkpoint (default: 1000; tiny: 256)"
     )

@@ -1,14 +1,18 @@
-"""The smoke's offline gains over several processes: the same files, bit for bit, as one after another (each run's
-estimate draws from its own seeded stream), in the runs' order."""
+"""The offline gains over a results folder (the smoke's, and `adascale-bench gain DIR` after a matrix): over several
+processes the same files, bit for bit, as one after another (each run's estimate draws from its own seeded stream),
+in the runs' order; a folder measured is not measured again."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
+import pytest
+
+from bench.cli import main
 from bench.experiments import matrix as matrices
+from bench.experiments.gains import offline_gains
 from bench.experiments.pool import run_matrix
-from bench.experiments.smoke import offline_gains
 from bench.files import OFFLINE_GAIN
 
 CASE = """preset: tiny
@@ -18,6 +22,13 @@ experiments:
       tasks: [logreg]
       scale: 8
       every: 7
+      set: {T1: 300}
+"""
+TABLE = """  - table2:
+      tasks: [logreg]
+      methods: [adascale]
+      scales: [1]
+      seeds: [0]
       set: {T1: 300}
 """
 
@@ -35,3 +46,20 @@ def test_offline_gains_over_two_processes_equal_one_after_another(tmp_path: Path
     for (a, _), (b, _) in zip(serial, parallel, strict=True):
         assert (a / OFFLINE_GAIN).read_bytes() == (b / OFFLINE_GAIN).read_bytes()
     assert offline_gains(two, batches=8, jobs=2) == []  # measured once: nothing newer to measure again
+
+
+def test_gain_on_a_results_folder_measures_every_run_that_kept_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gain DIR` on a matrix's folder (the control's H4 references): each run with kept weights once, the others
+    (a table run keeping none) left alone; a second call measures nothing; a folder that is neither is one line."""
+    (tmp_path / "case.yaml").write_text(CASE.replace("seeds: [0, 1, 2]", "seeds: [0, 1]") + TABLE)
+    out = tmp_path / "out"
+    assert run_matrix(matrices.load(str(tmp_path / "case.yaml")), out, progress=False, jobs=1) == {"completed": 3}
+    assert main(["gain", str(out), "--batches", "8", "--jobs", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "gain: 2 runs measured" in printed and len(list(out.rglob(OFFLINE_GAIN))) == 2
+    assert main(["gain", str(out), "--batches", "8"]) == 0
+    assert "gain: 0 runs measured" in capsys.readouterr().out
+    assert main(["gain", str(tmp_path / "nowhere")]) == 2
+    assert "no run folder (spec.json) and no results folder" in capsys.readouterr().err

@@ -108,7 +108,7 @@ def test_iv_on_cifar10_s8_is_not_judged_where_no_warm_up_is_predicted(tmp_path: 
     initial noise scale (136–205 in the smoke): the noise itself predicts a gain that starts where it settles, so
     (iv) is `not testable here` and says why, with what the gain runs showed (issue 53.5). T1 = 600, not the
     preset's 2 000: the window is the first 10 % of τ whatever T1 is, and the case costs a third."""
-    from bench.experiments.smoke import offline_gains
+    from bench.experiments.gains import offline_gains
 
     (tmp_path / "case.yaml").write_text(GAIN_CASE)
     counts = run_matrix(matrices.load(str(tmp_path / "case.yaml")), tmp_path / "out", progress=False, jobs=1)

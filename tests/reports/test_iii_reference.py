@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.experiments.smoke import offline_gains
+from bench.experiments.gains import offline_gains
 
 pytestmark = pytest.mark.long  # minutes of end-to-end runs: CI's second stage (pyproject.toml)
 
