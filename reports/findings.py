@@ -94,6 +94,7 @@ from .warmup import (
     WARMUP_WINDOW,
     Warmup,
     gain_twins,
+    in_place,
     run_warmups,
     settled_gain,
 )
@@ -387,14 +388,13 @@ CELL_TEXT = {
 def _iii_runs(ctx: Context) -> pd.DataFrame:
     """The table's completed fixed-S AdaScale runs with S ≥ 2, and its `gain` runs (the same training with its
     weights kept: reports.warmup.gain_twins), each in place of the table's run of its S and seed."""
-    t = pd.concat([ctx.t, gain_twins(ctx.res, ctx.t)])
-    fixed = t["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
-    runs = t[fixed & (t["method"] == ADASCALE) & (t["status"] == "completed")]
-    runs = runs[np.isfinite(pd.to_numeric(runs["iterations"], errors="coerce"))]
-    kept = runs["experiment_kind"] == "gain" if "experiment_kind" in runs else pd.Series(False, index=runs.index)
-    twin = set(zip(runs.loc[kept, "scale"].astype(str), runs.loc[kept, "seed"].astype(str), strict=True))
-    mine = [(str(s), str(e)) not in twin for s, e in zip(runs["scale"], runs["seed"], strict=True)]
-    return runs[kept.to_numpy() | np.array(mine, dtype=bool)].drop_duplicates("run_dir")
+
+    def usable(t: pd.DataFrame) -> pd.DataFrame:
+        fixed = t["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2).astype(bool)
+        runs = t[fixed & (t["method"] == ADASCALE) & (t["status"] == "completed")]
+        return runs[np.isfinite(pd.to_numeric(runs["iterations"], errors="coerce"))]
+
+    return in_place(usable(ctx.t), usable(gain_twins(ctx.res, ctx.t)))
 
 
 def check_iii(ctx: Context) -> tuple[str, str]:

@@ -20,10 +20,11 @@ without σ²/M), what the model of drawing without replacement may still miss. A
 statistic's mean offset lies within its tol; does not hold otherwise.
 
 **Power.** The multipliers c on B (σ² × c) a run could follow and still pass: c whose predicted statistics all
-lie within tol of c = 1's. A range reaching past [POWER_LO, POWER_HI]: not testable here (no power); where a gain
-stuck at S (linear scaling) lies as near the prediction as following B × c for some c in [POWER_LO, POWER_HI]
-would (within that reach plus tol), or no power where S·b ≤ B/10 at every reference point: not testable (S·b ≪ B:
-AdaScale equals linear scaling here).
+lie within tol of c = 1's. A cell whose offset lies past tol does not hold, whatever its power (a weak test never
+hides a miss the data shows); else a range reaching past [POWER_LO, POWER_HI]: not testable here (no power);
+where a gain stuck at S (linear scaling) lies as near the prediction as following B × c for some c in
+[POWER_LO, POWER_HI] would (within that reach plus tol), or no power where S·b ≤ B/10 at every reference point:
+not testable (S·b ≪ B: AdaScale equals linear scaling here).
 """
 
 from __future__ import annotations
@@ -278,10 +279,10 @@ def judge_cell(runs: list[RunJudged]) -> Cell:
     no_power = c_range[0] < POWER_LO or c_range[1] > POWER_HI
     if np.all(np.abs(linear - base) <= reach + tol) or (no_power and all(r.small for r in runs)):
         verdict = "linear"  # linear scaling as near as B × 0.8 … 1.25 would be, or no power where S·b ≪ B
-    elif no_power:
-        verdict = "no power"
+    elif not np.all(np.abs(offset) <= tol):
+        verdict = "fails"  # a miss past the error model fails even where the test is weak: no gate hides it
     else:
-        verdict = "holds" if np.all(np.abs(offset) <= tol) else "fails"
+        verdict = "no power" if no_power else "holds"
     own = [r.own for r in runs if math.isfinite(r.own)]
     return Cell(verdict, offset, tol, c_range, n, source, float(np.mean(own)) if own else math.nan)
 

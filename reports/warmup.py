@@ -172,6 +172,17 @@ def gain_twins(res: Results, t: pd.DataFrame) -> pd.DataFrame:
     return g[g["variant"].map(_base_variant) == variant]
 
 
+def in_place(runs: pd.DataFrame, twins: pd.DataFrame) -> pd.DataFrame:
+    """A table's `runs` with its `gain` twins (`gain_twins`, filtered as the caller filters its runs), each twin in
+    place of the table's run of its S and seed: the same training judged once, on the run that kept its weights
+    (findings (iii) and (iv) both read it)."""
+    if twins.empty:
+        return runs
+    twin = set(zip(twins["scale"].astype(str), twins["seed"].astype(str), strict=True))
+    mine = np.array([(str(s), str(e)) not in twin for s, e in zip(runs["scale"], runs["seed"], strict=True)], bool)
+    return pd.concat([runs[mine], twins]).drop_duplicates("run_dir")
+
+
 def initial_noise(res: Results, r: pd.Series, per_epoch: float) -> float:
     """A run's initial noise scale: B = b·σ²/μ² over the first tenth of τ, the warm-up window (reports.noise's
     definition: τ-weighted, corrected for drawing without replacement); NaN where it has no statistics there."""
@@ -215,14 +226,21 @@ def gated(w: Warmup, r: pd.Series, initial: tuple[float, float, int]) -> Warmup:
 
 
 def run_warmups(res: Results, t: pd.DataFrame) -> list[tuple[pd.Series, Warmup]]:
-    """(run, Warmup) of every completed fixed-S AdaScale run with S ≥ 2 of a table, and of the `gain` runs of
-    its configuration: online where the window is long enough, else at kept checkpoints, else not judged; each
-    `gated` on the table's initial noise scale (judged only where a warm-up is predicted)."""
-    runs = pd.concat([g for s, g in fixed_scales(t, ADASCALE).items() if float(s) >= 2] + [gain_twins(res, t)])
-    out = []
+    """(run, Warmup) of every completed fixed-S AdaScale run with S ≥ 2 of a table, its `gain` runs in place of
+    their twins (`in_place`: a seed judged once): online where the window is long enough, else at kept
+    checkpoints, else not judged; each `gated` on the table's initial noise scale (judged only where a warm-up is
+    predicted)."""
+    out: list[tuple[pd.Series, Warmup]] = []
+    table = [g for s, g in fixed_scales(t, ADASCALE).items() if float(s) >= 2]
+    if not table and gain_twins(res, t).empty:
+        return out
+
+    def usable(g: pd.DataFrame) -> pd.DataFrame:
+        return g[(g["status"] == "completed") & g["has_metrics"].astype(bool)]
+
+    runs = in_place(usable(pd.concat(table)) if table else t.iloc[0:0], usable(gain_twins(res, t)))
     if runs.empty:
         return out
-    runs = runs[(runs["status"] == "completed") & runs["has_metrics"].astype(bool)]
     filled = noise.fill(res)  # each run's late noise scale (idempotent; a caller may hold rows from before)
     late = dict(zip(filled["run_dir"], pd.to_numeric(filled[noise.WINDOW_COLUMNS[-1]], errors="coerce"), strict=True))
     m = dict(zip(filled["run_dir"], pd.to_numeric(filled[noise.PER_EPOCH], errors="coerce"), strict=True))

@@ -71,3 +71,13 @@ def test_an_uncertain_reference_has_no_power():
     c = cell(points(1.0, 0.2, se=0.3), 16)
     assert c.verdict == "no power", R.describe("16", c)
     assert c.c_range[0] < R.POWER_LO or c.c_range[1] > R.POWER_HI
+
+
+@pytest.mark.parametrize("run", [{"c": 0.25}, {"stuck": 1.0}])
+def test_a_miss_past_the_tolerance_fails_even_without_power(run: dict):
+    """The same uncertain reference (no power: c from 0.8 to 1.25 all pass), a run far off it: its offset lies past
+    tol, so it does not hold — the weak test never hides a miss the data shows (the control's logreg S = 4, −4.7 %
+    against ±4.2 %, read `no power` before)."""
+    c = cell(points(1.0, 0.2, se=0.3), 16, **run)
+    assert c.c_range[0] < R.POWER_LO or c.c_range[1] > R.POWER_HI
+    assert c.verdict == "fails", R.describe("16", c)

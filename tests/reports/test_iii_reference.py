@@ -23,6 +23,9 @@ from pathlib import Path
 import pytest
 
 from bench.experiments.gains import offline_gains
+from reports.collect import load
+from reports.table2 import table_runs, tables
+from reports.warmup import run_warmups
 
 pytestmark = pytest.mark.long  # minutes of end-to-end runs: CI's second stage (pyproject.toml)
 
@@ -160,6 +163,10 @@ def test_a_tables_gain_run_is_judged_in_place_of_its_twin(tmp_path: Path) -> Non
     row = twins(tmp_path / "clean")
     assert row["status"] == "holds", row["detail"]
     assert "S = 16 (exact reference, 1 seed)" in row["detail"] and "without a reference" not in row["detail"]
+    res = load(tmp_path / "clean" / "out")  # (iv) judges the seed once too: on its twin, not on both
+    (t,) = [tb.runs for tb in tables(table_runs(res.runs)) if tb.task == "logreg"]
+    judged = [r for r, _ in run_warmups(res, t)]
+    assert [(str(r["scale"]), r["seed"], r["experiment_kind"]) for r in judged] == [("16", 0, "gain")], judged
     (tmp_path / "bias").mkdir()
     (tmp_path / "bias" / "sitecustomize.py").write_text(BIAS)
     row = twins(tmp_path / "biased", path=str(tmp_path / "bias"))
