@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import os
 import sys
 from pathlib import Path
 from typing import TypeVar
@@ -210,7 +211,8 @@ def cmd_gain(args: argparse.Namespace) -> int:
         from tasks import get_task
 
         get_task(args.task)  # a task of yours: imported because you named it, never because a folder does
-    if not (run_dir / SPEC).is_file():  # a results folder: every run in it that kept weights
+    if not os.path.lexists(run_dir / SPEC):  # a results folder: every run in it that kept weights (a spec.json of
+        # any kind, a link or a FIFO included, is a run folder's: its own reader refuses what it must)
         return _gain_folder(run_dir, args.batches, 1 if args.task else args.jobs)
     rows = offline_gains(run_dir, args.batches)
     print(table(rows, online_gains(run_dir)))
@@ -223,7 +225,7 @@ def _gain_folder(out: Path, batches: int | None, jobs: int) -> int:
     from bench.experiments.gains import offline_gains
 
     if not out.is_dir():
-        raise UserError(f"{out}: no run folder (spec.json) and no results folder")
+        raise UserError(f"{out}: not a run folder (no spec.json) nor a results folder")
     done = offline_gains(out, batches, jobs=jobs)
     for run_dir, gains in done:
         print(f"offline gain: {run_dir.relative_to(out)}\n{gains}")

@@ -62,4 +62,4 @@ def test_gain_on_a_results_folder_measures_every_run_that_kept_weights(
     assert main(["gain", str(out), "--batches", "8"]) == 0
     assert "gain: 0 runs measured" in capsys.readouterr().out
     assert main(["gain", str(tmp_path / "nowhere")]) == 2
-    assert "no run folder (spec.json) and no results folder" in capsys.readouterr().err
+    assert "not a run folder (no spec.json) nor a results folder" in capsys.readouterr().err
