@@ -27,8 +27,9 @@ def offline_gains(out: Path, batches: int | None = None, jobs: int = 1) -> list[
         paths = kept_checkpoints(run_dir)
         if summary is None or summary.get("status") != "completed" or not paths:
             continue
-        csv = run_dir / OFFLINE_GAIN
-        if csv.exists() and csv.stat().st_mtime >= max(p.stat().st_mtime for p in paths):
+        csv = run_dir / OFFLINE_GAIN  # times read without following a link (a planted one, dangling or not,
+        # is refused by the measurement's own reader and writer, in one line naming it)
+        if os.path.lexists(csv) and csv.lstat().st_mtime >= max(p.lstat().st_mtime for p in paths):
             continue
         todo.append(run_dir)
     if jobs <= 1 or len(todo) < 2:

@@ -61,5 +61,10 @@ def test_gain_on_a_results_folder_measures_every_run_that_kept_weights(
     assert "gain: 2 runs measured" in printed and len(list(out.rglob(OFFLINE_GAIN))) == 2
     assert main(["gain", str(out), "--batches", "8"]) == 0
     assert "gain: 0 runs measured" in capsys.readouterr().out
+    kept = next(out.rglob("checkpoints"))  # someone else's folder: a dangling link planted among the kept weights
+    (kept / "iter9999999.pt").symlink_to(tmp_path / "gone.pt")
+    assert main(["gain", str(out), "--batches", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "Traceback" not in err and "iter9999999.pt" in err, err
     assert main(["gain", str(tmp_path / "nowhere")]) == 2
     assert "not a run folder (no spec.json) nor a results folder" in capsys.readouterr().err
