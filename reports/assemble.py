@@ -200,7 +200,7 @@ def _figures(res, dest: Path, draw: bool) -> Iterator[list[tuple[str, str, list,
     with contextlib.ExitStack() as stack:
         with res.holding() as later:
             renderer = stack.enter_context(F.rendering(dest / "cache" / FIGURE_INDEX, WORKERS, res.warn))
-            sections += [_figure_kind(res, dest, kind, *how) for kind, how in {**F.KINDS, **CT.KINDS}.items()]
+            sections += [_figure_kind(res, dest, kind, *how) for kind, how in F.KINDS.items()]
         yield sections
         for message in later:
             res.warn(message)

@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats
 
 from .collect import scale_order
-from .table2 import decimals, fmt_value
+from .numbers import decimals, fmt_value
 
 CONFIDENCE = 0.90  # two-sided: one-sided 95 % bounds (α = 0.05 per side, as the grey rule)
 MIN_SEEDS = 3

@@ -19,7 +19,6 @@ from bench.algo.rules import title
 
 from . import guards
 from .collect import Results
-from .speedup import KINDS as KINDS  # re-exported, with ttt_html below: build.py reads them here
 from .speedup import speedups
 from .timetotarget import UNRESOLVED, speedup_text, time_to_target, ttt_summary
 from .timetotarget import ttt_html as ttt_html

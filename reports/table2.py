@@ -39,6 +39,7 @@ from . import guards
 from .collect import LOSS_RANGE, Results, metric_range, rule_rows, scale_order, task_info
 from .failedseeds import failed
 from .noise import fmt as noise_fmt
+from .numbers import decimals, fmt_iterations, fmt_value
 from .significance import ALPHA, worse_than
 
 TABLE_KINDS = ("table2", "elastic")
@@ -340,25 +341,6 @@ class TableView:
     @property
     def short_groups(self) -> list[str]:
         return [self.metric_label, "train loss", "iterations"]
-
-
-def decimals(v: float) -> int:
-    a = abs(v)
-    return 1 if a >= 100 else 2 if a >= 10 else 3 if a >= 1 else 4
-
-
-def fmt_value(v: float, digits: int | None = None) -> str:
-    """A few significant digits, fixed-point (accuracies 94.12, losses 0.2564); a blown-up loss that
-    did not reach inf (4.86e+09) in exponent form so it cannot widen the table."""
-    if v is None or not math.isfinite(v):
-        return MISSING
-    if abs(v) >= 1e5:
-        return f"{v:.3g}"
-    return f"{v:.{decimals(v) if digits is None else digits}f}"
-
-
-def fmt_iterations(v: float, digits: int | None = None) -> str:
-    return MISSING if v is None or not math.isfinite(v) else f"{round(v):d}"
 
 
 def _text(row: pd.Series, q: str, std: bool, pm: str) -> str:

@@ -22,10 +22,12 @@ Kinds (each function returns the figures it wrote; no data -> an empty list, nev
   of each rule against S (log), ours (mean, the seeds' range) beside the paper's cells at the paper's own S,
   the cells that lost S = 1's quality (beyond the margin, or diverged) crossed on both sides. The page shows
   it under the scale-free table whose numbers it draws.
+- `speedup`: per table, speed-up against S beside the ideal and the paper's, and AdaScale's efficiency beside
+  finding (iii)'s prediction (the numbers of reports.speedup).
 
 Modules: `style` (house style, `Figure`, saving), `render` (the renderer and its plan cache), `bands` (mean
 and band over seeds), one module per kind: `heatmap`, `curve`, `elastic_scaling`, `figure2` (gain),
-`batch_sweep` (sweep), `shared_axis` (table2_efficiency). The public names are re-exported here.
+`batch_sweep` (sweep), `shared_axis` (table2_efficiency), `speedup`. The public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .figure2 import gain, gap_text  # noqa: E402
 from .heatmap import PANELS, heatmap_points, heatmaps  # noqa: E402
 from .render import CODE, INDEX_VERSION, Renderer, digest, rendering  # noqa: E402
 from .shared_axis import table2_efficiency  # noqa: E402
+from .speedup import SPEEDUP_CAPTION, speedup_figures  # noqa: E402
 from .style import MAX_POINTS, STYLE, Figure, _save, _slug  # noqa: E402
 
 KINDS = {
@@ -59,6 +62,11 @@ KINDS = {
         "Table 2 on a shared axis: scaling efficiency against S, ours beside the paper's",
         "no Table 2 runs of a task the paper's Table 2 has",
     ),
+    "speedup": (
+        speedup_figures,
+        "speed-up against S and against the noise scale",
+        "no completed Table 2 runs at a fixed S",
+    ),
 }
 
 __all__ = [
@@ -69,6 +77,7 @@ __all__ = [
     "MAX_POINTS",
     "PANELS",
     "STYLE",
+    "SPEEDUP_CAPTION",
     "SWEEP_CAPTION",
     "SWEEP_COLORS",
     "Figure",
@@ -85,6 +94,7 @@ __all__ = [
     "heatmap_points",
     "heatmaps",
     "rendering",
+    "speedup_figures",
     "sweep",
     "table2_efficiency",
     "warmup_caption",

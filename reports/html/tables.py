@@ -14,8 +14,9 @@ from .. import findings as FD
 from .. import noninferiority as NI
 from .. import numbers as N
 from .. import words as W
+from ..numbers import decimals, fmt_iterations, fmt_value
 from ..scalefree import _delta, paper_quality
-from ..table2 import LEGEND, MISSING, NA, NO_RUNS, decimals, fmt_iterations, fmt_value, views
+from ..table2 import LEGEND, MISSING, NA, NO_RUNS, views
 from .page import E, _td, name_html
 
 

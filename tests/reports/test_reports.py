@@ -22,10 +22,11 @@ from reports.collect import ReportWarning, load, task_info
 from reports.figures import heatmap
 from reports.latex import latex
 from reports.noise import fill as fill_noise
+from reports.numbers import fmt_value
 from reports.paper import compare, header_note, load_paper
 from reports.significance import worse_than
 from reports.sweep import sweep_table
-from reports.table2 import cells, fmt_value, markdown
+from reports.table2 import cells, markdown
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import figures, speedup
+from reports.figures import speedup
 
 from .test_reports import quiet_load, write_run
 
@@ -17,14 +17,14 @@ def test_adascale_is_drawn_over_the_lsw_plus_line_it_coincides_with(tmp_path: Pa
     for method, scale, its in (("adascale", 1, 100), ("adascale", 4, 40), ("lsw+", 4, 40)):
         write_run(tmp_path, "cifar10", method, scale, 0, iterations=its, T1=100)
     seen = {}
-    real = figures._save
+    real = speedup._save
 
     def spy(fig, path):
         ax = fig.axes[0]
         seen.update({ln.get_label(): ln for ln in ax.get_lines()})
         return real(fig, path)
 
-    monkeypatch.setattr(figures, "_save", spy)
+    monkeypatch.setattr(speedup, "_save", spy)
     (fig,) = speedup.speedup_figures(quiet_load(tmp_path), tmp_path / "out")
     ada = seen["AdaScale"]
     plus = next(ln for label, ln in seen.items() if label.startswith("LSW+"))
@@ -42,7 +42,7 @@ def test_a_rule_is_drawn_pale_only_where_it_coincides_with_one_drawn_over_it() -
     is at 1), is drawn plainly."""
     import pandas as pd
 
-    from reports.speedup import _covered
+    from reports.figures.speedup import _covered
 
     ada = pd.DataFrame({"scale": [1.0, 4.0, 8.0], "speedup": [1.0, 3.0, 4.7]})
     assert _covered(pd.DataFrame({"scale": [1.0, 4.0, 8.0], "speedup": [1.0, 3.02, 4.71]}), ada)
