@@ -85,7 +85,7 @@ def code_key(record: object) -> str:
     """The short key of what a run recorded of the user's own code (a spec's `user_task`: its source's sha256 and
     its card): `<source sha256, 12 hex>.<card digest, 6 hex>`. Runs of one task name with two keys ran two codes
     or were judged by two cards: each is a run folder of its own (bench.run.spec.run_name, so submit never takes
-    one source's runs for another's) and the report shows them apart (reports.collect), never pooled in one
+    one source's runs for another's) and the report shows them apart (reports.rundata.collect), never pooled in one
     cell."""
     import hashlib
     import json

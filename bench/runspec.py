@@ -145,7 +145,7 @@ class Settings(_Strict):
     target: Positive | None = Field(None, description="also stop at the first evaluation that reaches this metric")
     ttt_target: _number(allow_inf_nan=False) | None = Field(
         None,
-        description="time to target's threshold on the metric (reports.timetotarget), fixed before the runs: the "
+        description="time to target's threshold on the metric (reports.speed.timetotarget), fixed before the runs: the "
         "preset's, which says where it comes from, or a matrix's for a variant; None: not counted",
     )
     warmup_iterations: PositiveInt | None = Field(

@@ -9,7 +9,7 @@ T1; and it is resumable like any run. The offline estimator would need an S = 1 
 extra gradient passes at each kept checkpoint.
 
 **The prediction** is finding (iii)'s, one home: the probe's noise profile, (σ², μ²) per tenth of τ corrected for
-drawing without replacement (reports.noise.profile), fed to bench.algo.predict.iterations_following at each S.
+drawing without replacement (reports.stats.noise.profile), fed to bench.algo.predict.iterations_following at each S.
 Its interval is a delete-a-group jackknife over the probe's records (G interleaved groups: each spans every
 tenth), run through the same prediction: the uncertainty of the measured profile, not seed-to-seed spread of
 the runs it predicts (which (iii) allows for with its tolerance).
@@ -42,11 +42,10 @@ import pandas as pd
 from bench.algo.gain import steady_gain
 from bench.algo.predict import iterations_following
 from bench.algo.rules import ADASCALE, LSW
-
-from . import noise
-from .findings import GAIN_RESOLUTION
-from .noninferiority import DECIDE_POWER as POWER
-from .noninferiority import MIN_SEEDS, MOST_SEEDS, Margin, seeds_for, table_margin
+from reports.stats import noise
+from reports.stats.noninferiority import DECIDE_POWER as POWER
+from reports.stats.noninferiority import MIN_SEEDS, MOST_SEEDS, Margin, seeds_for, table_margin
+from reports.verdicts.findings import GAIN_RESOLUTION
 
 EFFICIENCY = 0.5  # "worth it": at least half the ideal speed-up S
 GROUPS = 10  # jackknife groups of the probe's records
@@ -172,7 +171,7 @@ class Spread:
 @dataclass(frozen=True)
 class Probe:
     """The probe run as read back: its folder, S, seed, T1, batch and noise profile with its leave-outs, its final
-    metric, the margin Δ of its table (reports.noninferiority.table_margin, the probe standing for S = 1) and the
+    metric, the margin Δ of its table (reports.stats.noninferiority.table_margin, the probe standing for S = 1) and the
     seed spread measured beside it."""
 
     run_dir: str
@@ -182,7 +181,7 @@ class Probe:
     batch_size: float
     profile: Profile
     leave_outs: list[Profile]
-    noise: list[tuple[str, float, float, float]]  # (window, B, lo, hi) over thirds of τ (reports.noise.WINDOWS)
+    noise: list[tuple[str, float, float, float]]  # (window, B, lo, hi) over thirds of τ (reports.stats.noise.WINDOWS)
     margin: Margin
     spread: Spread
     iterations: float = math.nan  # the probe's own iterations (its cost, and its self-consistency)
@@ -195,7 +194,7 @@ class Probe:
 
 
 def window_noise(train: pd.DataFrame, T1: float, m: float, b: float, groups: int = GROUPS) -> list:
-    """(window, B, lo, hi) of the probe per third of τ (reports.noise.windows), with the jackknife interval of
+    """(window, B, lo, hi) of the probe per third of τ (reports.stats.noise.windows), with the jackknife interval of
     the same groups as the prediction's, taken on 1/B (linear in μ², which late in training sits near its
     noise: B's own interval would reach below 0) and inverted; hi = inf where 1/B's reaches 0."""
     positions = np.arange(len(train))
@@ -232,13 +231,12 @@ def seed_spread(runs: pd.DataFrame, probe: pd.Series) -> Spread:
 
 def read_probe(out: object, run_dir: object) -> Probe:
     """The completed probe in `run_dir` (the folder of its full resolved spec: bench.cli.advise finds it by its
-    identity, never by task, S and seed alone) under `out`, its noise profile measured (reports.noise); a
+    identity, never by task, S and seed alone) under `out`, its noise profile measured (reports.stats.noise); a
     UserError in one line where it is missing or measured no statistics."""
     from pathlib import Path
 
     from bench.errors import UserError
-
-    from .collect import load
+    from reports.rundata.collect import load
 
     res = load(out)  # type: ignore[arg-type]
     r = res.runs
@@ -269,7 +267,7 @@ def read_probe(out: object, run_dir: object) -> Probe:
 
 def _records(train: pd.DataFrame) -> tuple[tuple[float, float, float], ...]:
     """(τ, σ², μ²) of each of the probe's records with statistics (bench.algo.gain.moments of its S
-    micro-batches): what AdaScale's gain near a τ is read from (reports.ruleadvice)."""
+    micro-batches): what AdaScale's gain near a τ is read from (reports.verdicts.ruleadvice)."""
     from bench.algo.gain import moments
 
     out = []
@@ -285,7 +283,7 @@ def _records(train: pd.DataFrame) -> tuple[tuple[float, float, float], ...]:
 @dataclass(frozen=True)
 class Seeds:
     """The seeds per side of the verification: the fewest with POWER chance of `within` Δ at a true difference of
-    0 (reports.noninferiority.seeds_for, the positive control's rule), from the spread measured or assumed."""
+    0 (reports.stats.noninferiority.seeds_for, the positive control's rule), from the spread measured or assumed."""
 
     per_side: int  # MOST_SEEDS + 1: none up to MOST_SEEDS; 0: no margin to plan against
     sd: float
@@ -384,8 +382,8 @@ def markdown(
     verdicts: Sequence = (), points: int = 0, cost: Cost | None = None,
 ) -> str:  # fmt: skip
     """advice.md: the table and what it says, in words; each quantity once; the rule advice
-    (reports.ruleadvice.Verdict) below it, LSW's verdict in the table."""
-    from .ruleadvice import markdown_lines
+    (reports.verdicts.ruleadvice.Verdict) below it, LSW's verdict in the table."""
+    from reports.verdicts.ruleadvice import markdown_lines
 
     lsw = {v.scale: v.verdict for v in verdicts if v.rule == LSW}
     best, safe = largest_efficient(rows), largest_efficient(rows, "efficiency_lo")

@@ -16,26 +16,25 @@ from typing import Any
 import pandas as pd
 
 from bench.files import atomic_write_bytes
-
-from . import figures as F
-from . import findings as FD
-from . import glance as G
-from . import graded as GR
-from . import guards
-from . import html as H
-from . import lagmatch as LM
-from . import rulecompare as RC
-from . import scalefree as SF
-from . import scaling as CT  # B_crit, speed-ups and time to target of any folder
-from . import words as W
-from .latex import latex
-from .noise import fill as fill_noise
-from .paper import COMPARISON_COLUMNS, compare, header_note, load_paper
-from .sweep import noise_by_task, sweep_table
-from .sweep import write_csv as write_sweep_csv
-from .table2 import cells_of, markdown, to_csv
-from .variants import named
-from .workers import WORKERS
+from reports import figures as F
+from reports import page as H
+from reports.page import glance as G
+from reports.page import rulecompare as RC
+from reports.page import words as W
+from reports.rundata import guards
+from reports.rundata.variants import named
+from reports.rundata.workers import WORKERS
+from reports.speed import scalefree as SF
+from reports.speed import scaling as CT  # B_crit, speed-ups and time to target of any folder
+from reports.speed.sweep import noise_by_task, sweep_table
+from reports.speed.sweep import write_csv as write_sweep_csv
+from reports.stats import lagmatch as LM
+from reports.stats.noise import fill as fill_noise
+from reports.tables.latex import latex
+from reports.tables.paper import COMPARISON_COLUMNS, compare, header_note, load_paper
+from reports.tables.table2 import cells_of, markdown, to_csv
+from reports.verdicts import findings as FD
+from reports.verdicts import graded as GR
 
 FIGURE_INDEX = "figures.json"  # content hashes of the figures drawn (reports.figures.Renderer)
 
@@ -50,7 +49,7 @@ class Built:
     findings: str = ""
     rules: str = ""  # the rules at a glance, printed after the findings
     flags: str = ""  # B_crit fits that disagree, time-to-target speed-ups that are unresolved: printed last
-    glance: str = ""  # the verdict grids alone (reports.glance), what `report` prints when no txt was asked for
+    glance: str = ""  # the verdict grids alone (reports.page.glance), what `report` prints when no txt was asked for
 
     @property
     def html(self) -> Path | None:

@@ -24,15 +24,14 @@ from typing import TYPE_CHECKING
 
 from bench import safefs
 from bench.errors import UserError
-
-from .collect import load
-from .memo import FORMATS, REPORT_DIR
-from .workers import WORKERS
+from reports.rundata.collect import load
+from reports.rundata.memo import FORMATS, REPORT_DIR
+from reports.rundata.workers import WORKERS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .assemble import Built
+    from reports.assemble import Built
 
 
 @safefs.rooted  # nothing below `out` is reached through a link (bench.safefs)
@@ -54,7 +53,7 @@ def build(out: Path, formats: list[str] | None = None, std: bool = False) -> Bui
     dest = _report_dir(out)
     res = load(out)
     with res.warming(WORKERS if "html" in formats else 1):  # the first report's scan of every metrics file, in
-        from . import assemble  # parallel; the tables' and figures' libraries are imported meanwhile
+        from reports import assemble  # parallel; the tables' and figures' libraries are imported meanwhile
 
     return assemble.assemble(out, dest, res, formats, std)
 
@@ -76,7 +75,7 @@ def _report_dir(out: Path) -> Path:
 def build_sweep(out: Path) -> tuple[pd.DataFrame, list[Path]]:
     """The sweep's table and figure for `adascale-bench sweep`: OUT/sweep.csv and OUT/sweep_<task>.png,
     from the same table the report uses."""
-    from . import assemble
+    from reports import assemble
 
     return assemble.sweep(load(Path(out)), Path(out))
 

@@ -100,7 +100,7 @@ def _gain_batches() -> tuple[str, ...]:
 
 
 def _points() -> tuple[str, ...]:
-    from reports.runcache import POINTS
+    from reports.rundata.runcache import POINTS
 
     return (spaced(POINTS),)
 
@@ -112,7 +112,7 @@ def _warmup() -> tuple[str, ...]:
 
 
 def _margins() -> tuple[str, ...]:
-    from reports import noninferiority as F
+    from reports.stats import noninferiority as F
     from tasks.presets import ACCURACY_MARGINS
     from tasks.presets.logreg import LOSS_MARGIN
 
@@ -121,13 +121,13 @@ def _margins() -> tuple[str, ...]:
 
 
 def _warmup_check() -> tuple[str, ...]:
-    from reports import warmup as F
+    from reports.verdicts import warmup as F
 
     return plain(F.WARMUP_WINDOW), plain(F.WARMUP_START), plain(F.WARMUP_RISE)
 
 
 def _power() -> tuple[str, ...]:
-    from reports import reference as R
+    from reports.verdicts import reference as R
 
     return plain(R.POWER_LO), plain(R.POWER_HI)
 
@@ -285,8 +285,8 @@ def test_readme_has_the_sections_a_new_user_needs_and_its_matrix_example_expands
 
 
 def test_readme_opens_how_to_read_the_report_on_the_glossary_of_the_report() -> None:
-    """The words and colours README teaches are the ones the report writes (reports.words, their one home)."""
-    from reports.words import glossary_markdown
+    """The words and colours README teaches are the ones the report writes (reports.page.words, their one home)."""
+    from reports.page.words import glossary_markdown
 
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## How to read the report") :]

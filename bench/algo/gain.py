@@ -38,7 +38,7 @@ def clamp(var: float, sqr: float) -> tuple[float, float]:
 
 def gain_from(var: float, sqr: float, scale: int) -> float:
     """The gain r = (σ² + μ²)/(σ²/S + μ²) of scale S; NaN where σ²/S + μ² = 0, which clamped moments never
-    reach (σ² ≥ VAR_FLOOR) but unclamped replays of degenerate statistics can (reports.lagmatch)."""
+    reach (σ² ≥ VAR_FLOOR) but unclamped replays of degenerate statistics can (reports.stats.lagmatch)."""
     den = var / scale + sqr
     return (var + sqr) / den if den else math.nan
 
@@ -202,7 +202,7 @@ class UnbiasedGain:
     def fold(self, var: float, sqr: float, scale: int, clamped: bool = True) -> float:
         """Fold in one iteration's moments σ², μ² however they were estimated and return the gain, as
         `update` does with its own (clamped unless `clamped` is False): the engine's averaging replayed on
-        other moments (the lag-matched gain of reports.lagmatch)."""
+        other moments (the lag-matched gain of reports.stats.lagmatch)."""
         if scale == 1:
             return 1.0
         if clamped:

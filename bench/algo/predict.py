@@ -1,6 +1,6 @@
 """How many iterations AdaScale takes at scale S, given the gradient-noise scale over training: the one
-prediction finding (iii) judges runs against (reports/reference.py: from the moments at the run's own kept
-weights, through `engine_moments` / `simulated_runs` below; reports/noise.py's prediction from the other runs'
+prediction finding (iii) judges runs against (reports/verdicts/reference.py: from the moments at the run's own kept
+weights, through `engine_moments` / `simulated_runs` below; reports/stats/noise.py's prediction from the other runs'
 statistics is printed beside it as evidence) and that a plan made before the runs can use (`advise`; a profile
 of σ², μ² alone — unknown spreads — steps `simulated_runs` as `iterations_following` does).
 

@@ -92,7 +92,9 @@ def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> Ru
         {"kind": "table2", "pilot_seeds": [args.probe_seed]},
     )  # fmt: skip
     m = matrices.Matrix(out / "verify.yaml", args.preset, [req], roots, overrides)
-    if "keep_checkpoints_every" not in overrides and _points(args):  # the sharpness's weights (reports.ruleadvice)
+    if "keep_checkpoints_every" not in overrides and _points(
+        args
+    ):  # the sharpness's weights (reports.verdicts.ruleadvice)
         overrides["keep_checkpoints_every"] = max(1, math.ceil(m.spec(req).T1 / (args.probe_scale * _points(args))))
         m = matrices.Matrix(out / "verify.yaml", args.preset, [req], roots, overrides)
     print(f"advise: the probe, AdaScale at S = {args.probe_scale} (seed {args.probe_seed}), into {out}")
@@ -114,14 +116,14 @@ def _points(args: argparse.Namespace) -> int:
 
 
 def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out: Path) -> tuple[list, list]:
-    """The rule advice (reports.ruleadvice) for AdaScale, LSW and each --method, from the probe's noise windows
+    """The rule advice (reports.verdicts.ruleadvice) for AdaScale, LSW and each --method, from the probe's noise windows
     and the sharpness at its kept weights (bench.run.sharpness; written to sharpness.csv, timed), and its points."""
     import time
 
     from bench.algo.rules import LSW
     from bench.algo.schedules import lr_schedule
     from bench.run.sharpness import EXAMPLES, kept_checkpoints, sharpness_along
-    from reports import ruleadvice as R
+    from reports.verdicts import ruleadvice as R
 
     points: list = []
     if _points(args) and kept_checkpoints(Path(probe.run_dir)):
@@ -153,7 +155,7 @@ def _verified(args: argparse.Namespace, rows: list, scales: list[int]) -> list[i
 def cmd_advise(args: argparse.Namespace) -> int:
     from bench.run.spec import parse_overrides, run_name
     from reports import advice as A
-    from reports import ruleadvice as R
+    from reports.verdicts import ruleadvice as R
 
     scales = _scales(args.scales)
     out = Path(args.out or f"runs/advise-{args.task.replace(':', '.')}")

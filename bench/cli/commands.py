@@ -105,7 +105,7 @@ def cmd_comm(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from reports import memo
+    from reports.rundata import memo
 
     out = Path(args.dir)
     if not out.is_dir():
@@ -147,8 +147,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from bench.experiments.sweep import sweep
     from reports.build import build_sweep
-    from reports.collect import load
-    from reports.sweep import critical_batches, critical_text, noise_by_task, wide
+    from reports.rundata.collect import load
+    from reports.speed.sweep import critical_batches, critical_text, noise_by_task, wide
 
     out = Path(args.out)
     counts = sweep(args.task, out, jobs=args.jobs)

@@ -531,7 +531,8 @@ class Engine:
 
     def _evaluate(self, state: State, initial: bool = False) -> None:
         """An evaluation record in metrics.jsonl (rank 0); `initial`: the untrained model's, at iteration 0, kept as
-        state.initial_eval (a seed that ends no better has collapsed: reports.failedseeds), never a target's stop."""
+        state.initial_eval (a seed that ends no better has collapsed: reports.rundata.failedseeds), never a target's
+        stop."""
         self.module.eval()
         with torch.no_grad():  # every rank its shard; the metrics on rank 0 (bench.engine.evaluation)
             result = evaluate(self.task, self.module, self.evalset, self.spec, self.dist)

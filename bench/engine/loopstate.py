@@ -23,7 +23,7 @@ class State:
     metrics_records: int = 0
     wall_time: float = 0.0
     last_eval: dict[str, float] = field(default_factory=dict)
-    # the untrained model's evaluation (iteration 0): what a seed must end better than (reports.failedseeds);
+    # the untrained model's evaluation (iteration 0): what a seed must end better than (reports.rundata.failedseeds);
     # None until it is made, and in a checkpoint written before it was recorded
     initial_eval: dict[str, float] | None = None
     target_epochs: float | None = None  # data epochs at the first evaluation that reached spec.target

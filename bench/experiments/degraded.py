@@ -1,7 +1,7 @@
 """A rule degraded by a known amount, for the positive control (control.yaml): AdaScale that stops at a
 fraction f of its τ budget at every S ≥ 2 — the reviewer's "T1 cut" — and is AdaScale itself at S = 1, so
 that its S = 1 is the shared run and its cells are judged against the undegraded S = 1 by finding (i)'s rule
-(reports.rulecompare). The control must say `does not hold` on it: it shows that the suite sees a failure
+(reports.page.rulecompare). The control must say `does not hold` on it: it shows that the suite sees a failure
 near the margin, not only a collapse.
 
 The size, fixed before the confirmatory runs from pilots on disjoint seeds (control.yaml's logreg, κ = 10,
@@ -17,7 +17,7 @@ with cuts at f = 0.65, 0.75, 0.80, 0.85 at S = 16 and AdaScale S = 1, the contro
 final loss 0.25403, 0.25609, 0.25459, 0.25524, 0.25267 (Δ = 0.25 × excess = 0.00199); the cuts' mean rise over
 it in Δ: 2.58 (f = 0.65), 1.02 (0.75), 1.09 (0.80), 0.29 (0.85). A line through them (−10.8Δ per unit of f)
 puts 2Δ at f = 0.693, 1.5Δ at 0.739, 1.25Δ at 0.762: the grades below. Five seeds a side leave each pilot point
-±0.3Δ, so the sizes are approximate; the report prints each grade's realised size (reports.graded).
+±0.3Δ, so the sizes are approximate; the report prints each grade's realised size (reports.verdicts.graded).
 
 A rule of the user kind (`bench.experiments.degraded:CUT`, docs/design.md §3 "Adding a method"), not a row of
 the method table: it exists to test the detector, not to be compared as a scaling rule.
@@ -33,7 +33,7 @@ from bench.algo.rules import Method, RuleContext
 FRACTION = 0.69  # of the τ budget: ≈ 2Δ on the control's logreg (module docstring)
 # The graded cut (issue 53.7): fractions of the τ budget sized on pilot seeds to cost ≈ 1.25Δ, 1.5Δ and 2Δ on the
 # control's logreg at S = 16 (module docstring), by name, with the planned size in Δ the report's detection curve
-# judges each against (reports.graded)
+# judges each against (reports.verdicts.graded)
 GRADES: dict[str, tuple[float, float]] = {}  # name → (fraction, planned size in Δ), filled below
 
 

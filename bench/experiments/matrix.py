@@ -12,7 +12,7 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
       - heatmap: {name: cifar10-grid, task: cifar10, scale: 16, lr0: [...], decay: [...], threshold: 94.0}
         # optional `scaled_lr0: [...]`: the scaled-SGD panel's own lr0 list (default: lr0)
         # any experiment may carry `set: {key: value}`: spec overrides for its runs only, and with it
-        # `variant: NAME`, the short name the report gives those runs' tables and figures (reports.variants)
+        # `variant: NAME`, the short name the report gives those runs' tables and figures (reports.rundata.variants)
       - sweep: {task: logreg, batches: [32, 64, ..., 4096], max_epochs: 80}
       - gain: {tasks: [logreg, cifar10], scale: 8, every: {logreg: 25, cifar10: 5}}
 
@@ -244,7 +244,7 @@ def _pilot_seeds(path: Path, value: Any, tasks: Any) -> dict[str, list[int]]:
     """`pilot_seeds: {task: [seeds]}`: the seeds a pre-registered matrix's pilot used (to measure spreads and
     fix thresholds) for each task. Its confirmatory runs must use other seeds — a pilot run never sits inside
     the test it planned — and each run records its task's pilot seeds, so that the report refuses a run of a
-    pilot seed placed in the folder (reports.findings)."""
+    pilot seed placed in the folder (reports.verdicts.findings)."""
     if value is None:
         return {}
     if not isinstance(value, dict):

@@ -168,7 +168,8 @@ def make_plan(
     return sorted(cells.values(), key=order)
 
 
-PAPER_TABLE = Path(__file__).resolve().parents[2] / "reports" / "paper_table2.csv"  # the paper's Table 2, as data
+# the paper's Table 2, as data
+PAPER_TABLE = Path(__file__).resolve().parents[2] / "reports" / "tables" / "paper_table2.csv"
 
 
 def paper_iterations(path: Path = PAPER_TABLE) -> dict[tuple[str, str, str], float]:

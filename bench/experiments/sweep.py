@@ -3,7 +3,7 @@
 For global batches 32 … 4096: epochs of data until the full loss reaches the target, under a fixed lr,
 under linear scaling with warm-up and with AdaScale at S = B/32. The gradient-noise scale measured by
 the AdaScale runs predicts where linear scaling stops paying (the critical batch). The table and figure
-are the report's (reports.sweep), built by the CLI from the run files.
+are the report's (reports.speed.sweep), built by the CLI from the run files.
 """
 
 from __future__ import annotations

@@ -340,7 +340,7 @@ def offline_gains(
     """The offline gain at the run's initial weights (iteration 0: the model the engine starts from,
     rebuilt from the run's seed) and at every kept checkpoint of the run in `run_dir`, also written
     (atomically) as its offline_gain.csv. One-line UserError when the run has no kept checkpoints.
-    The initial row anchors the lag-matched gain (reports.lagmatch), whose moving averages start there."""
+    The initial row anchors the lag-matched gain (reports.stats.lagmatch), whose moving averages start there."""
 
     run_dir = Path(run_dir)
     with safefs.confined(run_dir):  # below the run folder no link is followed (bench.safefs)

@@ -23,7 +23,7 @@ Kinds (each function returns the figures it wrote; no data -> an empty list, nev
   the cells that lost S = 1's quality (beyond the margin, or diverged) crossed on both sides. The page shows
   it under the scale-free table whose numbers it draws.
 - `speedup`: per table, speed-up against S beside the ideal and the paper's, and AdaScale's efficiency beside
-  finding (iii)'s prediction (the numbers of reports.speedup).
+  finding (iii)'s prediction (the numbers of reports.speed.speedup).
 
 Modules: `style` (house style, `Figure`, saving), `render` (the renderer and its plan cache), `bands` (mean
 and band over seeds), one module per kind: `heatmap`, `curve`, `elastic_scaling`, `figure2` (gain),
@@ -36,16 +36,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from .bands import band, eval_band  # noqa: E402
-from .batch_sweep import SWEEP_CAPTION, SWEEP_COLORS, sweep  # noqa: E402
-from .curve import CURVE_PANELS, curves, warmup_caption  # noqa: E402
-from .elastic_scaling import elastic  # noqa: E402
-from .figure2 import gain, gap_text  # noqa: E402
-from .heatmap import PANELS, heatmap_points, heatmaps  # noqa: E402
-from .render import CODE, INDEX_VERSION, Renderer, digest, rendering  # noqa: E402
-from .shared_axis import table2_efficiency  # noqa: E402
-from .speedup import SPEEDUP_CAPTION, speedup_figures  # noqa: E402
-from .style import MAX_POINTS, STYLE, Figure, _save, _slug  # noqa: E402
+from reports.figures.bands import band, eval_band  # noqa: E402
+from reports.figures.batch_sweep import SWEEP_CAPTION, SWEEP_COLORS, sweep  # noqa: E402
+from reports.figures.curve import CURVE_PANELS, curves, warmup_caption  # noqa: E402
+from reports.figures.elastic_scaling import elastic  # noqa: E402
+from reports.figures.figure2 import gain, gap_text  # noqa: E402
+from reports.figures.heatmap import PANELS, heatmap_points, heatmaps  # noqa: E402
+from reports.figures.render import CODE, INDEX_VERSION, Renderer, digest, rendering  # noqa: E402
+from reports.figures.shared_axis import table2_efficiency  # noqa: E402
+from reports.figures.speedup import SPEEDUP_CAPTION, speedup_figures  # noqa: E402
+from reports.figures.style import MAX_POINTS, STYLE, Figure, _save, _slug  # noqa: E402
 
 KINDS = {
     "heatmap": (heatmaps, "heat maps", "no heat-map runs (experiment kind 'heatmap') with a summary"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..guards import floats
+from reports.rundata.guards import floats
 
 Curve = tuple[np.ndarray, np.ndarray]  # one seed's (τ, y)
 

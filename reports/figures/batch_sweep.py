@@ -10,10 +10,9 @@ import numpy as np
 import pandas as pd
 
 from bench.algo.rules import ADASCALE
-
-from ..collect import Results
-from ..sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs
-from .style import STYLE, Figure, _finite, _plain_log, _save, _slug
+from reports.figures.style import STYLE, Figure, _finite, _plain_log, _save, _slug
+from reports.rundata.collect import Results
+from reports.speed.sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs
 
 SWEEP_COLORS = {"fixed": "tab:gray", "linear": "tab:orange", ADASCALE: "tab:blue"}
 
@@ -66,7 +65,7 @@ def _sweep_plot(
     """Epochs to target against global batch (log–log), one line per method; unreached points as open
     markers at the cap; the median training-average noise scale, labelled a proxy (no series tunes its lr per
     batch, so no critical batch is measured); each fitted steps–examples trade-off
-    (reports.sweep.critical_batches) as a dotted curve with its B_crit and what it measures."""
+    (reports.speed.sweep.critical_batches) as a dotted curve with its B_crit and what it measures."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(14, 6.2), constrained_layout=True)  # the axes' width, and the legend's
         _method_lines(ax, pts, cap)
@@ -125,8 +124,8 @@ def sweep(res: Results, outdir: Path) -> list[Figure]:
         targets = _finite(g["sweep_target"])
         tgt = f" (target {targets[0]:g})" if len(targets) else ""
         title = f"{task}: critical-batch sweep — epochs to target vs batch{tgt}"
-        from ..critical import describe
-        from ..sweep import fit_points
+        from reports.speed.critical import describe
+        from reports.speed.sweep import fit_points
 
         fits = fit_points(g, task, res)
         path = _sweep_plot(pts, cap, noise, title, outdir / f"sweep_{_slug(task)}.png", fits)

@@ -10,15 +10,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..collect import Results, rule_rows, scale_order, task_info
-from ..guards import float_columns
-from ..noise import PER_EPOCH, trajectory
-from ..table2 import table_runs
-from ..warmup import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups
-from . import render
-from .bands import Curve, _band_plan, _draw_plan_band, band_plan, curve_of, eval_band, smoothed
-from .render import _inputs
-from .style import STYLE, Figure, _log_if_positive, _save, _scale_colors, _slug, thin_index
+from reports.figures import render
+from reports.figures.bands import Curve, _band_plan, _draw_plan_band, band_plan, curve_of, eval_band, smoothed
+from reports.figures.render import _inputs
+from reports.figures.style import STYLE, Figure, _log_if_positive, _save, _scale_colors, _slug, thin_index
+from reports.rundata.collect import Results, rule_rows, scale_order, task_info
+from reports.rundata.guards import float_columns
+from reports.stats.noise import PER_EPOCH, trajectory
+from reports.tables.table2 import table_runs
+from reports.verdicts.warmup import WARMUP_RISE, WARMUP_START, WARMUP_WINDOW, run_warmups
 
 
 def warmup_caption(res: Results, g: pd.DataFrame) -> str:
@@ -53,7 +53,7 @@ def warmup_caption(res: Results, g: pd.DataFrame) -> str:
 
 
 def _noise_band(res: Results, runs: pd.DataFrame) -> dict | None:
-    """B_simple against τ over the seeds of one scale (reports.noise.trajectory of each run), as a plan's band."""
+    """B_simple against τ over the seeds of one scale (reports.stats.noise.trajectory of each run), as a plan's band."""
     curves = []
     for _, r in runs.iterrows():
         m = float(pd.to_numeric(r.get(PER_EPOCH), errors="coerce")) if PER_EPOCH in r else math.inf

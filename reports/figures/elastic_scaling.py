@@ -8,10 +8,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..collect import Results, rule_rows, scale_order, task_info
-from ..table2 import table_runs
-from .bands import _draw_band, band, eval_band
-from .style import STYLE, Figure, _log_if_positive, _save, _slug, _thin
+from reports.figures.bands import _draw_band, band, eval_band
+from reports.figures.style import STYLE, Figure, _log_if_positive, _save, _slug, _thin
+from reports.rundata.collect import Results, rule_rows, scale_order, task_info
+from reports.tables.table2 import table_runs
 
 # Where AdaScale makes the curves coincide (the metric against τ, by design), a curve drawn over another hid it:
 # elastic-down wide beneath, elastic-up dashed over it, the fixed-scale runs thin and dashed on top of both.
@@ -69,7 +69,7 @@ def elastic(res: Results, outdir: Path) -> list[Figure]:
             shown = rule_rows(g)[str(method)].title  # a user's rule by the title its specs recorded
             name = f"{task}{f' [{res.variants.get(variant, variant)}]' if variant else ''}: {shown}"
             fig.suptitle(f"{name} — elastic scaling ({preset} preset)")
-            short = res.variants.get(variant, variant)  # a file named as the page names it (reports.variants)
+            short = res.variants.get(variant, variant)  # a file named as the page names it (reports.rundata.variants)
             path = _save(fig, outdir / f"elastic_{_slug(task, preset, short, method)}.png")
         figs.append(
             Figure(

@@ -1,5 +1,5 @@
 """Figure kind `gain`: the paper's Figure 2, the online gain against offline estimates at kept checkpoints,
-with the exact gain where the task has an oracle and the lag-matched gain (reports.lagmatch)."""
+with the exact gain where the task has an oracle and the lag-matched gain (reports.stats.lagmatch)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ import numpy as np
 import pandas as pd
 
 from bench.algo.rules import title
-
-from .. import lagmatch as LM
-from ..collect import Results
-from .style import MAX_POINTS, STYLE, Figure, _plot_series, _save, _thin
+from reports.figures.style import MAX_POINTS, STYLE, Figure, _plot_series, _save, _thin
+from reports.rundata.collect import Results
+from reports.stats import lagmatch as LM
 
 
 def gap_text(p: pd.DataFrame) -> str:
     """'online − offline: mean −0.42, 3 of 8 outside the offline 95 % interval' at the kept checkpoints
-    (iteration > 0) of reports.lagmatch's points (what the gap is: noise, where the online gain lies inside
+    (iteration > 0) of reports.stats.lagmatch's points (what the gap is: noise, where the online gain lies inside
     the offline interval, or lag/bias where it lies outside)."""
     k = p[p["iteration"] > 0] if "iteration" in p else p
     on, off = k["online"].to_numpy(float), k["offline"].to_numpy(float)
@@ -82,7 +81,7 @@ def _gain_panel(ax, r: pd.Series, p: pd.DataFrame, curve: dict, train: pd.DataFr
 def gain(res: Results, outdir: Path) -> list[Figure]:
     """Online gain against τ with the offline estimates (95 % jackknife intervals) at the initial weights and
     the kept checkpoints, the exact gain where the task has an oracle, and the lag-matched gain
-    (reports.lagmatch), one panel per run; the gap and how much of it the lag explains printed in each."""
+    (reports.stats.lagmatch), one panel per run; the gap and how much of it the lag explains printed in each."""
     panels = LM.panels(res)
     if not panels:
         return []

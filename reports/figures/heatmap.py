@@ -14,8 +14,8 @@ from matplotlib.collections import LineCollection
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-from ..collect import Results, task_info
-from .style import STYLE, Figure, _finite, _save, _slug
+from reports.figures.style import STYLE, Figure, _finite, _save, _slug
+from reports.rundata.collect import Results, task_info
 
 PANELS = ("S=1", "AdaScale S=16", "LSW S=16", "scaled SGD S=16")
 

@@ -16,9 +16,8 @@ import numpy as np
 import pandas as pd
 
 from bench.files import METRICS
-
-from ..memo import PACKAGES, read_sealed_json, seal_of, write_sealed_json
-from ..workers import pool
+from reports.rundata.memo import PACKAGES, read_sealed_json, seal_of, write_sealed_json
+from reports.rundata.workers import pool
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (or installed packages') root
 
@@ -101,7 +100,7 @@ class Renderer:
         self.drawn = self.skipped = 0
 
     def _read_index(self) -> dict:
-        """The figures of the last build: from the index behind this user's seal (reports.memo), read through
+        """The figures of the last build: from the index behind this user's seal (reports.rundata.memo), read through
         bench.safefs with a bound (a link, FIFO or device refused unopened); a damaged, foreign or
         hostile one is named in a warning and every figure drawn again."""
         seal = seal_of(Path(self.index_file).parent)
@@ -138,7 +137,7 @@ class Renderer:
         build; or keep it for flush, with one worker or where no pool can start."""
         if self.workers > 1 and self._pool is None:
             try:
-                self._pool = pool(self.workers)  # forked workers that die with the report (reports.workers)
+                self._pool = pool(self.workers)  # forked workers that die with the report (reports.rundata.workers)
             except Exception:  # no fork here: draw in this process
                 self.workers = 1
         if self._pool is None:
@@ -186,7 +185,7 @@ class Renderer:
         return failed
 
     def _write_index(self, failed: dict[Path, str]) -> None:
-        """The index of the figures on disk now, each with its PNG's stat, sealed (reports.memo)."""
+        """The index of the figures on disk now, each with its PNG's stat, sealed (reports.rundata.memo)."""
         figs = {}
         for path_s, entry in self.keys.items():
             path = Path(path_s)
@@ -228,13 +227,13 @@ def current() -> Renderer:
 
 def _inputs(kind: str, g: pd.DataFrame) -> str:
     """A digest of what a figure of the runs `g` is computed from: their rows (every column, as CSV: floats
-    in full) and each run's metrics file as reports.runcache tells it unchanged (size, mtime, ctime, inode)."""
+    in full) and each run's metrics file as reports.rundata.runcache tells it unchanged (size, mtime, ctime, inode)."""
     stats = [(str(run_dir), _stat(Path(run_dir) / METRICS)) for run_dir in g["run_dir"]]
     return digest((kind, g.to_csv(index=False), stats))
 
 
 def _stat(path: Path) -> list[int] | None:
-    """A file's size, mtime_ns, ctime_ns and inode (as reports.runcache stamps a metrics file: a same-size
+    """A file's size, mtime_ns, ctime_ns and inode (as reports.rundata.runcache stamps a metrics file: a same-size
     edit with its mtime put back changes ctime, which no user can set back), not following a link; None
     when it is not a regular file."""
     try:

@@ -2,7 +2,7 @@
 
 Our tiny presets run S = 1, 2, 4, … and the paper its own S per task, so a table of the two lines few cells
 up. Against S (log) every cell has a place: the scaling efficiency T1 / (S · iterations) of each rule — the
-scale-free table's numbers (reports.scalefree), in its number format — ours as filled points with the seeds'
+scale-free table's numbers (reports.speed.scalefree), in its number format — ours as filled points with the seeds'
 range, the paper's Table 2 as hollow diamonds of the rule's colour, and the cells that bought their speed with
 the metric (worse than S = 1 by more than the margin Δ, or diverged) marked on both sides, each side its own
 marker. One figure of small multiples, a panel per table, one y range and one compact legend above them. A
@@ -21,18 +21,17 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from bench.algo.rules import method_order, title
-
-from .. import scalefree as SF
-from ..collect import Results, rule_rows, scale_order
-from ..noninferiority import card_margin
-from ..paper import load_paper
-from ..table2 import cells_of, table_runs
-from . import render
-from .style import STYLE, Figure, _save
+from reports.figures import render
+from reports.figures.style import STYLE, Figure, _save
+from reports.rundata.collect import Results, rule_rows, scale_order
+from reports.speed import scalefree as SF
+from reports.stats.noninferiority import card_margin
+from reports.tables.paper import load_paper
+from reports.tables.table2 import cells_of, table_runs
 
 KIND = "table2_efficiency"
 DODGE = 0.09  # rules at one S drawn this far apart in log2 S, so coinciding points (LSW+ on AdaScale) both show
-FMT = ".2f"  # the scale-free table's format for speed-up and efficiency (reports.html.scalefree_html)
+FMT = ".2f"  # the scale-free table's format for speed-up and efficiency (reports.page.scalefree_html)
 CAPTION = (
     "Scaling efficiency T1 / (S · iterations) against S (log axis), the scale-free table's numbers drawn: 1 is "
     "perfect linear scaling (S times fewer iterations than S = 1), T1 the S = 1 iterations (ours: the runs' T1; "

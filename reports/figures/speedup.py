@@ -1,5 +1,5 @@
 """The speed-up figure: per table, speed-up against S beside the paper's and AdaScale's efficiency beside
-finding (iii)'s prediction, drawn from reports.speedup's table (`speedup_figures`)."""
+finding (iii)'s prediction, drawn from reports.speed.speedup's table (`speedup_figures`)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ from pathlib import Path
 import pandas as pd
 
 from bench.algo.rules import ADASCALE, LSW_PLUS
-from reports.collect import Results, rule_rows
-from reports.paper import load_paper
-from reports.speedup import speedups
-from reports.table2 import place
-
-from . import render
-from .style import STYLE, Figure, _save, _slug
+from reports.figures import render
+from reports.figures.style import STYLE, Figure, _save, _slug
+from reports.rundata.collect import Results, rule_rows
+from reports.speed.speedup import speedups
+from reports.tables.paper import load_paper
+from reports.tables.table2 import place
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 

@@ -40,7 +40,7 @@ class Figure:
     title: str
     path: Path
     caption: str = ""
-    variant: str = ""  # the overrides its variant stands for (the title shows its short name; reports.variants)
+    variant: str = ""  # the overrides its variant stands for (the title shows its short name; reports.rundata.variants)
 
 
 SLUG_MAX = 120  # a file name's part built from run fields: a hand-edited 10 000-character task name stays a name

@@ -88,6 +88,6 @@ class Cifar10(Task):
 
     def metrics_from(self, stats: dict[str, Any], cfg: RunSpec) -> dict[str, float]:
         """Top-1 accuracy (%) and mean cross-entropy over the whole test split, and its size (the report's chance
-        tolerance, reports.failedseeds)."""
+        tolerance, reports.rundata.failedseeds)."""
         n = max(int(stats["n"]), 1)
         return {"top1": 100.0 * stats["correct"] / n, "loss": stats["loss_sum"] / n, EVAL_EXAMPLES: float(n)}

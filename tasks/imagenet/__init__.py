@@ -175,5 +175,5 @@ class ImageNet(Task):
             "top1": 100.0 * stats["correct1"] / n,
             "top5": 100.0 * stats["correct5"] / n,
             "loss": stats["loss_sum"] / n,
-            EVAL_EXAMPLES: float(n),  # the report's chance tolerance (reports.failedseeds)
+            EVAL_EXAMPLES: float(n),  # the report's chance tolerance (reports.rundata.failedseeds)
         }

@@ -62,7 +62,7 @@ TINY_T1 = tiny_T1(TINY_WINDOWS, TINY_MAX_SCALE)
 
 
 # The non-inferiority margin Δ of an accuracy-like metric (top-1 %, word accuracy %, BLEU, mAP %), per preset,
-# in the metric's points (docs/design.md §5; reports.findings). Fixed before any run:
+# in the metric's points (docs/design.md §5; reports.verdicts.findings). Fixed before any run:
 # - paper 0.5: the smallest shortfall the paper's Table 2 shows for a method it reports as degrading (cifar10
 #   LSW S = 16: 93.6 vs 94.1; transformer LSW S = 64: 26.7 vs 27.2 BLEU), while AdaScale's largest is 0.2;
 # - tiny 1.0: the least whole point a tiny validation set can resolve. One model's score on n examples has a
@@ -108,14 +108,15 @@ class TaskCard:
     # W = S/A ranks itself and is not capped.
     # None for a preset: no cap, on purpose (`submit` says so in one line for a preset the card does not name).
     max_ranks: dict[str, int | None] = field(default_factory=lambda: {"tiny": 1})
-    # The non-inferiority margin of the metric per preset (reports.findings; docs/design.md §5): Δ in the
+    # The non-inferiority margin of the metric per preset (reports.verdicts.findings; docs/design.md §5): Δ in the
     # metric's units for an accuracy-like metric (ACCURACY_MARGINS); for a loss a share δ of S = 1's own
     # distance from `optimum` (Δ = δ·(mean S = 1 loss − optimum)), or without an optimum of the drop S = 1
     # makes over its last quarter of τ
     margins: dict[str, float] = field(default_factory=lambda: dict(ACCURACY_MARGINS))
     optimum: float | None = None  # the metric's exact optimum, where it is known (logreg's L*)
     # The metric a model scores by guessing, per preset, in the metric's units: a seed that ends no better than
-    # this has collapsed and counts as a failed seed (reports.failedseeds). Only where it is principled: top-1 of
+    # this has collapsed and counts as a failed seed (reports.rundata.failedseeds). Only where it is principled: top-1
+    # of
     # a classifier over k balanced classes is 100/k %; a loss, BLEU, WER or mAP has no model-free chance level,
     # so their cards name none (a preset not named: no chance level).
     chance: dict[str, float] = field(default_factory=dict)
@@ -126,7 +127,7 @@ class TaskCard:
 
 
 # The key of an evaluation's size in a task's metrics (examples scored), where the task reports it: the report
-# derives how far from the chance level a seed's metric may sit and still be a guess (reports.failedseeds)
+# derives how far from the chance level a seed's metric may sit and still be a guess (reports.rundata.failedseeds)
 EVAL_EXAMPLES = "examples"
 
 

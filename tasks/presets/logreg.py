@@ -40,7 +40,7 @@ _COMMON: dict[str, Any] = {
     # conditioning κ: feature scales spread over κ (tasks.logreg); 1 is the textbook's data. The positive
     # control (bench/experiments/matrices/control.yaml) sets 10.
     "data": {"conditioning": 1.0},
-    # Time to target's threshold (reports.timetotarget), fixed before any run: TARGET_LOSS, the optimum's loss
+    # Time to target's threshold (reports.speed.timetotarget), fixed before any run: TARGET_LOSS, the optimum's loss
     # L* = 0.24656 + 0.010 (4 000 full-batch steps reach L*), the sweep's target. L* is the same for every
     # data.conditioning (a linear model absorbs the feature scales), so the control's κ = 10 runs share it.
     "ttt_target": TARGET_LOSS,

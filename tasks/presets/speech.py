@@ -25,7 +25,7 @@ _PAPER: dict[str, Any] = {
     # Elastic 32 -> 64 -> 128 and back, at T1/4 and T1/2: docs/design.md §1 (the paper ran elastic on imagenet).
     "elastic": ELASTIC_PAPER,
     "eval_every": 4240,  # chosen: T1/20, about every half pass over the 960 h
-    "ttt_target": 79.1,  # time to target (reports.timetotarget): the paper's S = 1 word accuracy, 79.6, less 0.5
+    "ttt_target": 79.1,  # time to target (reports.speed.timetotarget): the paper's S = 1 word accuracy, 79.6, less 0.5
     "checkpoint_every": 1000,  # chosen: a preempted run loses minutes, not hours
     "num_workers": 8,  # chosen: each item decodes 32 flac files and computes their spectrograms
     # DS2 sizes, see model.py: the paper's 2-layer 2-D conv front end (Table 4) and deepspeech.pytorch's

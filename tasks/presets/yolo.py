@@ -45,7 +45,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "down": [[0.0, 128], [0.25, 64], [0.5, 32]],
         },
         "eval_every": 10_350.0,  # chosen: T1 / 20, about every 10 epochs of VOC07+12 trainval
-        "ttt_target": 79.7,  # time to target (reports.timetotarget): the paper's S = 1 mAP50, 80.2, less 0.5
+        "ttt_target": 79.7,  # time to target (reports.speed.timetotarget): the paper's S = 1 mAP50, 80.2, less 0.5
         "checkpoint_every": 1_000,  # chosen: still 4 checkpoints in the shortest run (S = 128, ~4k steps)
         "num_workers": 8,  # chosen: mosaic + affine augmentation is CPU-heavy
         # ultralytics' yolov3.yaml as shipped: 103.7 M parameters at nc = 20 (the v8 head is wide)

@@ -137,7 +137,7 @@ def test_two_sources_of_a_task_are_two_tasks_in_the_report_each_with_its_card(tm
     assert f"task {NAME}: runs of 2 codes of it" in report.stderr, report.stderr
     tasks = set(pd.read_csv(out / "report" / "table2.csv")["task"])
     assert len(tasks) == 2 and all(t.startswith(f"{NAME}@") for t in tasks), tasks
-    from reports import collect
+    from reports.rundata import collect
     from tasks.presets import card
 
     collect.load(out)  # each task's card is the one its runs recorded (the first read judged both: Δ 25 for 1.0)

@@ -150,7 +150,7 @@ def test_every_reader_of_a_run_file_reads_any_json_number(kept_run: Path, tmp_pa
     assert cli([*kept_args("adascale"), "--out", str(out)]) == 0  # the finished run, described again
     assert "already complete" in capsys.readouterr().out
     assert f"{metrics}: " in said["gain"][1] and "record(s) whose iteration or gain is not a number" in said["gain"][1]
-    from reports import collect
+    from reports.rundata import collect
 
     res = collect.load(out)
     train, evals = res.metrics(str(run))

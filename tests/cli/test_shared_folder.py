@@ -29,7 +29,8 @@ import pytest
 from bench.cli import main
 from bench.files import CHECKPOINT, KEPT, LOCK, METRICS, OFFLINE_GAIN, SPEC, SUMMARY, kept_name
 from bench.run.runner import run_dir_of
-from reports import build, runcache
+from reports import build
+from reports.rundata import runcache
 from slurm.records import JOB
 from slurm.status import MANIFEST
 from tests.helpers import spec_for

@@ -11,8 +11,8 @@ import torch
 from bench.algo.gain import b_simple_average
 from bench.algo.rules import WARMUP_FRACTION
 from bench.run.runner import run_spec
-from reports.collect import runs
-from reports.table2 import cells, markdown
+from reports.rundata.collect import runs
+from reports.tables.table2 import cells, markdown
 from tests.helpers import records, spec_for, train
 
 EXP = {"kind": "exponential", "lr0": 0.05, "decay": 0.1}

@@ -100,7 +100,7 @@ def test_shards_evaluated_one_after_another_give_the_one_process_metrics(name: s
     task, model, evalset, spec = _setup(name)
     with torch.no_grad():
         want = task.evaluate(model, evalset, spec, torch.device("cpu"))
-        if task.card.chance:  # a chance level is judged against the evaluation's size (reports.failedseeds)
+        if task.card.chance:  # a chance level is judged against the evaluation's size (reports.rundata.failedseeds)
             assert want[EVAL_EXAMPLES] == len(evalset) > 0
         for world in (2, 3):
             _assert_same(evaluate_sharded_locally(task, model, evalset, spec, world), want)
@@ -164,7 +164,7 @@ def test_every_metric_is_the_same_bits_for_every_number_of_shards(name: str) -> 
     task, model, evalset, spec = _setup(name)
     with torch.no_grad():
         want = task.evaluate(model, evalset, spec, torch.device("cpu"))
-        if task.card.chance:  # a chance level is judged against the evaluation's size (reports.failedseeds)
+        if task.card.chance:  # a chance level is judged against the evaluation's size (reports.rundata.failedseeds)
             assert want[EVAL_EXAMPLES] == len(evalset) > 0
         for world in (2, 3):
             assert evaluate_sharded_locally(task, model, evalset, spec, world) == want

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports.words import NOT_TESTABLE_WORD, RULE
+from reports.page.words import NOT_TESTABLE_WORD, RULE
 from tasks import card_of
 
 pytestmark = pytest.mark.slow

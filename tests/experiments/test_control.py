@@ -18,11 +18,12 @@ from bench.algo import rules
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import run_matrix
-from reports import findings as FD
-from reports import noise, speedup, timetotarget
-from reports import noninferiority as NI
 from reports.build import build_report
-from reports.collect import ReportWarning, load
+from reports.rundata.collect import ReportWarning, load
+from reports.speed import speedup, timetotarget
+from reports.stats import noise
+from reports.stats import noninferiority as NI
+from reports.verdicts import findings as FD
 from tasks.presets.logreg import OPTIMUM, TARGET_LOSS
 
 CONTROL = "conditioning"  # the control cell's variant names its data.conditioning override

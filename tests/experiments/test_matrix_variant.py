@@ -1,5 +1,5 @@
 """A matrix may name the variant its `set` makes (`variant: NAME`): the name rides in each run's experiment
-(not its identity), and the report shows it (reports.variants)."""
+(not its identity), and the report shows it (reports.rundata.variants)."""
 
 from __future__ import annotations
 

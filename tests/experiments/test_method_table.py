@@ -24,11 +24,11 @@ from bench.experiments import matrix, plan
 from bench.experiments.pool import run_matrix
 from bench.files import METRICS, SPEC, read_jsonl
 from bench.run.runner import run_spec
-from reports import rulecompare as RC
 from reports.build import build_report
-from reports.collect import load
-from reports.findings import STATUSES
-from reports.table2 import cells, markdown
+from reports.page import rulecompare as RC
+from reports.rundata.collect import load
+from reports.tables.table2 import cells, markdown
+from reports.verdicts.findings import STATUSES
 from slurm.status import collect, table
 from tests.helpers import spec_for
 

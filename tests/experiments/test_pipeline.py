@@ -15,10 +15,10 @@ import pytest
 from bench.experiments import matrix
 from bench.experiments.pool import run_matrix
 from reports.build import build_report, build_sweep
-from reports.collect import load
-from reports.html import table2_html
-from reports.noise import fill
-from reports.table2 import cells
+from reports.page import table2_html
+from reports.rundata.collect import load
+from reports.stats.noise import fill
+from reports.tables.table2 import cells
 
 MATRIX = """
 preset: tiny

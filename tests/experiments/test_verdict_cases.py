@@ -12,8 +12,8 @@ import pytest
 
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import run_matrix
-from reports import findings as FD
-from reports.collect import ReportWarning, load
+from reports.rundata.collect import ReportWarning, load
+from reports.verdicts import findings as FD
 
 pytestmark = pytest.mark.long  # minutes of end-to-end runs: CI's second stage (pyproject.toml)
 

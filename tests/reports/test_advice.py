@@ -33,7 +33,7 @@ def advised(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def exact_profile(offline: pd.DataFrame, T1: float, parts: int = 10) -> tuple[tuple[float, float], ...]:
     """(σ², μ²) per tenth of τ from the exact moments at the kept iterates, each weighed by the τ up to the
-    next one (the probe's estimate weighs its iterations the same way: reports.noise.window_moments)."""
+    next one (the probe's estimate weighs its iterations the same way: reports.stats.noise.window_moments)."""
     d = offline.sort_values("tau")
     tau = d["tau"].to_numpy(float)
     w = np.append(np.diff(tau), np.diff(tau)[-1])
@@ -109,8 +109,8 @@ def test_the_verification_runs_and_the_report_judges_it_from_the_probe(advised: 
         "detail"
     ]
     assert "other runs' noise (pilot run at S = 8) predicts" in str(iii["detail"]), iii["detail"]
-    from reports import noise
-    from reports.collect import load
+    from reports.rundata.collect import load
+    from reports.stats import noise
 
     res = load(advised)
     runs = noise.fill(res)

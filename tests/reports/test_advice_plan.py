@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from reports import advice as A
-from reports.noninferiority import Margin, seeds_for
+from reports.stats.noninferiority import Margin, seeds_for
 
 
 def row(S: int, eff_lo: float) -> A.Row:

@@ -1,4 +1,4 @@
-"""The report's caches are keyed by what cannot be forged cheaply (reports.runcache, reports.figures'
+"""The report's caches are keyed by what cannot be forged cheaply (reports.rundata.runcache, reports.figures'
 index): a metrics.jsonl edited with its size and mtime put back is read again (with a warning naming it);
 a cache file holding other numbers under the metrics file's own stamps, not sealed by this user's key, is
 refused with a warning and rebuilt; a results folder whose path holds the byte 0xFF has a cache file. The
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from bench.files import METRICS
-from reports import runcache
-from reports.fakeruns import write_run
+from reports.rundata import runcache
+from reports.rundata.fakeruns import write_run
 
 
 def run_with(out: Path, records: int = 400) -> Path:

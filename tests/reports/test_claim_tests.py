@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from bench.cli import main
-from reports import noninferiority as NI
+from reports.stats import noninferiority as NI
 
 from .test_findings import R_HAT, lagging_folder, with_gains
 from .test_reports import seeds, write_run
@@ -50,7 +50,7 @@ def test_a_significant_drop_past_the_margin_on_a_saturated_metric_does_not_hold(
     assert st == "does not hold" and "-1.40 [-2.27, -0.53] vs −Δ = -1.00 (worse)" in detail, detail
     assert detail.startswith("saturated") and "a significant drop past Δ does not hold" in detail
     grid = next(r for r in table(tmp_path / "top", "rule_verdicts.csv") if r["scale"] == "4")
-    assert grid["status"] == "worse", grid  # the rules grid's word (reports.words)
+    assert grid["status"] == "worse", grid  # the rules grid's word (reports.page.words)
     seeds(tmp_path / "low", "cifar10", "adascale", 1, [v - 10 for v in TOP])
     seeds(tmp_path / "low", "cifar10", "adascale", 4, [v - 10 for v in ada], T1=100, iterations=30)
     st, detail = finding(tmp_path / "low", "i")

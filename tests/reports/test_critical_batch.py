@@ -1,4 +1,4 @@
-"""The critical batch fitted to the sweep's steps–examples points (McCandlish et al. 2018), reports/sweep.py."""
+"""The critical batch fitted to the sweep's steps–examples points (McCandlish et al. 2018), reports/speed/sweep.py."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from reports import figures
-from reports.collect import ReportWarning, load
-from reports.critical import (
+from reports.rundata.collect import ReportWarning, load
+from reports.speed.critical import (
     NO_CRITICAL,
     agreement,
     b_crit_of,
@@ -22,7 +22,7 @@ from reports.critical import (
     lack_of_fit,
     measures,
 )
-from reports.sweep import critical_batches, critical_text
+from reports.speed.sweep import critical_batches, critical_text
 
 from .test_reports import write_run
 

@@ -1,5 +1,5 @@
 """No CSV cell the report writes is a formula (issue 42): a label from a run folder starting with = + - @
-(`=HYPERLINK(…)` in a summary's metric_label, a rule's label) is written with a leading ' (reports.guards.
+(`=HYPERLINK(…)` in a summary's metric_label, a rule's label) is written with a leading ' (reports.rundata.guards.
 csv_safe), numbers and a lone "-" as they are; and `status` prints a run folder's name with its terminal
 control characters escaped."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from bench.cli import main
 from bench.files import SUMMARY
-from reports.guards import cell, csv_safe
+from reports.rundata.guards import cell, csv_safe
 from tests.helpers import finished_results
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.timeout(180)]

@@ -1,7 +1,7 @@
 """Degenerate numbers are data (issue 42): every numeric field `report`, `status` and `gain` read from a
 run folder — summary.json, spec.json, each metrics.jsonl column, offline_gain.csv — set to 0, ∞, NaN, a
 negative number, a huge one or 1e400 (an overflow to ∞ when parsed) reaches the formulas as a stated
-status or a one-line warning naming the file and field (reports.guards, the one home), never a
+status or a one-line warning naming the file and field (reports.rundata.guards, the one home), never a
 traceback; `status --json` stays strict JSON."""
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def test_a_float_frame_in_range_is_returned_as_it_is_and_one_out_of_range_the_lo
     import numpy as np
     import pandas as pd
 
-    from reports import guards
+    from reports.rundata import guards
 
     clean = pd.DataFrame({"tau": [0.0, 1.0], "gain": [1.0, np.nan], "loss": [-3.0, 2.0], "other": [-np.inf, 1.0]})
     said: list[str] = []

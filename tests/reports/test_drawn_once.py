@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure as MplFigure
 
-from reports import table2
-from reports.collect import load
-from reports.fakeruns import write_run
 from reports.figures.style import png_bytes  # (reports.figures selects the Agg backend)
+from reports.rundata.collect import load
+from reports.rundata.fakeruns import write_run
+from reports.tables import table2
 
 
 def _figure() -> MplFigure:

@@ -1,5 +1,5 @@
 """A collapsed seed is a failed seed (issue 55.4): a seed that ends no better than its task's chance level counts
-like a divergence wherever a seed is judged (reports.failedseeds) — † in Table 2, `worse` in the rules grid,
+like a divergence wherever a seed is judged (reports.rundata.failedseeds) — † in Table 2, `worse` in the rules grid,
 evidence for (ii) — driven through the real `report`."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from reports.failedseeds import chance_tolerance, collapsed
+from reports.rundata.failedseeds import chance_tolerance, collapsed
 from tasks.presets import EVAL_EXAMPLES, card, check_card
 
 from .test_reports import write_run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.files import METRICS
 from reports.build import build_report
-from reports.fakeruns import write_run
+from reports.rundata.fakeruns import write_run
 
 
 def pngs(out: Path) -> dict[str, int]:
@@ -52,7 +52,7 @@ def test_a_damaged_figure_index_is_a_warning_and_every_figure_is_drawn(tmp_path:
 
 def test_a_curves_figure_is_titled_by_its_task_and_method(tmp_path: Path) -> None:
     from reports import figures
-    from reports.collect import load
+    from reports.rundata.collect import load
 
     out = tmp_path / "out"
     write_run(out, "cifar10", "adascale", 2, 0, 300, eval_every=100)
@@ -85,7 +85,7 @@ def test_the_code_digest_covers_every_module_of_the_packages_not_a_folder_list(t
     """A module the drawing code may import outside reports/, bench/algo/ and tasks/presets/ (bench/files.py,
     the style constants of another package) changes the digest too: no hand-kept list of folders to miss it."""
     from reports.figures.render import _code, code_sources
-    from reports.memo import PACKAGES
+    from reports.rundata.memo import PACKAGES
 
     sources = {p.relative_to(Path(__file__).resolve().parents[2]).as_posix() for p in code_sources()}
     assert {"bench/files.py", "bench/safefs/read.py", "tasks/base.py", "slurm/job.py"} <= sources

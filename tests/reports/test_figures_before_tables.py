@@ -11,7 +11,7 @@ import pytest
 
 from reports import build as B
 from reports import figures as F
-from reports import findings as FD
+from reports.verdicts import findings as FD
 
 from .test_reports import write_run
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from reports import figures
-from reports.findings import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, findings, text
-from reports.noninferiority import FEW, STRADDLES, WITHIN, WORSE, compare, table_margin
+from reports.stats.noninferiority import FEW, STRADDLES, WITHIN, WORSE, compare, table_margin
+from reports.verdicts.findings import FAILS, HOLDS, INCONCLUSIVE, NOT_RUN, NOT_TESTABLE, findings, text
 from tasks.presets.logreg import OPTIMUM
 
 from .test_reports import quiet_load, seeds, write_run
@@ -507,7 +507,7 @@ def test_the_curves_caption_is_written_from_the_gain(tmp_path):
 def test_the_power_computation_matches_the_comparison_it_plans_for():
     """decision_power (the control's seed counts) against a Monte Carlo of `compare` itself: normal seeds,
     sd 1, Δ = 1, a true difference of 0 (should end `within`) and of −2Δ (should end `worse`)."""
-    from reports.noninferiority import decision_power, seeds_for
+    from reports.stats.noninferiority import decision_power, seeds_for
 
     rng = np.random.default_rng(0)
     for n, diff, want in ((6, 0.0, WITHIN), (4, -2.0, WORSE), (10, -0.5, WITHIN)):
@@ -523,7 +523,7 @@ def test_the_power_of_unequal_sides_matches_welch():
     """The control gives cheap S = 1 seeds more than dear S = 64 ones: decision_power with n_base, sd_base
     (Welch–Satterthwaite degrees of freedom) against a Monte Carlo of `compare` on such sides; more S = 1 seeds
     raise the power and lower the S = 64 seeds needed; equal sides give the pooled formula back."""
-    from reports.noninferiority import decision_power, seeds_for
+    from reports.stats.noninferiority import decision_power, seeds_for
 
     rng = np.random.default_rng(1)
     for n, n_base, sd, sd_base, diff, want in ((4, 8, 1.5, 1.75, 1.0, WITHIN), (3, 9, 1.0, 2.0, -3.0, WORSE)):

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.guards import float_columns, floats, per_frame
+from reports.rundata.guards import float_columns, floats, per_frame
 
 
 def test_a_frame_is_computed_once_while_it_lives_and_never_by_its_contents() -> None:
@@ -50,8 +50,8 @@ def test_float_columns_are_floats_of_each_column_read_only() -> None:
 def test_a_name_held_twice_is_no_column_and_no_crash() -> None:
     """A frame with one name twice (no engine writes one; a hand-built frame may): float_columns leaves the name
     out, and the noise statistics and the warm-up read the frame as one without them, not a KeyError."""
-    from reports.noise import _stats
-    from reports.warmup import warmup
+    from reports.stats.noise import _stats
+    from reports.verdicts.warmup import warmup
 
     twice = pd.DataFrame([[0.0, 1.0, 2.0, 4.0, 5.0]] * 8, columns=["tau", "scale", "scale", "sum_sq", "mean_sq"])
     assert "scale" not in float_columns(twice) and _stats(twice) == {}

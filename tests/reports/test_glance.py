@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import glance
 from reports.build import build
+from reports.page import glance
 
 from .test_reports import quiet_load, write_run
 

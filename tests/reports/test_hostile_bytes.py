@@ -18,7 +18,8 @@ import pytest
 
 from bench.cli import main
 from bench.files import METRICS, SPEC
-from reports import collect, figures, runcache
+from reports import figures
+from reports.rundata import collect, runcache
 from tests.helpers import finished_results
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.timeout(120)]
@@ -115,7 +116,7 @@ path, real, calls = sys.argv[2], np.frombuffer, []
 
 
 def frombuffer(*args, **kwargs):  # the scan's size check made, its buffer or map made: the file truncated
-    if sys._getframe(1).f_globals.get("__name__") == "reports.runcache" and not calls:
+    if sys._getframe(1).f_globals.get("__name__") == "reports.rundata.runcache" and not calls:
         calls.append(os.getpid())
         os.truncate(path, 100)
     return real(*args, **kwargs)
@@ -137,7 +138,7 @@ def test_a_metrics_file_truncated_under_the_report_is_skipped_not_a_sigbus(
     it truncated). In a process of its own: a SIGBUS would kill the test's."""
     import shutil
 
-    from reports.fakeruns import write_run
+    from reports.rundata.fakeruns import write_run
 
     out = tmp_path / "out"
     if workers:  # two runs and html: the scan in 2 worker processes

@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports import variants
 from reports.build import build_report
-from reports.table2 import _hover, cells
+from reports.rundata import variants
+from reports.tables.table2 import _hover, cells
 
 from .test_reports import quiet_load, write_run
 

@@ -1,4 +1,4 @@
-"""reports.reference's error model and power on synthetic references (fast): a run that follows its reference
+"""reports.verdicts.reference's error model and power on synthetic references (fast): a run that follows its reference
 holds, a multiplier stuck at S or at 1 does not, S·b ≪ B reads `linear` (the clause the old (iii) never fired:
 its B was the smallest of the donors' tenths), and a reference too uncertain to tell c = 0.8 from 1.25 has no
 power."""
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bench.algo.predict import engine_moments, gain_path
-from reports import reference as R
+from reports.verdicts import reference as R
 
 T1 = 2000.0
 

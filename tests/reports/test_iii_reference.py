@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from bench.experiments.gains import offline_gains
-from reports.collect import load
-from reports.table2 import table_runs, tables
-from reports.warmup import run_warmups
+from reports.rundata.collect import load
+from reports.tables.table2 import table_runs, tables
+from reports.verdicts.warmup import run_warmups
 
 pytestmark = pytest.mark.long  # minutes of end-to-end runs: CI's second stage (pyproject.toml)
 

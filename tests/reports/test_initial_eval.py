@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from reports.figures.bands import eval_band
-from reports.noninferiority import last_quarter_drop
+from reports.stats.noninferiority import last_quarter_drop
 
 
 def evals(taus: list[float], values: list[float]) -> pd.DataFrame:

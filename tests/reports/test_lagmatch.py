@@ -1,4 +1,4 @@
-"""Figure 2 explained by measurement (reports.lagmatch): the offline and exact moments passed through the
+"""Figure 2 explained by measurement (reports.stats.lagmatch): the offline and exact moments passed through the
 engine's own moving averages (the lag-matched gain) predict the online gain on logreg, a wrong memory does
 not, and the interpolation between checkpoints is checked against the replay of every iteration's exact
 moments."""
@@ -17,8 +17,8 @@ import bench.algo.gain as algo_gain
 from bench.algo.gain import UnbiasedGain, gain_from, moments
 from bench.engine.checkpoint import load_weights
 from bench.run.offline_gain import kept_checkpoints
-from reports import lagmatch as LM
-from reports.collect import load
+from reports.rundata.collect import load
+from reports.stats import lagmatch as LM
 from tasks.logreg import exact_moments
 from tests.helpers import records, spec_for, train
 
@@ -147,7 +147,7 @@ def test_figure2_verdict_reads_as_a_finding() -> None:
     averages' lag explaining the gap → lags; outside and not the lag → differs."""
     import pandas as pd
 
-    from reports.lagmatch import verdict
+    from reports.stats.lagmatch import verdict
 
     base = {"iteration": [0, 10, 20, 30], "offline": [1.0, 5.0, 6.0, 6.5], "lo": [0.9, 4.8, 5.8, 6.3]}
     base |= {"hi": [1.1, 5.2, 6.2, 6.7], "replay_unclamped": [float("nan")] * 4}

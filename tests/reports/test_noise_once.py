@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bench.files import METRICS
-from reports import noise
-from reports.collect import load
-from reports.fakeruns import write_run
+from reports.rundata.collect import load
+from reports.rundata.fakeruns import write_run
+from reports.stats import noise
 
 
 @pytest.fixture

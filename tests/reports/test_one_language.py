@@ -1,5 +1,5 @@
 """One language from the first screen to the CSVs (issue 56): one word and one colour per meaning
-(reports.words), one number per quantity (reports.numbers), and human names, through the real `report`."""
+(reports.page.words), one number per quantity (reports.stats.numbers), and human names, through the real `report`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from reports import words as W
+from reports.page import words as W
 
 from .test_reports import write_run
 
@@ -56,7 +56,7 @@ def test_one_fact_reads_one_colour_in_both_grids(report: Path) -> None:
     claim = re.search(r'<td class="v (\w+)"[^>]*>LSW worse — as the paper says', grids[0])
     rule = re.findall(r'<td class="v (\w+)"[^>]*>worse<', grids[1])
     assert claim and rule and {claim.group(1)} == set(rule) == {W.RULE[W.FD.FAILS].colour}
-    assert "holds / keeps" not in page and "td.holds" not in page  # one palette, from reports.words
+    assert "holds / keeps" not in page and "td.holds" not in page  # one palette, from reports.page.words
     for cls, colour in W.COLOURS.items():
         assert f"td.v.{cls}, .sw.{cls} {{ background: {colour}; }}" in page
 

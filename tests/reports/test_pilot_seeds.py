@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.cli import main
-from reports.table2 import cells
+from reports.tables.table2 import cells
 
 from .test_reports import quiet_load, write_run
 

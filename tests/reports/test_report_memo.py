@@ -1,4 +1,4 @@
-"""Nothing changed, nothing done (reports.memo), and the seal's key kept out of the folder it protects:
+"""Nothing changed, nothing done (reports.rundata.memo), and the seal's key kept out of the folder it protects:
 a second `report` of an unchanged folder reads no metrics file and says what the first said; a same-size
 edit with its mtime put back, a deleted output or a racily clean record builds again; the key lives in
 the user's own config folder (0700/0600), a key copied into the shared folder seals nothing, and the
@@ -21,8 +21,8 @@ import pytest
 from bench import safefs
 from bench.cli import main
 from bench.files import METRICS
-from reports import memo, runcache
-from reports.fakeruns import write_run
+from reports.rundata import memo, runcache
+from reports.rundata.fakeruns import write_run
 
 RUN = ("cifar10", "adascale", 2, 0)
 
@@ -208,7 +208,7 @@ def test_a_change_to_any_module_the_report_imports_builds_again(tmp_path: Path, 
     record = json.loads(
         bytes(memo.seal_of(out / "report" / "cache").open((out / "report/cache/report.json").read_bytes()))
     )
-    assert {"bench/usercode.py", "bench/cli/commands.py", "reports/runcache.py"} <= set(record["code"]["files"])
+    assert {"bench/usercode.py", "bench/cli/commands.py", "reports/rundata/runcache.py"} <= set(record["code"]["files"])
     root = tmp_path / "project"  # a project of one module the report imports, edited between two reports
     (root / "reports").mkdir(parents=True)
     extra = root / "reports" / "extra.py"

@@ -18,15 +18,15 @@ import pytest
 from bench.algo.rules import METHODS
 from reports import figures
 from reports.build import build_report
-from reports.collect import ReportWarning, load, task_info
 from reports.figures import heatmap
-from reports.latex import latex
-from reports.noise import fill as fill_noise
-from reports.numbers import fmt_value
-from reports.paper import compare, header_note, load_paper
-from reports.significance import worse_than
-from reports.sweep import sweep_table
-from reports.table2 import cells, markdown
+from reports.rundata.collect import ReportWarning, load, task_info
+from reports.speed.sweep import sweep_table
+from reports.stats.noise import fill as fill_noise
+from reports.stats.numbers import fmt_value
+from reports.stats.significance import worse_than
+from reports.tables.latex import latex
+from reports.tables.paper import compare, header_note, load_paper
+from reports.tables.table2 import cells, markdown
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -123,7 +123,7 @@ def write_run(
             "tau": iterations * s,
             "wall_time_s": 1.0,
             # statistics written for a noise scale b_simple are those of independent draws: no data size, so the
-            # report's correction for drawing without replacement (reports.noise) leaves them as they are
+            # report's correction for drawing without replacement (reports.stats.noise) leaves them as they are
             "epochs": 2.0 if b_simple is None else None,
             "target_epochs": None,
             "mean_gain": 2.0,
@@ -635,7 +635,7 @@ def test_the_transformers_absolute_comparison_uses_bleu_tok(tmp_path):
 
 
 def test_the_sweep_line_is_the_training_average_b_simple_else_the_final_noise_scale():
-    from reports.sweep import noise_scales
+    from reports.speed.sweep import noise_scales
 
     g = pd.DataFrame(
         {

@@ -1,4 +1,5 @@
-"""advise's rule advice (reports.ruleadvice): each mechanism decides where it should and names itself, on numbers
+"""advise's rule advice (reports.verdicts.ruleadvice): each mechanism decides where it should and names itself, on
+numbers
 built to sit on each side of each threshold."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import math
 
 from bench.algo.schedules import Constant
 from bench.algo.stability import stability_bound
-from reports import ruleadvice as R
+from reports.verdicts import ruleadvice as R
 
 B, b = 32, 32  # the noise scale and batch of the profile below: B/b = 1 … 40 over the windows
 PROFILE = tuple((1.0, 1.0 / 40) for _ in range(10))  # σ²/μ² = 40 everywhere: AdaScale's gain at S=16: 11.0

@@ -1,4 +1,4 @@
-"""The report's per-run metrics summary (reports.runcache): the same records as reading every line for a
+"""The report's per-run metrics summary (reports.rundata.runcache): the same records as reading every line for a
 small file, a faithful sample and every evaluation for a large one, reused while the file is unchanged,
 recomputed when it changes or the cache file is damaged, and never a traceback on a damaged metrics file."""
 
@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 from bench.files import METRICS
-from reports import runcache
-from reports.collect import read_metrics
-from reports.fakeruns import write_run
+from reports.rundata import runcache
+from reports.rundata.collect import read_metrics
+from reports.rundata.fakeruns import write_run
 
 
 def run_with(tmp_path: Path, records: int) -> Path:
@@ -297,7 +297,7 @@ def test_the_frames_warm_hands_back_are_the_ones_the_report_reads_with_the_same_
     """`Results.warm_metrics` has each worker hand back the run's frames (`_read_warmed`): the report then
     loads no summary back from the cache, and gets the frames and the warnings, in the same order, that
     reading each run alone gives."""
-    from reports.collect import load
+    from reports.rundata.collect import load
 
     out = _folder_with_bad_values(tmp_path)
     alone = load(out)
@@ -319,7 +319,7 @@ def test_warming_scans_while_the_caller_goes_on_and_a_failure_there_takes_nothin
     """`Results.warming` starts the workers and runs its body meanwhile (the report imports its libraries there);
     the frames are taken at the end. A body that fails stops the workers and takes none: the report reads each
     run itself, as without a warm."""
-    from reports.collect import load
+    from reports.rundata.collect import load
 
     out = _folder_with_bad_values(tmp_path)
     res = load(out)
@@ -339,7 +339,7 @@ def test_a_metrics_file_changed_after_warm_is_read_again_not_taken_from_the_work
     """A frame a worker handed back is used only while the file has the stamp it was read with (size, mtime,
     ctime, inode): a file appended to, edited in place with its size and mtime put back, or replaced by a
     link after the warm is read as it is now (the link refused, as the report refuses links)."""
-    from reports.collect import load
+    from reports.rundata.collect import load
 
     out = tmp_path / "out"
     runs = [write_run(out, "cifar10", "adascale", s, 0, 400, eval_every=100) for s in (2, 4)]

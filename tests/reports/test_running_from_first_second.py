@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.files import SPEC, write_json
-from reports.collect import load
+from reports.rundata.collect import load
 from slurm.status import collect
 
 ROOT = Path(__file__).resolve().parents[2]

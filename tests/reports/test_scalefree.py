@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from reports.paper import load_paper
-from reports.scalefree import DIVERGED_FLAG, WORSE_FLAG, paper_side, scalefree, text, to_csv
-from reports.table2 import cells
+from reports.speed.scalefree import DIVERGED_FLAG, WORSE_FLAG, paper_side, scalefree, text, to_csv
+from reports.tables.paper import load_paper
+from reports.tables.table2 import cells
 
 from .test_reports import quiet_load, seeds, write_run
 

@@ -1,5 +1,5 @@
 """Undecided says what decides (issue 55.5): an inconclusive comparison states the seeds a side that would decide
-it at the observed spread (reports.noninferiority.seeds_to_decide, the control's power rule), in the rules grid
+it at the observed spread (reports.stats.noninferiority.seeds_to_decide, the control's power rule), in the rules grid
 on the page and in the CSV detail, and in a finding's detail."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import csv
 from pathlib import Path
 
 from bench.cli import main
-from reports.noninferiority import seeds_for, seeds_to_decide
+from reports.stats.noninferiority import seeds_for, seeds_to_decide
 
 from .test_reports import write_run
 

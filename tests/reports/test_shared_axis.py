@@ -13,7 +13,7 @@ import pytest
 from reports import figures
 from reports.build import build
 from reports.figures import shared_axis as T
-from reports.paper import load_paper
+from reports.tables.paper import load_paper
 
 from .test_reports import PNG, quiet_load, write_run
 

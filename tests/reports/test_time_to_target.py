@@ -1,5 +1,5 @@
-"""Time to target as AlgoPerf counts it (reports.timetotarget) and B_crit with a bootstrap interval over seeds
-(reports.critical): the threshold fixed before the runs, misses counted, seconds only where S ran in parallel,
+"""Time to target as AlgoPerf counts it (reports.speed.timetotarget) and B_crit with a bootstrap interval over seeds
+(reports.speed.critical): the threshold fixed before the runs, misses counted, seconds only where S ran in parallel,
 degenerate fits marked."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import scaling, timetotarget
-from reports.critical import bootstrap, describe, fit_series, fit_tradeoff
+from reports.speed import scaling, timetotarget
+from reports.speed.critical import bootstrap, describe, fit_series, fit_tradeoff
 
 from .test_reports import quiet_load, write_run
 
@@ -237,7 +237,7 @@ def test_speedup_bounds_of_cells_that_never_crossed_are_unknown_without_a_warnin
     a finite pair divides as the docstring says (the control)."""
     import warnings
 
-    from reports.timetotarget import speedup_bounds
+    from reports.speed.timetotarget import speedup_bounds
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -1,5 +1,5 @@
 """The report's worker processes die with it: a `report` SIGKILLed while its 2 cache workers
-(reports.runcache.warm, each in `warm_one`) are busy, or while its figure-drawing processes
+(reports.rundata.runcache.warm, each in `warm_one`) are busy, or while its figure-drawing processes
 (reports.figures.Renderer) wait idle on their call queue, leaves no process behind. A forked
 ProcessPoolExecutor worker holds both ends of its call-queue pipe, so without PR_SET_PDEATHSIG it waited
 forever. The control: the same workers are alive while their parent is."""
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(120)
 WARM = """
 import os, sys, time
 from pathlib import Path
-from reports import runcache
+from reports.rundata import runcache
 
 def slow(path, cache_dir, *rest):
     os.write(1, f"{os.getpid()}\\n".encode())  # one write: two workers share the pipe

@@ -10,8 +10,8 @@ import pytest
 from bench.errors import UserError
 from bench.run.runner import run_dir_of, run_spec
 from bench.run.spec import resolve, run_name
-from reports.collect import load
-from reports.table2 import cells
+from reports.rundata.collect import load
+from reports.tables.table2 import cells
 from tasks import get_task
 
 LOGREG = get_task("logreg")

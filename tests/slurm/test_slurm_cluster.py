@@ -125,7 +125,7 @@ def test_matrix_completes_then_a_second_submit_submits_nothing(tmp_path: Path, c
         from reports.build import build_report
     except ImportError:  # the report builder is not there yet: the results must at least collect
         build_report = None
-    from reports.collect import runs as collect_runs
+    from reports.rundata.collect import runs as collect_runs
 
     df = collect_runs(out)
     assert len(df) == 8 and set(df["status"]) == {"completed"}

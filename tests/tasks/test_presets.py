@@ -1,4 +1,4 @@
-"""Every task's paper preset against the paper's Table 2 (shipped as reports/paper_table2.csv): the S = 1
+"""Every task's paper preset against the paper's Table 2 (shipped as reports/tables/paper_table2.csv): the S = 1
 batch size and T1, and the scales of its rows; every preset defines every common key; and every tiny
 preset states its k and follows the tiny-T1 rule (tasks.presets.tiny_T1) at the scales the smoke uses."""
 
@@ -13,7 +13,8 @@ from bench.runspec import PRESET_KEYS
 from tasks import available, get_task
 from tasks.presets import card, gain_memory, tiny_T1, windows_at
 
-PAPER = pd.read_csv(Path(__file__).resolve().parents[2] / "reports" / "paper_table2.csv", dtype={"scale": str})
+PAPER_CSV = Path(__file__).resolve().parents[2] / "reports" / "tables" / "paper_table2.csv"
+PAPER = pd.read_csv(PAPER_CSV, dtype={"scale": str})
 PAPER_TASKS = sorted(set(PAPER["task"]))
 TASKS = available()  # every registered task: a new one is checked here without this file changing
 

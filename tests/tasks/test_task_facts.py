@@ -108,8 +108,8 @@ def test_a_task_is_its_package_its_card_and_one_registry_line(tmp_path: Path, mo
     import tasks
     from bench.experiments import matrix, plan
     from bench.run.runner import run_spec
-    from reports.collect import load
-    from reports.table2 import cells
+    from reports.rundata.collect import load
+    from reports.tables.table2 import cells
     from slurm.status import collect, table
 
     card_module = types.ModuleType("tasks.presets.probe")

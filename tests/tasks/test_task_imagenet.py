@@ -233,7 +233,7 @@ def test_evaluate_on_constant_predictor(tiny_root: Path) -> None:
 
 
 def _table2() -> Path:
-    return Path(__file__).resolve().parents[2] / "reports" / "paper_table2.csv"  # the shipped copy
+    return Path(__file__).resolve().parents[2] / "reports" / "tables" / "paper_table2.csv"  # the shipped copy
 
 
 def test_paper_preset_values() -> None:
