@@ -1,5 +1,5 @@
 """YAML from users (matrix files, `--set key=value`, a data set's YAML), read without trusting it; the one
-home for reading YAML (bench.run.yamlread re-exports it for the layers above).
+home for reading YAML, imported by every layer that reads it.
 
 - YAML 1.2's core schema, not PyYAML's 1.1: `1:20` is the string "1:20", not the sexagesimal 80 (so
   `--set T1=1:20` is refused as not a number, never run with T1 = 80); `yes`/`no`/`on`/`off` are

@@ -1,17 +1,23 @@
-"""Random training data of a task's real shapes, for `adascale-bench perf --synthetic`: a task that can
-train without its data set returns one of these from `synthetic_set(cfg)` (tasks.base.Task), so the
-overhead benchmark can run a paper model on a machine that has none of the data. Nothing is read from
-disk, and a micro-batch is a pure function of its first item's key.
+"""`adascale-bench perf --synthetic` in one place: random training data of a task's real shapes, and the task
+that trains on it. A task that can train without its data set returns one of these sets from
+`synthetic_set(cfg)` (tasks.base.Task), and may have `synthetic_model(cfg)` for a model whose size otherwise
+comes from the data (transformer: the dictionary); `SyntheticData` wraps the task so the overhead benchmark
+and the FLOP count run a paper model on a machine that has none of the data (logreg makes its own data in
+memory). Nothing is read from disk, and a micro-batch is a pure function of its first item's key.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
+
+from bench.errors import UserError
+from bench.runspec import RunSpec
 
 ITEMS = 1 << 20  # items of a synthetic TrainSet: more than any benchmark draws
 
@@ -62,3 +68,32 @@ def synthetic_module(package: str) -> ModuleType:
     what the task's collate returns; it may also have `build_model(cfg)`), imported only when perf asks:
     it builds on the package, which therefore does not import it."""
     return importlib.import_module(f"{package}.synthetic")
+
+
+class SyntheticData:
+    """A task with synthetic training data of the real shapes (perf --synthetic): no data root needed."""
+
+    def __init__(self, task: Any) -> None:
+        self._task = task
+        if task.needs_data and not hasattr(task, "synthetic_set"):
+            raise UserError(f"perf --synthetic: no synthetic data for {task.name}; pass --data-root")
+
+    def check_data(self, root: Path, cfg: RunSpec) -> None:
+        """Nothing on disk to check."""
+
+    def samples(self, cfg: RunSpec, root: Path, split: str) -> None:
+        """No files to list (the engine then builds the sets below without a shared list)."""
+
+    def build_model(self, cfg: RunSpec) -> torch.nn.Module:
+        return getattr(self._task, "synthetic_model", self._task.build_model)(cfg)
+
+    def train_set(self, cfg: RunSpec, root: Path) -> Any:
+        if not self._task.needs_data:
+            return self._task.train_set(cfg, root)
+        return self._task.synthetic_set(cfg)
+
+    def eval_set(self, cfg: RunSpec, root: Path) -> Any:
+        return None if self._task.needs_data else self._task.eval_set(cfg, root)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._task, name)

@@ -1,7 +1,7 @@
 """`adascale-bench flops`: the work of one training micro-batch of each preset, counted, for `plan`.
 
 Counted with torch.utils.flop_counter.FlopCounterMode over `task.loss(model, batch)` and its
-`backward()` on one micro-batch of the preset's real shapes (bench.experiments.synthetic_task: 32×32 and
+`backward()` on one micro-batch of the preset's real shapes (tasks.synthetic: 32×32 and
 224×224 images, 2 048-token max-tokens batches, 12.3 s LibriSpeech-length utterances, 416×416 VOC
 images). FlopCounterMode counts what tensor cores do: matmuls, convolutions, attention (2 FLOPs per
 multiply-add), forward and backward. Not counted: elementwise work (BatchNorm, activations, the loss
@@ -32,10 +32,10 @@ from bench import safefs
 from bench.algo.rules import ADASCALE
 from bench.errors import UserError
 from bench.experiments.costtables import FLOPS, FLOPS_COLUMNS
-from bench.experiments.synthetic_task import SyntheticData
 from bench.files import atomic_write_bytes
 from bench.run.spec import resolve
 from bench.runspec import RunSpec
+from tasks.synthetic import SyntheticData
 
 DRAWS = 4  # micro-batches averaged over on fake tensors (their shapes vary for the max-tokens batches)
 # tasks whose batch_size counts examples that each cost the same whatever else is in the micro-batch, so that

@@ -12,7 +12,7 @@ from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.experiments.runrequest import RunRequest, shared_method
 from bench.run.spec import parse_scale
-from bench.run.yamlread import excerpt
+from bench.yamlsafe import excerpt
 
 KINDS = ("table2", "elastic", "heatmap", "sweep", "gain")
 

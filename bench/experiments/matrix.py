@@ -50,9 +50,9 @@ from bench.experiments.kinds import sweep_runs as sweep_runs  # re-exported: the
 from bench.experiments.runrequest import RunRequest, dedupe, is_shared, order, shared_method
 from bench.experiments.runrequest import depends_on as depends_on  # re-exported: the pool, the submitter
 from bench.files import open_regular
-from bench.run.yamlread import excerpt, load_yaml
 from bench.runspec import RunSpec
 from bench.usercode import USER_NAME, is_user_name
+from bench.yamlsafe import excerpt, load_yaml
 
 PRESET_DIR = Path(__file__).parent / "matrices"
 
@@ -159,7 +159,7 @@ def load(name: str | Path) -> Matrix:
 
 def _read(path: Path) -> Any:
     """A matrix file's YAML: a regular file (a FIFO would block, /dev/zero never end), bounded, UTF-8, aliases
-    bounded (bench.run.yamlread)."""
+    bounded (bench.yamlsafe)."""
     try:
         with open_regular(path, "rb") as f:
             data = safefs.read_upto(f, MAX_BYTES)

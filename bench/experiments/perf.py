@@ -35,7 +35,7 @@ iterations (as in Engine.run), so the medians leave that out; `flush_us_per_iter
 peak_memory_mb is the peak over every variant of the cell, `big` included (on a GPU the big batch's
 activations usually set it).
 
-`--synthetic`: every task trains on random data of its preset's real shapes (bench.experiments.synthetic_task),
+`--synthetic`: every task trains on random data of its preset's real shapes (tasks.synthetic),
 so the paper models can be timed on a machine without their datasets.
 """
 

@@ -20,10 +20,10 @@ from bench.engine.data import to_device
 from bench.engine.distributed import Dist
 from bench.engine.loop import Engine
 from bench.errors import UserError
-from bench.experiments.synthetic_task import SyntheticData
 from bench.run.dataroot import prepare_data
 from bench.run.spec import resolve
 from bench.runspec import RunSpec
+from tasks.synthetic import SyntheticData
 
 VARIANTS = (ADASCALE, IDENTITY, "bare")
 # optional variants of the adascale engine, measured in the same interleaving when asked for:

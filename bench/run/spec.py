@@ -17,8 +17,8 @@ from bench.algo.schedules import ELASTIC
 from bench.errors import UserError, did_you_mean
 from bench.files import SPEC, read_json
 from bench.identity import SpecDocument, code_key
-from bench.run.yamlread import excerpt, load_yaml
 from bench.runspec import INT64_MAX, MAX_SCALE, RUN_DEFAULTS, RunSpec, check
+from bench.yamlsafe import excerpt, load_yaml
 from tasks import record as record_task
 
 PRESETS = ("tiny", "paper")
@@ -58,7 +58,7 @@ def tiny_variant(task: Any, data: dict[str, Any]) -> str:
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     """`key=value` strings (dotted keys reach into nested mappings); values are read as YAML (aliases
-    bounded, 1e-3 a number: bench.run.yamlread)."""
+    bounded, 1e-3 a number: bench.yamlsafe)."""
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:

@@ -29,9 +29,10 @@ from bench.engine.distributed import Dist
 from bench.engine.gradstats import SquaredNormHooks
 from bench.engine.reduction import PairwiseGrads
 from bench.engine.seeding import mix, mix_array
-from bench.experiments import perf, synthetic_task
+from bench.experiments import perf
 from bench.files import MetricsLog, read_jsonl
 from tasks import get_task
+from tasks import synthetic as synthetic_task
 from tests.helpers import spec_for, train
 
 

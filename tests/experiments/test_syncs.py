@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from bench.experiments.syncs import HOST_RESIDENT, count_host_syncs, engine_syncs
-from bench.experiments.synthetic_task import SyntheticData
 from bench.run.spec import resolve
 from tasks import get_task
+from tasks.synthetic import SyntheticData
 
 
 def paper_spec(task: Any, tmp: Path, scale: int, batch_size: int | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from bench.cli import main
 from bench.errors import UserError
 from bench.experiments.matrix import load
 from bench.run.spec import parse_overrides, resolve
-from bench.run.yamlread import MAX_NODES, excerpt, load_yaml
+from bench.yamlsafe import MAX_NODES, excerpt, load_yaml
 from tasks import get_task
 
 
