@@ -125,9 +125,12 @@ PRIMARY = {
     "−Δ (one-sided 95 %; both must hold: no correction; one S: no Holm)",
     "iii": "per S, AdaScale's iterations and its multiplier over each third of τ against the engine's estimator "
     "simulated around the moments at the runs' own kept weights (exact oracle, else torch.func), within the error "
-    "model's tolerance; every S judged must hold",
+    "model's tolerance; holds when every S judged holds, does not hold when every S judged misses, and a mix is "
+    "inconclusive (each S's tolerance is a 95 % band on four statistics with no correction across S, so one S's "
+    "miss among S that hold is printed, not read as the claim failing); S without power are not judged",
     "iv": "per run, the normalised gain's start and rise over the first 10 % of τ where a warm-up is predicted; "
-    "every judged run must hold (≥ 2 seeds)",
+    "holds when every judged run holds, does not hold when every judged run fails, a mix or an undecided run is "
+    "inconclusive (≥ 2 seeds decide)",
     "v": "Welch non-inferiority of each elastic schedule against −Δ, as (i): Holm across the schedules for "
     "does not hold",
 }

@@ -227,3 +227,34 @@ def test_the_report_prints_the_achieved_power_and_the_graded_detection_curve(tmp
     assert "P(worse) at 2Δ at the realised spreads" in cuts[2]
     i = next(r for r in table(tmp_path) if r["check"] == "i")
     assert "power at a true 0 at the realised spreads" in i["detail"], i
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "status"),
+    [
+        (["holds", "holds"], "holds"),
+        (["fails", "fails"], "does not hold"),
+        (["holds", "fails"], "inconclusive"),  # one S's miss among S that hold: printed, the claim not failed
+        (["holds", "no power"], "holds"),  # an S without power is not judged
+        (["no power", "linear"], "not testable here"),
+    ],
+)
+def test_iii_aggregates_its_scales_as_its_primary_test_says(monkeypatch, verdicts: list[str], status: str) -> None:
+    """(iii)'s status across S is what the primary test it prints says: every S judged holds → holds, every S
+    judged misses → does not hold, a mix → inconclusive; the wording and the rule change together."""
+    import numpy as np
+    import pandas as pd
+
+    from reports.verdicts import findings, reference
+
+    cells = {
+        str(2**k): reference.Cell(v, np.zeros(4), np.ones(4), (0.9, 1.1), 3, "exact") for k, v in enumerate(verdicts, 1)
+    }
+    runs = pd.DataFrame({"scale": list(cells), "seed": [0] * len(cells)})
+    monkeypatch.setattr(findings, "_iii_runs", lambda ctx: runs)
+    monkeypatch.setattr(findings, "_iii_cells", lambda ctx, r: (cells, 0, 0))
+    monkeypatch.setattr(findings, "_iii_evidence", lambda *a: "")
+    got, _ = findings.check_iii(None)  # type: ignore[arg-type]
+    assert got == status
+    text = findings.PRIMARY["iii"]
+    assert "every S judged holds" in text and "every S judged misses" in text and "a mix is inconclusive" in text
