@@ -135,10 +135,11 @@ class Loop:
         """One iteration; its seconds (to the device's end of work)."""
         micro = self.fetch() if micro is None else micro
         start = time.perf_counter()
-        if not self.engine.step(self.state, self.scale, iter(micro), self.observer):
+        stepped = self.engine.step(self.state, self.scale, iter(micro), self.observer)
+        if stepped is None:
             raise UserError(f"{self.engine.spec.task} diverged during the rehearsal")
         _sync(self.engine.dist.device)
-        self.losses.append(self.engine._last[2])
+        self.losses.append(stepped.loss)
         return time.perf_counter() - start
 
     def close(self) -> None:
@@ -168,7 +169,7 @@ def _sigterm_checkpoint(engine: Any, state: Any, dist: Any) -> None:
                 time.sleep(0.01)
         if not dist.any(signals.stop_requested()):
             raise UserError("SIGTERM did not raise the engine's stop flag")
-        engine._checkpoint(state)
+        engine.checkpoint(state)
     finally:
         signals.clear_stop()
         signal.signal(signal.SIGTERM, previous)
@@ -273,7 +274,7 @@ def rehearse_one(spec: RunSpec, scratch: Path, iterations: int, eval_batches: in
     times += [loop.step() for _ in range(iterations - 2)]
     start = time.perf_counter()
     with sliced(eval_batches):
-        engine._evaluate(state)
+        engine.evaluate(state)
     eval_s = time.perf_counter() - start
     engine.model.train()
     _sigterm_checkpoint(engine, state, dist)

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
 from bench.engine.distributed import Dist
+from bench.engine.loopstate import State
 from bench.engine.task import Task
 from bench.runspec import RunSpec
 
@@ -123,3 +124,38 @@ def evaluate_sharded_locally(
     device = device or torch.device("cpu")
     parts = [task.eval_stats(model, evalset, cfg, device, r, world) for r in range(world)]
     return {k: float(v) for k, v in task.metrics_from(combine(parts), cfg).items()}
+
+
+def evaluate_run(
+    task: Task,
+    module: nn.Module,
+    evalset: Any,
+    cfg: RunSpec,
+    dist: Dist,
+    state: State,
+    epochs: float,
+    wall_s: Callable[[], float],
+    log: Callable[[dict[str, Any]], None],
+    initial: bool = False,
+) -> None:
+    """A run's evaluation at `state`: its record in metrics.jsonl through `log` (rank 0, flushed), the result in
+    state.last_eval, and state.target_epochs where the metric reached the spec's target (every rank learns it).
+    `initial`: the untrained model's, at iteration 0, kept as state.initial_eval (a seed that ends no better has
+    collapsed: reports.rundata.failedseeds), never a target's stop. `wall_s()`: seconds of the run so far as the
+    record is made, resumed runs included (not deterministic: every exact comparison of records leaves it out)."""
+    module.eval()
+    with torch.no_grad():  # every rank its shard; the metrics on rank 0
+        result = evaluate(task, module, evalset, cfg, dist)
+    module.train()
+    if result is not None and initial:
+        state.initial_eval = result
+    elif result is not None:
+        state.last_eval = result
+    if result is not None:
+        record = {"eval": True, "iteration": state.iteration, "tau": state.tau, "epochs": epochs}
+        log(record | {"wall_time_s": round(wall_s(), 3), "metric": result[task.metric], **result})
+        value, target = result[task.metric], cfg.target
+        reached = target is not None and (value >= target if task.higher_is_better else value <= target)
+        if not initial and reached:
+            state.target_epochs = epochs
+    state.target_epochs = dist.broadcast(state.target_epochs)

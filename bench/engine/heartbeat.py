@@ -99,3 +99,19 @@ def _is_terminal(stream: TextIO) -> bool:
 
 def _scale(scale: Any) -> str:
     return f"s{scale}" if isinstance(scale, int) else str(scale)
+
+
+def progress_bar(spec: RunSpec, T1: float, tau: float, enabled: bool) -> Any:
+    """The progress bar over τ of a run (on a terminal, when `enabled`: rank 0 and asked for)."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=T1,
+        initial=min(tau, T1),
+        unit="τ",
+        dynamic_ncols=True,
+        disable=not enabled or None,
+        leave=False,
+        desc=f"{spec.task} {spec.method} {spec.scale} seed{spec.seed}",
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| τ {n:.0f}/{total:.0f} [{elapsed}<{remaining}{postfix}]",
+    )
