@@ -59,7 +59,7 @@ table.grid th { font-size: 13px; line-height: 1.2; }
 table.grid th small { font-weight: normal; color: #444; }
 table.grid td { padding: 2px 8px; }
 table.grid td.v { text-align: center; white-space: nowrap; font-weight: 600; line-height: 1.15; }
-table.grid td.v small { display: block; font-weight: normal; font-size: 11px; color: #444; }
+table.grid td.v small { display: block; font-weight: normal; font-size: 11px; color: #444; white-space: normal; }
 table.grid td.blank { color: #999; }
 table.grid td.sum { font-size: 13px; max-width: 34em; }
 table.grid td.best { font-weight: 600; white-space: nowrap; }
