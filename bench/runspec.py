@@ -206,7 +206,7 @@ class RunSpec(Settings, Preset):
     preset: str
     overrides: dict[str, Any]
     data_root: str | None
-    rule: dict[str, Any] | None = None  # a user's rule: its name, source digest and facts (bench.algo.rules.record)
+    rule: dict[str, Any] | None = None  # a user's rule: its name, source digest and facts (bench.methods.record)
     user_task: dict[str, Any] | None = None  # a task of yours: its name, source digest and card (tasks.record)
 
     def to_json(self) -> SpecDocument:

@@ -1,6 +1,6 @@
 """The user's own code: a rule or a task named `package.module:NAME`, imported only where the user names it.
 
-One home for how the suite imports a user's module (rules: bench.algo.rules.load_rule; tasks:
+One home for how the suite imports a user's module (rules: bench.methods.load_rule; tasks:
 tasks.load), so that the two follow one policy:
 
 - the name is checked before anything is imported (Python identifiers, one colon);

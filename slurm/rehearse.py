@@ -38,11 +38,11 @@ from typing import Any
 import submitit
 
 from bench import safefs
-from bench.algo.rules import method
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.plancells import _unit
 from bench.files import write_csv_rows
+from bench.methods import method
 from bench.runspec import RunSpec
 
 from .executors import Resources, make_executor, ranks_to_start, run_scales, sbatch_reason, shape_for

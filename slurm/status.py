@@ -18,9 +18,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import method_order, shared_note
+from bench.algo.rules import method_order
 from bench.errors import UserError
 from bench.experiments.matrix import is_shared
+from bench.methods import shared_note
 
 from .progress import duration
 from .runstate import MANIFEST as MANIFEST

@@ -1,6 +1,6 @@
 """A method's name is written in the method table (bench/algo/rules.py: its rows, and the names the suite itself
 reasons about, ADASCALE, LSW, …), in the matrix YAMLs and in tests: nowhere else. Code that needs a method
-reads its row (rules.method, recorded, its fields) or one of those names, so that a rule's behaviour has one
+reads its row (bench.methods.method, recorded, its fields) or one of those names, so that a rule's behaviour has one
 home and a renamed or added rule touches only the table."""
 
 from __future__ import annotations

@@ -6,25 +6,22 @@ A rule only says what m_t (lr multiplier), p_t (progress on τ) and w_t (warm-up
 a `name` and `factors(t, S, gain) -> (m, p, w)` (the `Rule` protocol); under AdamW it may also set β₁, β₂ and ε
 (`adam(t, S, betas, eps)`, read by `adam_hyper`). A method is one `Method` row of
 `METHODS`: its rule's builder and everything the suite needs to know about it before (or without) running
-it. A user's rule is a row in the user's own module, named `package.module:NAME` (`load_rule`); a run
-folder records its name and source digest, and nothing that reads run folders ever imports it.
+it. A user's rule is a row in the user's own module, named `package.module:NAME`: loading, preview and
+provenance are policy, not math, and live above this module (bench.methods).
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
 
-from bench import usercode
 from bench.algo.schedules import ScaleSchedule
 from bench.algo.tau import advance as advance  # re-exported: plan reads it here
 from bench.algo.tau import finished as finished  # re-exported: the engine's loop reads it here
 from bench.algo.tau import iterations_for, tau_after
-from bench.errors import UserError, did_you_mean
+from bench.errors import UserError
 
 WARMUP_FRACTION = 0.055  # Goyal et al. 2017's warm-up, as a fraction of the run's iterations (5 of 90 epochs)
 # LEGW's base warm-up (its warm-up at S = 1) as a fraction of T1: the value at which its warm-up at S = 32 spans
@@ -393,31 +390,6 @@ def method_order(name: str) -> int:
     return list(METHODS).index(name) if name in METHODS else len(METHODS)
 
 
-def title(name: str, facts: Any = None) -> str:
-    """A method's name in figures and prose: a user's rule by the title it recorded (`facts`, a spec's `rule`)
-    or, loaded in this process, its row's; else by its name. Never imports anything."""
-    row = METHODS.get(name) or _LOADED.get(name) or (recorded(name, facts) if facts is not None else None)
-    return row.title if row is not None else name
-
-
-def label(name: str, facts: Any = None) -> str:
-    """A method's Table 2 column label (a user's rule as `title` finds it)."""
-    row = METHODS.get(name) or _LOADED.get(name) or (recorded(name, facts) if facts is not None else None)
-    return row.label if row is not None else name
-
-
-def shared_note(methods: Iterable[str] | None = None) -> str:
-    """What the shared S = 1 run stands for, the one wording `matrix`, `plan` and `status` print: "shared: AS =
-    LSW = LSW+ at S = 1", over the rules of `methods` (default: the built-in table) that share it. Names that
-    are neither built in nor loaded are left out: this never imports anything."""
-    names = list(METHODS) if methods is None else list(dict.fromkeys(methods))
-    rows = [r for r in (METHODS.get(n) or _LOADED.get(n) for n in names) if r is not None and shares_s1(r)]
-    if not any(r.name in shared_runs() for r in rows):  # the run that stands for them (adamscale's under AdamW)
-        rows.insert(0, METHODS[SHARED_AT_S1])
-    rows.sort(key=lambda r: method_order(r.name))
-    return "shared: " + " = ".join(r.label for r in rows) + " at S = 1"
-
-
 def planned_iterations(
     method: str | Method, scales: ScaleSchedule, T1: float, T_AS: float | None = None, T: float | None = None
 ) -> float | None:
@@ -432,169 +404,3 @@ def planned_iterations(
     if m.pace == "gain":
         return None
     return float(iterations_for(scales, T1, None if m.pace == "scale" else 1.0))
-
-
-# -- a user's rule: package.module:NAME --------------------------------------------------------------------------
-USER_RULE = usercode.USER_NAME
-_LOADED: dict[str, Method] = {}  # user rules loaded by this process, by their `module:NAME`
-_DIGESTS: dict[str, str] = {}  # the sha256 of each loaded rule's module source
-
-
-def is_user_rule(name: str) -> bool:
-    """Whether a method name is a user's rule (`package.module:NAME`) rather than a row of METHODS."""
-    return ":" in name
-
-
-def load_rule(name: str) -> Method:
-    """The row of a user's rule `package.module:NAME`: a `Method` (as the rows of METHODS are written) that
-    the module defines as NAME, imported by bench.usercode (its policy: PYTHONPATH, then the current folder,
-    last). Its `name` becomes the given string. Called only where the user names the rule (run, matrix, plan,
-    submit and the runs they start); never by report or status."""
-    if name in _LOADED:
-        return _LOADED[name]
-    row, digest = usercode.import_named("rule", name)
-    if not isinstance(row, Method):
-        raise UserError(
-            f"rule {name}: {name.replace(':', '.')} is {type(row).__name__}; expected a bench.algo.rules.Method "
-            "row (its rule's builder, label, title, pace, ...)"
-        )
-    row = replace(row, name=name)
-    problem = check_row(row)
-    if problem:
-        raise UserError(f"rule {name}: {problem}")
-    _LOADED[name] = row
-    _DIGESTS[name] = digest
-    return row
-
-
-def check_row(row: Method, T1: float = 1000.0) -> str | None:
-    """What is wrong with a row, or None: an unknown pace or need, a builder that does not give a Rule, or
-    `identity_at_s1` claimed by a rule whose factors at S = 1 are not (1, 1, 1) over a run of T1 iterations
-    (built with T_AS = T = T1: the S = 1 counts). A check of the claim, not a proof: a rule could differ at a
-    gain other than 1, which S = 1 never produces."""
-    if row.pace not in PACES:
-        return f"pace {row.pace!r} is not one of {', '.join(PACES)}"
-    if row.needs is not None and row.needs not in NEEDS:
-        return f"needs {row.needs!r} is not one of {', '.join(NEEDS)}"
-    rule = row.build(RuleContext(ScaleSchedule.constant(1), T1, T1, T1))
-    if not isinstance(rule, Rule):
-        return f"its builder gave a {type(rule).__name__}, not a rule (name, factors(t, S, gain))"
-    if row.identity_at_s1:
-        for t in range(int(T1)):
-            factors = tuple(float(v) for v in rule.factors(t, 1, 1.0))
-            if factors != (1.0, 1.0, 1.0):
-                return f"identity_at_s1 is claimed, but at S = 1 iteration {t} its (m, p, w) is {factors}"
-    return None
-
-
-_PREVIEW: contextvars.ContextVar[bool] = contextvars.ContextVar("rules_preview", default=False)
-
-
-@contextlib.contextmanager
-def previewing() -> Iterator[None]:
-    """Inside, a user's rule is shown as named and never imported (`matrix`, `plan`, `submit --dry-run`:
-    a preview of a matrix someone else wrote must not run its code): `method` gives a stand-in row."""
-    token = _PREVIEW.set(True)
-    try:
-        yield
-    finally:
-        _PREVIEW.reset(token)
-
-
-def _not_imported(ctx: RuleContext) -> Rule:
-    raise UserError("a user's rule in a preview is not imported; run or submit the matrix to use it")
-
-
-def stand_in(name: str) -> Method:
-    """A preview's row of a user's rule: its name, no facts of its module (pace "gain": the widest bounds a
-    plan can give; its own S = 1 run; needs nothing)."""
-    if not USER_RULE.fullmatch(name):
-        raise UserError(f"method {name!r}: a user's rule is named package.module:NAME (Python identifiers)")
-    return Method(name=name, label=name, title=f"{name} (not imported)", build=_not_imported, pace="gain")
-
-
-def method(name: str) -> Method:
-    """The row of a method: a row of METHODS, or a user's rule (imported: see load_rule; in a preview, a
-    stand-in row, nothing imported)."""
-    if name in METHODS:
-        return METHODS[name]
-    if is_user_rule(name) and _PREVIEW.get() and name not in _LOADED:
-        return stand_in(name)
-    if is_user_rule(name):
-        return load_rule(name)
-    raise UserError(
-        f"unknown method {name!r}{did_you_mean(name, METHODS)}; expected one of: {', '.join(METHODS)}, or a rule "
-        "of yours as package.module:NAME"
-    )
-
-
-def record(name: str) -> dict[str, Any] | None:
-    """What a spec records of its method: None for a built-in row; for a user's rule its name, the sha256 of its
-    module's source and the row's facts, so that its run folder says which code ran and its reports need none."""
-    if name in METHODS:
-        return None
-    row = method(name)
-    if name not in _DIGESTS:  # a preview's stand-in: shown as named
-        return {"name": name, "sha256": None, "label": row.label, "title": row.title, "preview": "not imported"}
-    return {
-        "name": name,
-        "sha256": _DIGESTS[name],
-        "label": row.label,
-        "title": row.title,
-        "table2": row.table2,
-        "identity_at_s1": row.identity_at_s1,
-        "uses_gain": row.uses_gain,
-        "needs": row.needs,
-        "pace": row.pace,
-    }
-
-
-def _not_loaded(ctx: RuleContext) -> Rule:
-    raise UserError("a rule read from a run folder is never loaded; run it with --method package.module:NAME")
-
-
-def recorded(name: str, facts: Any = None) -> Method:
-    """The row of a method as a run folder describes it, never importing anything: a built-in row by its name,
-    else the facts its spec recorded (`record`), else the name alone (a Table 2 column of unknown pace). Reports
-    and status read methods this way."""
-    if name in METHODS:
-        return METHODS[name]
-    f = facts if isinstance(facts, dict) and facts.get("name") == name else {}
-
-    def text(key: str) -> str:
-        v = f.get(key)
-        return v if isinstance(v, str) and v else name
-
-    def flag(key: str, default: bool) -> bool:
-        v = f.get(key)
-        return v if isinstance(v, bool) else default
-
-    pace = f.get("pace") if f.get("pace") in PACES else "gain"
-    needs = f.get("needs") if f.get("needs") in NEEDS else None
-    return Method(
-        name=name,
-        label=text("label"),
-        title=text("title"),
-        build=_not_loaded,
-        pace=pace,  # type: ignore[arg-type]
-        table2=flag("table2", True),
-        identity_at_s1=flag("identity_at_s1", False),
-        uses_gain=flag("uses_gain", False),
-        needs=needs,  # type: ignore[arg-type]
-    )
-
-
-def make_rule(
-    name: str,
-    scales: ScaleSchedule,
-    T1: float,
-    T_AS: float | None = None,
-    T: float | None = None,
-    recorded_as: dict[str, Any] | None = None,
-) -> Rule:
-    """The rule of a method for one run (LSW+ needs T_AS, scaled SGD T). A user's rule is imported, and its
-    source must still be the one its spec recorded (`recorded_as`, the spec's `rule`)."""
-    row = method(name)
-    if recorded_as is not None:
-        usercode.check_recorded("rule", name, recorded_as, _DIGESTS.get(name))
-    return row.build(RuleContext(scales, float(T1), T_AS, T))

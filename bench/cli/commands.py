@@ -66,8 +66,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from bench.algo.rules import previewing
     from bench.experiments.matrix import describe, load, with_data_roots
+    from bench.methods import previewing
 
     with previewing():  # a matrix's user rules are shown as named, never imported
         print(describe(with_data_roots(load(args.matrix), args.data_root)))
@@ -85,8 +85,8 @@ def typed(cls: type[T], args: argparse.Namespace) -> T:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from bench.algo.rules import previewing
     from bench.experiments.plan import PlanOptions, plan
+    from bench.methods import previewing
 
     with previewing():  # a matrix's user rules are shown as named, never imported
         return plan(typed(PlanOptions, args))
@@ -236,7 +236,7 @@ def _gain_folder(out: Path, batches: int | None, jobs: int) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from bench.algo.rules import previewing
+    from bench.methods import previewing
     from slurm.executors import SubmitOptions
     from slurm.submit import submit
 

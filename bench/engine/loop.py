@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from bench.algo.gain import ESTIMATORS, AdaptDLGain
-from bench.algo.rules import adam_hyper, finished, make_rule
+from bench.algo.rules import adam_hyper, finished
 from bench.algo.schedules import lr_schedule, scale_schedule
 from bench.engine import resume
 from bench.engine.allocator import retain_freed_memory
@@ -41,6 +41,7 @@ from bench.engine.task import Task
 from bench.engine.tensorboard_sink import TensorBoardSink
 from bench.errors import UserError
 from bench.files import METRICS, MetricsLog
+from bench.methods import make_rule
 from bench.runspec import RunSpec
 
 

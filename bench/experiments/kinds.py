@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.algo import rules
-from bench.algo.rules import ADASCALE, IDENTITY, LSW, SCALED, title
+from bench import methods as registry
+from bench.algo.rules import ADASCALE, IDENTITY, LSW, SCALED
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError
 from bench.experiments.runrequest import RunRequest, shared_method
+from bench.methods import title
 from bench.run.spec import parse_scale
 from bench.yamlsafe import excerpt
 
@@ -50,7 +51,7 @@ def _cells(path: Path, where: str, kind: str, body: dict, seeds: list[int], task
     methods = _list(path, f"{where}.methods", body.get("methods"), str)
     for m in methods:
         try:
-            rules.method(m)  # a row of the table, or a user's rule (imported: the matrix names it)
+            registry.method(m)  # a row of the table, or a user's rule (imported: the matrix names it)
         except UserError as e:
             raise _fail(path, f"{where}.methods", f"methods of the method table or package.module:NAME ({e})") from None
     if kind == "table2":

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import methods as registry
 from bench import safefs
 from bench.algo import rules
-from bench.algo.rules import shared_note
 from bench.errors import UserError, did_you_mean
 from bench.experiments import names
 from bench.experiments.kinds import KINDS, _cells, _fail, _gain, _heatmap, _list, _sweep
@@ -50,6 +50,7 @@ from bench.experiments.kinds import sweep_runs as sweep_runs  # re-exported: the
 from bench.experiments.runrequest import RunRequest, dedupe, is_shared, order, shared_method
 from bench.experiments.runrequest import depends_on as depends_on  # re-exported: the pool, the submitter
 from bench.files import open_regular
+from bench.methods import shared_note
 from bench.runspec import RunSpec
 from bench.usercode import USER_NAME, is_user_name
 from bench.yamlsafe import excerpt, load_yaml
@@ -300,7 +301,7 @@ def describe(m: Matrix) -> str:
         if r.experiment["kind"] == "sweep":  # its rule and batch say which run it is; the rest is the sweep's
             method, extra = str(r.experiment.get("method", method)), f"batch {r.experiment.get('batch', '?')}"
         extra = f"[{extra}]" if extra else ""
-        after = WAITS.get(rules.method(r.method).needs or "", "")
+        after = WAITS.get(registry.method(r.method).needs or "", "")
         after = f" ({shared_note(m.methods)})" if is_shared(r.method, r.scale, r.experiment["kind"]) else after
         lines.append(
             f"  {r.experiment['kind']:8s} {r.task:12s} {method:9s} {str(r.scale):13s} seed{r.seed}"

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.algo import rules
-from bench.algo.rules import shared_note
 from bench.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.costbasis import BASES, DEVICE_NAMES, PUBLISHED, read_published
@@ -34,6 +33,7 @@ from bench.experiments.costtables import FLOPS, THROUGHPUT, read_flops, read_thr
 from bench.experiments.costtables import write_throughput as write_throughput  # re-exported: read as plan.X
 from bench.experiments.plancells import DEFAULT_MFU, Cell, Peak, _unit, make_plan
 from bench.experiments.plancells import walk as walk  # re-exported: read as plan.X
+from bench.methods import shared_note
 
 FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --write-throughput {path}"
 

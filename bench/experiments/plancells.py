@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench.algo import rules
+from bench import methods as registry
 from bench.algo.rules import advance, method_order
 from bench.algo.schedules import ScaleSchedule, scale_schedule
 from bench.experiments import matrix as matrices
@@ -64,7 +64,7 @@ def run_cost(spec: RunSpec, logreg_n: int) -> RunCost:
     scales = scale_schedule(spec.scale, spec.elastic, spec.T1)
     T1, b, method = float(spec.T1), int(spec.batch_size), spec.method
     fast, slow = walk(scales, T1, True), walk(scales, T1, False)
-    row = rules.method(method)
+    row = registry.method(method)
     lo, hi = {"scale": (fast, fast), "gain": (fast, slow), "one": (slow, slow)}[row.pace]
     its, sums = [lo[0], hi[0]], [lo[1], hi[1]]
     if spec.max_epochs and spec.task == "logreg":  # the sweep: stopped after max_epochs of data

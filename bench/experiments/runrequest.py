@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import methods as registry
 from bench.algo import rules
 from bench.algo.rules import ADASCALE, SHARED_AT_S1
 
@@ -33,7 +34,7 @@ def shared_method(method: str, scale: int | str, optimizer: str = "sgd") -> str:
     """The method a Table 2 cell runs: at S = 1 every Table 2 rule that is identity scaling there is the same
     computation (bench.algo.rules.shares_s1), run once as adascale (under AdamW as adamscale:
     bench.algo.rules.shared_at_s1); any other rule runs its own."""
-    if scale == 1 and rules.shares_s1(rules.method(method)):
+    if scale == 1 and rules.shares_s1(registry.method(method)):
         return SHARED_AT_S1 if optimizer == "sgd" else rules.shared_at_s1(optimizer)
     return method
 
@@ -56,14 +57,14 @@ def dedupe(runs: list[RunRequest]) -> list[RunRequest]:
 def order(runs: list[RunRequest]) -> list[RunRequest]:
     """Runs that others depend on first: AdaScale before LSW+ (which needs its iteration count) and before
     the heat map's scaled SGD (whose T is their mean iteration count)."""
-    return sorted(runs, key=lambda r: rules.method(r.method).needs is not None)
+    return sorted(runs, key=lambda r: registry.method(r.method).needs is not None)
 
 
 def depends_on(run: RunRequest, runs: list[RunRequest]) -> list[RunRequest]:
     """The runs that must finish before `run` can start: what its method needs (the method table's
     `needs`): T = its grid's AdaScale runs (a heat map's), T_AS = its AdaScale twin (AdamScale under AdamW: the
     same overrides, so the same optimizer)."""
-    needs = rules.method(run.method).needs
+    needs = registry.method(run.method).needs
     if needs == "T" and run.experiment.get("kind") == "heatmap":
         return [r for r in runs if r.method == ADASCALE and r.experiment.get("grid") == run.experiment["grid"]]
     if needs != "T_AS":

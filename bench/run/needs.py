@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import ADASCALE, gain_rule, method, title
+from bench.algo.rules import ADASCALE, gain_rule
 from bench.errors import UserError
 from bench.files import SPEC, SUMMARY, finite_float, read_json_object
 from bench.identity import identity_of
+from bench.methods import method, title
 from bench.run.spec import run_name
 from bench.runspec import RunSpec
 

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from bench import methods as registry
 from bench.algo import rules
 from bench.algo.schedules import ELASTIC
 from bench.errors import UserError, did_you_mean
@@ -99,7 +100,7 @@ def resolve(
     experiment: dict[str, Any] | None = None,
 ) -> RunSpec:
     """The full spec of one run, checked and typed."""
-    row = rules.method(method)  # a user's rule (package.module:NAME) is imported here: the user named it
+    row = registry.method(method)  # a user's rule (package.module:NAME) is imported here: the user named it
     if preset not in task.presets:
         hint = did_you_mean(preset, task.presets)
         raise UserError(
@@ -130,7 +131,7 @@ def resolve(
     spec["data_root"] = _data_root(task, preset, data_root, spec["data"], user_task)
     if isinstance(scale, str) and scale.removeprefix("elastic-") not in spec.get("elastic", {}):
         raise UserError(f"task {task.name} preset {preset} has no {scale} schedule")
-    recorded = rules.record(method)
+    recorded = registry.record(method)
     if recorded is not None:  # its name and source digest: part of the run's identity
         spec["rule"] = recorded
     if user_task is not None:  # likewise for a task of yours, with its card's facts (report never imports it)

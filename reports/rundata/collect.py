@@ -206,7 +206,7 @@ def _read_warmed(path: Path, got: runcache.Summary) -> tuple:
 def rule_rows(df: pd.DataFrame) -> dict[str, Any]:
     """method name -> its row of the method table (bench.algo.rules.Method) as the runs' specs describe it: a
     built-in row by name, a user's rule from the facts its spec recorded (`rule`), never imported."""
-    from bench.algo.rules import recorded
+    from bench.methods import recorded
 
     if df.empty or "method" not in df:
         return {}

@@ -199,9 +199,9 @@ def planned_iterations(spec: SpecDocument) -> float:
     """The iterations a run was planned to take, as the paper prints for a diverged cell: the method
     table's plan (bench.algo.rules.planned_iterations: LSW's ⌈T1/S⌉ on its scale schedule, LSW+'s T_AS);
     NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else.
-    A user's rule is read as its spec recorded it (bench.algo.rules.recorded): nothing is imported."""
+    A user's rule is read as its spec recorded it (bench.methods.recorded): nothing is imported."""
     from bench.algo.rules import planned_iterations as plan
-    from bench.algo.rules import recorded
+    from bench.methods import recorded
 
     try:
         row = recorded(str(spec["method"]), spec.get("rule"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.algo.rules import title
+from bench.methods import title
 from reports.rundata import guards
 from reports.rundata.collect import Results
 from reports.speed.speedup import speedups

@@ -296,7 +296,7 @@ def verdict(p: pd.DataFrame) -> tuple[str, str]:
 
 def summary_lines(res: Results) -> list[str]:
     """One line per Figure 2 panel: 'logreg AdaScale S = 8 seed 0: lags — online − offline −1.97, …'."""
-    from bench.algo.rules import title
+    from bench.methods import title
 
     lines = []
     for r, pts, _ in panels(res):

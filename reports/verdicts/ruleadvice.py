@@ -32,10 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.algo.gain import clamp, gain_from, steady_gain
-from bench.algo.rules import METHODS, make_rule
+from bench.algo.rules import METHODS
 from bench.algo.schedules import ScaleSchedule
 from bench.algo.stability import stability_bound
 from bench.errors import UserError
+from bench.methods import make_rule
 from reports.verdicts.findings import GAIN_RESOLUTION
 
 SAFE, AT_RISK, UNSAFE, NOT_JUDGED = "safe", "at risk", "unsafe", "not judged"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import methods as registry
 from bench.algo import rules
 from bench.algo.rules import METHODS, adam_hyper, refusal
 from bench.errors import UserError
@@ -23,7 +24,7 @@ from tests.helpers import spec_for, train
 def test_sqrt_sde_is_the_papers_square_root_rule(kappa: int, betas: tuple[float, float], eps: float) -> None:
     """Malladi et al. 2022 (Definition of the square-root scaling rule for Adam): batch ×κ → η√κ,
     1 − β₁ → κ(1 − β₁), 1 − β₂ → κ(1 − β₂), ε → ε/√κ; each step worth κ base steps."""
-    rule = rules.make_rule("sqrt-sde", rules.ScaleSchedule.constant(kappa), 100)
+    rule = registry.make_rule("sqrt-sde", rules.ScaleSchedule.constant(kappa), 100)
     m, p, w = rule.factors(3, kappa, 1.7)  # the gain is not read
     (b1, b2), e = adam_hyper(rule, 3, kappa, betas, eps)
     assert m == pytest.approx(math.sqrt(kappa), rel=1e-15) and p == kappa and w == 1.0
@@ -34,7 +35,7 @@ def test_sqrt_sde_is_the_papers_square_root_rule(kappa: int, betas: tuple[float,
 
 
 def test_sqrt_sde_is_refused_where_a_beta_would_turn_negative(tmp_path: Path) -> None:
-    rule = rules.make_rule("sqrt-sde", rules.ScaleSchedule.constant(16), 100)
+    rule = registry.make_rule("sqrt-sde", rules.ScaleSchedule.constant(16), 100)
     with pytest.raises(UserError, match=r"S\(1 − β\) < 1 \(here S < 10\)"):
         adam_hyper(rule, 0, 16, (0.9, 0.999), 1e-8)
     with pytest.raises(UserError, match="S < 10"):  # refused before the run's first step
@@ -44,7 +45,7 @@ def test_sqrt_sde_is_refused_where_a_beta_would_turn_negative(tmp_path: Path) ->
 
 @pytest.mark.parametrize("gain", [1.0, 2.5, 4.0])
 def test_adamscale_scales_the_lr_by_the_square_root_of_the_gain_and_the_clock_by_the_gain(gain: float) -> None:
-    rule = rules.make_rule("adamscale", rules.ScaleSchedule.constant(4), 100)
+    rule = registry.make_rule("adamscale", rules.ScaleSchedule.constant(4), 100)
     assert rule.factors(7, 4, gain) == (math.sqrt(gain), gain, 1.0)
     assert adam_hyper(rule, 7, 4, (0.9, 0.999), 1e-8) == ((0.9, 0.999), 1e-8)  # betas and eps as given
 
@@ -91,8 +92,8 @@ def test_a_users_rule_sets_the_betas_and_eps_the_run_uses(tmp_path: Path, monkey
     the first step, and the optimizer's group records the rule's β₁ and ε."""
     (tmp_path / "adam_user_rule.py").write_text(USER_RULE)
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    monkeypatch.setattr(rules, "_LOADED", {})
-    monkeypatch.setattr(rules, "_DIGESTS", {})
+    monkeypatch.setattr(registry, "_LOADED", {})
+    monkeypatch.setattr(registry, "_DIGESTS", {})
     sets = {"T1": 40, "optimizer": "adamw", "lr_schedule.lr0": 0.01}
     _, engine = train(spec_for("logreg", "adam_user_rule:ROW", 4, **sets), tmp_path / "user")
     train(spec_for("logreg", "sqrt", 4, **sets), tmp_path / "sqrt")

@@ -38,6 +38,8 @@ from torch import nn
 from adaptdl.torch.gradient_noise_scale import AdamGradientNoiseScale
 from adaptdl.torch.scaling_rules import AdamScale as TheirAdamScale
 
+from bench import methods as registry
+
 from bench.algo import rules
 from bench.algo.gain import UnbiasedGain, AdaptDLGain
 from bench.engine import adamwstep, precond
@@ -91,7 +93,7 @@ def ours_factors(A, data, mode, theirs):
     opt = torch.optim.AdamW(params, lr=0.0, betas=BETAS, eps=EPS, weight_decay=WD, foreach=True)
     norms = PreconditionedNorms(params, opt, BETAS[1], EPS)
     gain = UnbiasedGain() if mode == "paper" else AdaptDLGain()
-    rule = rules.make_rule("adamscale", rules.ScaleSchedule.constant(A), 1000)
+    rule = registry.make_rule("adamscale", rules.ScaleSchedule.constant(A), 1000)
     out = []
     for t, batches in enumerate(data):
         norms.begin()

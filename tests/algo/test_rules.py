@@ -18,17 +18,15 @@ from bench.algo.rules import (
     Rule,
     RuleContext,
     advance,
-    check_row,
     finished,
     iterations_for,
-    make_rule,
     planned_iterations,
-    shared_note,
     shares_s1,
     tau_after,
 )
 from bench.algo.schedules import ScaleSchedule, lr_schedule
 from bench.errors import UserError
+from bench.methods import check_row, make_rule, shared_note
 from bench.runspec import Constant, Exponential, Step
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.algo import rules
+from bench import methods as registry
 from bench.algo.rules import iterations_for
 from bench.algo.schedules import ScaleSchedule
 from bench.cli import main
@@ -45,8 +45,8 @@ def write(path: Path, text: str) -> Path:
 def user_modules(monkeypatch: pytest.MonkeyPatch) -> None:
     """sys.path, sys.modules and the loaded-rule cache as they were: a test's user modules do not leak."""
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setattr(rules, "_LOADED", {})
-    monkeypatch.setattr(rules, "_DIGESTS", {})
+    monkeypatch.setattr(registry, "_LOADED", {})
+    monkeypatch.setattr(registry, "_DIGESTS", {})
     before = set(sys.modules)
     yield
     for name in set(sys.modules) - before:
@@ -160,7 +160,7 @@ def test_the_documented_user_rule_runs_through_a_matrix_and_the_report(
     assert {(r.method, r.scale) for r in m.runs} == {("adascale", 1), ("adascale", 4), (name, 4)}
     assert run_matrix(m, tmp_path / "out", progress=False) == {"completed": 3}
     assert main(["report", "out", "--format", "md,csv"]) == 0
-    label = rules.method(name).label
+    label = registry.method(name).label
     header = next(ln for ln in Path("out/report/table2.md").read_text().splitlines() if ln.startswith("| S |"))
     assert header.endswith(f"| iterations AS | iterations {label} |"), header
     verdicts = pd.read_csv("out/report/rule_verdicts.csv", dtype={"scale": str})
@@ -173,7 +173,7 @@ def test_the_documented_user_rule_runs_through_a_matrix_and_the_report(
 
     # the source changed: another identity, so another folder (its code key in the name); the old one stays
     write(source, code + "\n# edited\n")
-    rules._LOADED.clear()
+    registry._LOADED.clear()
     sys.modules.pop(module, None)
     assert main([*run_cmd[1:], "--out", "single", "--set", "T1=60", "--set", "eval_every=30"]) == 0
     specs = list(Path("single").rglob(SPEC))
@@ -218,7 +218,7 @@ def test_a_run_folder_naming_a_user_rule_is_reported_and_statused_without_import
     report = build_report(out, ["md", "tex", "html", "csv"])
     text = table(collect(out))
     assert "evil.module:X" in text
-    assert not marker.exists() and "evil" not in sys.modules and "evil.module:X" not in rules._LOADED
+    assert not marker.exists() and "evil" not in sys.modules and "evil.module:X" not in registry._LOADED
     md = (report.parent / "table2.md").read_text()
     assert "| iterations AS | iterations <b>e\\|vil</b> |" in md  # the label its spec recorded, one cell
     html = report.read_text()

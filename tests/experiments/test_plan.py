@@ -150,7 +150,7 @@ def test_figures_match_a_hand_computation(tmp_path: Path, capsys: pytest.Capture
     # / 100 examples/s / 3600 = 0.0356..0.0889 GPU-hours, / 2 GPUs = 0.0178..0.0444 h
     assert "examples 12.8k–32k images" in out and "unknown" not in out
     assert "GPU-hours 0.0356–0.0889" in out and "wall h @2 GPUs 0.0178–0.0444" in out
-    assert "adascale*" in out and "* shared: AS = LSW = LSW+ at S = 1" in out  # rules.shared_note, as matrix and status
+    assert "adascale*" in out and "* shared: AS = LSW = LSW+ at S = 1" in out  # shared_note, as matrix, status
 
 
 def test_elastic_iterations_walk_the_schedule() -> None:

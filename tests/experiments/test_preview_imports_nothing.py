@@ -55,7 +55,7 @@ def test_the_working_folder_never_goes_first_on_sys_path(tmp_path: Path) -> None
         "import pathlib\npathlib.Path(__file__).with_name('SHADOWED').write_text('x')\n"
     )
     script = (
-        "import sys\nfrom bench.algo import rules\nrules.load_rule('my_rules:R')\n"
+        "import sys\nfrom bench import methods\nmethods.load_rule('my_rules:R')\n"
         "import soundfile\nprint(soundfile.__file__)\nprint(sys.path.index(sys.path[-1]) == len(sys.path) - 1)\n"
     )
     # the console script's sys.path (its bin folder first, not the working folder): as adascale-bench starts
