@@ -253,11 +253,14 @@ SECTIONS = {  # the page's sections, in order: its <h2> ids, each with its link 
 }
 
 
-def _presets(runs: pd.DataFrame) -> dict[str, list[str]]:
-    """task -> the presets its runs used (what "differs from the paper" describes)."""
-    if runs.empty:
-        return {}
-    return {str(t): sorted(set(g["preset"].dropna()) - {""}) for t, g in runs.groupby("task")}
+def _presets(runs: pd.DataFrame) -> dict[str, dict[str, list[int]]]:
+    """task -> the presets its runs used -> the fixed S they ran at (what "differs from the paper" describes)."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for (task, preset), g in runs.groupby(["task", "preset"]) if not runs.empty else ():
+        if str(preset):
+            fixed = {int(s) for s in g["scale"].astype(str) if s.isdigit()}
+            out.setdefault(str(task), {})[str(preset)] = sorted(fixed)
+    return out
 
 
 def _h2(key: str, suffix: str = "") -> str:

@@ -44,9 +44,10 @@ def _pairs(keys: list[str], mine: dict[str, object], paper: dict[str, object]) -
     return ", ".join(out)
 
 
-def _scales(mine: dict[str, object], paper: dict[str, object]) -> str:
-    """Where our S meet the paper's: the S in common, else the nearest; the elastic schedules beside."""
-    ours = [int(x) for x in mine.get("scales", []) or []]  # type: ignore[union-attr]
+def _scales(mine: dict[str, object], paper: dict[str, object], ran: Sequence[int] | None = None) -> str:
+    """Where our S meet the paper's: the S in common, else none; the elastic schedules beside. Ours are the S the
+    folder's runs used (`ran`) where known, else the preset's list."""
+    ours = sorted(ran) if ran else [int(x) for x in mine.get("scales", []) or []]  # type: ignore[union-attr]
     theirs = [int(x) for x in paper.get("scales", []) or []]  # type: ignore[union-attr]
     common = sorted(set(ours) & set(theirs) - {1})
     met = f"in common: S = {', '.join(map(str, common))}" if common else "no S > 1 in common"
@@ -56,11 +57,12 @@ def _scales(mine: dict[str, object], paper: dict[str, object]) -> str:
     return line
 
 
-def preset_lines(task: str, preset: str) -> list[str]:
+def preset_lines(task: str, preset: str, ran: Sequence[int] | None = None) -> list[str]:
     """How the preset that ran differs from the paper, only where that changes a comparison, grouped: the
     paper preset's own necessary differences (its card's `differs`), or for another preset three lines —
     where its S meet the paper's, the learning-rate schedule (what S = 1 reaches, so every Δmetric), and
-    the miniature in one line (size, budget, data: the absolute numbers it makes incomparable)."""
+    the miniature in one line (size, budget, data: the absolute numbers it makes incomparable). `ran`: the fixed
+    S the folder's runs of this task and preset used (a smoke runs imagenet at S = 16, not its preset's list)."""
     from tasks.presets import card
 
     c = card(task)
@@ -69,7 +71,7 @@ def preset_lines(task: str, preset: str) -> list[str]:
     mine = _flat({k: v for k, v in c.presets.get(preset, {}).items() if k in SHOWN_KEYS})
     paper = _flat({k: v for k, v in c.presets["paper"].items() if k in SHOWN_KEYS})
     changed = [k for k, v in mine.items() if paper.get(k) != v]
-    lines = [f"S: {_scales(mine, paper)}"] if "scales" in changed or "elastic" in changed else []
+    lines = [f"S: {_scales(mine, paper, ran)}"] if "scales" in changed or "elastic" in changed or ran else []
     lr = [k for k in changed if k.startswith("lr_schedule.")]
     if lr:
         lines.append(f"learning rate (what S = 1 reaches, so every Δmetric): {_pairs(lr, mine, paper)}")
@@ -97,14 +99,16 @@ def preset_group(head: str) -> bool:
     return head == "S" or head.startswith(("learning rate", "a miniature"))
 
 
-def differs_html(tasks: Sequence[str], presets: dict[str, list[str]] | None = None) -> str:
-    """Per task and preset that ran: what differs from the paper — a tiny preset's values beside the paper
-    preset's, the paper preset's necessary differences (the card's `differs`)."""
+def differs_html(tasks: Sequence[str], presets: dict[str, dict[str, list[int]]] | None = None) -> str:
+    """Per task and preset that ran (`presets`: task -> preset -> the fixed S its runs used): what differs from
+    the paper — a tiny preset's values beside the paper preset's, the paper preset's necessary differences (the
+    card's `differs`)."""
     out = []
     for task in tasks:
-        for preset in (presets or {}).get(task) or ["paper"]:
+        ran = (presets or {}).get(task) or {"paper": []}
+        for preset, scales in ran.items():
             try:
-                lines = preset_lines(task, preset)
+                lines = preset_lines(task, preset, scales)
             except Exception:  # a task without a card: nothing to list
                 continue
             if not lines:

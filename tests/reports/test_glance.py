@@ -4,6 +4,7 @@ method row a run recorded (a user's gain-using rule gets its gain panel and its 
 
 from __future__ import annotations
 
+import html
 import re
 import subprocess
 import sys
@@ -171,6 +172,8 @@ def test_what_differs_from_the_paper_describes_the_presets_that_ran(built) -> No
     differs = page[page.index('id="differs"') : page.index('id="figures"')]
     assert "cifar10 — the tiny preset" in differs and "batch b 8 (paper 128)" in differs
     assert "He et al." not in differs  # the paper preset's own lines: only where it ran
+    # our S are the ones the folder ran (a smoke's imagenet at 16), not the preset's list (1, 2, 4, 8)
+    assert "ours 1, 4, 8, the paper's 1, 8, 16, 32, 64 (in common: S = 8)" in html.unescape(differs)
 
 
 def test_the_papers_own_degraded_cells_are_marked_in_the_scale_free_table(built) -> None:
