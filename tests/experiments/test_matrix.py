@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from bench.errors import UserError
 from bench.experiments import matrix
+from bench.experiments.plancells import PAPER_TABLE
 from bench.files import write_json
 from bench.run.needs import find_T
 from bench.run.spec import resolve
@@ -34,7 +36,13 @@ def test_shipped_matrices_expand() -> None:
     control = [r for r in smoke.runs if "data.conditioning" in r.overrides]  # the positive control's cell
     assert {r.scale for r in control} == {1, 64}
     ordinary = [r for r in smoke.runs if "data.conditioning" not in r.overrides and r.experiment["kind"] != "sweep"]
-    assert max(r.scale for r in ordinary if isinstance(r.scale, int)) == 8
+    assert max(r.scale for r in ordinary if isinstance(r.scale, int)) == 16
+    # every task with a row in the paper's Table 2 has a smoke cell at an S that row has: ours beside the paper's
+    paper_s = pd.read_csv(PAPER_TABLE, dtype={"scale": str})
+    for task, rows in paper_s.groupby("task"):
+        theirs = {int(s) for s in rows["scale"] if s.isdigit() and s != "1"}
+        ours = {r.scale for r in ordinary if r.task == task and isinstance(r.scale, int)}
+        assert ours & theirs, (task, sorted(ours), sorted(theirs))
     grid = [r for r in smoke.runs if r.experiment["kind"] == "heatmap"]
     assert len(grid) == 4 * 3 * 3 and all("T1" not in r.overrides for r in grid)  # 3 × 3 grid, the preset's T1
     scaled_lr0 = {r.overrides["lr_schedule.lr0"] for r in grid if r.method == "scaled"}
