@@ -76,8 +76,8 @@ KINDS = {
         "pipeline smoke",
         "that every task, rule and report runs end to end, and that the detector detects (the control cell: "
         "LSW worse than S = 1 where S·b is far past the noise scale, AdaScale not)",
-        "whether the paper's claims hold: tiny models on saturating data, 1–3 seeds a cell, S ≤ 8 but for the "
-        "control cell; most findings stay inconclusive or not testable by design",
+        "whether the paper's claims hold: tiny models on saturating data, 1–3 seeds a cell, one S per task beside "
+        "the paper's (S ≤ 16 but for the control cell); most findings stay inconclusive or not testable by design",
     ),
     "control": Kind(
         "positive control",
