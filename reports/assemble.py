@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from reports.page import glance as G
 from reports.page import rulecompare as RC
 from reports.page import words as W
 from reports.rundata import guards
+from reports.rundata.collect import scale_order
 from reports.rundata.variants import named
 from reports.rundata.workers import WORKERS
 from reports.speed import scalefree as SF
@@ -258,7 +260,7 @@ def _presets(runs: pd.DataFrame) -> dict[str, dict[str, list[int]]]:
     out: dict[str, dict[str, list[int]]] = {}
     for (task, preset), g in runs.groupby(["task", "preset"]) if not runs.empty else ():
         if str(preset):
-            fixed = {int(s) for s in g["scale"].astype(str) if s.isdigit()}
+            fixed = {int(v) for k, v in map(scale_order, g["scale"]) if k == 0 and math.isfinite(v) and v.is_integer()}
             out.setdefault(str(task), {})[str(preset)] = sorted(fixed)
     return out
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
+from bench.algo.schedules import ELASTIC
 from bench.files import finite_number
 
 T = TypeVar("T")
@@ -108,11 +109,22 @@ def shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+# The strings a numeric field may hold instead of a number: an elastic schedule's name for a scale. Any other
+# string there (a 5 000-digit "scale", "sixteen") is damage, not a label: every reader would parse it.
+LABELS: dict[str, tuple[str, ...]] = {"scale": ELASTIC}
+
+
 def check(obj: dict, ranges: dict[str, Rule], path: object, warn: Callable[[str], None]) -> tuple[dict, list[str]]:
-    """(`obj` less its numbers out of range, the fields dropped), each named in one warning."""
+    """(`obj` less its numbers out of range and its strings that are no label of the field, the fields dropped),
+    each named in one warning."""
     out, dropped = dict(obj), []
     for key, rule in ranges.items():
         value = out.get(key)
+        if isinstance(value, str) and key in LABELS and value not in LABELS[key]:
+            warn(f"{path}: field {key!r} is {shown(value)}, not {rule[1]} nor one of {', '.join(LABELS[key])}; ignored")
+            del out[key]
+            dropped.append(key)
+            continue
         if value is None or isinstance(value, str | dict | list):  # absent, or a label (elastic scales)
             continue
         if not ok(value, rule):

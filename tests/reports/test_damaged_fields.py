@@ -134,3 +134,13 @@ def test_spec_json_that_is_a_list(results: Path, capsys) -> None:
     path.write_text("[1, 2]")
     warned, _ = report_and_status(results, capsys)
     assert any(str(path) in w for w in warned)
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "sixteen", "16"])
+def test_a_scale_string_that_names_no_schedule_is_a_warning(results: Path, capsys, value: str) -> None:
+    """A string is a scale only as an elastic schedule's name: a 5 000-digit one (int() refuses it, float() makes
+    it inf) had been read as a number by the report and ended in a traceback; "16" as a string is damage too."""
+    path = run_dir_of(results) / SPEC
+    damage(path, "scale", value)
+    warned, _ = report_and_status(results, capsys)
+    assert any(str(path) in w and "'scale'" in w for w in warned), warned
