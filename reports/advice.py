@@ -8,11 +8,15 @@ the run, over all of training on the scale-invariant clock τ; it lasts T1/gain 
 T1; and it is resumable like any run. The offline estimator would need an S = 1 run (T1 iterations) plus
 extra gradient passes at each kept checkpoint.
 
-**The prediction** is finding (iii)'s, one home: the probe's noise profile, (σ², μ²) per tenth of τ corrected for
-drawing without replacement (reports.stats.noise.profile), fed to bench.algo.predict.iterations_following at each S.
-Its interval is a delete-a-group jackknife over the probe's records (G interleaved groups: each spans every
-tenth), run through the same prediction: the uncertainty of the measured profile, not seed-to-seed spread of
-the runs it predicts (which (iii) allows for with its tolerance).
+**The prediction** is the one finding (iii)'s evidence makes from another run of a table: what the probe's engine
+folded, its per-iteration (σ̂², μ̂²) clamped as the engine clamps them per thousandth of τ (reports.stats.noise.folded),
+fed to bench.algo.predict.iterations_following at each S — at the probe's own S it reproduces the probe's count
+(self-consistency, printed; the corrected tenths it replaced missed by −6 … +11 %). Its interval joins two errors:
+a delete-a-group jackknife over the probe's records (G interleaved groups, each spanning all of τ: the
+uncertainty of the measured profile) and the model's error away from the probe's S, a noise scale the run at S
+follows that the probe did not, whose spread grows with the distance in octaves and is calibrated on measured
+runs of the shipped tasks (`model_error`, stats/prediction_errors.csv; docs/design.md §4 says which and checks it
+on runs it was not fitted on). Seed-to-seed spread of the runs predicted is not in it ((iii)'s tolerance is).
 
 **Per S**: iterations, speed-up T1/iterations, efficiency = speed-up/S; the largest S whose efficiency stays
 ≥ ½ (at the estimate and at the interval's ends); AdaScale's steady gain at the late noise scale
@@ -32,9 +36,11 @@ then judges (iii) at each S from the probe (another S of the same table) — the
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -71,17 +77,12 @@ class Row:
     gpu_hours: float  # NaN where no rate is known
 
 
-def jackknife_profiles(train: pd.DataFrame, T1: float, m: float, groups: int = GROUPS) -> list[Profile]:
-    """The probe's profile with each of `groups` interleaved groups of its records left out in turn (records
-    i ≡ g mod groups): what the jackknife interval is computed from. A group whose omission leaves a tenth
-    without statistics is skipped."""
-    out = []
+def jackknife_profiles(train: pd.DataFrame, T1: float, groups: int = GROUPS) -> list[Profile]:
+    """The probe's folded profile (reports.stats.noise.folded) with each of `groups` interleaved groups of its
+    records left out in turn (records i ≡ g mod groups): what the jackknife interval is computed from."""
     positions = np.arange(len(train))
-    for g in range(groups):
-        p = noise.profile(train[positions % groups != g], T1, m)
-        if p is not None:
-            out.append(p)
-    return out
+    outs = (noise.folded(train[positions % groups != g], T1) for g in range(groups))
+    return [p for p in outs if p is not None]
 
 
 def jackknife_interval(estimate: float, leave_outs: Sequence[float], z: float = 1.96) -> tuple[float, float]:
@@ -94,17 +95,107 @@ def jackknife_interval(estimate: float, leave_outs: Sequence[float], z: float = 
     return estimate - z * se, estimate + z * se
 
 
+# ------------------------------------------------------------------------------------- the model's error
+#
+# One probe at S_p predicts every S from the profile its own run folded. Away from S_p that misses twice: the clamp
+# on μ̂² raises its mean the more the smaller S (Var μ̂² ∝ 1/S: bench.algo.predict.engine_moments), so a probe below
+# the S predicted overstates μ² there (too many iterations predicted) and one above understates it; and a run at
+# another S takes another path through the weights (a larger lr), whose noise differs at the same τ. Neither is
+# known from one probe. Both act as a noise scale that the run at S follows and the probe did not: B × c, c the
+# multiplier on σ² at which the prediction meets the run's count (the multipliers (iii)'s power is stated in).
+# The model: log c ~ N(0, (MODEL_ERROR · log2(S/S_p))²), its sd growing with the distance in octaves, MODEL_ERROR
+# the RMS of log c per octave (through 0: the bias inside it, not corrected) over measured pairs (ERRORS: every
+# completed AdaScale run at S_p ≥ CALIBRATED_FROM used as a probe of the mean of every other S of its folder,
+# `prediction_errors`). The interval at S is then the prediction at c = e^{±1.96·sd}: wide where the count
+# depends on the noise (S·b near B and past it), narrow where it hardly does (S·b ≪ B, where any c gives ≈ T1/S).
+
+ERRORS = Path(__file__).with_name("stats") / "prediction_errors.csv"
+CALIBRATED_FROM = 4  # probes at S = 2 see their moments through 2 micro-batches: one degree of freedom
+REACH = math.log(64.0)  # |log c| solved for within ±REACH; a count past it counts as REACH (conservative)
+
+
+@functools.cache
+def model_error() -> tuple[float, int, str]:
+    """(MODEL_ERROR per octave, the pairs it is fitted on, the settings they come from) from ERRORS."""
+    e = pd.read_csv(ERRORS)
+    e = e[(e["probe_scale"] >= CALIBRATED_FROM) & (e["scale"] != e["probe_scale"])]
+    octaves = np.log2(e["scale"] / e["probe_scale"]).to_numpy(float)
+    log_c = np.clip(e["log_c"].to_numpy(float), -REACH, REACH)
+    return math.sqrt(float(np.sum(log_c**2)) / float(np.sum(octaves**2))), len(e), "; ".join(sorted(set(e["setting"])))
+
+
+def scaled(profile: Profile, c: float) -> Profile:
+    """The profile with σ² × c: a noise scale c times the probe's."""
+    return tuple((c * v, q) for v, q in profile)
+
+
+def multiplier(profile: Profile, scale: int, T1: float, measured: float) -> float:
+    """log c at which the prediction from `profile` with σ² × c meets `measured` iterations at S (the count falls
+    as c rises); ±REACH where no c within reaches it."""
+    from scipy.optimize import brentq
+
+    gap = lambda x: math.log(iterations_following(scaled(profile, math.exp(x)), scale, T1) / measured)  # noqa: E731
+    lo, hi = gap(-REACH), gap(REACH)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return math.nan
+    if lo <= 0:
+        return -REACH
+    return REACH if hi >= 0 else float(brentq(gap, -REACH, REACH, xtol=1e-4))
+
+
+def interval(
+    profile: Profile, its: float, leave_outs: Sequence[float], scale: int, probe_scale: int, T1: float, z: float = 1.96
+) -> tuple[float, float]:
+    """The prediction's interval: the jackknife's (the probe's sampling) and the model's (the prediction at
+    σ² × e^{∓z·MODEL_ERROR·|log2(S/S_p)|}), their distances from the estimate joined in quadrature on each side."""
+    lo, hi = jackknife_interval(its, leave_outs, z)
+    if not (math.isfinite(lo) and its > 0):
+        return lo, hi
+    spread = z * model_error()[0] * abs(math.log2(scale / probe_scale))
+    more = iterations_following(scaled(profile, math.exp(-spread)), scale, T1)  # less noise: a smaller gain
+    fewer = iterations_following(scaled(profile, math.exp(spread)), scale, T1)
+    return its - math.hypot(its - lo, its - fewer), its + math.hypot(hi - its, more - its)
+
+
+def prediction_errors(out: object, setting: str) -> pd.DataFrame:
+    """The calibration's rows from one results folder: each completed fixed-S AdaScale run (S ≥ 2) as a probe
+    predicting the mean iterations of every other S with ≥ 2 completed runs of its table (itself left out):
+    log(predicted/measured) and the log c that meets it (`multiplier`) — how ERRORS was measured (docs/design.md
+    §4)."""
+    from reports.rundata.collect import load
+
+    res = load(out)  # type: ignore[arg-type]
+    r = res.runs
+    r = r[(r["method"] == ADASCALE) & (r["status"] == "completed")]
+    r = r[pd.to_numeric(r["scale"], errors="coerce").notna()]
+    rows = []
+    for _, p in r.iterrows():
+        S_p, T1 = int(p["scale"]), float(p["T1"])
+        prof = noise.folded(res.metrics(p["run_dir"])[0], T1) if S_p >= 2 else None
+        for S, cell in r[r["variant"] == p["variant"]].groupby(r["scale"].astype(int)):
+            its = pd.to_numeric(cell[cell["run_dir"] != p["run_dir"]]["iterations"], errors="coerce").dropna()
+            if prof is None or S < 2 or len(its) < 2:
+                continue
+            mean = float(its.mean())
+            pred = iterations_following(prof, int(S), T1)
+            rows.append((setting, S_p, int(p["seed"]), int(S), mean, pred, math.log(pred / mean),
+                         multiplier(prof, int(S), T1, mean)))  # fmt: skip
+    cols = ["setting", "probe_scale", "probe_seed", "scale", "measured", "predicted", "log_error", "log_c"]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def predict_rows(
     profile: Profile, leave_outs: Sequence[Profile], scales: Sequence[int], T1: float, batch_size: float,
-    B_late: float, hours_per_example: float = math.nan,
+    B_late: float, probe_scale: int, hours_per_example: float = math.nan,
 ) -> list[Row]:  # fmt: skip
-    """One Row per scale (S = 1: T1 iterations, efficiency 1); AdaScale's steady gain at `B_late`, the probe's
-    late noise scale (`Probe.late_B`: the one number advice.md prints)."""
+    """One Row per scale (S = 1: T1 iterations, efficiency 1), its interval the probe's sampling and the model's
+    error at its distance from `probe_scale` (`interval`); AdaScale's steady gain at `B_late`, the probe's late
+    noise scale (`Probe.late_B`: the one number advice.md prints)."""
     rows = []
     for S in scales:
         its = float(T1) if S == 1 else iterations_following(profile, S, T1)
         outs = [] if S == 1 else [iterations_following(p, S, T1) for p in leave_outs]
-        lo, hi = (its, its) if S == 1 else jackknife_interval(its, outs)
+        lo, hi = (its, its) if S == 1 else interval(profile, its, outs, S, probe_scale, T1)
         lo = max(lo, T1 / S) if math.isfinite(lo) else lo  # never fewer than ⌈T1/S⌉'s bound
         eff = T1 / its / S if its > 0 else math.nan
         r = steady_gain(B_late, batch_size, S) if math.isfinite(B_late) else math.nan
@@ -179,8 +270,9 @@ class Probe:
     seed: int
     T1: float
     batch_size: float
-    profile: Profile
-    leave_outs: list[Profile]
+    profile: Profile  # (σ², μ²) per tenth of τ, corrected (reports.stats.noise.profile): the rule advice's gain at τ
+    folded: Profile  # what its engine folded (reports.stats.noise.folded): the prediction's input
+    leave_outs: list[Profile]  # `folded` with each jackknife group left out
     noise: list[tuple[str, float, float, float]]  # (window, B, lo, hi) over thirds of τ (reports.stats.noise.WINDOWS)
     margin: Margin
     spread: Spread
@@ -233,8 +325,6 @@ def read_probe(out: object, run_dir: object) -> Probe:
     """The completed probe in `run_dir` (the folder of its full resolved spec: bench.cli.advise finds it by its
     identity, never by task, S and seed alone) under `out`, its noise profile measured (reports.stats.noise); a
     UserError in one line where it is missing or measured no statistics."""
-    from pathlib import Path
-
     from bench.errors import UserError
     from reports.rundata.collect import load
 
@@ -252,14 +342,16 @@ def read_probe(out: object, run_dir: object) -> Probe:
     profile = noise.profile(train, T1, m)
     if profile is None:
         raise UserError(f"{row['run_dir']}: the probe recorded no gradient statistics in some tenth of τ")
-    leave_outs = jackknife_profiles(train, T1, m)
+    own = noise.folded(train, T1)
+    if own is None:
+        raise UserError(f"{row['run_dir']}: the probe recorded no gradient statistics")
     value = np.array([pd.to_numeric(row["val_metric"], errors="coerce")], float)
     margin = table_margin(
         str(row["task"]), str(row["preset"] or ""), bool(row["higher_is_better"]), value[np.isfinite(value)],
         [evals], T1,
     )  # fmt: skip
     return Probe(
-        str(row["run_dir"]), int(row["scale"]), int(row["seed"]), T1, b, profile, leave_outs,
+        str(row["run_dir"]), int(row["scale"]), int(row["seed"]), T1, b, profile, own, jackknife_profiles(train, T1),
         window_noise(train, T1, m, b), margin, seed_spread(r, row),
         float(pd.to_numeric(row["iterations"], errors="coerce")), _records(train),
     )  # fmt: skip
@@ -393,9 +485,10 @@ def markdown(
         f"Probe: AdaScale at S = {probe.scale}, seed {probe.seed} ({probe.run_dir}); T1 = {probe.T1:g} iterations "
         f"at b = {probe.batch_size:g}.",
         *([cost.line(probe.scale)] if cost is not None else []),
-        "Predicted AdaScale iterations follow the probe's noise profile per tenth of τ (finding (iii)'s prediction); "
-        f"intervals: jackknife over {len(probe.leave_outs)} groups of the probe's records (the measurement's "
-        "uncertainty, not seed-to-seed spread).",
+        "Predicted AdaScale iterations follow what the probe's engine folded (finding (iii)'s evidence does the same); "
+        f"intervals: a jackknife over {len(probe.leave_outs)} groups of the probe's records and the model's error "
+        f"away from S = {probe.scale}, a noise scale off by a factor c with sd(log c) = {model_error()[0]:.3f} per "
+        f"octave (calibrated on {model_error()[1]} measured pairs: {model_error()[2]}); not seed-to-seed spread.",
         self_consistency(probe),
         "",
         "Noise scale B = b·σ²/μ² over training (jackknife interval; the late one sets AdaScale's steady gain): "
@@ -429,15 +522,15 @@ def markdown(
 
 def self_consistency(probe: Probe) -> str:
     """advice.md's line on the one S whose truth the probe itself measured: its own iterations beside the
-    prediction from its own profile at its own S, and the signed error — the model's error there, which the
-    jackknife interval does not hold (a measurement, not a correction)."""
-    own = iterations_following(probe.profile, probe.scale, probe.T1)
+    prediction from what its engine folded at its own S, and the signed error — a check of the predictor's
+    arithmetic (the moving average, the clamp, the windows), not of the model away from S_p (the intervals')."""
+    own = iterations_following(probe.folded, probe.scale, probe.T1)
     if not (math.isfinite(own) and probe.iterations > 0):
         return "The probe's own iterations: not recorded."
     return (
         f"Self-consistency: the probe took {probe.iterations:,.0f} iterations at S = {probe.scale}; the prediction "
-        f"from its own profile there is {own:,.0f} ({own / probe.iterations - 1:+.1%}): the model's error at the one "
-        "S measured, not inside the intervals below."
+        f"from what its engine folded there is {own:,.0f} ({own / probe.iterations - 1:+.1%}): the predictor's error "
+        "at the one S measured."
     )
 
 

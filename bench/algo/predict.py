@@ -121,6 +121,38 @@ def _chunk(x: np.ndarray, raw: np.ndarray, prod: np.ndarray, scale: int, left: n
     return np.minimum(CHUNK, np.maximum(1.0, np.ceil(left / rate) + 1)).astype(np.int64)
 
 
+FOLDED_PARTS = 1000  # windows of τ for `folded_profile`: fine enough that a window's mean is its iterations' own
+
+
+def folded_profile(
+    tau: np.ndarray, var: np.ndarray, sqr: np.ndarray, T1: float, parts: int = FOLDED_PARTS
+) -> tuple[tuple[float, float], ...] | None:
+    """What an AdaScale run's engine folded, as a profile `iterations_following` takes: the mean over each of
+    `parts` equal windows of τ ∈ [0, T1) of its per-iteration (σ̂², μ̂²) (bench.algo.gain.moments of its S
+    micro-batches) clamped as the engine clamps them (σ̂² ≥ VAR_FLOOR, μ̂² ≥ 0); a window without a record holds
+    the one before, the first the first record's. None without a finite record.
+
+    Why these and not the population's moments: the clamp raises the mean of μ̂² where its spread reaches below
+    0 (late in training, and the more the smaller S), and drawing without replacement lowers it; the predictor
+    on the population's (σ², μ²) missed the run's own count by −6 … +11 % (advise's probes, issue 54.1), on
+    these by ≤ 1 % at S ≥ 4 (tests/algo/test_predict.py). Read at the probe's S, they carry its clamp to the
+    other S predicted: advise's model error (reports.advice.MODEL_ERROR) holds what that costs."""
+    tau, var, sqr = (np.asarray(a, float) for a in (tau, var, sqr))
+    ok = np.isfinite(tau) & np.isfinite(var) & np.isfinite(sqr)
+    if not ok.any() or not (math.isfinite(T1) and T1 > 0) or parts < 1:
+        return None
+    v = np.stack([np.maximum(var[ok], VAR_FLOOR), np.maximum(sqr[ok], 0.0)], axis=1)
+    k = np.clip((tau[ok] / T1 * parts).astype(np.int64), 0, parts - 1)
+    count = np.bincount(k, minlength=parts)
+    sums = np.stack([np.bincount(k, weights=v[:, j], minlength=parts) for j in range(2)], axis=1)
+    out, last = [], (float(v[0, 0]), float(v[0, 1]))
+    for j in range(parts):
+        if count[j]:
+            last = (float(sums[j, 0] / count[j]), float(sums[j, 1] / count[j]))
+        out.append(last)
+    return tuple(out)
+
+
 def speedup(iterations: float, T1: float) -> float:
     """T1 / iterations: how many times fewer iterations than S = 1 (NaN where either is not positive)."""
     return T1 / iterations if iterations > 0 and T1 > 0 else math.nan

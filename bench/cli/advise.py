@@ -166,7 +166,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     hours = _hours_per_example(args, spec)
     probe = A.read_probe(out, out / run_name(spec))  # by its full resolved spec: never another advise's probe
     rows = A.predict_rows(
-        probe.profile, probe.leave_outs, scales, probe.T1, probe.batch_size, probe.late_B,
+        probe.folded, probe.leave_outs, scales, probe.T1, probe.batch_size, probe.late_B, probe.scale,
         hours[0],
     )  # fmt: skip
     verdicts, points = _rules(args, spec, probe, rows, out)

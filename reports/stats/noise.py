@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bench.algo.gain import UnbiasedGain, b_simple, moments, pair_fraction, population_moments
-from bench.algo.predict import iterations_following, iterations_following_each
+from bench.algo.predict import folded_profile, iterations_following, iterations_following_each
 from bench.algo.rules import ADASCALE
 from reports.rundata.collect import Results, scale_order
 from reports.rundata.guards import float_columns, per_frame
@@ -183,6 +183,20 @@ def _profile(d: Stats, T1: float, m: float) -> tuple[tuple[float, float], ...] |
     return tuple(parts) if all(math.isfinite(a + b) for a, b in parts) else None
 
 
+def folded(train: pd.DataFrame, T1: float) -> tuple[tuple[float, float], ...] | None:
+    """What a run's engine folded (bench.algo.predict.folded_profile of its records' `moments`, uncorrected and
+    clamped as the engine has them): the profile a prediction of another run is fed — advise's from its probe,
+    (iii)'s evidence from the other runs of a table — so that a run predicted from its own reproduces its count."""
+    return _folded(_stats(train), T1)
+
+
+def _folded(d: Stats, T1: float) -> tuple[tuple[float, float], ...] | None:
+    if not _n(d) or "tau" not in d:
+        return None
+    var, sqr = moments(d["sum_sq"], d["mean_sq"], d["scale"].astype(np.int64))
+    return folded_profile(d["tau"], var, sqr, T1)
+
+
 def average(train: pd.DataFrame, batch_size: float) -> float:
     """The training average of B_simple of one run's training records (NaN without statistics)."""
     return _average(_stats(train), batch_size)
@@ -252,7 +266,7 @@ def fill(res: Results, workers: int = 1) -> pd.DataFrame:
     for col in (COLUMN, PER_EPOCH, PREDICTED, PREDICTED_LO, PREDICTED_HI, *WINDOW_COLUMNS):
         if col not in runs:
             runs[col] = math.nan
-    for col in (PROFILE, PREDICTED_FROM, SMALL_BATCH):
+    for col in (PROFILE, FOLDED, PREDICTED_FROM, SMALL_BATCH):
         runs[col] = runs[col].astype(object) if col in runs else pd.Series(None, index=runs.index, dtype=object)
     wanted = _wanted(runs) & runs["has_metrics"].astype(bool)
     missing = ~np.isfinite(pd.to_numeric(runs[COLUMN], errors="coerce").to_numpy(float))
@@ -273,6 +287,7 @@ def fill(res: Results, workers: int = 1) -> pd.DataFrame:
             for col, v in _windows(d, b, T1, m).items():
                 runs.at[i, col] = v
             runs.at[i, PROFILE] = _profile(d, T1, m)
+            runs.at[i, FOLDED] = _folded(d, T1)
     runs.loc[todo, READ] = True
     if len(todo) or runs[PREDICTED_FROM].isna().all():  # new profiles, or none predicted yet: (re)predict
         runs = predict(runs, workers)
@@ -282,7 +297,8 @@ def fill(res: Results, workers: int = 1) -> pd.DataFrame:
 
 # ------------------------------------------------------------------- (iii)'s independent prediction
 
-PROFILE = "profile"  # a run's (σ², μ²) per tenth of τ, set by `fill`
+PROFILE = "profile"  # a run's (σ², μ²) per tenth of τ, set by `fill`: its noise scale where it is small (S·b ≪ B)
+FOLDED = "folded"  # what its engine folded (`folded`), set by `fill`: what the prediction of another run reads
 PREDICTED = "predicted_iterations"  # a fixed-S run's iterations as the other runs' noise predicts them
 PREDICTED_LO, PREDICTED_HI = "predicted_lo", "predicted_hi"  # … the range over the donors' scales
 PREDICTED_FROM = "predicted_from"  # which runs the prediction comes from, as printed
@@ -299,6 +315,7 @@ class _Table:
     S: np.ndarray
     pilot: np.ndarray
     profiles: list[tuple[tuple[float, float], ...]]
+    folded: list[tuple[tuple[float, float], ...]]
     T1: np.ndarray
     batch: np.ndarray
 
@@ -307,7 +324,7 @@ class _Table:
         pilot = t["pilot"].fillna(False).astype(bool).to_numpy() if "pilot" in t else np.zeros(len(t), bool)
         number = functools.partial(pd.to_numeric, errors="coerce")
         return cls(
-            t["_S"].to_numpy(float), pilot, list(t[PROFILE]), number(t["T1"]).to_numpy(float),
+            t["_S"].to_numpy(float), pilot, list(t[PROFILE]), list(t[FOLDED]), number(t["T1"]).to_numpy(float),
             number(t["batch_size"]).to_numpy(float),
         )  # fmt: skip
 
@@ -341,7 +358,7 @@ def _prediction(t: _Table, k: int) -> dict[str, object]:
     if not len(donors) or not (math.isfinite(T1) and T1 > 0):
         out[PREDICTED_FROM] = "no other run of the table measured the noise scale"
         return out
-    p = np.array([_cached(t.profiles[d], S, T1) for d in donors], dtype=float)
+    p = np.array([_cached(t.folded[d], S, T1) for d in donors], dtype=float)
     finite = np.isfinite(p)
     if not finite.any():
         return out
@@ -387,6 +404,7 @@ def predict(runs: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
     (docs/design.md §5), in `workers` processes where there are many."""
     fixed = runs["scale"].map(lambda s: scale_order(s)[0] == 0 and scale_order(s)[1] >= 2)
     ok = fixed & (runs["method"] == ADASCALE) & (runs["status"] == "completed") & runs[PROFILE].notna()
+    ok &= runs[FOLDED].notna()
     kind = runs["experiment_kind"] if "experiment_kind" in runs else pd.Series(None, index=runs.index)
     ok &= kind.isna() | kind.isin(("table2",))
     if not ok.any():
@@ -398,10 +416,7 @@ def predict(runs: pd.DataFrame, workers: int = 1) -> pd.DataFrame:
     )
     tables = [(t.index, _Table.of(t)) for _, t in pool.groupby("_key", sort=False)]
     needed = {
-        (t.profiles[d], int(t.S[k]), float(t.T1[k]))
-        for _, t in tables
-        for k in range(len(t.S))
-        for d in _donors(t, k)[0]
+        (t.folded[d], int(t.S[k]), float(t.T1[k])) for _, t in tables for k in range(len(t.S)) for d in _donors(t, k)[0]
     }
     _precompute(needed, workers)
     for index, t in tables:

@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.gain import VAR_FLOOR, moments
-from bench.algo.predict import engine_moments, gain_path, iterations_following, simulated_runs
+from bench.algo.gain import moments
+from bench.algo.predict import engine_moments, folded_profile, gain_path, iterations_following, simulated_runs
 from bench.files import OFFLINE_GAIN
 from reports.rundata.collect import Results
 from reports.stats import lagmatch
@@ -212,14 +212,11 @@ def judge_run(p: Points, train: pd.DataFrame, its: float, scale: int, T1: float,
     )
 
 
-OWN_PARTS = 1000  # windows of τ for `own_count`: fine enough that the windows' means are the iterations' own
-
-
 def own_count(train: pd.DataFrame, scale: int, T1: float) -> float:
-    """The predictor (bench.algo.predict.iterations_following) on what the run's engine folded: the clamped
-    `moments` of its statistics per OWN_PARTS windows of τ (a window without a record holds the one before).
-    A check of the predictor, not of the run: it reproduces the count (0.0 % on the control's logreg runs)
-    where the former profile (corrected, clamped per tenth of τ) missed by +3.5 … +10.6 % (issue 53.3)."""
+    """The predictor (bench.algo.predict.iterations_following) on what the run's engine folded
+    (bench.algo.predict.folded_profile of its statistics). A check of the predictor, not of the run: it
+    reproduces the count (0.0 % on the control's logreg runs) where the former profile (corrected, clamped per
+    tenth of τ) missed by +3.5 … +10.6 % (issue 53.3)."""
     cols = ("tau", "sum_sq", "mean_sq", "scale")
     if train.empty or not set(cols) <= set(train.columns):
         return math.nan
@@ -228,14 +225,8 @@ def own_count(train: pd.DataFrame, scale: int, T1: float) -> float:
     if d.empty or scale < 2:
         return math.nan
     var, sqr = moments(d["sum_sq"].to_numpy(float), d["mean_sq"].to_numpy(float), scale)
-    v = np.stack([np.maximum(var, VAR_FLOOR), np.maximum(sqr, 0.0)], axis=1)
-    k = np.clip((d["tau"].to_numpy(float) / T1 * OWN_PARTS).astype(np.int64), 0, OWN_PARTS - 1)
-    prof, last = [], tuple(v[0])
-    for j in range(OWN_PARTS):
-        here = v[k == j]
-        last = tuple(here.mean(axis=0)) if len(here) else last
-        prof.append((float(last[0]), float(last[1])))
-    return iterations_following(prof, scale, T1)
+    prof = folded_profile(d["tau"].to_numpy(float), var, sqr, T1)
+    return iterations_following(prof, scale, T1) if prof is not None else math.nan
 
 
 @dataclass(frozen=True)

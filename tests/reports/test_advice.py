@@ -15,6 +15,7 @@ from bench.algo.predict import iterations_following
 from bench.cli import main
 from bench.experiments import matrix as matrices
 from reports import advice as A
+from reports.verdicts import reference
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.timeout(600)]
 PROBE = ["--task", "logreg", "--scales", "1,2,4,8,16", "--probe-scale", "8", "--seeds", "2"]
@@ -31,34 +32,33 @@ def advised(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def exact_profile(offline: pd.DataFrame, T1: float, parts: int = 10) -> tuple[tuple[float, float], ...]:
-    """(σ², μ²) per tenth of τ from the exact moments at the kept iterates, each weighed by the τ up to the
-    next one (the probe's estimate weighs its iterations the same way: reports.stats.noise.window_moments)."""
-    d = offline.sort_values("tau")
-    tau = d["tau"].to_numpy(float)
-    w = np.append(np.diff(tau), np.diff(tau)[-1])
-    k = np.clip(np.floor(tau / T1 * parts), 0, parts - 1)
-    out = []
-    for j in range(parts):
-        m = k == j
-        out.append(tuple(float(np.average(d[c].to_numpy(float)[m], weights=w[m])) for c in ("exact_var", "exact_sqr")))
-    return tuple(out)  # type: ignore[return-value]
+def exact_points(probe: Path) -> reference.Points:
+    """logreg's exact moments at the probe's kept iterates (offline_gain.csv's ref_* columns, with tr C² and GᵀCG:
+    the clamp the engine applies at each S is computable from them), as finding (iii)'s reference reads them."""
+    d = pd.read_csv(probe / "offline_gain.csv").sort_values("tau")
+    values = d[list(reference.REF)].to_numpy(float, copy=True)
+    per_epoch = 1000 / 32  # tiny logreg: N = 1 000 items, b = 32
+    values[:, 1] += np.where(d[reference.DRAWN] == 1, values[:, 0] / per_epoch, 0.0)
+    return reference.Points(d["tau"].to_numpy(float), values, "exact")
 
 
 def test_the_prediction_holds_to_the_exact_noise_scale(advised: Path) -> None:
-    """Predicted iterations from logreg's exact B(τ) along the probe lie in advise's interval at every S;
-    the same check fails on a profile whose noise scale is off by 2× (the interval is not too wide to fail)."""
+    """The iterations an engine run would take following logreg's exact moments along the probe (the clamp and
+    the draw order at each S modelled: reference.predict) lie in advise's interval at every S; the same check
+    fails where the noise scale is off by 2× per octave from the probe, 2× at the probe and next to it (the
+    interval is not too wide to fail: its model error is 1.96 × MODEL_ERROR ≈ 0.3 in log c per octave) — on the
+    side the count can tell: where AdaScale's steady gain is within 1 % of S (S·b ≪ B), a larger noise scale
+    moves no gain (the count sits near T1/S whatever B is), so there only a smaller one is a failure."""
     table = pd.read_csv(advised / "advice.csv")
     probe = next(p.parent for p in advised.rglob("offline_gain.csv"))
-    offline = pd.read_csv(probe / "offline_gain.csv")
-    T1 = 2000.0
-    exact = exact_profile(offline, T1)
-    off = tuple((2.0 * v, q) for v, q in exact)
+    points, T1, per_epoch = exact_points(probe), 2000.0, 1000 / 32
     for r in table[table["S"] > 1].itertuples():
-        truth = iterations_following(exact, int(r.S), T1)
+        truth = math.exp(reference.predict(points, int(r.S), T1, per_epoch).logs[0])
         assert r.iterations_lo <= truth <= r.iterations_hi, (r.S, truth, r.iterations_lo, r.iterations_hi)
-        wrong = iterations_following(off, int(r.S), T1)
-        assert not r.iterations_lo <= wrong <= r.iterations_hi, (r.S, wrong)
+        off = 2.0 ** max(1.0, abs(math.log2(r.S / 8)))
+        for c in (1 / off, off) if r.adascale_steady_gain < 0.99 * r.S else (1 / off,):
+            wrong = math.exp(reference.predict(points, int(r.S), T1, per_epoch, c=c).logs[0])
+            assert not r.iterations_lo <= wrong <= r.iterations_hi, (r.S, c, wrong)
 
 
 def test_advice_files_and_a_verification_matrix_with_the_probe_a_pilot(advised: Path) -> None:
@@ -78,7 +78,8 @@ def test_advice_states_the_probes_own_iterations_beside_its_own_prediction(advis
     own S (bench.algo.predict), with the signed error."""
     probe_dir = next(p.parent for p in advised.glob("logreg/adascale/s8/seed1000,*/summary.json"))
     probe = A.read_probe(advised, probe_dir)
-    own = iterations_following(probe.profile, 8, probe.T1)
+    own = iterations_following(probe.folded, 8, probe.T1)
+    assert abs(own / probe.iterations - 1) <= 0.01  # what its engine folded reproduces its count
     line = next(x for x in (advised / "advice.md").read_text().splitlines() if x.startswith("Self-consistency"))
     assert f"the probe took {probe.iterations:,.0f} iterations at S = 8" in line, line
     assert f"is {own:,.0f} ({own / probe.iterations - 1:+.1%})" in line, line

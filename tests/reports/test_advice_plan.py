@@ -16,7 +16,7 @@ def row(S: int, eff_lo: float) -> A.Row:
 
 def probe(sd: float, runs: int) -> A.Probe:
     noise = [("early", 1.0, 0.5, 2.0), ("middle", 2.0, 1.0, 3.0), ("late", 3.0, 2.0, 4.0)]
-    return A.Probe("d", 8, 1000, 100.0, 8.0, (), [], noise, Margin(0.02, "the card's Δ"), A.Spread(sd, runs, 1))
+    return A.Probe("d", 8, 1000, 100.0, 8.0, (), (), [], noise, Margin(0.02, "the card's Δ"), A.Spread(sd, runs, 1))
 
 
 def test_verify_scales_default_up_to_the_largest_efficient_and_one_past() -> None:

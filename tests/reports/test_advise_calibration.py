@@ -1,0 +1,80 @@
+"""advise's interval: the probe's sampling joined with the model's error away from its S, calibrated on measured
+runs (reports/stats/prediction_errors.csv) and checked on runs it was not fitted on (docs/design.md §4: one row of
+its held-out table recomputed here, through the CLI)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.algo.predict import iterations_following
+from bench.cli import main
+from reports import advice as A
+
+PROFILE = tuple((1.0, 1.0 / 40 * (1 - 0.09 * j)) for j in range(10))  # B/b from 40 rising to 110 over τ
+T1 = 2000.0
+
+
+def test_model_error_is_the_rms_per_octave_of_the_calibration_file() -> None:
+    """MODEL_ERROR recomputed from the file: √(Σ log² c / Σ octaves²) over probes at S ≥ 4 and other S. The κ = 3
+    runs the design's held-out table reads are not in it (else that table would check the fit on its own data)."""
+    e = pd.read_csv(A.ERRORS)
+    used = e[(e["probe_scale"] >= A.CALIBRATED_FROM) & (e["scale"] != e["probe_scale"])]
+    octaves = np.log2(used["scale"] / used["probe_scale"])
+    expected = math.sqrt(float((used["log_c"].clip(-A.REACH, A.REACH) ** 2).sum()) / float((octaves**2).sum()))
+    per_octave, pairs, settings = A.model_error()
+    assert math.isclose(per_octave, expected, rel_tol=1e-12) and pairs == len(used) > 50
+    assert not any("κ 3" in s for s in set(e["setting"])) and "κ 3" not in settings
+    assert (e["probe_scale"] < A.CALIBRATED_FROM).any()  # probes at S = 2 measured, left out of the fit
+
+
+def test_multiplier_meets_the_count_and_stops_at_its_reach() -> None:
+    """log c solved from a count gives that count again (a count is an integer: c is known to within its step);
+    a count no c reaches is ±REACH, not NaN."""
+    for c, S in ((1.7, 16), (0.6, 64), (1.0, 4)):
+        measured = iterations_following(A.scaled(PROFILE, c), S, T1)
+        solved = A.multiplier(PROFILE, S, T1, measured)
+        assert abs(iterations_following(A.scaled(PROFILE, math.exp(solved)), S, T1) - measured) <= 1, (c, S)
+        assert abs(solved - math.log(c)) < 0.05, (c, S, solved)
+    assert A.multiplier(PROFILE, 16, T1, 10.0) == A.REACH  # fewer iterations than T1/S: past any noise scale
+    assert A.multiplier(PROFILE, 16, T1, 1999.0) == -A.REACH
+
+
+def test_interval_is_the_jackknife_at_the_probe_and_widens_with_distance() -> None:
+    """At S_p the interval is the jackknife's alone; away from it the model's error joins it, wider the farther
+    (in the count's own sensitivity: where S·b ≪ B a noise scale off changes the count little)."""
+    outs = [iterations_following(A.scaled(PROFILE, 1 + 0.01 * g), 16, T1) for g in range(-3, 4)]
+    its = iterations_following(PROFILE, 16, T1)
+    assert A.interval(PROFILE, its, outs, 16, 16, T1) == pytest.approx(A.jackknife_interval(its, outs))
+    widths = []
+    for S in (32, 64, 128):
+        est = iterations_following(PROFILE, S, T1)
+        lo, hi = A.interval(PROFILE, est, [est * (1 + 0.001 * g) for g in range(-3, 4)], S, 16, T1)
+        assert lo < est < hi
+        widths.append(math.log(hi / lo))
+    assert widths[0] < widths[1] < widths[2], widths
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.timeout(900)
+def test_a_held_out_row_of_the_design_table(tmp_path: Path) -> None:
+    """docs/design.md §4, logreg κ = 3 (held out of the calibration), S = 32: advise with its probe at S = 64
+    predicts 154 [128, 184]; the three runs' mean (147.7 there) lies inside and within 10 %."""
+    out = tmp_path / "k3"
+    sets = ["--set", "data.conditioning=3", "--set", "lr_schedule.lr0=1", "--set", "microbatch_mode=batched"]
+    args = ["--task", "logreg", *sets, "--scales", "1,32,64,128", "--probe-scale", "64", "--seeds", "3"]
+    assert main(["advise", *args, "--verify-scales", "32", "--out", str(out)]) == 0
+    row = pd.read_csv(out / "advice.csv").set_index("S").loc[32]
+    assert round(row["iterations"]) == 154 and round(row["iterations_lo"]) == 128 and round(row["iterations_hi"]) == 184
+    assert main(["submit", str(out / "verify.yaml"), "--executor", "local", "--out", str(out)]) == 0
+    its = [
+        float(pd.read_json(p, typ="series")["iterations"])
+        for p in out.glob("logreg/adascale/s32/seed[0-2],*/summary.json")
+    ]
+    assert len(its) == 3
+    mean = float(np.mean(its))
+    assert row["iterations_lo"] <= mean <= row["iterations_hi"] and abs(row["iterations"] / mean - 1) <= 0.10
