@@ -277,7 +277,7 @@ class Probe:
     margin: Margin
     spread: Spread
     iterations: float = math.nan  # the probe's own iterations (its cost, and its self-consistency)
-    records: tuple[tuple[float, float, float], ...] = ()  # (τ, σ², μ²) of each record: the gain near a τ
+    ran: tuple[tuple[float, float], ...] = ()  # (τ, lr) of each record; empty where it diverged or collapsed
 
     @property
     def late_B(self) -> float:
@@ -353,20 +353,18 @@ def read_probe(out: object, run_dir: object) -> Probe:
     return Probe(
         str(row["run_dir"]), int(row["scale"]), int(row["seed"]), T1, b, profile, own, jackknife_profiles(train, T1),
         window_noise(train, T1, m, b), margin, seed_spread(r, row),
-        float(pd.to_numeric(row["iterations"], errors="coerce")), _records(train),
+        float(pd.to_numeric(row["iterations"], errors="coerce")),
+        () if bool(row.get("collapsed")) or row["status"] != "completed" else _ran(train),
     )  # fmt: skip
 
 
-def _records(train: pd.DataFrame) -> tuple[tuple[float, float, float], ...]:
-    """(τ, σ², μ²) of each of the probe's records with statistics (bench.algo.gain.moments of its S
-    micro-batches): what AdaScale's gain near a τ is read from (reports.verdicts.ruleadvice)."""
-    from bench.algo.gain import moments
-
-    out = []
-    for tau, sq, mean, n in zip(train["tau"], train["sum_sq"], train["mean_sq"], train["scale"], strict=True):
-        if n >= 2 and all(math.isfinite(float(x)) for x in (tau, sq, mean)):
-            out.append((float(tau), *moments(float(sq), float(mean), int(n))))
-    return tuple(out)
+def _ran(train: pd.DataFrame) -> tuple[tuple[float, float], ...]:
+    """(τ, lr) of each of the probe's records: the lr it ran at through the weights it kept (the rule advice's
+    evidence against a stability bound it went past and on)."""
+    if not {"tau", "lr"} <= set(train.columns):
+        return ()
+    d = train[["tau", "lr"]].apply(pd.to_numeric, errors="coerce").dropna()
+    return tuple(zip(d["tau"].astype(float).tolist(), d["lr"].astype(float).tolist(), strict=True))
 
 
 # ------------------------------------------------------------------------------------------ seeds to decide

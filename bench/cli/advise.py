@@ -141,7 +141,7 @@ def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out:
     curv = [R.Curvature(p.tau, min(p.sharpness_lo, p.sharpness), max(p.sharpness_lo, p.sharpness)) for p in points]
     T_AS = {r.scale: r.iterations for r in rows}
     verdicts = R.rule_advice([ADASCALE, LSW, *args.method], [r.scale for r in rows], recipe, probe.noise,
-                             probe.profile, curv, T_AS, probe.records)  # fmt: skip
+                             probe.folded, curv, T_AS, probe.ran)  # fmt: skip
     return verdicts, points
 
 

@@ -13,10 +13,14 @@ three and calls LSW "within AdaScale's gain" where it collapsed.
 **(b) Step-size stability.** At the probe's initial weights and kept checkpoints, the loss's sharpness λ_max
 (bench.run.sharpness: a bracket [lower, upper], the sample's bias each way) against the rule's lr there,
 η(τ) = m_t·w_t·lr(τ) at the iteration t where the rule reaches τ (its warm-up included; AdaScale's m_t its gain
-at S from the probe's moments just before τ, `_gain_at`): heavy-ball SGD is
+at S along the prediction's path from the probe's folded profile, `gain_at`): heavy-ball SGD is
 stable only for η < 2(1 + β)/(λ_max + ω) (bench.algo.stability: derived there). Past the bound at the lower
 estimate of λ_max: **unsafe** (the error along the sharpest direction grows geometrically: divergence, or a
-jump to a flatter region at a worse loss); past it only at the upper estimate: **at risk**.
+jump to a flatter region at a worse loss); past it only at the upper estimate: **at risk**. The probe itself is
+evidence against the bound: where it ran at an lr at least the rule's over the RECENT share of T1 up to τ and
+ended neither diverged nor collapsed (`ran`), an lr past the bound there is **at risk**, not unsafe — the bound is
+the linear model's, and the probe went through those weights at that lr and on (logreg κ 3, lr0 1: the probe at
+S = 64 ran at lr 33.6 at τ 652 past the bound 21.5…25.8 there, and AdaScale's runs at S = 64 kept S = 1's loss).
 
 The verdict is the worse of the two; `mechanism` names what decided it, with its numbers. The weights are
 the AdaScale probe's, at the same τ the rule would reach: the trajectories of rules that keep quality are
@@ -31,7 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.algo.gain import clamp, gain_from, steady_gain
+from bench.algo.gain import steady_gain
+from bench.algo.predict import gain_path
 from bench.algo.rules import METHODS
 from bench.algo.schedules import ScaleSchedule
 from bench.algo.stability import stability_bound
@@ -90,32 +95,31 @@ def smallest_noise(noise: Sequence[tuple[str, float, float, float]]) -> tuple[st
     return name, hi
 
 
-RECENT = 0.1  # AdaScale's gain at τ: the probe's moments over this share of T1 up to τ (a prediction window)
+RECENT = 0.1  # the probe's lr as evidence at τ: the largest it ran at over this share of T1 up to τ
 
 
-def _gain_at(
-    profile: Sequence[tuple[float, float]], records: Sequence[tuple[float, float, float]], tau: float, T1: float,
-    scale: int,
-) -> float:  # fmt: skip
-    """AdaScale's gain at S near τ (clamped as the engine clamps): from the probe's raw moments over its records in
-    the RECENT share of T1 up to τ, as long as the prediction's windows and, like the engine's average, of the past
-    only (at τ = 0 its first record: the gain the run starts with, before the rise a tenth's average already
-    holds), else from the profile's tenth at τ."""
-    if scale < 2:
-        return 1.0
-    near = [clamp(v, q) for t, v, q in records if tau - RECENT * T1 <= t <= tau]  # clamped, then averaged:
-    if not near and records:  # as the engine folds them
-        near = [clamp(*min(records, key=lambda r: abs(r[0] - tau))[1:])]
-    if near:
-        return gain_from(float(np.mean([v for v, _ in near])), float(np.mean([q for _, q in near])), scale)
-    k = len(profile)
-    j = min(max(int(tau / T1 * k), 0), k - 1)
-    return gain_from(*clamp(*profile[j]), scale)
+def gain_at(profile: Sequence[tuple[float, float]], scale: int, T1: float) -> Callable[[float], float]:
+    """AdaScale's gain at S as a function of τ: the prediction's own path (bench.algo.predict.gain_path on the
+    probe's folded profile: the engine's moving average, its memory and clamp, as the count was predicted), the
+    gain of the last iteration begun at or before τ. At the probe's S it is the probe's own gain (logreg κ 3,
+    S = 64, τ 652: 23.0 logged; the mean of the records over the 10 % of T1 before τ, the former reading, said
+    35.8: the engine's average remembers the larger μ² before). 1 at S < 2 or without a profile."""
+    taus, gains = gain_path(profile, scale, T1) if scale >= 2 else (np.zeros(0), np.zeros(0))
+    if not len(gains):
+        return lambda tau: 1.0
+    return lambda tau: float(gains[min(max(int(np.searchsorted(taus, tau, side="right")) - 1, 0), len(gains) - 1)])
+
+
+def ran_at(ran: Sequence[tuple[float, float]], tau: float, T1: float) -> float:
+    """The largest lr the probe ran at over the RECENT share of T1 up to τ (`ran`: its records' (τ, lr), empty
+    where it diverged or collapsed); NaN where it has none there."""
+    lrs = [lr for t, lr in ran if tau - RECENT * T1 <= t <= tau and math.isfinite(lr)]
+    return max(lrs) if lrs else math.nan
 
 
 def judge(
     rule: str, scale: int, recipe: Recipe, noise: Sequence, profile: Sequence, points: Sequence[Curvature],
-    T_AS: float, records: Sequence[tuple[float, float, float]] = (),
+    T_AS: float, ran: Sequence[tuple[float, float]] = (),
 ) -> Verdict:  # fmt: skip
     """The verdict of one rule at one S (module docstring); NOT_JUDGED where the rule cannot be built."""
     try:
@@ -124,13 +128,15 @@ def judge(
     except UserError as e:
         return Verdict(rule, scale, NOT_JUDGED, str(e), *(math.nan,) * 2, "", *(math.nan,) * 3)
 
+    gain = gain_at(profile, scale, recipe.T1)
+
     def lr_at(tau: float) -> float:
-        g = _gain_at(profile, records, tau, recipe.T1, scale)
+        g = gain(tau)
         p = r.factors(0, scale, g)[1]
         m, _, w = r.factors(int(tau / p) if p > 0 else 0, scale, g)
         return m * w * recipe.lr(tau)
 
-    g_end = _gain_at(profile, records, recipe.T1, recipe.T1, scale)
+    g_end = gain(recipe.T1)
     m_late = r.factors(int(10 * recipe.T1), scale, g_end)[0]
     window, B_hi = smallest_noise(noise)
     row = METHODS.get(rule)
@@ -139,11 +145,16 @@ def judge(
     past_noise = not uses_gain and math.isfinite(r_noise) and m_late > GAIN_RESOLUTION * r_noise
     ratio = lambda lam, tau: lr_at(tau) / stability_bound(lam, recipe.momentum, recipe.weight_decay)  # noqa: E731
     hi = [(ratio(c.hi, c.tau), c) for c in points if math.isfinite(c.hi)]
-    lo = [ratio(c.lo, c.tau) for c in points if math.isfinite(c.lo)]
+    lo = [(ratio(c.lo, c.tau), c) for c in points if math.isfinite(c.lo)]
     top, at = max(hi, key=lambda x: x[0], default=(math.nan, None))
-    top_lo = max(lo, default=math.nan)
-    verdict = UNSAFE if top_lo > 1 else AT_RISK if top > 1 or past_noise else SAFE
+    top_lo = max((x for x, _ in lo), default=math.nan)
+    survived = [c for x, c in lo if x > 1 and lr_at(c.tau) <= ran_at(ran, c.tau, recipe.T1)]
+    unsafe = any(x > 1 and c not in survived for x, c in lo)
+    verdict = UNSAFE if unsafe else AT_RISK if top > 1 or past_noise else SAFE
     words = _mechanism(verdict, top, top_lo, at, lr_at, recipe, past_noise, m_late, r_noise, window)
+    if survived and not unsafe:
+        c = survived[0]
+        words += f" (the probe ran at lr {ran_at(ran, c.tau, recipe.T1):.3g} there and went on: not unsafe)"
     return Verdict(rule, scale, verdict, words, m_late, r_noise, window, top, top_lo, at.tau if at else math.nan)
 
 
@@ -175,12 +186,12 @@ def _mechanism(
 
 def rule_advice(
     rules: Sequence[str], scales: Sequence[int], recipe: Recipe, noise: Sequence, profile: Sequence,
-    points: Sequence[Curvature], T_AS: dict[int, float], records: Sequence[tuple[float, float, float]] = (),
+    points: Sequence[Curvature], T_AS: dict[int, float], ran: Sequence[tuple[float, float]] = (),
 ) -> list[Verdict]:  # fmt: skip
     """One Verdict per rule and S > 1 (`T_AS`: AdaScale's predicted iterations per S, for the rules that take
-    its count)."""
+    its count; `ran`: the probe's (τ, lr) where it ended neither diverged nor collapsed)."""
     return [
-        judge(rule, S, recipe, noise, profile, points, T_AS.get(S, math.nan), records)
+        judge(rule, S, recipe, noise, profile, points, T_AS.get(S, math.nan), ran)
         for rule in dict.fromkeys(rules)
         for S in scales
         if S > 1

@@ -85,6 +85,21 @@ def test_advice_states_the_probes_own_iterations_beside_its_own_prediction(advis
     assert f"is {own:,.0f} ({own / probe.iterations - 1:+.1%})" in line, line
 
 
+def test_adascales_gain_in_the_rule_advice_is_the_probes_own(advised: Path) -> None:
+    """The rule advice reads AdaScale's gain at τ off the prediction's path (reports.verdicts.ruleadvice.gain_at):
+    at the probe's S it is the gain the probe logged, record by record (median miss ≤ 0.5 %), so the lr judged
+    against the stability bound there is the lr the probe ran at."""
+    from reports.verdicts.ruleadvice import gain_at
+
+    probe_dir = next(p.parent for p in advised.glob("logreg/adascale/s8/seed1000,*/summary.json"))
+    probe = A.read_probe(advised, probe_dir)
+    gain = gain_at(probe.folded, 8, probe.T1)
+    t = pd.read_json(probe_dir / "metrics.jsonl", lines=True).dropna(subset=["gain"])
+    miss = np.abs([gain(tau) / g - 1 for tau, g in zip(t["tau"], t["gain"], strict=True)])
+    assert len(miss) > 100 and float(np.median(miss)) <= 0.005, np.median(miss)
+    assert probe.ran and max(lr for _, lr in probe.ran) > 0.0  # the probe completed, not collapsed: its lr is evidence
+
+
 def _rows(table: pd.DataFrame) -> list[dict]:
     names = {
         "S": "scale", "iterations": "iterations", "iterations_lo": "lo", "iterations_hi": "hi", "speedup": "speedup",

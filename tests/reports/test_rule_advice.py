@@ -69,3 +69,27 @@ def test_adascale_is_never_past_its_own_gain_but_can_be_past_the_bound() -> None
 def test_a_rule_that_cannot_be_built_is_not_judged() -> None:
     v = R.judge("lsw+", 8, recipe(), NOISE, PROFILE, [], T_AS=math.nan)
     assert v.verdict == R.NOT_JUDGED and "T_AS" in v.mechanism
+
+
+def test_past_the_bound_where_the_probe_ran_at_that_lr_and_went_on_is_at_risk() -> None:
+    """LSW at S = 32 (lr 32) past the bound at λ's lower estimate at τ 500 (2/0.09 = 22): unsafe — but where the
+    probe ran at lr ≥ 32 over the 10 % of T1 before τ and ended neither diverged nor collapsed (`ran`), the linear
+    bound is contradicted there: at risk, saying so. A probe that ran lower, or only long before, is no evidence."""
+    points = [R.Curvature(500.0, 0.09, 0.11)]
+
+    def judged(ran: list[tuple[float, float]]) -> R.Verdict:
+        return R.judge("lsw", 32, recipe(), NOISE, PROFILE, points, T_AS=2000 / 32, ran=ran)
+
+    assert judged([]).verdict == R.UNSAFE
+    v = judged([(450.0, 33.0), (499.0, 30.0)])
+    assert v.verdict == R.AT_RISK and "the probe ran at lr 33 there and went on: not unsafe" in v.mechanism, v
+    assert judged([(450.0, 31.0)]).verdict == R.UNSAFE  # below the rule's lr 32
+    assert judged([(100.0, 40.0)]).verdict == R.UNSAFE  # 400 τ before: outside the 10 % of T1 (200)
+    assert judged([(520.0, 40.0)]).verdict == R.UNSAFE  # after τ: the weights there came after it
+
+
+def test_adascales_gain_at_the_probes_scale_is_the_gain_it_ran_at() -> None:
+    """gain_at on a profile of one constant noise scale settles at the steady gain S(B/b + 1)/(B/b + S)."""
+    g = R.gain_at(PROFILE, 16, 2000.0)
+    assert abs(g(1999.0) - 16 * 41 / 56) < 1e-6 and g(0.0) == g(-5.0)
+    assert R.gain_at(PROFILE, 1, 2000.0)(500.0) == 1.0
