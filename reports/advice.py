@@ -143,6 +143,12 @@ def multiplier(profile: Profile, scale: int, T1: float, measured: float) -> floa
     return REACH if hi >= 0 else float(brentq(gap, -REACH, REACH, xtol=1e-4))
 
 
+def low_noise(scale: int, probe_scale: int, z: float = 1.96) -> float:
+    """The multiplier c on σ² at the interval's low-noise end at S: e^{−z·MODEL_ERROR·|log2(S/S_p)|} (1 at S_p).
+    Its high-noise end is 1/c."""
+    return math.exp(-z * model_error()[0] * abs(math.log2(scale / probe_scale)))
+
+
 def interval(
     profile: Profile, its: float, leave_outs: Sequence[float], scale: int, probe_scale: int, T1: float, z: float = 1.96
 ) -> tuple[float, float]:
@@ -151,9 +157,9 @@ def interval(
     lo, hi = jackknife_interval(its, leave_outs, z)
     if not (math.isfinite(lo) and its > 0):
         return lo, hi
-    spread = z * model_error()[0] * abs(math.log2(scale / probe_scale))
-    more = iterations_following(scaled(profile, math.exp(-spread)), scale, T1)  # less noise: a smaller gain
-    fewer = iterations_following(scaled(profile, math.exp(spread)), scale, T1)
+    c = low_noise(scale, probe_scale, z)
+    more = iterations_following(scaled(profile, c), scale, T1)  # less noise: a smaller gain
+    fewer = iterations_following(scaled(profile, 1 / c), scale, T1)
     return its - math.hypot(its - lo, its - fewer), its + math.hypot(hi - its, more - its)
 
 

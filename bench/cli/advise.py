@@ -123,6 +123,7 @@ def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out:
     from bench.algo.rules import LSW
     from bench.algo.schedules import lr_schedule
     from bench.run.sharpness import EXAMPLES, kept_checkpoints, sharpness_along
+    from reports import advice as A
     from reports.verdicts import ruleadvice as R
 
     points: list = []
@@ -141,7 +142,8 @@ def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out:
     curv = [R.Curvature(p.tau, min(p.sharpness_lo, p.sharpness), max(p.sharpness_lo, p.sharpness)) for p in points]
     T_AS = {r.scale: r.iterations for r in rows}
     verdicts = R.rule_advice([ADASCALE, LSW, *args.method], [r.scale for r in rows], recipe, probe.noise,
-                             probe.folded, curv, T_AS, probe.ran)  # fmt: skip
+                             probe.folded, curv, T_AS, probe.ran,
+                             lambda S: A.low_noise(S, probe.scale))  # fmt: skip
     return verdicts, points
 
 

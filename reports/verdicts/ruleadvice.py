@@ -37,7 +37,7 @@ import numpy as np
 
 from bench.algo.gain import steady_gain
 from bench.algo.predict import gain_path
-from bench.algo.rules import METHODS
+from bench.algo.rules import METHODS, Rule
 from bench.algo.schedules import ScaleSchedule
 from bench.algo.stability import stability_bound
 from bench.errors import UserError
@@ -119,15 +119,44 @@ def ran_at(ran: Sequence[tuple[float, float]], tau: float, T1: float) -> float:
 
 def judge(
     rule: str, scale: int, recipe: Recipe, noise: Sequence, profile: Sequence, points: Sequence[Curvature],
-    T_AS: float, ran: Sequence[tuple[float, float]] = (),
+    T_AS: float, ran: Sequence[tuple[float, float]] = (), favourable: float = 1.0,
 ) -> Verdict:  # fmt: skip
-    """The verdict of one rule at one S (module docstring); NOT_JUDGED where the rule cannot be built."""
+    """The verdict of one rule at one S (module docstring); NOT_JUDGED where the rule cannot be built. A rule that
+    reads the gain is unsafe only at the favourable end of the prediction too: its gain from σ² × `favourable`
+    (the interval's lower noise scale at this S, reports.advice.interval), as unsafe holds at λ's lower estimate."""
     try:
         known = T_AS if math.isfinite(T_AS) else None
         r = make_rule(rule, ScaleSchedule.constant(scale), recipe.T1, T_AS=known, T=known)
     except UserError as e:
         return Verdict(rule, scale, NOT_JUDGED, str(e), *(math.nan,) * 2, "", *(math.nan,) * 3)
+    row = METHODS.get(rule)
+    uses_gain = row.uses_gain if row is not None else False
+    lr_at = _lr(r, scale, recipe, profile)
+    lr_low = _lr(r, scale, recipe, [(favourable * v, q) for v, q in profile]) if uses_gain else lr_at
+    m_late = r.factors(int(10 * recipe.T1), scale, gain_at(profile, scale, recipe.T1)(recipe.T1))[0]
+    window, B_hi = smallest_noise(noise)
+    r_noise = steady_gain(B_hi, recipe.batch_size, scale) if math.isfinite(B_hi) or B_hi == math.inf else math.nan
+    past_noise = not uses_gain and math.isfinite(r_noise) and m_late > GAIN_RESOLUTION * r_noise
+    bound = lambda lam: stability_bound(lam, recipe.momentum, recipe.weight_decay)  # noqa: E731
+    hi = [(lr_at(c.tau) / bound(c.hi), c) for c in points if math.isfinite(c.hi)]
+    lo = [(lr_low(c.tau) / bound(c.lo), c) for c in points if math.isfinite(c.lo)]
+    top, at = max(hi, key=lambda x: x[0], default=(math.nan, None))
+    top_lo = max((x for x, _ in lo), default=math.nan)
+    survived = [c for x, c in lo if x > 1 and lr_low(c.tau) <= ran_at(ran, c.tau, recipe.T1)]
+    unsafe = any(x > 1 and c not in survived for x, c in lo)
+    verdict = UNSAFE if unsafe else AT_RISK if top > 1 or past_noise else SAFE
+    words = _mechanism(verdict, top, top_lo, at, lr_at, recipe, past_noise, m_late, r_noise, window)
+    if survived and not unsafe:
+        c = survived[0]
+        words += f" (the probe ran at lr {ran_at(ran, c.tau, recipe.T1):.3g} there and went on: not unsafe)"
+    elif not unsafe and any(lr_at(c.tau) > bound(c.lo) for c in points if math.isfinite(c.lo)):
+        worst = max((c for c in points if math.isfinite(c.lo)), key=lambda c: lr_at(c.tau) / bound(c.lo))
+        words += f" (lr {lr_low(worst.tau):.3g} at the prediction's low noise scale, σ² × {favourable:.2f}: not unsafe)"
+    return Verdict(rule, scale, verdict, words, m_late, r_noise, window, top, top_lo, at.tau if at else math.nan)
 
+
+def _lr(r: Rule, scale: int, recipe: Recipe, profile: Sequence) -> Callable[[float], float]:
+    """The rule's lr at τ, η(τ) = m_t·w_t·lr(τ) at the iteration t it reaches τ, with AdaScale's gain off `profile`."""
     gain = gain_at(profile, scale, recipe.T1)
 
     def lr_at(tau: float) -> float:
@@ -136,26 +165,7 @@ def judge(
         m, _, w = r.factors(int(tau / p) if p > 0 else 0, scale, g)
         return m * w * recipe.lr(tau)
 
-    g_end = gain(recipe.T1)
-    m_late = r.factors(int(10 * recipe.T1), scale, g_end)[0]
-    window, B_hi = smallest_noise(noise)
-    row = METHODS.get(rule)
-    uses_gain = row.uses_gain if row is not None else False
-    r_noise = steady_gain(B_hi, recipe.batch_size, scale) if math.isfinite(B_hi) or B_hi == math.inf else math.nan
-    past_noise = not uses_gain and math.isfinite(r_noise) and m_late > GAIN_RESOLUTION * r_noise
-    ratio = lambda lam, tau: lr_at(tau) / stability_bound(lam, recipe.momentum, recipe.weight_decay)  # noqa: E731
-    hi = [(ratio(c.hi, c.tau), c) for c in points if math.isfinite(c.hi)]
-    lo = [(ratio(c.lo, c.tau), c) for c in points if math.isfinite(c.lo)]
-    top, at = max(hi, key=lambda x: x[0], default=(math.nan, None))
-    top_lo = max((x for x, _ in lo), default=math.nan)
-    survived = [c for x, c in lo if x > 1 and lr_at(c.tau) <= ran_at(ran, c.tau, recipe.T1)]
-    unsafe = any(x > 1 and c not in survived for x, c in lo)
-    verdict = UNSAFE if unsafe else AT_RISK if top > 1 or past_noise else SAFE
-    words = _mechanism(verdict, top, top_lo, at, lr_at, recipe, past_noise, m_late, r_noise, window)
-    if survived and not unsafe:
-        c = survived[0]
-        words += f" (the probe ran at lr {ran_at(ran, c.tau, recipe.T1):.3g} there and went on: not unsafe)"
-    return Verdict(rule, scale, verdict, words, m_late, r_noise, window, top, top_lo, at.tau if at else math.nan)
+    return lr_at
 
 
 def _mechanism(
@@ -187,11 +197,13 @@ def _mechanism(
 def rule_advice(
     rules: Sequence[str], scales: Sequence[int], recipe: Recipe, noise: Sequence, profile: Sequence,
     points: Sequence[Curvature], T_AS: dict[int, float], ran: Sequence[tuple[float, float]] = (),
+    favourable: Callable[[int], float] = lambda S: 1.0,
 ) -> list[Verdict]:  # fmt: skip
     """One Verdict per rule and S > 1 (`T_AS`: AdaScale's predicted iterations per S, for the rules that take
-    its count; `ran`: the probe's (τ, lr) where it ended neither diverged nor collapsed)."""
+    its count; `ran`: the probe's (τ, lr) where it ended neither diverged nor collapsed; `favourable`: the
+    multiplier on σ² at the favourable end of the prediction per S)."""
     return [
-        judge(rule, S, recipe, noise, profile, points, T_AS.get(S, math.nan), ran)
+        judge(rule, S, recipe, noise, profile, points, T_AS.get(S, math.nan), ran, favourable(S))
         for rule in dict.fromkeys(rules)
         for S in scales
         if S > 1

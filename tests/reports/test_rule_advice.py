@@ -93,3 +93,16 @@ def test_adascales_gain_at_the_probes_scale_is_the_gain_it_ran_at() -> None:
     g = R.gain_at(PROFILE, 16, 2000.0)
     assert abs(g(1999.0) - 16 * 41 / 56) < 1e-6 and g(0.0) == g(-5.0)
     assert R.gain_at(PROFILE, 1, 2000.0)(500.0) == 1.0
+
+
+def test_a_gain_rule_is_unsafe_only_at_the_predictions_favourable_end_too() -> None:
+    """AdaScale at S = 128: gain 128·41/168 = 31.2 past 2/0.08 = 25 (λ's lower estimate): unsafe at the central
+    noise scale; with σ² × 0.5, the prediction's low-noise end at this S, the gain is 128·21/148 = 18.2, within
+    it: at risk, saying so. LSW's lr does not read the noise: the same end changes nothing for it."""
+    points = [R.Curvature(500.0, 0.08, 0.12)]
+    central = R.judge("adascale", 128, recipe(), NOISE, PROFILE, points, T_AS=math.nan)
+    assert central.verdict == R.UNSAFE, central
+    low = R.judge("adascale", 128, recipe(), NOISE, PROFILE, points, T_AS=math.nan, favourable=0.5)
+    assert low.verdict == R.AT_RISK and "low noise scale, σ² × 0.50: not unsafe" in low.mechanism, low
+    lsw = R.judge("lsw", 32, recipe(), NOISE, PROFILE, [R.Curvature(500.0, 0.09, 0.11)], T_AS=2000 / 32, favourable=0.5)
+    assert lsw.verdict == R.UNSAFE
