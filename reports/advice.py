@@ -1,11 +1,12 @@
 """`adascale-bench advise`: what more GPUs buy a task, predicted from one short probe before the runs are paid
 for, and the matrix that checks the prediction.
 
-**The probe.** One AdaScale run at a moderate scale (S_p = 16 by default) with a seed of its own (the pilot
-seed). Why this probe and not an S = 1 run with kept weights and the offline estimator: AdaScale already
-measures the per-micro-batch moments (σ², μ²) at every iteration from its S_p micro-batches, at no cost beyond
-the run, over all of training on the scale-invariant clock τ; it lasts T1/gain iterations, fewer than S = 1's
-T1; and it is resumable like any run. The offline estimator would need an S = 1 run (T1 iterations) plus
+**The probe.** One AdaScale run at S_p (by default half the largest S asked: the prediction's error grows with the
+distance in octaves from S_p, and the S past the efficiency knee, where the decision falls, are the far end) with a
+seed of its own (the pilot seed). Why this probe and not an S = 1 run with kept weights and the offline estimator:
+AdaScale already measures the per-micro-batch moments (σ², μ²) at every iteration from its S_p micro-batches, at no
+cost beyond the run, over all of training on the scale-invariant clock τ; it lasts T1/gain iterations, fewer than
+S = 1's T1; and it is resumable like any run. The offline estimator would need an S = 1 run (T1 iterations) plus
 extra gradient passes at each kept checkpoint.
 
 **The prediction** is the one finding (iii)'s evidence makes from another run of a table: what the probe's engine
