@@ -126,12 +126,13 @@ class Engine:
         self.estimator = ESTIMATORS[spec.estimator]()  # a name the schema allows (bench.runspec)
         self.lr = lr_schedule(spec.lr_schedule, self.T1)
         self.sink: TensorBoardSink | None = None  # spec tensorboard: the records as TensorBoard events (run())
-        adamw = ((spec.betas[0], spec.betas[1]), spec.eps) if spec.optimizer == "adamw" else None
-        for s in self.scales.scales if adamw is not None else ():  # a rule's betas and eps, before any step
-            adam_hyper(self.rule, 0, s, *adamw)
+        # AdamW's (β₁, β₂) and ε as the spec gives them (None under SGD): what a rule's `adam` adjusts per S
+        self.adamw = ((spec.betas[0], spec.betas[1]), spec.eps) if spec.optimizer == "adamw" else None
+        for s in self.scales.scales if self.adamw is not None else ():  # a rule's betas and eps, before any step
+            adam_hyper(self.rule, 0, s, *self.adamw)
         # AdamScale's gain: AdaptDL's estimator on the preconditioned statistics (bench.engine.precond)
         self.precond_gain = AdaptDLGain() if getattr(self.rule, "statistics", None) == "preconditioned" else None
-        if self.precond_gain is not None and (adamw is None or spec.microbatch_mode == "batched"):
+        if self.precond_gain is not None and (self.adamw is None or spec.microbatch_mode == "batched"):
             raise UserError(
                 f"{spec.method} measures the gain on AdamW's preconditioned micro-batch gradients: it needs "
                 "optimizer=adamw and microbatch_mode=sequential"
@@ -166,11 +167,10 @@ class Engine:
         self.saved = resume.Saved(
             self.run_dir, spec, dist, self.module, self.optimizer, self.estimator, self.precond_gain, self.metrics
         )
-        adamw = ((spec.betas[0], spec.betas[1]), spec.eps) if spec.optimizer == "adamw" else None
         self.parts = Parts(
             self.model, self.loss_task, self.params, self.split, self.batched, self.optimizer, self.rule, self.lr,
             self.estimator, self.precond, self.precond_gain, dist, self._log_row, spec.seed, bool(spec.track_stats),
-            spec.warmup_iterations, adamw, (*TRAIN_KEYS, *self.estimator.averages),
+            spec.warmup_iterations, self.adamw, (*TRAIN_KEYS, *self.estimator.averages),
         )  # fmt: skip
 
     def _restore(self) -> State:
