@@ -10,7 +10,7 @@ S = 1's T1; and it is resumable like any run. The offline estimator would need a
 extra gradient passes at each kept checkpoint.
 
 **The prediction** is the one finding (iii)'s evidence makes from another run of a table: what the probe's engine
-folded, its per-iteration (σ̂², μ̂²) clamped as the engine clamps them per thousandth of τ (reports.stats.noise.folded),
+folded, its per-iteration (σ̂², μ̂²) clamped as the engine clamps them per hundredth of τ (reports.stats.noise.folded),
 fed to bench.algo.predict.iterations_following at each S — at the probe's own S it reproduces the probe's count
 (self-consistency, printed; the corrected tenths it replaced missed by −6 … +11 %). Its interval joins two errors:
 a delete-a-group jackknife over the probe's records (G interleaved groups, each spanning all of τ: the
@@ -122,6 +122,8 @@ def model_error() -> tuple[float, int, str]:
     e = e[(e["probe_scale"] >= CALIBRATED_FROM) & (e["scale"] != e["probe_scale"])]
     octaves = np.log2(e["scale"] / e["probe_scale"]).to_numpy(float)
     log_c = np.clip(e["log_c"].to_numpy(float), -REACH, REACH)
+    if not np.sum(octaves**2) > 0 or not np.isfinite(log_c).all():
+        raise RuntimeError(f"{ERRORS}: no usable calibration pairs (a damaged installation)")
     return math.sqrt(float(np.sum(log_c**2)) / float(np.sum(octaves**2))), len(e), "; ".join(sorted(set(e["setting"])))
 
 

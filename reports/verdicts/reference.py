@@ -212,6 +212,9 @@ def judge_run(p: Points, train: pd.DataFrame, its: float, scale: int, T1: float,
     )
 
 
+OWN_PARTS = 1000  # windows of τ for `own_count`: fine enough that a window's mean is its iterations' own
+
+
 def own_count(train: pd.DataFrame, scale: int, T1: float) -> float:
     """The predictor (bench.algo.predict.iterations_following) on what the run's engine folded
     (bench.algo.predict.folded_profile of its statistics). A check of the predictor, not of the run: it
@@ -225,7 +228,7 @@ def own_count(train: pd.DataFrame, scale: int, T1: float) -> float:
     if d.empty or scale < 2:
         return math.nan
     var, sqr = moments(d["sum_sq"].to_numpy(float), d["mean_sq"].to_numpy(float), scale)
-    prof = folded_profile(d["tau"].to_numpy(float), var, sqr, T1)
+    prof = folded_profile(d["tau"].to_numpy(float), var, sqr, T1, OWN_PARTS)
     return iterations_following(prof, scale, T1) if prof is not None else math.nan
 
 

@@ -79,7 +79,7 @@ def test_advice_states_the_probes_own_iterations_beside_its_own_prediction(advis
     probe_dir = next(p.parent for p in advised.glob("logreg/adascale/s8/seed1000,*/summary.json"))
     probe = A.read_probe(advised, probe_dir)
     own = iterations_following(probe.folded, 8, probe.T1)
-    assert abs(own / probe.iterations - 1) <= 0.01  # what its engine folded reproduces its count
+    assert abs(own / probe.iterations - 1) <= 0.02  # what its engine folded reproduces its count (FOLDED_PARTS)
     line = next(x for x in (advised / "advice.md").read_text().splitlines() if x.startswith("Self-consistency"))
     assert f"the probe took {probe.iterations:,.0f} iterations at S = 8" in line, line
     assert f"is {own:,.0f} ({own / probe.iterations - 1:+.1%})" in line, line
