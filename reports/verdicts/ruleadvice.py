@@ -19,8 +19,10 @@ estimate of λ_max: **unsafe** (the error along the sharpest direction grows geo
 jump to a flatter region at a worse loss); past it only at the upper estimate: **at risk**. The probe itself is
 evidence against the bound: where it ran at an lr at least the rule's over the RECENT share of T1 up to τ and
 ended neither diverged nor collapsed (`ran`), an lr past the bound there is **at risk**, not unsafe — the bound is
-the linear model's, and the probe went through those weights at that lr and on (logreg κ 3, lr0 1: the probe at
-S = 64 ran at lr 33.6 at τ 652 past the bound 21.5…25.8 there, and AdaScale's runs at S = 64 kept S = 1's loss).
+the linear model's, and the probe went through those weights at that lr and on (docs/design.md §4: tiny cifar10,
+LSW at S = 16, lr 0.675 past 0.364…0.589 where the probe ran at 0.911 — its runs lost 1.4 points, no collapse; a
+user's CNN, AdaScale at S = 128, lr 1.39 past 0.88, at the low-noise end within the 1.33 the probe ran at — its
+runs kept quality).
 
 The verdict is the worse of the two; `mechanism` names what decided it, with its numbers. The weights are
 the AdaScale probe's, at the same τ the rule would reach: the trajectories of rules that keep quality are
@@ -37,11 +39,11 @@ import numpy as np
 
 from bench.algo.gain import steady_gain
 from bench.algo.predict import gain_path
-from bench.algo.rules import METHODS, Rule
+from bench.algo.rules import Rule
 from bench.algo.schedules import ScaleSchedule
 from bench.algo.stability import stability_bound
 from bench.errors import UserError
-from bench.methods import make_rule
+from bench.methods import make_rule, method
 from reports.verdicts.findings import GAIN_RESOLUTION
 
 SAFE, AT_RISK, UNSAFE, NOT_JUDGED = "safe", "at risk", "unsafe", "not judged"
@@ -129,8 +131,7 @@ def judge(
         r = make_rule(rule, ScaleSchedule.constant(scale), recipe.T1, T_AS=known, T=known)
     except UserError as e:
         return Verdict(rule, scale, NOT_JUDGED, str(e), *(math.nan,) * 2, "", *(math.nan,) * 3)
-    row = METHODS.get(rule)
-    uses_gain = row.uses_gain if row is not None else False
+    uses_gain = method(rule).uses_gain  # a user's rule too: make_rule has loaded it
     lr_at = _lr(r, scale, recipe, profile)
     lr_low = _lr(r, scale, recipe, [(favourable * v, q) for v, q in profile]) if uses_gain else lr_at
     m_late = r.factors(int(10 * recipe.T1), scale, gain_at(profile, scale, recipe.T1)(recipe.T1))[0]

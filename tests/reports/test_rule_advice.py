@@ -106,3 +106,20 @@ def test_a_gain_rule_is_unsafe_only_at_the_predictions_favourable_end_too() -> N
     assert low.verdict == R.AT_RISK and "low noise scale, σ² × 0.50: not unsafe" in low.mechanism, low
     lsw = R.judge("lsw", 32, recipe(), NOISE, PROFILE, [R.Curvature(500.0, 0.09, 0.11)], T_AS=2000 / 32, favourable=0.5)
     assert lsw.verdict == R.UNSAFE
+
+
+USER_GAIN_RULE = """from bench.algo.rules import METHODS, Method
+
+MINE = Method(name="advice_gain_rule:MINE", label="mine", title="my gain rule", build=METHODS["adascale"].build,
+              pace="gain", identity_at_s1=True, uses_gain=True)
+"""
+
+
+def test_a_users_rule_that_reads_the_gain_is_judged_as_one(tmp_path, monkeypatch) -> None:
+    """A rule of yours whose row says uses_gain is judged as AdaScale is (its row read through bench.methods, not the
+    built-in table): unsafe only at the favourable end too, and never 'past AdaScale's gain' by the noise scale."""
+    (tmp_path / "advice_gain_rule.py").write_text(USER_GAIN_RULE)
+    monkeypatch.chdir(tmp_path)
+    points = [R.Curvature(500.0, 0.08, 0.12)]
+    v = R.judge("advice_gain_rule:MINE", 128, recipe(), NOISE, PROFILE, points, T_AS=math.nan, favourable=0.5)
+    assert v.verdict == R.AT_RISK and "low noise scale" in v.mechanism and "noise scale: multiplier" not in v.mechanism
