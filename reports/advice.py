@@ -122,9 +122,11 @@ def model_error() -> tuple[float, int, str]:
     e = e[(e["probe_scale"] >= CALIBRATED_FROM) & (e["scale"] != e["probe_scale"])]
     octaves = np.log2(e["scale"] / e["probe_scale"]).to_numpy(float)
     log_c = np.clip(e["log_c"].to_numpy(float), -REACH, REACH)
-    if not np.sum(octaves**2) > 0 or not np.isfinite(log_c).all():
+    ok = np.isfinite(log_c) & np.isfinite(octaves)  # a pair whose count no profile reaches says nothing of c
+    if not np.sum(octaves[ok] ** 2) > 0:
         raise RuntimeError(f"{ERRORS}: no usable calibration pairs (a damaged installation)")
-    return math.sqrt(float(np.sum(log_c**2)) / float(np.sum(octaves**2))), len(e), "; ".join(sorted(set(e["setting"])))
+    per_octave = math.sqrt(float(np.sum(log_c[ok] ** 2)) / float(np.sum(octaves[ok] ** 2)))
+    return per_octave, int(ok.sum()), "; ".join(sorted(set(e["setting"][ok])))
 
 
 def scaled(profile: Profile, c: float) -> Profile:
@@ -134,8 +136,11 @@ def scaled(profile: Profile, c: float) -> Profile:
 
 def multiplier(profile: Profile, scale: int, T1: float, measured: float) -> float:
     """log c at which the prediction from `profile` with σ² × c meets `measured` iterations at S (the count falls
-    as c rises); ±REACH where no c within reaches it."""
+    as c rises); ±REACH where no c within reaches it; NaN where `measured` is no positive count."""
     from scipy.optimize import brentq
+
+    if not (measured > 0 and math.isfinite(measured)):
+        return math.nan
 
     gap = lambda x: math.log(iterations_following(scaled(profile, math.exp(x)), scale, T1) / measured)  # noqa: E731
     lo, hi = gap(-REACH), gap(REACH)
@@ -183,9 +188,9 @@ def prediction_errors(out: object, setting: str) -> pd.DataFrame:
         prof = noise.folded(res.metrics(p["run_dir"])[0], T1) if S_p >= 2 else None
         for S, cell in r[r["variant"] == p["variant"]].groupby(r["scale"].astype(int)):
             its = pd.to_numeric(cell[cell["run_dir"] != p["run_dir"]]["iterations"], errors="coerce").dropna()
-            if prof is None or S < 2 or len(its) < 2:
+            mean = float(its[its > 0].mean()) if (its > 0).sum() >= 2 else math.nan  # a count of 0: damaged
+            if prof is None or S < 2 or not math.isfinite(mean):
                 continue
-            mean = float(its.mean())
             pred = iterations_following(prof, int(S), T1)
             rows.append((setting, S_p, int(p["seed"]), int(S), mean, pred, math.log(pred / mean),
                          multiplier(prof, int(S), T1, mean)))  # fmt: skip

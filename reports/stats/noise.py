@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from bench.algo.gain import UnbiasedGain, b_simple, moments, pair_fraction, population_moments
-from bench.algo.predict import folded_profile, iterations_following, iterations_following_each
+from bench.algo.predict import FOLDED_PARTS, folded_profile, iterations_following, iterations_following_each
 from bench.algo.rules import ADASCALE
 from reports.rundata.collect import Results, scale_order
 from reports.rundata.guards import float_columns, per_frame
@@ -183,18 +183,19 @@ def _profile(d: Stats, T1: float, m: float) -> tuple[tuple[float, float], ...] |
     return tuple(parts) if all(math.isfinite(a + b) for a, b in parts) else None
 
 
-def folded(train: pd.DataFrame, T1: float) -> tuple[tuple[float, float], ...] | None:
+def folded(train: pd.DataFrame, T1: float, parts: int = FOLDED_PARTS) -> tuple[tuple[float, float], ...] | None:
     """What a run's engine folded (bench.algo.predict.folded_profile of its records' `moments`, uncorrected and
-    clamped as the engine has them): the profile a prediction of another run is fed — advise's from its probe,
-    (iii)'s evidence from the other runs of a table — so that a run predicted from its own reproduces its count."""
-    return _folded(_stats(train), T1)
+    clamped as the engine has them) per `parts` windows of τ: the profile a prediction of another run is fed —
+    advise's from its probe, (iii)'s evidence from the other runs of a table — so that a run predicted from its
+    own reproduces its count (reports.verdicts.reference.own_count checks that, finer)."""
+    return _folded(_stats(train), T1, parts)
 
 
-def _folded(d: Stats, T1: float) -> tuple[tuple[float, float], ...] | None:
+def _folded(d: Stats, T1: float, parts: int = FOLDED_PARTS) -> tuple[tuple[float, float], ...] | None:
     if not _n(d) or "tau" not in d:
         return None
     var, sqr = moments(d["sum_sq"], d["mean_sq"], d["scale"].astype(np.int64))
-    return folded_profile(d["tau"], var, sqr, T1)
+    return folded_profile(d["tau"], var, sqr, T1, parts)
 
 
 def average(train: pd.DataFrame, batch_size: float) -> float:

@@ -38,11 +38,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.gain import moments
-from bench.algo.predict import engine_moments, folded_profile, gain_path, iterations_following, simulated_runs
+from bench.algo.predict import engine_moments, gain_path, iterations_following, simulated_runs
 from bench.files import OFFLINE_GAIN
 from reports.rundata.collect import Results
-from reports.stats import lagmatch
+from reports.stats import lagmatch, noise
 
 PARTS = 1000  # windows of τ the reference is interpolated onto (early on the moments change within a few τ)
 THIRDS = 3  # the gain is judged on its mean over each third of τ
@@ -217,18 +216,12 @@ OWN_PARTS = 1000  # windows of τ for `own_count`: fine enough that a window's m
 
 def own_count(train: pd.DataFrame, scale: int, T1: float) -> float:
     """The predictor (bench.algo.predict.iterations_following) on what the run's engine folded
-    (bench.algo.predict.folded_profile of its statistics). A check of the predictor, not of the run: it
-    reproduces the count (0.0 % on the control's logreg runs) where the former profile (corrected, clamped per
-    tenth of τ) missed by +3.5 … +10.6 % (issue 53.3)."""
-    cols = ("tau", "sum_sq", "mean_sq", "scale")
-    if train.empty or not set(cols) <= set(train.columns):
+    (reports.stats.noise.folded of its records at its S, per OWN_PARTS windows). A check of the predictor, not
+    of the run: it reproduces the count (0.0 % on the control's logreg runs) where the former profile (corrected,
+    clamped per tenth of τ) missed by +3.5 … +10.6 % (issue 53.3)."""
+    if train.empty or scale < 2 or "scale" not in train.columns:
         return math.nan
-    d = train[list(cols)].apply(pd.to_numeric, errors="coerce").dropna()
-    d = d[d["scale"] == scale]
-    if d.empty or scale < 2:
-        return math.nan
-    var, sqr = moments(d["sum_sq"].to_numpy(float), d["mean_sq"].to_numpy(float), scale)
-    prof = folded_profile(d["tau"].to_numpy(float), var, sqr, T1, OWN_PARTS)
+    prof = noise.folded(train[pd.to_numeric(train["scale"], errors="coerce") == scale], T1, OWN_PARTS)
     return iterations_following(prof, scale, T1) if prof is not None else math.nan
 
 

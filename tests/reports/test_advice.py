@@ -175,3 +175,18 @@ def test_advise_refuses_a_probe_that_cannot_measure_noise(tmp_path: Path, capsys
     assert main(["advise", "--task", "logreg", "--probe-scale", "1", "--out", str(tmp_path / "o")]) == 2
     assert "--probe-scale" in capsys.readouterr().err
     assert main(["advise", "--task", "logreg", "--scales", "0,x", "--out", str(tmp_path / "o")]) == 2
+
+
+def test_a_collapsed_probe_is_no_evidence_for_the_rule_advice(advised: Path, tmp_path: Path) -> None:
+    """The probe's lr counts against the stability bound only where it ended neither diverged nor collapsed: the same
+    probe with its final loss set above its untrained model's (0.693: collapsed) gives no `ran` at all."""
+    import json
+    import shutil
+
+    probe_dir = next(p.parent for p in advised.glob("logreg/adascale/s8/seed1000,*/summary.json"))
+    copy = tmp_path / "out" / probe_dir.relative_to(advised)
+    shutil.copytree(probe_dir, copy)
+    assert A.read_probe(tmp_path / "out", copy).ran
+    summary = json.loads((copy / "summary.json").read_text())
+    (copy / "summary.json").write_text(json.dumps({**summary, "val_metric": 0.9}))
+    assert A.read_probe(tmp_path / "out", copy).ran == ()

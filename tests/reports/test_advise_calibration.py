@@ -78,3 +78,25 @@ def test_a_held_out_row_of_the_design_table(tmp_path: Path) -> None:
     assert len(its) == 3
     mean = float(np.mean(its))
     assert row["iterations_lo"] <= mean <= row["iterations_hi"] and abs(row["iterations"] / mean - 1) <= 0.10
+
+
+def test_no_count_is_no_multiplier_and_a_damaged_calibration_pair_is_left_out(tmp_path: Path, monkeypatch) -> None:
+    """A measured count of 0, a negative one, NaN or inf gives log c NaN (no division, no log of 0); the fit leaves
+    such a pair out rather than reading NaN into every interval, and a file with none usable is refused."""
+    for bad in (0.0, -5.0, math.nan, math.inf):
+        assert math.isnan(A.multiplier(PROFILE, 16, T1, bad)), bad
+    e = pd.read_csv(A.ERRORS)
+    whole = A.model_error()
+    try:
+        damaged = tmp_path / "errors.csv"
+        pd.concat([e, e.iloc[[-1]].assign(probe_scale=8, scale=64, log_c=math.nan)]).to_csv(damaged, index=False)
+        monkeypatch.setattr(A, "ERRORS", damaged)
+        A.model_error.cache_clear()
+        assert A.model_error()[:2] == whole[:2]
+        e.assign(log_c=math.nan).to_csv(damaged, index=False)
+        A.model_error.cache_clear()
+        with pytest.raises(RuntimeError, match="no usable calibration pairs"):
+            A.model_error()
+    finally:
+        monkeypatch.undo()
+        A.model_error.cache_clear()
