@@ -1,23 +1,25 @@
 """`adascale-bench advise`: what more GPUs buy a task, predicted from one short probe before the runs are paid
 for, and the matrix that checks the prediction.
 
-**The probe.** One AdaScale run at S_p (by default half the largest S asked: the prediction's error grows with the
-distance in octaves from S_p, and the S past the efficiency knee, where the decision falls, are the far end) with a
-seed of its own (the pilot seed). Why this probe and not an S = 1 run with kept weights and the offline estimator:
-AdaScale already measures the per-micro-batch moments (σ², μ²) at every iteration from its S_p micro-batches, at no
-cost beyond the run, over all of training on the scale-invariant clock τ; it lasts T1/gain iterations, fewer than
-S = 1's T1; and it is resumable like any run. The offline estimator would need an S = 1 run (T1 iterations) plus
-extra gradient passes at each kept checkpoint.
+**The probes.** Two AdaScale runs, at S_hi (by default the largest S asked: the S past the efficiency knee, where the
+decision falls, are then measured, not extrapolated) and at S_lo = S_hi/16, with a seed of their own (the pilot
+seed). Why AdaScale runs and not an S = 1 run with kept weights and the offline estimator: AdaScale already measures
+the per-micro-batch moments (σ², μ²) at every iteration from its S micro-batches, at no cost beyond the run, over all
+of training on the scale-invariant clock τ; it lasts T1/gain iterations, fewer than S = 1's T1; and it is resumable
+like any run. The offline estimator would need an S = 1 run (T1 iterations) plus extra gradient passes at each kept
+checkpoint. Why two: the noise a run follows moves with its S, by a different law on each model
+(bench.algo.transfer); one probe cannot see how, two read its slope.
 
-**The prediction** is the one finding (iii)'s evidence makes from another run of a table: what the probe's engine
-folded, its per-iteration (σ̂², μ̂²) clamped as the engine clamps them per hundredth of τ (reports.stats.noise.folded),
-fed to bench.algo.predict.iterations_following at each S — at the probe's own S it reproduces the probe's count
-(self-consistency, printed; the corrected tenths it replaced missed by −6 … +11 %). Its interval joins two errors:
-a delete-a-group jackknife over the probe's records (G interleaved groups, each spanning all of τ: the
-uncertainty of the measured profile) and the model's error away from the probe's S, a noise scale the run at S
-follows that the probe did not, whose spread grows with the distance in octaves and is calibrated on measured
-runs of the shipped tasks (`model_error`, stats/prediction_errors.csv; docs/design.md §4 says which and checks it
-on runs it was not fitted on). Seed-to-seed spread of the runs predicted is not in it ((iii)'s tolerance is).
+**The prediction** is the one finding (iii)'s evidence makes from advise's probes in a table: what the nearer probe's
+engine folded, its per-iteration (σ̂², μ̂²) clamped as the engine clamps them per hundredth of τ
+(reports.stats.noise.folded), its σ² moved by the slope between the probes (bench.algo.transfer), fed to
+bench.algo.predict.iterations_following at each S — at each probe's own S it reproduces that probe's count
+(self-consistency, printed). Its interval joins two errors: a delete-a-group jackknife over the nearer probe's
+records (G interleaved groups, each spanning all of τ: the uncertainty of the measured profile) and the model's
+error away from that probe, a noise scale the run at S follows that the transfer did not predict, whose spread
+grows with the distance in octaves and is calibrated on measured runs of the shipped tasks (`model_error`,
+stats/prediction_errors.csv; docs/design.md §4 says which and checks it on runs it was not fitted on). Seed-to-seed
+spread of the runs predicted is not in it ((iii)'s tolerance is).
 
 **Per S**: iterations, speed-up T1/iterations, efficiency = speed-up/S; the largest S whose efficiency stays
 ≥ ½ (at the estimate and at the interval's ends); AdaScale's steady gain at the late noise scale
@@ -25,11 +27,11 @@ S(B/b + 1)/(B/b + S), and whether LSW's multiplier S runs past it by more than f
 (where LSW is expected to lose S = 1's quality); GPU-hours priced as `plan` prices a run.
 
 **Verification.** verify.yaml: the S asked up to the largest efficient one and one past it (or `--verify-scales`),
-for AdaScale, LSW and any rule named, with the probe's seed declared a pilot seed and the data folder the probe
+for AdaScale, LSW and any rule named, with the probes' seed declared a pilot seed and the data folder the probes
 read. Its seeds per side come from a power calculation (the positive control's rule: 80 % power of `within` Δ at
 a true difference of 0) on the seed spread of the folder's runs with the probe's settings — or, the probe being
 one seed, a spread assumed as wide as the card's margin, said so. `submit` runs it into the same folder; `report`
-then judges (iii) at each S from the probe (another S of the same table) — the numbers advice.csv printed.
+then judges (iii) at each S from the probes (other S of the same table) — the numbers advice.csv printed.
 
 **The probe is found by its full resolved spec** (its run folder, `bench.run.spec.run_name`, checked by
 `check_same`): a second advise with other settings into the same folder reads its own probe, never the first.
@@ -39,16 +41,18 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bench.algo import transfer
 from bench.algo.gain import steady_gain
 from bench.algo.predict import iterations_following
 from bench.algo.rules import ADASCALE, LSW
+from bench.algo.transfer import REACH
 from reports.stats import noise
 from reports.stats.noninferiority import DECIDE_POWER as POWER
 from reports.stats.noninferiority import MIN_SEEDS, MOST_SEEDS, Margin, seeds_for, table_margin
@@ -98,118 +102,116 @@ def jackknife_interval(estimate: float, leave_outs: Sequence[float], z: float = 
 
 # ------------------------------------------------------------------------------------- the model's error
 #
-# One probe at S_p predicts every S from the profile its own run folded. Away from S_p that misses twice: the clamp
-# on μ̂² raises its mean the more the smaller S (Var μ̂² ∝ 1/S: bench.algo.predict.engine_moments), so a probe below
-# the S predicted overstates μ² there (too many iterations predicted) and one above understates it; and a run at
-# another S takes another path through the weights (a larger lr), whose noise differs at the same τ. Neither is
-# known from one probe. Both act as a noise scale that the run at S follows and the probe did not: B × c, c the
-# multiplier on σ² at which the prediction meets the run's count (the multipliers (iii)'s power is stated in).
-# The model: log c ~ N(0, (MODEL_ERROR · log2(S/S_p))²), its sd growing with the distance in octaves, MODEL_ERROR
-# the RMS of log c per octave (through 0: the bias inside it, not corrected) over measured pairs (ERRORS: every
-# completed AdaScale run at S_p ≥ CALIBRATED_FROM used as a probe of the mean of every other S of its folder,
-# `prediction_errors`). The interval at S is then the prediction at c = e^{±1.96·sd}: wide where the count
-# depends on the noise (S·b near B and past it), narrow where it hardly does (S·b ≪ B, where any c gives ≈ T1/S).
+# Two probes at S_lo and S_hi predict every S through bench.algo.transfer (the nearer probe's profile with σ² × c, log c
+# the slope between the probes per octave). What that misses — f's bend between the probes, f past them, the
+# probes' own seeds — acts as a further noise scale the run at S follows: log c ~ N(0, (MODEL_ERROR · d)²), d the
+# distance in octaves from the nearer probe, MODEL_ERROR the RMS of the residual log c per octave over measured
+# sets (ERRORS: in each calibration folder, every pair of completed AdaScale runs at the folder's largest S and
+# S/16 used as the two probes of the mean of every other S, `prediction_errors`). The interval at S is then the
+# prediction at c = e^{±1.96·sd} on the transferred profile: wide where the count depends on the noise (S·b near
+# B and past it), narrow where it hardly does (S·b ≪ B, where any c gives ≈ T1/S).
 
 ERRORS = Path(__file__).with_name("stats") / "prediction_errors.csv"
-CALIBRATED_FROM = 4  # probes at S = 2 see their moments through 2 micro-batches: one degree of freedom
-REACH = math.log(64.0)  # |log c| solved for within ±REACH; a count past it counts as REACH (conservative)
 
 
 @functools.cache
 def model_error() -> tuple[float, int, str]:
     """(MODEL_ERROR per octave, the pairs it is fitted on, the settings they come from) from ERRORS."""
     e = pd.read_csv(ERRORS)
-    e = e[(e["probe_scale"] >= CALIBRATED_FROM) & (e["scale"] != e["probe_scale"])]
-    octaves = np.log2(e["scale"] / e["probe_scale"]).to_numpy(float)
+    octaves = e["distance"].to_numpy(float)
     log_c = np.clip(e["log_c"].to_numpy(float), -REACH, REACH)
-    ok = np.isfinite(log_c) & np.isfinite(octaves)  # a pair whose count no profile reaches says nothing of c
+    ok = np.isfinite(log_c) & np.isfinite(octaves) & (octaves != 0)  # a count no profile reaches says nothing of c
     if not np.sum(octaves[ok] ** 2) > 0:
         raise RuntimeError(f"{ERRORS}: no usable calibration pairs (a damaged installation)")
     per_octave = math.sqrt(float(np.sum(log_c[ok] ** 2)) / float(np.sum(octaves[ok] ** 2)))
     return per_octave, int(ok.sum()), "; ".join(sorted(set(e["setting"][ok])))
 
 
-def scaled(profile: Profile, c: float) -> Profile:
-    """The profile with σ² × c: a noise scale c times the probe's."""
-    return tuple((c * v, q) for v, q in profile)
-
-
-def multiplier(profile: Profile, scale: int, T1: float, measured: float) -> float:
-    """log c at which the prediction from `profile` with σ² × c meets `measured` iterations at S (the count falls
-    as c rises); ±REACH where no c within reaches it; NaN where `measured` is no positive count."""
-    from scipy.optimize import brentq
-
-    if not (measured > 0 and math.isfinite(measured)):
-        return math.nan
-
-    gap = lambda x: math.log(iterations_following(scaled(profile, math.exp(x)), scale, T1) / measured)  # noqa: E731
-    lo, hi = gap(-REACH), gap(REACH)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return math.nan
-    if lo <= 0:
-        return -REACH
-    return REACH if hi >= 0 else float(brentq(gap, -REACH, REACH, xtol=1e-4))
-
-
 def low_noise(scale: int, probe_scale: int, z: float = 1.96) -> float:
-    """The multiplier c on σ² at the interval's low-noise end at S: e^{−z·MODEL_ERROR·|log2(S/S_p)|} (1 at S_p).
-    Its high-noise end is 1/c."""
+    """The multiplier c on σ² at the interval's low-noise end at S, past the transfer from the nearer probe at
+    `probe_scale`: e^{−z·MODEL_ERROR·|log2(S/S_p)|} (1 at S_p). Its high-noise end is 1/c."""
     return math.exp(-z * model_error()[0] * abs(math.log2(scale / probe_scale)))
 
 
 def interval(
-    profile: Profile, its: float, leave_outs: Sequence[float], scale: int, probe_scale: int, T1: float, z: float = 1.96
-) -> tuple[float, float]:
-    """The prediction's interval: the jackknife's (the probe's sampling) and the model's (the prediction at
-    σ² × e^{∓z·MODEL_ERROR·|log2(S/S_p)|}), their distances from the estimate joined in quadrature on each side."""
+    count_at: Callable[[float], float], its: float, leave_outs: Sequence[float], scale: int, probe_scale: int,
+    z: float = 1.96, seed_error: float = 0.0,
+) -> tuple[float, float]:  # fmt: skip
+    """The prediction's interval: the jackknife's (the probes' sampling), the seeds' (z × `seed_error`, the standard
+    error over the probes' seeds: `Probes.seed_error`) and the model's (the prediction with the transferred σ² ×
+    e^{∓z·MODEL_ERROR·|log2(S/S_p)|}, `count_at(c)`, S_p the nearer probe's S), their distances from the estimate
+    joined in quadrature on each side."""
     lo, hi = jackknife_interval(its, leave_outs, z)
     if not (math.isfinite(lo) and its > 0):
         return lo, hi
     c = low_noise(scale, probe_scale, z)
-    more = iterations_following(scaled(profile, c), scale, T1)  # less noise: a smaller gain
-    fewer = iterations_following(scaled(profile, 1 / c), scale, T1)
-    return its - math.hypot(its - lo, its - fewer), its + math.hypot(hi - its, more - its)
+    more, fewer = count_at(c), count_at(1 / c)  # less noise: a smaller gain, more iterations
+    seeds = z * seed_error
+    return its - math.hypot(its - lo, its - fewer, seeds), its + math.hypot(hi - its, more - its, seeds)
 
 
 def prediction_errors(out: object, setting: str) -> pd.DataFrame:
-    """The calibration's rows from one results folder: each completed fixed-S AdaScale run (S ≥ 2) as a probe
-    predicting the mean iterations of every other S with ≥ 2 completed runs of its table (itself left out):
-    log(predicted/measured) and the log c that meets it (`multiplier`) — how ERRORS was measured (docs/design.md
-    §4)."""
+    """The calibration's rows from one results folder: every pair of completed fixed-S AdaScale runs at the table's
+    largest S and at S/16 (bench.algo.transfer.low_scale) as the two probes, predicting the mean iterations of
+    every other S with ≥ 2 completed runs of its table (the probes left out): log(predicted/measured), the
+    distance in octaves from the nearer probe and the log c past the transfer that meets the mean — how ERRORS was
+    measured (docs/design.md §4)."""
     from reports.rundata.collect import load
 
     res = load(out)  # type: ignore[arg-type]
     r = res.runs
     r = r[(r["method"] == ADASCALE) & (r["status"] == "completed")]
-    r = r[pd.to_numeric(r["scale"], errors="coerce").notna()]
+    r = r[pd.to_numeric(r["scale"], errors="coerce").notna()].assign(_S=lambda d: d["scale"].astype(int))
     rows = []
-    for _, p in r.iterrows():
-        S_p, T1 = int(p["scale"]), float(p["T1"])
-        prof = noise.folded(res.metrics(p["run_dir"])[0], T1) if S_p >= 2 else None
-        for S, cell in r[r["variant"] == p["variant"]].groupby(r["scale"].astype(int)):
-            its = pd.to_numeric(cell[cell["run_dir"] != p["run_dir"]]["iterations"], errors="coerce").dropna()
-            mean = float(its[its > 0].mean()) if (its > 0).sum() >= 2 else math.nan  # a count of 0: damaged
-            if prof is None or S < 2 or not math.isfinite(mean):
-                continue
-            pred = iterations_following(prof, int(S), T1)
-            rows.append((setting, S_p, int(p["seed"]), int(S), mean, pred, math.log(pred / mean),
-                         multiplier(prof, int(S), T1, mean)))  # fmt: skip
-    cols = ["setting", "probe_scale", "probe_seed", "scale", "measured", "predicted", "log_error", "log_c"]
+    for _, table in r.groupby("variant"):
+        top = int(table["_S"].max())
+        low = transfer.low_scale(top)
+        his, los = table[table["_S"] == top], table[table["_S"] == low]
+        for (_, h), (_, lo) in ((h, lo) for h in his.iterrows() for lo in los.iterrows()):
+            rows += _pair_rows(res, table, h, lo, setting)
+    cols = ["setting", "probe_scale", "low_scale", "probe_seed", "low_seed", "scale", "distance", "measured",
+            "predicted", "log_error", "log_c"]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
 
 
-def predict_rows(
-    profile: Profile, leave_outs: Sequence[Profile], scales: Sequence[int], T1: float, batch_size: float,
-    B_late: float, probe_scale: int, hours_per_example: float = math.nan,
-) -> list[Row]:  # fmt: skip
-    """One Row per scale (S = 1: T1 iterations, efficiency 1), its interval the probe's sampling and the model's
-    error at its distance from `probe_scale` (`interval`); AdaScale's steady gain at `B_late`, the probe's late
-    noise scale (`Probe.late_B`: the one number advice.md prints)."""
+def _pair_rows(res: object, table: pd.DataFrame, h: pd.Series, lo: pd.Series, setting: str) -> list[tuple]:
+    """`prediction_errors`' rows of one pair of probes (h at the largest S, lo below it)."""
+    T1 = float(h["T1"])
+    fh, fl = (noise.folded(res.metrics(p["run_dir"])[0], T1) for p in (h, lo))  # type: ignore[attr-defined]
+    if fh is None or fl is None:
+        return []
+    S_h, S_l = int(h["_S"]), int(lo["_S"])
+    per_octave = transfer.slope(fh, S_h, S_l, float(lo["iterations"]), T1)
+    probes = [(S_h, fh), (S_l, fl)]
+    rows = []
+    for S, cell in table.groupby("_S"):
+        rest = cell[~cell["run_dir"].isin([h["run_dir"], lo["run_dir"]])]
+        its = pd.to_numeric(rest["iterations"], errors="coerce").dropna()
+        mean = float(its[its > 0].mean()) if (its > 0).sum() >= 2 else math.nan  # a count of 0: damaged
+        if S < 2 or not math.isfinite(mean):
+            continue
+        at = functools.partial(transfer.iterations_from, probes, per_octave, int(S), T1)
+        near = [S_h, S_l][transfer.nearest([S_h, S_l], int(S))]
+        pred = at()
+        rows.append((setting, S_h, S_l, int(h["seed"]), int(lo["seed"]), int(S), math.log2(S / near), mean, pred,
+                     math.log(pred / mean), transfer.solved(at, mean)))  # fmt: skip
+    return rows
+
+
+def predict_rows(probes: Probes, scales: Sequence[int], hours_per_example: float = math.nan) -> list[Row]:
+    """One Row per scale (S = 1: T1 iterations, efficiency 1) from the probes (bench.algo.transfer), its interval the
+    nearer probe's sampling and the model's error at its distance from that probe (`interval`); AdaScale's steady
+    gain at the high probe's late noise scale (`Probe.late_B`: the one number advice.md prints)."""
+    high = probes.high
+    T1, batch_size, B_late = high.T1, high.batch_size, high.late_B
     rows = []
     for S in scales:
-        its = float(T1) if S == 1 else iterations_following(profile, S, T1)
-        outs = [] if S == 1 else [iterations_following(p, S, T1) for p in leave_outs]
-        lo, hi = (its, its) if S == 1 else interval(profile, its, outs, S, probe_scale, T1)
+        its = float(T1) if S == 1 else probes.iterations(S)
+        if S == 1:
+            lo, hi = its, its
+        else:
+            at = functools.partial(probes.iterations, S)
+            lo, hi = interval(at, its, probes.leave_outs(S), S, probes.near_scale(S), seed_error=probes.seed_error(S))
         lo = max(lo, T1 / S) if math.isfinite(lo) else lo  # never fewer than ⌈T1/S⌉'s bound
         eff = T1 / its / S if its > 0 else math.nan
         r = steady_gain(B_late, batch_size, S) if math.isfinite(B_late) else math.nan
@@ -297,6 +299,116 @@ class Probe:
     def late_B(self) -> float:
         """The late noise scale (the last third of τ, as the report's B_late): what AdaScale's gain settles at."""
         return next(B for name, B, _, _ in self.noise if name == noise.WINDOWS[-1][0])
+
+
+@dataclass(frozen=True)
+class Probes:
+    """The probes as read back, one pair per seed (bench.algo.transfer): the high one at the largest S asked and the
+    low one at S/16 where there is one, each seed its own slope of log c per octave and its own prediction at each S
+    (`transfer.paired`), the prediction their mean — so that at a probe's S it is the mean of its seeds' counts (a
+    profile pooled over seeds is not: the count is not linear in the moments). The first seed's high probe serves
+    the rule advice (its noise windows and kept weights) and the seed plan (its margin and spread)."""
+
+    highs: tuple[Probe, ...]
+    lows: tuple[Probe, ...] = ()  # the same seeds in the same order; () for one probe
+
+    @property
+    def high(self) -> Probe:
+        """The first seed's high probe."""
+        return self.highs[0]
+
+    @property
+    def each(self) -> tuple[Probe, ...]:
+        """Every probe run, the high ones first."""
+        return (*self.highs, *self.lows)
+
+    @property
+    def slopes(self) -> list[float]:
+        """Each seed's slope of log c per octave between its probes (0 with one probe)."""
+        if not self.lows:
+            return [0.0] * len(self.highs)
+        return [transfer.slope(h.folded, h.scale, lo.scale, lo.iterations, h.T1) for h, lo in self._pairs]
+
+    @property
+    def _pairs(self) -> list[tuple[Probe, Probe]]:
+        return list(zip(self.highs, self.lows, strict=True))
+
+    def _anchors(self, i: int, high: Profile | None = None, low: Profile | None = None) -> list[tuple[int, Profile]]:
+        h = self.highs[i]
+        anchors = [(h.scale, high or h.folded)]
+        if self.lows:
+            anchors.append((self.lows[i].scale, low or self.lows[i].folded))
+        return anchors
+
+    def near_scale(self, scale: int) -> int:
+        """The S of the probe a run at `scale` is predicted from (the nearer in log S)."""
+        scales = [p.scale for p in (self.high, *self.lows[:1])]
+        return scales[transfer.nearest(scales, scale)]
+
+    def each_seed(self, scale: int, c: float = 1.0) -> list[float]:
+        """Each seed's prediction at `scale` (bench.algo.transfer.iterations_from), σ² × `c` (the model's ends)."""
+        return [
+            transfer.iterations_from(self._anchors(i), k, scale, self.high.T1, c) for i, k in enumerate(self.slopes)
+        ]
+
+    def iterations(self, scale: int, c: float = 1.0) -> float:
+        """The prediction at `scale`: the mean over the seeds of each seed's."""
+        return float(np.mean(self.each_seed(scale, c)))
+
+    def seed_error(self, scale: int) -> float:
+        """The standard error over the seeds of the prediction at `scale`: sd/√K; 0 for one seed (not measured: the
+        interval then holds no seed term, said so in advice.md)."""
+        its = self.each_seed(scale)
+        return float(np.std(its, ddof=1) / math.sqrt(len(its))) if len(its) > 1 else 0.0
+
+    @functools.cached_property
+    def _leave_outs(self) -> list[tuple[int, list, float]]:
+        """(seed, anchors, slope) with one jackknife group of one of that seed's probes left out, each in turn (the
+        slope read again where the high probe's profile or the low probe's count's profile changed)."""
+        out = []
+        for i, h in enumerate(self.highs):
+            lo = self.lows[i] if self.lows else None
+            for part in h.leave_outs:
+                k = transfer.slope(part, h.scale, lo.scale, lo.iterations, h.T1) if lo else 0.0
+                out.append((i, self._anchors(i, high=part), k))
+            for part in lo.leave_outs if lo else ():
+                out.append((i, self._anchors(i, low=part), self.slopes[i]))
+        return out
+
+    def leave_outs(self, scale: int) -> list[float]:
+        """The jackknife's leave-outs of the prediction at `scale`: one group of one probe of one seed left out in
+        turn, that seed's prediction from the rest and the other seeds' as they are, averaged."""
+        whole = self.each_seed(scale)
+        outs = []
+        for i, anchors, k in self._leave_outs:
+            one = transfer.iterations_from(anchors, k, scale, self.high.T1)
+            outs.append(float(np.mean([one if j == i else w for j, w in enumerate(whole)])))
+        return outs
+
+    def profile_at(self, scale: int) -> Profile:
+        """The profile a run at `scale` follows as the rule advice reads its gain: the seeds' transferred profiles
+        pooled (bench.algo.transfer.pooled)."""
+        return transfer.pooled([transfer.transferred(self._anchors(i), k, scale)[1] for i, k in enumerate(self.slopes)])
+
+    @property
+    def per_octave(self) -> float:
+        """The seeds' mean slope (what advice.md prints)."""
+        return float(np.mean(self.slopes))
+
+    @property
+    def ran(self) -> tuple[tuple[float, float], ...]:
+        """(τ, lr) of every record of every probe that completed (the rule advice's evidence)."""
+        return tuple(x for p in self.each for x in p.ran)
+
+    @property
+    def scales(self) -> str:
+        """'128 and 8', as advice.md names them."""
+        return " and ".join(str(p.scale) for p in (self.high, *self.lows[:1]))
+
+
+def read_probes(out: object, high_dirs: Sequence[object], low_dirs: Sequence[object]) -> Probes:
+    """The probes (`read_probe`), high and low of each seed in the same order; no low folders: one probe."""
+    return Probes(tuple(read_probe(out, d) for d in high_dirs), tuple(read_probe(out, d) for d in low_dirs))
 
 
 def window_noise(train: pd.DataFrame, T1: float, m: float, b: float, groups: int = GROUPS) -> list:
@@ -448,6 +560,7 @@ class Cost:
 
     iterations: float
     examples: float
+    where: str  # the probes' iterations per S, in words: "130 at S = 128, 420 at S = 8"
     products: int
     product_items: float  # items per product (half the sample)
     hours_per_example: float
@@ -458,7 +571,21 @@ class Cost:
         """The sharpness's work in example-gradients: products × items × HVP_GRADIENTS."""
         return HVP_GRADIENTS * self.products * self.product_items
 
-    def line(self, scale: int) -> str:
+    @classmethod
+    def of(cls, probes: Probes, products: int, product_items: float, hours_per_example: float, rate: str) -> Cost:
+        """The probes' iterations and examples (each S × b per iteration) with the sharpness's products."""
+        groups = [g for g in (probes.highs, probes.lows) if g]
+        where = ", ".join(
+            f"{_num(sum(p.iterations for p in g))} at S = {g[0].scale}"
+            + (f" over {len(g)} seeds" if len(g) > 1 else "")
+            for g in groups
+        )
+        return cls(
+            sum(p.iterations for p in probes.each), sum(p.iterations * p.scale * p.batch_size for p in probes.each),
+            where, products, product_items, hours_per_example, rate,
+        )  # fmt: skip
+
+    def line(self) -> str:
         """advice.md's line on the cost."""
         h = self.hours_per_example
         gpu = lambda n: f"{_num(n * h)} GPU-hours" if math.isfinite(h) else "GPU-hours –"  # noqa: E731
@@ -469,7 +596,7 @@ class Cost:
             else ""
         )
         return (
-            f"Cost of this advice: the probe, {_num(self.iterations)} iterations at S = {scale}, "
+            f"Cost of this advice: the probes, {_num(self.iterations)} iterations ({self.where}), "
             f"{self.examples:,.0f} examples ({gpu(self.examples)}){sharp}. Rate: {self.rate}."
         )
 
@@ -482,7 +609,7 @@ def _num(x: float, digits: int = 3) -> str:
 
 
 def markdown(
-    task: str, probe: Probe, rows: Sequence[Row], verified: Sequence[int], seeds: str, command: str,
+    task: str, probes: Probes, rows: Sequence[Row], verified: Sequence[int], seeds: str, command: str,
     verdicts: Sequence = (), points: int = 0, cost: Cost | None = None,
 ) -> str:  # fmt: skip
     """advice.md: the table and what it says, in words; each quantity once; the rule advice
@@ -491,17 +618,26 @@ def markdown(
 
     lsw = {v.scale: v.verdict for v in verdicts if v.rule == LSW}
     best, safe = largest_efficient(rows), largest_efficient(rows, "efficiency_lo")
+    probe = probes.high
     lines = [
         f"# Advice for {task}",
         "",
-        f"Probe: AdaScale at S = {probe.scale}, seed {probe.seed} ({probe.run_dir}); T1 = {probe.T1:g} iterations "
-        f"at b = {probe.batch_size:g}.",
-        *([cost.line(probe.scale)] if cost is not None else []),
-        "Predicted AdaScale iterations follow what the probe's engine folded (finding (iii)'s evidence does the same); "
-        f"intervals: a jackknife over {len(probe.leave_outs)} groups of the probe's records and the model's error "
-        f"away from S = {probe.scale}, a noise scale off by a factor c with sd(log c) = {model_error()[0]:.3f} per "
-        f"octave (calibrated on {model_error()[1]} measured pairs: {model_error()[2]}); not seed-to-seed spread.",
-        self_consistency(probe),
+        *(
+            f"Probe: AdaScale at S = {p.scale}, seed {p.seed} ({p.run_dir}); T1 = {p.T1:g} iterations at "
+            f"b = {p.batch_size:g}."
+            for p in probes.each
+        ),
+        *([cost.line()] if cost is not None else []),
+        "Predicted AdaScale iterations: the mean over the probes' seeds of each seed's prediction from what its nearer "
+        f"probe's engine folded, its noise scale moved by the slope between its probes (log c {probes.per_octave:+.3f} "
+        "per octave, the seeds' mean; bench.algo.transfer; finding (iii)'s evidence does the same); intervals: a "
+        f"jackknife over {len(probe.leave_outs)} groups of the nearer probes' records, "
+        + (f"the standard error over the {len(probes.highs)} seeds, " if len(probes.highs) > 1 else "")
+        + "and the model's error away from the nearer probe, a noise scale off by a factor c with sd(log c) = "
+        f"{model_error()[0]:.3f} per octave (calibrated on {model_error()[1]} measured pairs: {model_error()[2]})"
+        + ("" if len(probes.highs) > 1 else "; not seed-to-seed spread (one seed: run with --probe-seeds 2 or more)")
+        + ".",
+        *(self_consistency(p) for p in probes.each),
         "",
         "Noise scale B = b·σ²/μ² over training (jackknife interval; the late one sets AdaScale's steady gain): "
         + "; ".join(f"{w} {_num(v)} [{_num(lo)}, {_num(hi)}]" for w, v, lo, hi in probe.noise)
@@ -533,16 +669,16 @@ def markdown(
 
 
 def self_consistency(probe: Probe) -> str:
-    """advice.md's line on the one S whose truth the probe itself measured: its own iterations beside the
-    prediction from what its engine folded at its own S, and the signed error — a check of the predictor's
-    arithmetic (the moving average, the clamp, the windows), not of the model away from S_p (the intervals')."""
+    """advice.md's line on the one S whose truth a probe itself measured: its own iterations beside the prediction
+    from what its engine folded at its own S, and the signed error — a check of the predictor's arithmetic (the
+    moving average, the clamp, the windows), not of the model away from the probes (the intervals')."""
     own = iterations_following(probe.folded, probe.scale, probe.T1)
     if not (math.isfinite(own) and probe.iterations > 0):
-        return "The probe's own iterations: not recorded."
+        return f"The probe at S = {probe.scale} (seed {probe.seed}): its own iterations not recorded."
     return (
-        f"Self-consistency: the probe took {probe.iterations:,.0f} iterations at S = {probe.scale}; the prediction "
-        f"from what its engine folded there is {own:,.0f} ({own / probe.iterations - 1:+.1%}): the predictor's error "
-        "at the one S measured."
+        f"Self-consistency: the probe took {probe.iterations:,.0f} iterations at S = {probe.scale} (seed "
+        f"{probe.seed}); the prediction from what its engine folded there is {own:,.0f} "
+        f"({own / probe.iterations - 1:+.1%}): the predictor's error at the one S measured."
     )
 
 
@@ -566,7 +702,7 @@ class Verification:
     overrides: dict
     data_root: str | None
     seeds: tuple[int, ...]
-    probe_seed: int
+    probe_seeds: tuple[int, ...]
     scales: tuple[int, ...]
     methods: tuple[str, ...]
 
@@ -576,7 +712,7 @@ def verify_matrix(v: Verification) -> str:
     folder the probe read (a task's data_roots entry: `submit` then reads the same data)."""
     import yaml
 
-    doc: dict = {"preset": v.preset, "seeds": list(v.seeds), "pilot_seeds": {v.task: [v.probe_seed]}}
+    doc: dict = {"preset": v.preset, "seeds": list(v.seeds), "pilot_seeds": {v.task: list(v.probe_seeds)}}
     if v.data_root:
         doc["data_roots"] = {v.task: v.data_root}
     if v.overrides:
@@ -584,13 +720,14 @@ def verify_matrix(v: Verification) -> str:
     rules = list(dict.fromkeys([ADASCALE, LSW, *v.methods]))
     doc["experiments"] = [{"table2": {"tasks": [v.task], "methods": rules, "scales": sorted({1, *v.scales})}}]
     head = (
-        f"# Written by `adascale-bench advise --task {v.task}`: the runs that check its prediction. The probe\n"
-        f"# (AdaScale, seed {v.probe_seed}) is a pilot run: no confirmatory cell uses its seed.\n"
+        f"# Written by `adascale-bench advise --task {v.task}`: the runs that check its prediction. The probes\n"
+        f"# (AdaScale, seeds {', '.join(map(str, v.probe_seeds))}) are pilot runs: no confirmatory cell uses their "
+        "seeds.\n"
     )
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, allow_unicode=True)
 
 
-def figure(task: str, probe: Probe, rows: Sequence[Row], chosen: int) -> bytes:
+def figure(task: str, probes: Probes, rows: Sequence[Row], chosen: int) -> bytes:
     """advice.png: predicted speed-up against S with its interval, the ideal S and half of it."""
     import io
 
@@ -605,9 +742,10 @@ def figure(task: str, probe: Probe, rows: Sequence[Row], chosen: int) -> bytes:
         ax.plot(S, S, color="0.6", lw=1, label="ideal (speed-up S)")
         ax.plot(S, EFFICIENCY * S, color="0.6", lw=1, ls=":", label=f"efficiency {EFFICIENCY:g}")
         sp = np.array([r.speedup for r in rows])
-        lo = np.array([probe.T1 / r.hi if r.hi > 0 else np.nan for r in rows])
-        hi = np.array([probe.T1 / r.lo if r.lo > 0 else np.nan for r in rows])
-        ax.fill_between(S, lo, hi, color="C0", alpha=0.25, lw=0, label="jackknife interval")
+        T1 = probes.high.T1
+        lo = np.array([T1 / r.hi if r.hi > 0 else np.nan for r in rows])
+        hi = np.array([T1 / r.lo if r.lo > 0 else np.nan for r in rows])
+        ax.fill_between(S, lo, hi, color="C0", alpha=0.25, lw=0, label="interval (jackknife, model error)")
         ax.plot(S, sp, "o-", color="C0", label="AdaScale, predicted")
         label = f"largest S with efficiency ≥ {EFFICIENCY:g} at the interval's lower end: {chosen}"  # as advice.md
         ax.axvline(chosen, color="C3", lw=1, ls="--", label=label)
@@ -615,7 +753,7 @@ def figure(task: str, probe: Probe, rows: Sequence[Row], chosen: int) -> bytes:
         ax.set_yscale("log", base=2)
         ax.set_xlabel("scale S (× the batch)")
         ax.set_ylabel("speed-up in iterations over S = 1")
-        ax.set_title(f"{task}: predicted from the AdaScale probe at S = {probe.scale}")
+        ax.set_title(f"{task}: predicted from the AdaScale probes at S = {probes.scales}")
         ax.legend(loc="upper left", fontsize=8, frameon=False)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, facecolor="white")

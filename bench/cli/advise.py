@@ -1,11 +1,12 @@
-"""`adascale-bench advise --task T`: run the probe (one AdaScale run, resumable like any), predict what each S
-buys from its noise profile (reports.advice: the prediction finding (iii) uses), and write advice.md,
+"""`adascale-bench advise --task T`: run the probes (two AdaScale runs, resumable like any), predict what each S
+buys from their noise profiles (reports.advice: the prediction finding (iii) uses), and write advice.md,
 advice.csv, advice.png and verify.yaml, the matrix that checks the prediction."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -13,7 +14,16 @@ from typing import Any
 
 from bench import safefs
 from bench.algo.rules import ADASCALE
-from bench.cli.argtypes import scale_int, seed_count, sharpness_examples, sharpness_points, task_help, task_name
+from bench.cli.argtypes import (
+    probe_seeds,
+    scale_int,
+    scale_int0,
+    seed_count,
+    sharpness_examples,
+    sharpness_points,
+    task_help,
+    task_name,
+)
 from bench.cli.argtypes import seed as seed_type
 from bench.errors import UserError
 from bench.runspec import RunSpec
@@ -26,10 +36,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, type=task_name, help=task_help())
     p.add_argument("--preset", default="tiny", choices=("tiny", "paper"), help="the task's preset (default: tiny)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value (repeatable)")
-    probe = "S of the AdaScale probe (default: half the largest of --scales)"
+    probe = "S of the high AdaScale probe (default: the largest of --scales)"
     p.add_argument("--probe-scale", type=scale_int, default=None, help=probe)
-    seed = "the probe's seed, a pilot seed (default: 1000)"
+    low = "S of the low probe, which reads how the noise moves with S (default: the high one's / 16, ≥ 2; 0: none)"
+    p.add_argument("--low-probe-scale", type=scale_int0, default=None, help=low)
+    seed = "the probes' first seed, a pilot seed (default: 1000)"
     p.add_argument("--probe-seed", type=seed_type, default=1000, help=seed)
+    many = "seeds per probe, from --probe-seed on, all pilot seeds: their luck averaged and measured (default: 2)"
+    p.add_argument("--probe-seeds", type=probe_seeds, default=2, help=many)
     p.add_argument("--scales", default=",".join(map(str, DEFAULT_SCALES)), help="comma-separated S to predict")
     cells = "seeds per cell of the verification matrix (default: a power calculation's)"
     p.add_argument("--seeds", type=seed_count, default=None, help=cells)
@@ -77,35 +91,48 @@ def _hours_per_example(args: argparse.Namespace, spec: RunSpec) -> tuple[float, 
     return 1.0 / (rate.examples_per_s * 3600.0), rate.note
 
 
-def _probe(args: argparse.Namespace, out: Path, overrides: dict[str, Any]) -> RunSpec:
-    """Run (or resume, or find finished) the probe into `out`; its resolved spec."""
-    from bench.engine.signals import Interrupted, install_signal_handlers
+def _probes(args: argparse.Namespace, out: Path, overrides: dict[str, Any], scales: list[int]) -> list[RunSpec]:
+    """Run (or resume, or find finished) the probes at `scales`, each of `_pilots` seeds, into `out`; their resolved
+    specs, scale by scale. The first runs in this process (a card the task does not meet, bench.run.taskcheck, is
+    advise's one line before anything else trains), the rest over as many worker processes as there are cores
+    (bench.experiments.pool: a tiny run trains on one thread)."""
     from bench.experiments import matrix as matrices
+    from bench.experiments.pool import run_matrix
+
+    roots = {args.task: args.data_root} if args.data_root else {}
+    meta = {"kind": "table2", "pilot_seeds": _pilots(args)}
+    reqs = [matrices.RunRequest(args.task, ADASCALE, S, seed, {}, meta) for S in scales for seed in _pilots(args)]
+    m = matrices.Matrix(out / "verify.yaml", args.preset, reqs, roots, overrides)
+    if "keep_checkpoints_every" not in overrides and _points(args):  # the sharpness's weights (ruleadvice)
+        overrides["keep_checkpoints_every"] = max(1, math.ceil(m.spec(reqs[0]).T1 / (scales[0] * _points(args))))
+        m = matrices.Matrix(out / "verify.yaml", args.preset, reqs, roots, overrides)
+    first, rest = reqs[-1], reqs[:-1]  # the last: the low probe (the cheaper), where there is one
+    print(f"advise: the probes, AdaScale at S = {' and '.join(map(str, scales))} (seeds {meta['pilot_seeds']}), "
+          f"into {out}")  # fmt: skip
+    _run_first(m.spec(first), out)
+    if rest:
+        jobs = max(1, min(len(rest), os.cpu_count() or 1))
+        run_matrix(matrices.Matrix(m.path, m.preset, rest, roots, overrides), out, jobs=jobs)
+    return [m.spec(r) for r in reqs]
+
+
+def _run_first(spec: RunSpec, out: Path) -> None:
+    """One probe in this process: a user's error is advise's one line; a crash is recorded (read_probes says so)."""
+    from bench.engine.signals import Interrupted, install_signal_handlers
     from bench.run.runner import run_spec
 
-    if args.probe_scale < 2:
-        raise UserError("--probe-scale: at least 2 (AdaScale measures the noise from S micro-batches)")
     install_signal_handlers()
-    roots = {args.task: args.data_root} if args.data_root else {}
-    req = matrices.RunRequest(
-        args.task, ADASCALE, args.probe_scale, args.probe_seed, {},
-        {"kind": "table2", "pilot_seeds": [args.probe_seed]},
-    )  # fmt: skip
-    m = matrices.Matrix(out / "verify.yaml", args.preset, [req], roots, overrides)
-    if "keep_checkpoints_every" not in overrides and _points(
-        args
-    ):  # the sharpness's weights (reports.verdicts.ruleadvice)
-        overrides["keep_checkpoints_every"] = max(1, math.ceil(m.spec(req).T1 / (args.probe_scale * _points(args))))
-        m = matrices.Matrix(out / "verify.yaml", args.preset, [req], roots, overrides)
-    print(f"advise: the probe, AdaScale at S = {args.probe_scale} (seed {args.probe_seed}), into {out}")
-    spec = m.spec(req)
     try:
         run_spec(spec, out)  # a UserError (a card the task does not meet: bench.run.taskcheck) is advise's one line
     except (UserError, Interrupted):
         raise
     except Exception as e:  # recorded in the probe's error.log; read_probe then says the probe is missing
-        print(f"failed: the probe: {type(e).__name__}: {' '.join(str(e).split())[:200]}", file=sys.stderr)
-    return spec
+        print(f"failed: a probe: {type(e).__name__}: {' '.join(str(e).split())[:200]}", file=sys.stderr)
+
+
+def _pilots(args: argparse.Namespace) -> list[int]:
+    """The probes' seeds: --probe-seeds of them from --probe-seed on (every one a pilot seed of verify.yaml)."""
+    return list(range(args.probe_seed, args.probe_seed + args.probe_seeds))
 
 
 def _points(args: argparse.Namespace) -> int:
@@ -115,9 +142,10 @@ def _points(args: argparse.Namespace) -> int:
     return POINTS if args.sharpness_points is None else int(args.sharpness_points)
 
 
-def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out: Path) -> tuple[list, list]:
-    """The rule advice (reports.verdicts.ruleadvice) for AdaScale, LSW and each --method, from the probe's noise windows
-    and the sharpness at its kept weights (bench.run.sharpness; written to sharpness.csv, timed), and its points."""
+def _rules(args: argparse.Namespace, spec: RunSpec, probes: Any, rows: list, out: Path) -> tuple[list, list]:
+    """The rule advice (reports.verdicts.ruleadvice) for AdaScale, LSW and each --method, from the high probe's noise
+    windows and the sharpness at its kept weights (bench.run.sharpness; written to sharpness.csv, timed), and its
+    points."""
     import time
 
     from bench.algo.rules import LSW
@@ -127,6 +155,7 @@ def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out:
     from reports.verdicts import ruleadvice as R
 
     points: list = []
+    probe = probes.high
     if _points(args) and kept_checkpoints(Path(probe.run_dir)):
         start = time.monotonic()
         points = sharpness_along(Path(probe.run_dir), _points(args), args.sharpness_examples or EXAMPLES)
@@ -142,8 +171,8 @@ def _rules(args: argparse.Namespace, spec: RunSpec, probe: Any, rows: list, out:
     curv = [R.Curvature(p.tau, min(p.sharpness_lo, p.sharpness), max(p.sharpness_lo, p.sharpness)) for p in points]
     T_AS = {r.scale: r.iterations for r in rows}
     verdicts = R.rule_advice([ADASCALE, LSW, *args.method], [r.scale for r in rows], recipe, probe.noise,
-                             probe.folded, curv, T_AS, probe.ran,
-                             lambda S: A.low_noise(S, probe.scale))  # fmt: skip
+                             probes.profile_at, curv, T_AS, probes.ran,
+                             lambda S: A.low_noise(S, probes.near_scale(S)))  # fmt: skip
     return verdicts, points
 
 
@@ -154,6 +183,19 @@ def _verified(args: argparse.Namespace, rows: list, scales: list[int]) -> list[i
     return _scales(args.verify_scales) if args.verify_scales else A.verify_scales(rows, scales)
 
 
+def _probe_scales(args: argparse.Namespace, scales: list[int]) -> tuple[int, int | None]:
+    """(high, low) probe S: --probe-scale or the largest S asked; --low-probe-scale or high/16 (None: one probe)."""
+    from bench.algo.transfer import low_scale
+
+    high = args.probe_scale if args.probe_scale is not None else max(2, scales[-1])
+    if high < 2:
+        raise UserError("--probe-scale: at least 2 (AdaScale measures the noise from S micro-batches)")
+    low = low_scale(high) if args.low_probe_scale is None else (args.low_probe_scale or None)
+    if low is not None and not 2 <= low < high:
+        raise UserError(f"--low-probe-scale {low}: from 2 to below the high probe's S = {high} (0: none)")
+    return high, low
+
+
 def cmd_advise(args: argparse.Namespace) -> int:
     from bench.run.spec import parse_overrides, run_name
     from reports import advice as A
@@ -161,33 +203,34 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
     scales = _scales(args.scales)
     out = Path(args.out or f"runs/advise-{args.task.replace(':', '.')}")
-    if args.probe_scale is None:  # where the decision falls (reports.advice: why)
-        args.probe_scale = max(2, scales[-1] // 2)
+    high, low = _probe_scales(args, scales)  # where the decision falls, and how the noise moves (reports.advice)
+    args.probe_scale = high
     overrides = parse_overrides(args.set)
-    spec = _probe(args, out, overrides)
+    specs = _probes(args, out, overrides, [high] if low is None else [high, low])
+    k = len(_pilots(args))
+    highs, lows = specs[:k], specs[k:]
+    spec = highs[0]
     hours = _hours_per_example(args, spec)
-    probe = A.read_probe(out, out / run_name(spec))  # by its full resolved spec: never another advise's probe
-    rows = A.predict_rows(
-        probe.folded, probe.leave_outs, scales, probe.T1, probe.batch_size, probe.late_B, probe.scale,
-        hours[0],
-    )  # fmt: skip
-    verdicts, points = _rules(args, spec, probe, rows, out)
+    # by their full resolved specs: never another advise's probes
+    probes = A.read_probes(out, [out / run_name(x) for x in highs], [out / run_name(x) for x in lows])
+    rows = A.predict_rows(probes, scales, hours[0])
+    verdicts, points = _rules(args, spec, probes, rows, out)
     products = sum(p.products + 1 for p in points)
     half = points[0].examples / 2 if points else 0.0
-    cost = A.Cost(probe.iterations, probe.iterations * probe.scale * probe.batch_size, products, half, *hours)
+    cost = A.Cost.of(probes, products, half, *hours)
     verified = _verified(args, rows, scales)
-    planned = A.planned_seeds(probe)
+    planned = A.planned_seeds(probes.high)
     n = args.seeds if args.seeds is not None else planned.usable
-    seeds = [s for s in range(n + 1) if s != args.probe_seed][:n]
+    seeds = [s for s in range(n + len(_pilots(args))) if s not in _pilots(args)][:n]
     root = str(Path(spec.data_root).resolve()) if spec.data_root else None
     verify = A.verify_matrix(
-        A.Verification(args.task, args.preset, overrides, root, tuple(seeds), args.probe_seed, tuple(verified),
+        A.Verification(args.task, args.preset, overrides, root, tuple(seeds), tuple(_pilots(args)), tuple(verified),
                        tuple(args.method))
     )  # fmt: skip
     submit = (
         f"adascale-bench submit {shlex.quote(str(out / 'verify.yaml'))} --executor local --out {shlex.quote(str(out))}"
     )
-    text = A.markdown(args.task, probe, rows, verified, A.seeds_line(planned, n), submit, verdicts, len(points), cost)
+    text = A.markdown(args.task, probes, rows, verified, A.seeds_line(planned, n), submit, verdicts, len(points), cost)
     safefs.write_text(out / "verify.yaml", verify)
     from bench.experiments import matrix as matrices
 
@@ -196,7 +239,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     safefs.write_text(out / "advice.md", text)
     safefs.write_text(out / "rule_advice.csv", R.csv_text(verdicts))
     safefs.write_bytes(
-        out / "advice.png", A.figure(args.task, probe, rows, A.largest_efficient(rows, "efficiency_lo") or 1)
+        out / "advice.png", A.figure(args.task, probes, rows, A.largest_efficient(rows, "efficiency_lo") or 1)
     )
     print(text)
     print(f"advise: {out / 'advice.md'}, advice.csv, advice.png, verify.yaml")

@@ -26,8 +26,11 @@ non_negative_int = _bounded(int, lambda v: v >= 0, "a non-negative integer")
 # a seed is handed to torch and numpy as an int64 (bench.runspec.INT64_MAX)
 seed = _bounded(int, lambda v: 0 <= v < 2**63, "an integer in [0, 2**63)")
 scale_int = _bounded(int, lambda v: 1 <= v <= MAX_SCALE, f"an integer in [1, {MAX_SCALE}]")  # S, W: the schema's
+scale_int0 = _bounded(int, lambda v: 0 <= v <= MAX_SCALE, f"an integer in [0, {MAX_SCALE}]")  # an S, or 0: none
 MAX_SEEDS = 1000  # seeds per cell: a verification of 1000 x 1000 runs is past any queue; 10**8 filled the memory
 seed_count = _bounded(int, lambda v: 1 <= v <= MAX_SEEDS, f"an integer in [1, {MAX_SEEDS}]")
+MAX_PROBE_SEEDS = 16  # advise's seeds per probe: each one a run at the largest S asked
+probe_seeds = _bounded(int, lambda v: 1 <= v <= MAX_PROBE_SEEDS, f"an integer in [1, {MAX_PROBE_SEEDS}]")
 positive_float = _bounded(float, lambda v: v > 0, "a positive number")
 
 MAX_WATCH_S = 86400.0  # `status --watch N`: at most a day between refreshes (inf would sleep for ever)

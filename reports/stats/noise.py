@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.algo import transfer
 from bench.algo.gain import UnbiasedGain, b_simple, moments, pair_fraction, population_moments
 from bench.algo.predict import FOLDED_PARTS, folded_profile, iterations_following, iterations_following_each
 from bench.algo.rules import ADASCALE
@@ -319,6 +320,8 @@ class _Table:
     folded: list[tuple[tuple[float, float], ...]]
     T1: np.ndarray
     batch: np.ndarray
+    iterations: np.ndarray
+    seed: np.ndarray
 
     @classmethod
     def of(cls, t: pd.DataFrame) -> _Table:
@@ -326,7 +329,8 @@ class _Table:
         number = functools.partial(pd.to_numeric, errors="coerce")
         return cls(
             t["_S"].to_numpy(float), pilot, list(t[PROFILE]), list(t[FOLDED]), number(t["T1"]).to_numpy(float),
-            number(t["batch_size"]).to_numpy(float),
+            number(t["batch_size"]).to_numpy(float), number(t["iterations"]).to_numpy(float),
+            number(t["seed"]).to_numpy(float),
         )  # fmt: skip
 
 
@@ -359,7 +363,9 @@ def _prediction(t: _Table, k: int) -> dict[str, object]:
     if not len(donors) or not (math.isfinite(T1) and T1 > 0):
         out[PREDICTED_FROM] = "no other run of the table measured the noise scale"
         return out
-    p = np.array([_cached(t.folded[d], S, T1) for d in donors], dtype=float)
+    p = _from_pilots(t, donors, S, T1) if t.pilot[donors].all() else None
+    if p is None:  # other runs of the table: each donor's profile as it is
+        p = np.array([_cached(t.folded[d], S, T1) for d in donors], dtype=float)
     finite = np.isfinite(p)
     if not finite.any():
         return out
@@ -377,6 +383,23 @@ def _prediction(t: _Table, k: int) -> dict[str, object]:
         }
     )
     return out
+
+
+def _from_pilots(t: _Table, donors: np.ndarray, S: int, T1: float) -> np.ndarray | None:
+    """advise's prediction from its probes (pilot runs at two S or more): for each seed with a pilot at the largest S
+    and one at the smallest, that pair through bench.algo.transfer (its own slope), their mean as advice.csv printed
+    it (reports.advice.Probes); where no seed has both, every pair. None where the pilots share one S."""
+    scales = t.S[donors]
+    if len(np.unique(scales)) < 2:
+        return None
+    his, los = donors[scales == scales.max()], donors[scales == scales.min()]
+    pairs = [(h, lo) for h in his for lo in los if t.seed[h] == t.seed[lo]] or [(h, lo) for h in his for lo in los]
+    out = []
+    for h, lo in pairs:
+        S_h, S_l = int(t.S[h]), int(t.S[lo])
+        per_octave = transfer.slope(t.folded[h], S_h, S_l, float(t.iterations[lo]), T1)
+        out.append(transfer.iterations_from([(S_h, t.folded[h]), (S_l, t.folded[lo])], per_octave, S, T1))
+    return np.array([np.mean(out)])
 
 
 def _profile_noise(profiles: list[tuple[tuple[float, float], ...]], batch_size: float) -> float:

@@ -13,11 +13,12 @@ three and calls LSW "within AdaScale's gain" where it collapsed.
 **(b) Step-size stability.** At the probe's initial weights and kept checkpoints, the loss's sharpness λ_max
 (bench.run.sharpness: a bracket [lower, upper], the sample's bias each way) against the rule's lr there,
 η(τ) = m_t·w_t·lr(τ) at the iteration t where the rule reaches τ (its warm-up included; AdaScale's m_t its gain
-at S along the prediction's path from the probe's folded profile, `gain_at`): heavy-ball SGD is
+at S along the prediction's path, from the profile the prediction at S follows: the nearer probe's folded,
+moved by the slope between the probes, reports.advice.Probes.profile_at; `gain_at`): heavy-ball SGD is
 stable only for η < 2(1 + β)/(λ_max + ω) (bench.algo.stability: derived there). Past the bound at the lower
 estimate of λ_max: **unsafe** (the error along the sharpest direction grows geometrically: divergence, or a
-jump to a flatter region at a worse loss); past it only at the upper estimate: **at risk**. The probe itself is
-evidence against the bound: where it ran at an lr at least the rule's over the RECENT share of T1 up to τ and
+jump to a flatter region at a worse loss); past it only at the upper estimate: **at risk**. The probes themselves are
+evidence against the bound: where one ran at an lr at least the rule's over the RECENT share of T1 up to τ and
 ended neither diverged nor collapsed (`ran`), an lr past the bound there is **at risk**, not unsafe — the bound is
 the linear model's, and the probe went through those weights at that lr and on (docs/design.md §4: tiny cifar10,
 LSW at S = 16, lr 0.675 past 0.364…0.589 where the probe ran at 0.911 — its runs lost 1.4 points, no collapse; a
@@ -149,7 +150,7 @@ def judge(
     words = _mechanism(verdict, top, top_lo, at, lr_at, recipe, past_noise, m_late, r_noise, window)
     if survived and not unsafe:
         c = survived[0]
-        words += f" (the probe ran at lr {ran_at(ran, c.tau, recipe.T1):.3g} there and went on: not unsafe)"
+        words += f" (a probe ran at lr {ran_at(ran, c.tau, recipe.T1):.3g} there and went on: not unsafe)"
     elif not unsafe and any(lr_at(c.tau) > bound(c.lo) for c in points if math.isfinite(c.lo)):
         worst = max((c for c in points if math.isfinite(c.lo)), key=lambda c: lr_at(c.tau) / bound(c.lo))
         words += f" (lr {lr_low(worst.tau):.3g} at the prediction's low noise scale, σ² × {favourable:.2f}: not unsafe)"
@@ -196,15 +197,17 @@ def _mechanism(
 
 
 def rule_advice(
-    rules: Sequence[str], scales: Sequence[int], recipe: Recipe, noise: Sequence, profile: Sequence,
-    points: Sequence[Curvature], T_AS: dict[int, float], ran: Sequence[tuple[float, float]] = (),
-    favourable: Callable[[int], float] = lambda S: 1.0,
+    rules: Sequence[str], scales: Sequence[int], recipe: Recipe, noise: Sequence,
+    profile: Sequence | Callable[[int], Sequence], points: Sequence[Curvature], T_AS: dict[int, float],
+    ran: Sequence[tuple[float, float]] = (), favourable: Callable[[int], float] = lambda S: 1.0,
 ) -> list[Verdict]:  # fmt: skip
-    """One Verdict per rule and S > 1 (`T_AS`: AdaScale's predicted iterations per S, for the rules that take
-    its count; `ran`: the probe's (τ, lr) where it ended neither diverged nor collapsed; `favourable`: the
+    """One Verdict per rule and S > 1 (`profile`: the folded profile the prediction at S follows, one for every S
+    or per S (reports.advice.Probes.profile_at); `T_AS`: AdaScale's predicted iterations per S, for the rules that
+    take its count; `ran`: the probes' (τ, lr) where they ended neither diverged nor collapsed; `favourable`: the
     multiplier on σ² at the favourable end of the prediction per S)."""
+    at = profile if callable(profile) else lambda S: profile
     return [
-        judge(rule, S, recipe, noise, profile, points, T_AS.get(S, math.nan), ran, favourable(S))
+        judge(rule, S, recipe, noise, at(S), points, T_AS.get(S, math.nan), ran, favourable(S))
         for rule in dict.fromkeys(rules)
         for S in scales
         if S > 1

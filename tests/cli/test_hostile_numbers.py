@@ -48,7 +48,12 @@ def test_a_number_past_its_bound_is_one_line(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_advise_seeds_past_the_bound_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    for flag, value in (("--seeds", "100000000"), ("--probe-seed", HUGE), ("--probe-scale", str(10**12))):
+    bad = (
+        ("--seeds", "100000000"), ("--probe-seed", HUGE), ("--probe-scale", str(10**12)), ("--probe-seeds", "0"),
+        ("--probe-seeds", "1000"), ("--low-probe-scale", "-1"), ("--low-probe-scale", str(10**12)),
+        ("--low-probe-scale", "128"),  # not below the high probe's S (the largest of the default --scales)
+    )  # fmt: skip
+    for flag, value in bad:
         rc = cli(["advise", "--task", "logreg", "--out", str(tmp_path / "a"), flag, value])
         err = capsys.readouterr().err
         assert rc == 2 and flag in err and "Traceback" not in err, err

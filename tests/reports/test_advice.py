@@ -68,7 +68,7 @@ def test_advice_files_and_a_verification_matrix_with_the_probe_a_pilot(advised: 
     assert list(table["S"]) == [1, 2, 4, 8, 16]
     assert (np.diff(table["iterations"]) < 0).all() and table["efficiency"].iloc[0] == 1.0
     m = matrices.load(advised / "verify.yaml")
-    assert {r.seed for r in m.runs} == {0, 1} and all(r.experiment["pilot_seeds"] == [1000] for r in m.runs)
+    assert {r.seed for r in m.runs} == {0, 1} and all(r.experiment["pilot_seeds"] == [1000, 1001] for r in m.runs)
     verified = A.verify_scales([A.Row(**row) for row in _rows(table)], [1, 2, 4, 8, 16])
     assert {r.scale for r in m.runs} == set(verified) and {r.method for r in m.runs} == {"adascale", "lsw"}
 
@@ -124,7 +124,7 @@ def test_the_verification_runs_and_the_report_judges_it_from_the_probe(advised: 
     assert str(iii["status"]).startswith("not testable") and "no reference independent" in str(iii["detail"]), iii[
         "detail"
     ]
-    assert "other runs' noise (pilot run at S = 8) predicts" in str(iii["detail"]), iii["detail"]
+    assert "other runs' noise (pilot runs at S = 2, 8) predicts" in str(iii["detail"]), iii["detail"]
     from reports.rundata.collect import load
     from reports.stats import noise
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.algo import transfer as T
 from bench.algo.predict import iterations_following
 from bench.cli import main
 from reports import advice as A
@@ -20,40 +21,50 @@ T1 = 2000.0
 
 
 def test_model_error_is_the_rms_per_octave_of_the_calibration_file() -> None:
-    """MODEL_ERROR recomputed from the file: √(Σ log² c / Σ octaves²) over probes at S ≥ 4 and other S. The κ = 3
-    runs the design's held-out table reads are not in it (else that table would check the fit on its own data)."""
+    """MODEL_ERROR recomputed from the file: √(Σ log² c / Σ d²) over the pairs of probes (the folder's largest S and
+    S/16) and the other S, d the distance in octaves from the nearer probe, log c what is left past the transfer.
+    The κ = 3 runs the design's held-out table reads are not in it (else that table would check the fit on its own
+    data)."""
     e = pd.read_csv(A.ERRORS)
-    used = e[(e["probe_scale"] >= A.CALIBRATED_FROM) & (e["scale"] != e["probe_scale"])]
-    octaves = np.log2(used["scale"] / used["probe_scale"])
-    expected = math.sqrt(float((used["log_c"].clip(-A.REACH, A.REACH) ** 2).sum()) / float((octaves**2).sum()))
+    used = e[e["distance"] != 0]
+    squares = float((used["log_c"].clip(-T.REACH, T.REACH) ** 2).sum())
+    expected = math.sqrt(squares / float((used["distance"] ** 2).sum()))
     per_octave, pairs, settings = A.model_error()
     assert math.isclose(per_octave, expected, rel_tol=1e-12) and pairs == len(used) > 50
     assert not any("κ 3" in s for s in set(e["setting"])) and "κ 3" not in settings
-    assert (e["probe_scale"] < A.CALIBRATED_FROM).any()  # probes at S = 2 measured, left out of the fit
+    assert set(e["low_scale"] * 16 == e["probe_scale"]) == {True}  # the default pair of probes, S and S/16
+    assert (e["distance"] == 0).any()  # the other seeds at a probe's S: measured, not fitted (no distance)
 
 
 def test_multiplier_meets_the_count_and_stops_at_its_reach() -> None:
     """log c solved from a count gives that count again (a count is an integer: c is known to within its step);
     a count no c reaches is ±REACH, not NaN."""
     for c, S in ((1.7, 16), (0.6, 64), (1.0, 4)):
-        measured = iterations_following(A.scaled(PROFILE, c), S, T1)
-        solved = A.multiplier(PROFILE, S, T1, measured)
-        assert abs(iterations_following(A.scaled(PROFILE, math.exp(solved)), S, T1) - measured) <= 1, (c, S)
+        measured = iterations_following(T.scaled(PROFILE, c), S, T1)
+        solved = T.multiplier(PROFILE, S, T1, measured)
+        assert abs(iterations_following(T.scaled(PROFILE, math.exp(solved)), S, T1) - measured) <= 1, (c, S)
         assert abs(solved - math.log(c)) < 0.05, (c, S, solved)
-    assert A.multiplier(PROFILE, 16, T1, 10.0) == A.REACH  # fewer iterations than T1/S: past any noise scale
-    assert A.multiplier(PROFILE, 16, T1, 1999.0) == -A.REACH
+    assert T.multiplier(PROFILE, 16, T1, 10.0) == T.REACH  # fewer iterations than T1/S: past any noise scale
+    assert T.multiplier(PROFILE, 16, T1, 1999.0) == -T.REACH
 
 
 def test_interval_is_the_jackknife_at_the_probe_and_widens_with_distance() -> None:
     """At S_p the interval is the jackknife's alone; away from it the model's error joins it, wider the farther
-    (in the count's own sensitivity: where S·b ≪ B a noise scale off changes the count little)."""
-    outs = [iterations_following(A.scaled(PROFILE, 1 + 0.01 * g), 16, T1) for g in range(-3, 4)]
+    (in the count's own sensitivity: where S·b ≪ B a noise scale off changes the count little); the seeds' standard
+    error widens it at every S."""
+    outs = [iterations_following(T.scaled(PROFILE, 1 + 0.01 * g), 16, T1) for g in range(-3, 4)]
     its = iterations_following(PROFILE, 16, T1)
-    assert A.interval(PROFILE, its, outs, 16, 16, T1) == pytest.approx(A.jackknife_interval(its, outs))
+
+    def at(S: int):  # the prediction at S with σ² × c
+        return lambda c: iterations_following(T.scaled(PROFILE, c), S, T1)
+
+    assert A.interval(at(16), its, outs, 16, 16) == pytest.approx(A.jackknife_interval(its, outs))
+    lo, hi = A.interval(at(16), its, outs, 16, 16, seed_error=5.0)
+    assert (its - lo) ** 2 == pytest.approx((its - A.jackknife_interval(its, outs)[0]) ** 2 + (1.96 * 5) ** 2)
     widths = []
     for S in (32, 64, 128):
         est = iterations_following(PROFILE, S, T1)
-        lo, hi = A.interval(PROFILE, est, [est * (1 + 0.001 * g) for g in range(-3, 4)], S, 16, T1)
+        lo, hi = A.interval(at(S), est, [est * (1 + 0.001 * g) for g in range(-3, 4)], S, 16)
         assert lo < est < hi
         widths.append(math.log(hi / lo))
     assert widths[0] < widths[1] < widths[2], widths
@@ -84,12 +95,12 @@ def test_no_count_is_no_multiplier_and_a_damaged_calibration_pair_is_left_out(tm
     """A measured count of 0, a negative one, NaN or inf gives log c NaN (no division, no log of 0); the fit leaves
     such a pair out rather than reading NaN into every interval, and a file with none usable is refused."""
     for bad in (0.0, -5.0, math.nan, math.inf):
-        assert math.isnan(A.multiplier(PROFILE, 16, T1, bad)), bad
+        assert math.isnan(T.multiplier(PROFILE, 16, T1, bad)), bad
     e = pd.read_csv(A.ERRORS)
     whole = A.model_error()
     try:
         damaged = tmp_path / "errors.csv"
-        pd.concat([e, e.iloc[[-1]].assign(probe_scale=8, scale=64, log_c=math.nan)]).to_csv(damaged, index=False)
+        pd.concat([e, e.iloc[[-1]].assign(distance=2.0, log_c=math.nan)]).to_csv(damaged, index=False)
         monkeypatch.setattr(A, "ERRORS", damaged)
         A.model_error.cache_clear()
         assert A.model_error()[:2] == whole[:2]

@@ -82,7 +82,7 @@ def test_past_the_bound_where_the_probe_ran_at_that_lr_and_went_on_is_at_risk() 
 
     assert judged([]).verdict == R.UNSAFE
     v = judged([(450.0, 33.0), (499.0, 30.0)])
-    assert v.verdict == R.AT_RISK and "the probe ran at lr 33 there and went on: not unsafe" in v.mechanism, v
+    assert v.verdict == R.AT_RISK and "a probe ran at lr 33 there and went on: not unsafe" in v.mechanism, v
     assert judged([(450.0, 31.0)]).verdict == R.UNSAFE  # below the rule's lr 32
     assert judged([(100.0, 40.0)]).verdict == R.UNSAFE  # 400 τ before: outside the 10 % of T1 (200)
     assert judged([(520.0, 40.0)]).verdict == R.UNSAFE  # after τ: the weights there came after it
