@@ -13,7 +13,7 @@ rises steeply below S ≈ 16 (the clamp, ∝ 1/S) and is flat or falls above. On
 **Two probes.** A probe at S_hi (the largest S asked) and one at S_lo (S_hi/16): the multiplier at which the
 high probe's profile meets the low probe's count, log c_lo = f(S_lo) − f(S_hi), gives f's mean slope between
 them per octave, `slope`. A probe's profile carried to S is its σ² × e^{slope · log2(S/S_probe)}. At each probe's
-S its own profile (its own count within 2 %: bench.algo.predict.FOLDED_PARTS); between them both probes' carried
+S its own profile (its own count within a few %: bench.algo.predict.FOLDED_PARTS); between them both probes' carried
 profiles, their counts' geometric mean weighted by the distance in log S (each probe sees part of f's bend: on
 logistic regression the low probe's count holds the clamp's rise, the high probe's the flat top); below S_lo the
 slope carried on from the low probe (where the count depends little on c: S·b ≪ B gives ≈ T1/S whatever c), past
