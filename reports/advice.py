@@ -305,7 +305,7 @@ class Probe:
 class Probes:
     """The probes as read back, one pair per seed (bench.algo.transfer): the high one at the largest S asked and the
     low one at S/16 where there is one, each seed its own slope of log c per octave and its own prediction at each S
-    (`transfer.paired`), the prediction their mean — so that at a probe's S it is the mean of its seeds' counts (a
+    (`transfer.iterations_from`), the prediction their mean — so that at a probe's S it is the mean of its seeds' counts (a
     profile pooled over seeds is not: the count is not linear in the moments). The first seed's high probe serves
     the rule advice (its noise windows and kept weights) and the seed plan (its margin and spread)."""
 
@@ -322,7 +322,7 @@ class Probes:
         """Every probe run, the high ones first."""
         return (*self.highs, *self.lows)
 
-    @property
+    @functools.cached_property
     def slopes(self) -> list[float]:
         """Each seed's slope of log c per octave between its probes (0 with one probe)."""
         if not self.lows:

@@ -354,8 +354,9 @@ def _donors(t: _Table, k: int) -> tuple[np.ndarray, str]:
 
 
 def _prediction(t: _Table, k: int) -> dict[str, object]:
-    """Run k's prediction from its donors: the median over every donor of `iterations_following` at run k's S
-    and T1, and the range of the per-scale medians (per seed where the donors share one scale)."""
+    """Run k's prediction from its donors: from advise's probes, the mean over their seeds (`_from_pilots`) and its
+    range; else the median over every donor of `iterations_following` at run k's S and T1, and the range of the
+    per-scale medians (per seed where the donors share one scale)."""
     donors, source = _donors(t, k)
     S, T1 = int(t.S[k]), float(t.T1[k])
     out: dict[str, object] = {PREDICTED: math.nan, PREDICTED_LO: math.nan, PREDICTED_HI: math.nan}
@@ -363,19 +364,23 @@ def _prediction(t: _Table, k: int) -> dict[str, object]:
     if not len(donors) or not (math.isfinite(T1) and T1 > 0):
         out[PREDICTED_FROM] = "no other run of the table measured the noise scale"
         return out
-    p = _from_pilots(t, donors, S, T1) if t.pilot[donors].all() else None
-    if p is None:  # other runs of the table: each donor's profile as it is
+    pairs = _from_pilots(t, donors, S, T1) if t.pilot[donors].all() else None
+    if pairs is not None:  # advise's probes: the mean over their seeds, as advice.csv printed it
+        p = pairs[np.isfinite(pairs)]
+        centre, groups = (float(np.mean(p)), p) if len(p) else (math.nan, p)
+    else:  # other runs of the table: each donor's profile as it is
         p = np.array([_cached(t.folded[d], S, T1) for d in donors], dtype=float)
-    finite = np.isfinite(p)
-    if not finite.any():
+        finite = np.isfinite(p)
+        p, scales = p[finite], t.S[donors][finite]
+        groups = np.array([np.median(p[scales == s]) for s in np.unique(scales)]) if len(np.unique(scales)) > 1 else p
+        centre = float(np.median(p)) if len(p) else math.nan
+    if not len(p):
         return out
-    p, scales = p[finite], t.S[donors][finite]
-    groups = np.array([np.median(p[scales == s]) for s in np.unique(scales)]) if len(np.unique(scales)) > 1 else p
     b = float(t.batch[k])
     B = _profile_noise([t.profiles[d] for d in donors], b) if math.isfinite(b) and b > 0 else math.nan
     out.update(
         {
-            PREDICTED: float(np.median(p)),
+            PREDICTED: centre,
             PREDICTED_LO: float(groups.min()),
             PREDICTED_HI: float(groups.max()),
             PREDICTED_FROM: source,
@@ -388,7 +393,7 @@ def _prediction(t: _Table, k: int) -> dict[str, object]:
 def _from_pilots(t: _Table, donors: np.ndarray, S: int, T1: float) -> np.ndarray | None:
     """advise's prediction from its probes (pilot runs at two S or more): for each seed with a pilot at the largest S
     and one at the smallest, that pair through bench.algo.transfer (its own slope), their mean as advice.csv printed
-    it (reports.advice.Probes); where no seed has both, every pair. None where the pilots share one S."""
+    it (reports.advice.Probes) once averaged; where no seed has both, every pair. None where the pilots share one S."""
     scales = t.S[donors]
     if len(np.unique(scales)) < 2:
         return None
@@ -399,7 +404,7 @@ def _from_pilots(t: _Table, donors: np.ndarray, S: int, T1: float) -> np.ndarray
         S_h, S_l = int(t.S[h]), int(t.S[lo])
         per_octave = transfer.slope(t.folded[h], S_h, S_l, float(t.iterations[lo]), T1)
         out.append(transfer.iterations_from([(S_h, t.folded[h]), (S_l, t.folded[lo])], per_octave, S, T1))
-    return np.array([np.mean(out)])
+    return np.array(out, dtype=float)
 
 
 def _profile_noise(profiles: list[tuple[tuple[float, float], ...]], batch_size: float) -> float:

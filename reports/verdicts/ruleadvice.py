@@ -21,9 +21,7 @@ jump to a flatter region at a worse loss); past it only at the upper estimate: *
 evidence against the bound: where one ran at an lr at least the rule's over the RECENT share of T1 up to τ and
 ended neither diverged nor collapsed (`ran`), an lr past the bound there is **at risk**, not unsafe — the bound is
 the linear model's, and the probe went through those weights at that lr and on (docs/design.md §4: tiny cifar10,
-LSW at S = 16, lr 0.675 past 0.364…0.589 where the probe ran at 0.911 — its runs lost 1.4 points, no collapse; a
-user's CNN, AdaScale at S = 128, lr 1.39 past 0.88, at the low-noise end within the 1.33 the probe ran at — its
-runs kept quality).
+LSW at S = 16, lr 0.681 past 0.5…0.66 where a probe ran at 1.03 — its runs lost 1.4 points, no collapse).
 
 The verdict is the worse of the two; `mechanism` names what decided it, with its numbers. The weights are
 the AdaScale probe's, at the same τ the rule would reach: the trajectories of rules that keep quality are

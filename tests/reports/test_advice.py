@@ -134,7 +134,8 @@ def test_the_verification_runs_and_the_report_judges_it_from_the_probe(advised: 
     judged = runs[(runs["method"] == "adascale") & runs[noise.PREDICTED].notna() & ~runs["pilot"].astype(bool)]
     assert len(judged) >= 2
     for r in judged.itertuples():
-        assert math.isclose(getattr(r, noise.PREDICTED), table.at[int(r.scale), "iterations"], rel_tol=1e-9)
+        # advice.csv's 6 significant digits: the mean of the probes' seeds is no integer count
+        assert math.isclose(getattr(r, noise.PREDICTED), table.at[int(r.scale), "iterations"], rel_tol=1e-5)
     _rule_advice_holds(advised, res.runs)
 
 

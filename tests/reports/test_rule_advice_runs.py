@@ -69,9 +69,17 @@ def test_the_cost_is_stated_and_priced_where_a_rate_is_given(steep: Path, tmp_pa
     its examples ÷ the rate, --flops at the counted FLOPs × the assumed share of the peak."""
     text = (steep / "advice.md").read_text()
     line = next(x for x in text.splitlines() if x.startswith("Cost of this advice"))
-    summary = json.loads(next(steep.glob("logreg/adascale/s16/seed1000,*/summary.json")).read_text())
-    examples = summary["iterations"] * 16 * 32
-    assert f"{summary['iterations']:,} iterations at S = 16, {examples:,} examples (GPU-hours –)" in line, line
+    its = {
+        (S, seed): json.loads(next(steep.glob(f"logreg/adascale/s{S}/seed{seed},*/summary.json")).read_text())[
+            "iterations"
+        ]
+        for S in (16, 2)
+        for seed in (1000, 1001)
+    }  # the probes: S = 16 and 16/16 → 2, seeds 1000 and 1001
+    high, low = its[16, 1000] + its[16, 1001], its[2, 1000] + its[2, 1001]
+    examples = (high * 16 + low * 2) * 32
+    want = f"the probes, {high + low:,} iterations ({high:,} at S = 16 over 2 seeds, {low:,} at S = 2 over 2 seeds), "
+    assert want + f"{examples:,} examples (GPU-hours –)" in line, line
     assert "no rate known for logreg (tiny)" in line and "Hessian-vector products" in line
     rate = tmp_path / "throughput.csv"
     rate.write_text("task,preset,examples_per_s,device,measured\nlogreg,tiny,1000,my GPU,today\n")

@@ -370,7 +370,7 @@ def test_advise_then_its_printed_submit_then_report_on_data_only_under_a_data_ro
     assert res.returncode == 0, res.stderr[-2000:]
 
     summaries = list(out.rglob("summary.json"))
-    assert len(summaries) == 1 + 2 * 3  # the probe; S = 1 (shared), AdaScale and LSW at S = 2, two seeds each
+    assert len(summaries) == 2 + 2 * 3  # the probes (S = 2: no S/16 below it), S = 1 (shared), AdaScale and LSW
     for path in summaries:
         assert json.loads(path.read_text())["status"] == "completed", path
         assert json.loads((path.parent / "spec.json").read_text())["data_root"] == str(data.resolve())
@@ -383,5 +383,7 @@ def test_advise_then_its_printed_submit_then_report_on_data_only_under_a_data_ro
         (m, s) for m in ("adascale", "lsw") for s in (1, 2)
     }
     assert set(cells["n_seeds"]) == {2} and cells["val_metric"].notna().all()  # the pilot (probe) seed left out
-    assert "Left out: 1 run(s) of pilot seed(s) 1000" in (out / "report" / "table2.md").read_text()  # said under it
+    assert (
+        "Left out: 2 run(s) of pilot seed(s) 1000, 1001" in (out / "report" / "table2.md").read_text()
+    )  # said under it
     assert not any(empty.iterdir())  # nothing was written to (or read from) the default data place
