@@ -305,9 +305,9 @@ class Probe:
 class Probes:
     """The probes as read back, one pair per seed (bench.algo.transfer): the high one at the largest S asked and the
     low one at S/16 where there is one, each seed its own slope of log c per octave and its own prediction at each S
-    (`transfer.iterations_from`), the prediction their mean — so that at a probe's S it is the mean of its seeds' counts (a
-    profile pooled over seeds is not: the count is not linear in the moments). The first seed's high probe serves
-    the rule advice (its noise windows and kept weights) and the seed plan (its margin and spread)."""
+    (`transfer.iterations_from`), the prediction their mean — so that at a probe's S it is the mean of its seeds'
+    counts (a profile pooled over seeds is not: the count is not linear in the moments). The first seed's high probe
+    serves the rule advice (its noise windows and kept weights) and the seed plan (its margin and spread)."""
 
     highs: tuple[Probe, ...]
     lows: tuple[Probe, ...] = ()  # the same seeds in the same order; () for one probe
