@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--method", action="append", default=[], help="another rule for the verification matrix (repeatable)"
     )
-    sharp = "kept checkpoints of the probe at which the loss's sharpness is measured (default: 3; 0: none)"
+    sharp = "kept checkpoints of the high probe (first seed) for the sharpness (default: 3; 0: none)"
     p.add_argument("--sharpness-points", type=sharpness_points, default=None, help=sharp)
     items = "training items in the sharpness sample (default: 4096, two halves: bench.run.sharpness)"
     p.add_argument("--sharpness-examples", type=sharpness_examples, default=None, help=items)
