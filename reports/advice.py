@@ -629,8 +629,15 @@ def markdown(
         ),
         *([cost.line()] if cost is not None else []),
         "Predicted AdaScale iterations: the mean over the probes' seeds of each seed's prediction from what its nearer "
-        f"probe's engine folded, its noise scale moved by the slope between its probes (log c {probes.per_octave:+.3f} "
-        "per octave, the seeds' mean; bench.algo.transfer; finding (iii)'s evidence does the same); intervals: a "
+        "probe's engine folded, "
+        + (
+            f"its noise scale moved by the slope between its probes (log c {probes.per_octave:+.3f} per octave, the "
+            "seeds' mean; "
+            if probes.lows
+            else "its noise scale as it measured it (one probe: no slope read, and the model error below is two "
+            "probes' — with one it is understated where the noise moves with S, docs/design.md §4; "
+        )
+        + "bench.algo.transfer; finding (iii)'s evidence does the same); intervals: a "
         f"jackknife over {len(probe.leave_outs)} groups of the nearer probes' records, "
         + (f"the standard error over the {len(probes.highs)} seeds, " if len(probes.highs) > 1 else "")
         + "and the model's error away from the nearer probe, a noise scale off by a factor c with sd(log c) = "
