@@ -118,8 +118,10 @@ ERRORS = Path(__file__).with_name("stats") / "prediction_errors.csv"
 def model_error() -> tuple[float, int, str]:
     """(MODEL_ERROR per octave, the pairs it is fitted on, the settings they come from) from ERRORS."""
     e = pd.read_csv(ERRORS)
-    octaves = e["distance"].to_numpy(float)
-    log_c = np.clip(e["log_c"].to_numpy(float), -REACH, REACH)
+    if not {"distance", "log_c", "setting"} <= set(e.columns):
+        raise RuntimeError(f"{ERRORS}: no distance, log_c and setting columns (a damaged installation)")
+    octaves = pd.to_numeric(e["distance"], errors="coerce").to_numpy(float)
+    log_c = np.clip(pd.to_numeric(e["log_c"], errors="coerce").to_numpy(float), -REACH, REACH)
     ok = np.isfinite(log_c) & np.isfinite(octaves) & (octaves != 0)  # a count no profile reaches says nothing of c
     if not np.sum(octaves[ok] ** 2) > 0:
         raise RuntimeError(f"{ERRORS}: no usable calibration pairs (a damaged installation)")

@@ -109,6 +109,10 @@ def test_no_count_is_no_multiplier_and_a_damaged_calibration_pair_is_left_out(tm
         A.model_error.cache_clear()
         with pytest.raises(RuntimeError, match="no usable calibration pairs"):
             A.model_error()
+        e.drop(columns=["distance"]).to_csv(damaged, index=False)  # the old file's columns: one line, not a KeyError
+        A.model_error.cache_clear()
+        with pytest.raises(RuntimeError, match="no distance, log_c and setting columns"):
+            A.model_error()
     finally:
         monkeypatch.undo()
         A.model_error.cache_clear()
