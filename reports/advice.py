@@ -342,6 +342,11 @@ class Probes:
             anchors.append((self.lows[i].scale, low or self.lows[i].folded))
         return anchors
 
+    def noise_at(self, scale: int) -> list[tuple[str, float, float, float]]:
+        """The noise windows the rule advice judges a rule at `scale` against: the nearer probe's (its first seed's),
+        the noise scale a run sees moving with its S (bench.algo.transfer)."""
+        return (self.high if self.near_scale(scale) == self.high.scale else self.lows[0]).noise
+
     def near_scale(self, scale: int) -> int:
         """The S of the probe a run at `scale` is predicted from (the nearer in log S)."""
         scales = [p.scale for p in (self.high, *self.lows[:1])]
@@ -630,22 +635,7 @@ def markdown(
             for p in probes.each
         ),
         *([cost.line()] if cost is not None else []),
-        "Predicted AdaScale iterations: the mean over the probes' seeds of each seed's prediction from what its nearer "
-        "probe's engine folded, "
-        + (
-            f"its noise scale moved by the slope between its probes (log c {probes.per_octave:+.3f} per octave, the "
-            "seeds' mean; "
-            if probes.lows
-            else "its noise scale as it measured it (one probe: no slope read, and the model error below is two "
-            "probes' — with one it is understated where the noise moves with S, docs/design.md §4; "
-        )
-        + "bench.algo.transfer; finding (iii)'s evidence does the same); intervals: a "
-        f"jackknife over {len(probe.leave_outs)} groups of the nearer probes' records, "
-        + (f"the standard error over the {len(probes.highs)} seeds, " if len(probes.highs) > 1 else "")
-        + "and the model's error away from the nearer probe, a noise scale off by a factor c with sd(log c) = "
-        f"{model_error()[0]:.3f} per octave (calibrated on {model_error()[1]} measured pairs: {model_error()[2]})"
-        + ("" if len(probes.highs) > 1 else "; not seed-to-seed spread (one seed: run with --probe-seeds 2 or more)")
-        + ".",
+        _method_line(probes),
         *(self_consistency(p) for p in probes.each),
         "",
         "Noise scale B = b·σ²/μ² over training (jackknife interval; the late one sets AdaScale's steady gain): "
@@ -675,6 +665,29 @@ def markdown(
         "prediction.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _method_line(probes: Probes) -> str:
+    """advice.md's line on how the prediction and its interval were made (one probe: what it cannot see)."""
+    probe = probes.high
+    return (
+        "Predicted AdaScale iterations: the mean over the probes' seeds of each seed's prediction from what its nearer "
+        "probe's engine folded, "
+        + (
+            f"its noise scale moved by the slope between its probes (log c {probes.per_octave:+.3f} per octave, the "
+            "seeds' mean; "
+            if probes.lows
+            else "its noise scale as it measured it (one probe: no slope read, and the model error below is two "
+            "probes' — with one it is understated where the noise moves with S, docs/design.md §4; "
+        )
+        + "bench.algo.transfer; finding (iii)'s evidence does the same); intervals: a "
+        f"jackknife over {len(probe.leave_outs)} groups of the nearer probes' records, "
+        + (f"the standard error over the {len(probes.highs)} seeds, " if len(probes.highs) > 1 else "")
+        + "and the model's error away from the nearer probe, a noise scale off by a factor c with sd(log c) = "
+        f"{model_error()[0]:.3f} per octave (calibrated on {model_error()[1]} measured pairs: {model_error()[2]})"
+        + ("" if len(probes.highs) > 1 else "; not seed-to-seed spread (one seed: run with --probe-seeds 2 or more)")
+        + "."
+    )
 
 
 def self_consistency(probe: Probe) -> str:

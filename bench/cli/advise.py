@@ -170,7 +170,7 @@ def _rules(args: argparse.Namespace, spec: RunSpec, probes: Any, rows: list, out
     # ordered: on a sample of a few micro-batches the halves can disagree past the bracket's own order
     curv = [R.Curvature(p.tau, min(p.sharpness_lo, p.sharpness), max(p.sharpness_lo, p.sharpness)) for p in points]
     T_AS = {r.scale: r.iterations for r in rows}
-    verdicts = R.rule_advice([ADASCALE, LSW, *args.method], [r.scale for r in rows], recipe, probe.noise,
+    verdicts = R.rule_advice([ADASCALE, LSW, *args.method], [r.scale for r in rows], recipe, probes.noise_at,
                              probes.profile_at, curv, T_AS, probes.ran,
                              lambda S: A.low_noise(S, probes.near_scale(S)))  # fmt: skip
     return verdicts, points

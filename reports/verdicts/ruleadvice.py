@@ -7,7 +7,10 @@ rule whose multiplier (after its warm-up) runs past that gain by more than findi
 window of training where B is smallest (early, for most tasks: the gradient is large and consistent there)
 takes steps larger than the batch's noise justifies there: **at risk**. Judged at the upper end of that
 window's B interval, so only a multiplier past even the largest gain the probe allows is flagged (as (ii)
-judges LSW against r_hi). The late noise scale alone, which the earlier advice read, is the largest of the
+judges LSW against r_hi). The windows are the nearer probe's (in log S): the noise a run sees moves with its S
+(bench.algo.transfer), and a probe 16 times larger than S measured a larger B than a run at S sees (logreg κ 1,
+LSW at S = 8 lost S = 1's loss by 0.007 and read "within AdaScale's gain" against the S = 64 probe's windows).
+The late noise scale alone, which the earlier advice read, is the largest of the
 three and calls LSW "within AdaScale's gain" where it collapsed.
 
 **(b) Step-size stability.** At the probe's initial weights and kept checkpoints, the loss's sharpness λ_max
@@ -195,17 +198,19 @@ def _mechanism(
 
 
 def rule_advice(
-    rules: Sequence[str], scales: Sequence[int], recipe: Recipe, noise: Sequence,
+    rules: Sequence[str], scales: Sequence[int], recipe: Recipe, noise: Sequence | Callable[[int], Sequence],
     profile: Sequence | Callable[[int], Sequence], points: Sequence[Curvature], T_AS: dict[int, float],
     ran: Sequence[tuple[float, float]] = (), favourable: Callable[[int], float] = lambda S: 1.0,
 ) -> list[Verdict]:  # fmt: skip
     """One Verdict per rule and S > 1 (`profile`: the folded profile the prediction at S follows, one for every S
     or per S (reports.advice.Probes.profile_at); `T_AS`: AdaScale's predicted iterations per S, for the rules that
     take its count; `ran`: the probes' (τ, lr) where they ended neither diverged nor collapsed; `favourable`: the
-    multiplier on σ² at the favourable end of the prediction per S)."""
+    multiplier on σ² at the favourable end of the prediction per S; `noise`: the noise windows, one list for every S
+    or per S — the nearer probe's, reports.advice.Probes.noise_at: the noise a run follows moves with its S)."""
     at = profile if callable(profile) else lambda S: profile
+    windows = noise if callable(noise) else lambda S: noise
     return [
-        judge(rule, S, recipe, noise, at(S), points, T_AS.get(S, math.nan), ran, favourable(S))
+        judge(rule, S, recipe, windows(S), at(S), points, T_AS.get(S, math.nan), ran, favourable(S))
         for rule in dict.fromkeys(rules)
         for S in scales
         if S > 1

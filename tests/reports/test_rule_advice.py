@@ -123,3 +123,15 @@ def test_a_users_rule_that_reads_the_gain_is_judged_as_one(tmp_path, monkeypatch
     points = [R.Curvature(500.0, 0.08, 0.12)]
     v = R.judge("advice_gain_rule:MINE", 128, recipe(), NOISE, PROFILE, points, T_AS=math.nan, favourable=0.5)
     assert v.verdict == R.AT_RISK and "low noise scale" in v.mechanism and "noise scale: multiplier" not in v.mechanism
+
+
+def test_the_noise_windows_are_the_nearer_probes() -> None:
+    """rule_advice takes the noise windows per S (reports.advice.Probes.noise_at): LSW at S = 16 against a high probe's
+    windows that saw B 4 times larger reads within AdaScale's gain (16·181/196 = 14.8 × 1.2 > 16), against the
+    nearer probe's (NOISE) at risk by the noise scale — the same numbers as one list for every S give the latter."""
+    high = [(w, 4 * B_, 4 * lo, 4 * hi) for w, B_, lo, hi in NOISE]
+    per_s = R.rule_advice(["lsw"], [16, 128], recipe(), lambda S: NOISE if S < 64 else high, PROFILE, [], {})
+    one = R.rule_advice(["lsw"], [16], recipe(), NOISE, PROFILE, [], {})
+    far = R.rule_advice(["lsw"], [16], recipe(), high, PROFILE, [], {})
+    assert per_s[0].verdict == one[0].verdict == R.AT_RISK and per_s[0].mechanism.startswith("noise scale")
+    assert far[0].verdict == R.SAFE, far[0]
