@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -18,11 +19,13 @@ from bench import usercode
 from bench.algo.rules import (
     METHODS,
     NEEDS,
+    OPTIMIZERS,
     PACES,
     SHARED_AT_S1,
     Method,
     Rule,
     RuleContext,
+    ScalingRule,
     method_order,
     shared_runs,
     shares_s1,
@@ -68,19 +71,32 @@ def is_user_rule(name: str) -> bool:
 
 
 def load_rule(name: str) -> Method:
-    """The row of a user's rule `package.module:NAME`: a `Method` (as the rows of METHODS are written) that
-    the module defines as NAME, imported by bench.usercode (its policy: PYTHONPATH, then the current folder,
-    last). Its `name` becomes the given string. Called only where the user names the rule (run, matrix, plan,
-    submit and the runs they start); never by report or status."""
+    """The row of a user's rule `package.module:NAME`: the `ScalingRule` class the module defines as NAME, imported
+    by bench.usercode (its policy: PYTHONPATH, then the current folder, last), its facts read by `Method.of` under
+    the given name. A `Method` row written by hand (how rules were written before they were one piece) still loads,
+    with a FutureWarning. Called only where the user names the rule (run, matrix, plan, submit and the runs they
+    start); never by report or status."""
     if name in _LOADED:
         return _LOADED[name]
-    row, digest = usercode.import_named("rule", name)
-    if not isinstance(row, Method):
-        raise UserError(
-            f"rule {name}: {name.replace(':', '.')} is {type(row).__name__}; expected a bench.algo.rules.Method "
-            "row (its rule's builder, label, title, pace, ...)"
+    found, digest = usercode.import_named("rule", name)
+    if isinstance(found, type) and issubclass(found, ScalingRule):
+        if found.factors is ScalingRule.factors:
+            raise UserError(f"rule {name}: {found.__name__} defines no factors(t, scale, gain) -> (m, p, w)")
+        row = Method.of(found, name)
+    elif isinstance(found, Method):
+        warnings.warn(
+            f"rule {name}: a Method row is deprecated; write the rule as one class, a subclass of "
+            "bench.algo.rules.ScalingRule with its label, title, pace, ... as class attributes (docs/design.md)",
+            FutureWarning,
+            stacklevel=2,
         )
-    row = replace(row, name=name)
+        row = replace(found, name=name)
+    else:
+        what = found.__name__ if isinstance(found, type) else type(found).__name__
+        raise UserError(
+            f"rule {name}: {name.replace(':', '.')} is {what}; expected a subclass of bench.algo.rules.ScalingRule "
+            "(its factors(t, scale, gain) and its label, title, pace, ... as class attributes)"
+        )
     problem = check_row(row)
     if problem:
         raise UserError(f"rule {name}: {problem}")
@@ -89,13 +105,24 @@ def load_rule(name: str) -> Method:
     return row
 
 
+_FLAGS = ("table2", "identity_at_s1", "uses_gain", "paper")
+
+
 def check_row(row: Method, T1: float = 1000.0) -> str | None:
     """What is wrong with a row, or None: an unknown pace or need, a builder that does not give a Rule, or
     `identity_at_s1` claimed by a rule whose factors at S = 1 are not (1, 1, 1) over a run of T1 iterations
     (built with T_AS = T = T1: the S = 1 counts). A check of the claim, not a proof: a rule could differ at a
     gain other than 1, which S = 1 never produces."""
     if row.pace not in PACES:
-        return f"pace {row.pace!r} is not one of {', '.join(PACES)}"
+        return f"pace {row.pace!r} is not one of {', '.join(PACES)} (a class attribute of the rule)"
+    for key in ("label", "title"):
+        if not isinstance(getattr(row, key), str):
+            return f"{key} is {type(getattr(row, key)).__name__}, not a string"
+    for key in _FLAGS:
+        if not isinstance(getattr(row, key), bool):
+            return f"{key} is {type(getattr(row, key)).__name__}, not True or False"
+    if not row.optimizers or any(o not in OPTIMIZERS for o in row.optimizers):
+        return f"optimizers {row.optimizers!r} are not among {', '.join(OPTIMIZERS)}"
     if row.needs is not None and row.needs not in NEEDS:
         return f"needs {row.needs!r} is not one of {', '.join(NEEDS)}"
     rule = row.build(RuleContext(ScaleSchedule.constant(1), T1, T1, T1))

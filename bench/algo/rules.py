@@ -4,10 +4,11 @@ table: the one home of a method.
 Every method is the same loop:  η_t = m_t · w_t · lr(⌊τ_t⌋),  τ_{t+1} = τ_t + p_t,  stop when τ_t ≥ T1.
 A rule only says what m_t (lr multiplier), p_t (progress on τ) and w_t (warm-up factor) are: an object with
 a `name` and `factors(t, S, gain) -> (m, p, w)` (the `Rule` protocol); under AdamW it may also set β₁, β₂ and ε
-(`adam(t, S, betas, eps)`, read by `adam_hyper`). A method is one `Method` row of
-`METHODS`: its rule's builder and everything the suite needs to know about it before (or without) running
-it. A user's rule is a row in the user's own module, named `package.module:NAME`: loading, preview and
-provenance are policy, not math, and live above this module (bench.methods).
+(`adam(t, S, betas, eps)`, read by `adam_hyper`). A rule is one piece, a `ScalingRule` class: its facts (label,
+pace, what it needs, ...) are class attributes, its `build` makes one run's rule; `METHODS` holds one row per
+class (`Method.of`), what the suite reads before (or without) running it. A user's rule is such a class in the
+user's own module, named `package.module:NAME`: loading, preview and provenance are policy, not math, and live
+above this module (bench.methods).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from bench.algo.schedules import ScaleSchedule
 from bench.algo.tau import advance as advance  # re-exported: plan reads it here
@@ -58,6 +59,12 @@ def adam_hyper(
     return (b1, b2), e
 
 
+# The names of the methods the suite itself reasons about (the paper's findings judge AdaScale and LSW, the
+# sweep and the heat maps run identity and scaled SGD, LSW+ and scaled SGD chain on AdaScale's runs): written
+# here and nowhere else (tests/test_method_names.py); any other method is known only by its row.
+ADASCALE, LSW, LSW_PLUS, IDENTITY, SCALED = "adascale", "lsw", "lsw+", "identity", "scaled"
+
+
 # -- the rules --------------------------------------------------------------------------------------------------
 @runtime_checkable
 class Rule(Protocol):
@@ -70,33 +77,97 @@ class Rule(Protocol):
 
 
 @dataclass(frozen=True)
-class Identity:
+class RuleContext:
+    """What a rule's `build` is given: the run's scale schedule, T1, and the counts other runs supply
+    (T_AS: its AdaScale twin's iterations; T: its heat map grid's), where its method `needs` them."""
+
+    scales: ScaleSchedule
+    T1: float
+    T_AS: float | None = None
+    T: float | None = None
+
+
+class ScalingRule:
+    """A rule in one piece, as AdaptDL's scaling rules are: a class whose facts are class attributes (what the suite
+    knows of it before, or without, running it: `Method.of` reads them into the method table) and whose `factors`
+    is the rule; `build` makes the rule of one run (default: the class without arguments). A rule of yours is such
+    a class in a module of yours (docs/design.md, "Your own rule")."""
+
+    name: ClassVar[str] = ""  # the --method value (a rule of yours: package.module:NAME, set when it is loaded)
+    label: ClassVar[str] = ""  # Table 2's column label (default: the name)
+    title: ClassVar[str] = ""  # in figures, panels and prose (default: the label)
+    # τ's progress per iteration, which bounds how many iterations a run takes before it runs: "scale" p_t = S_t
+    # (exactly iterations_for), "one" p_t = 1 (T1), "gain" anywhere in between (AdaScale's r_t ∈ [1, S_t], and
+    # the runs that take its count: LSW+'s T_AS, scaled SGD's T)
+    pace: ClassVar[str] = ""
+    table2: ClassVar[bool] = True  # a column of Table 2 (and of the rule comparison)
+    # equals identity scaling at S = 1 (m = p = w = 1, T1 iterations): then a matrix runs its S = 1 cell once for
+    # every such rule, as the shared AdaScale run (SHARED_AT_S1); False is always safe (its own S = 1 run)
+    identity_at_s1: ClassVar[bool] = False
+    uses_gain: ClassVar[bool] = False  # reads AdaScale's gain: needs the gradient statistics (spec track_stats)
+    needs: ClassVar[str | None] = None  # the spec key another run supplies: T_AS (its AdaScale twin) or T (its grid's)
+    paper: ClassVar[bool] = False  # one of the paper's methods (its Table 2's columns; the findings are about them)
+    optimizers: ClassVar[tuple[str, ...]] = OPTIMIZERS  # the spec `optimizer`s it applies to (refused with others)
+    # the rule this one stands in for under its optimizers (adamscale for adascale under AdamW): that rule is
+    # refused there, naming this one
+    replaces: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """A class that does not name itself is named as a user names it, `module:Class`."""
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("name"):
+            cls.name = f"{cls.__module__}:{cls.__qualname__}"
+
+    @classmethod
+    def build(cls, ctx: RuleContext) -> Rule:
+        return cls()
+
+    def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
+        raise NotImplementedError(f"{type(self).__name__} defines no factors(t, scale, gain)")
+
+
+@dataclass(frozen=True)
+class Identity(ScalingRule):
     """Single-batch SGD's rule (and plain large-batch SGD with the S = 1 schedule): m = p = w = 1."""
 
-    name = "identity"
+    name = IDENTITY
+    label = title = "identity"
+    pace = "one"
+    table2 = False
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         return 1.0, 1.0, 1.0
 
 
 @dataclass(frozen=True)
-class AdaScale:
+class AdaScale(ScalingRule):
     """m = p = r_t: the gain stretches both the step and the clock."""
 
-    name = "adascale"
+    name = ADASCALE
+    label, title = "AS", "AdaScale"
+    pace = "gain"
+    identity_at_s1 = uses_gain = paper = True
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         return gain, gain, 1.0
 
 
 @dataclass(frozen=True)
-class LinearScalingWarmup:
+class LinearScalingWarmup(ScalingRule):
     """LSW: m = p = S_t, with w_t ramping linearly from 1/S_t to 1 over the first 5.5 % of the run's
-    `total_iterations`. LSW+ is the same with p = T1 / T_AS so that it runs T_AS iterations."""
+    `total_iterations`. LSW+ (`LinearScalingWarmupPlus`) is the same with p = T1 / T_AS so that it runs T_AS
+    iterations."""
 
     total_iterations: int
     progress: float | None = None  # None: p_t = S_t (LSW); else the constant T1 / T_AS (LSW+)
-    name: str = "lsw"
+    name = LSW
+    label = title = "LSW"
+    pace = "scale"
+    identity_at_s1 = paper = True
+
+    @classmethod
+    def build(cls, ctx: RuleContext) -> LinearScalingWarmup:
+        return cls(iterations_for(ctx.scales, ctx.T1))
 
     @property
     def warmup_iterations(self) -> float:
@@ -114,19 +185,39 @@ class LinearScalingWarmup:
 
 
 @dataclass(frozen=True)
-class SquareRootScaling:
+class LinearScalingWarmupPlus(LinearScalingWarmup):
+    """LSW+: LSW's lr and warm-up over T_AS iterations, its AdaScale run's count, with p = T1 / T_AS."""
+
+    name = LSW_PLUS
+    label = title = "LSW+"
+    pace = "gain"
+    needs = "T_AS"
+
+    @classmethod
+    def build(cls, ctx: RuleContext) -> LinearScalingWarmupPlus:
+        if not ctx.T_AS or ctx.T_AS < 1:
+            raise UserError("lsw+ needs T_AS, the iteration count of its AdaScale run (AdamScale's under AdamW)")
+        n = int(round(ctx.T_AS))
+        return cls(n, progress=ctx.T1 / n)
+
+
+@dataclass(frozen=True)
+class SquareRootScaling(ScalingRule):
     """Square-root scaling (Krizhevsky 2014; AdaptDL's `SqrtScale`): m = √S_t, no warm-up. AdaptDL sets only the
     lr; here p = S_t, the fixed-epoch budget LSW keeps: ⌈T1/S⌉ iterations at a constant S, the S = 1 schedule
     over the same data, so the rule differs from LSW only in its lr multiplier."""
 
     name = "sqrt"
+    label, title = "√S", "square-root scaling"
+    pace = "scale"
+    identity_at_s1 = True
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         return math.sqrt(scale), float(scale), 1.0
 
 
 @dataclass(frozen=True)
-class AdamScale:
+class AdamScale(ScalingRule):
     """AdaptDL's AdamScale (adaptdl 0.2.11, `scaling_rules.AdamScale` with `AdamGradientNoiseScale`), for AdamW:
     m = √r_t, p = r_t. Adam's step −η·m̂/(√v̂ + ε) is, elementwise, of the size of η whatever the gradient's
     size (its denominator normalises it), so a batch S times larger, whose gradient has S times less variance,
@@ -139,6 +230,11 @@ class AdamScale:
     `statistics` tells the engine so."""
 
     name = "adamscale"
+    label, title = "AdamS", "AdamScale"
+    pace = "gain"
+    identity_at_s1 = uses_gain = True
+    optimizers = ("adamw",)
+    replaces = ADASCALE
     statistics = "preconditioned"
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
@@ -146,7 +242,7 @@ class AdamScale:
 
 
 @dataclass(frozen=True)
-class SqrtSDE:
+class SqrtSDE(ScalingRule):
     """The square-root scaling rule for Adam of Malladi, Lyu, Panigrahi and Arora, "On the SDEs and Scaling Rules
     for Adaptive Gradient Algorithms" (NeurIPS 2022): a batch κ = S times larger keeps the same SDE with
     η → √κ·η, 1 − β₁ → κ(1 − β₁), 1 − β₂ → κ(1 − β₂) and ε → ε/√κ. Each step is worth κ steps of the base
@@ -154,6 +250,10 @@ class SqrtSDE:
     it β would be negative, and the run is refused at its first step (bench.algo.rules.adam_hyper)."""
 
     name = "sqrt-sde"
+    label, title = "√S-SDE", "square-root SDE scaling"
+    pace = "scale"
+    identity_at_s1 = True
+    optimizers = ("adamw",)
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         return math.sqrt(scale), float(scale), 1.0
@@ -169,7 +269,7 @@ class SqrtSDE:
 
 
 @dataclass(frozen=True)
-class LEGW:
+class LEGW(ScalingRule):
     """LEGW, linear-epoch gradual warm-up (You et al. 2019, "Large-Batch Training for LSTM and Beyond",
     arXiv:1901.08256): when the batch grows by S the lr grows by √S and the warm-up's length in epochs by S.
     Followed here as AdaptDL's `LEGWScale` states it: lr factor √S_t · min(1, τ_t / (S_t·τ_w)), a linear ramp
@@ -180,7 +280,13 @@ class LEGW:
 
     scales: ScaleSchedule
     base_warmup: float  # τ_w: the warm-up at S = 1, in iterations of S = 1 (= τ)
-    name: str = "legw"
+    name = "legw"
+    label = title = "LEGW"
+    pace = "scale"
+
+    @classmethod
+    def build(cls, ctx: RuleContext) -> LEGW:
+        return cls(ctx.scales, LEGW_BASE_WARMUP * ctx.T1)
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         span = scale * self.base_warmup
@@ -189,151 +295,82 @@ class LEGW:
 
 
 @dataclass(frozen=True)
-class ScaledSGD:
+class ScaledSGD(ScalingRule):
     """Plain SGD at scale S with its own schedule compressed into T iterations: m = 1, p = T1 / T."""
 
     progress: float
-    name = "scaled"
+    name = SCALED
+    label = title = "scaled SGD"
+    pace = "gain"
+    table2 = False
+    needs = "T"
+
+    @classmethod
+    def build(cls, ctx: RuleContext) -> ScaledSGD:
+        if not ctx.T or ctx.T < 1:
+            raise UserError("scaled needs T, its number of iterations (--set T=...)")
+        return cls(ctx.T1 / int(round(ctx.T)))
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         return 1.0, self.progress, 1.0
 
 
 # -- the method table ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RuleContext:
-    """What a rule's builder is given: the run's scale schedule, T1, and the counts other runs supply
-    (T_AS: its AdaScale twin's iterations; T: its heat map grid's), where its method `needs` them."""
-
-    scales: ScaleSchedule
-    T1: float
-    T_AS: float | None = None
-    T: float | None = None
-
-
 @dataclass(frozen=True, kw_only=True)
 class Method:
-    """One row of the method table, the one home of a method: how a run of it is made, how long it is planned
-    to take, what it needs and how it is shown. The CLI, the matrix, `plan`, `status`, the submitter and the
-    reports read it; a new method is a row here (or in the user's module) and its test."""
+    """One row of the method table: a rule's facts as `Method.of` reads them off its class (or, for a run folder's
+    rule, as its spec recorded them: bench.methods.recorded): how a run of it is made, how long it is planned to
+    take, what it needs and how it is shown. The CLI, the matrix, `plan`, `status`, the submitter and the reports
+    read it; a new method is a `ScalingRule` class, its line in METHODS and its test."""
 
     name: str  # the --method value, the run folder's method, the spec's `method`
-    label: str  # Table 2's column label
-    title: str  # in figures, panels and prose
+    label: str
+    title: str
     build: Callable[[RuleContext], Rule]
-    # τ's progress per iteration, which bounds how many iterations a run takes before it runs: "scale" p_t = S_t
-    # (exactly iterations_for), "one" p_t = 1 (T1), "gain" anywhere in between (AdaScale's r_t ∈ [1, S_t], and
-    # the runs that take its count: LSW+'s T_AS, scaled SGD's T)
-    pace: Pace
-    table2: bool = True  # a column of Table 2 (and of the rule comparison)
-    # equals identity scaling at S = 1 (m = p = w = 1, T1 iterations): then a matrix runs its S = 1 cell once for
-    # every such rule, as the shared AdaScale run (SHARED_AT_S1); False is always safe (its own S = 1 run)
+    pace: Pace  # ScalingRule.pace
+    table2: bool = True
     identity_at_s1: bool = False
-    uses_gain: bool = False  # reads AdaScale's gain: needs the gradient statistics (spec track_stats)
-    needs: Needs | None = None  # the spec key another run supplies: T_AS (its AdaScale twin) or T (its grid's)
-    paper: bool = False  # one of the paper's methods (its Table 2's columns; the findings are about them)
-    optimizers: tuple[str, ...] = OPTIMIZERS  # the spec `optimizer`s it applies to (refused with any other)
-    # the rule this one stands in for under its optimizers (adamscale for adascale under AdamW): that rule is
-    # refused there, naming this one
+    uses_gain: bool = False
+    needs: Needs | None = None
+    paper: bool = False
+    optimizers: tuple[str, ...] = OPTIMIZERS
     replaces: str | None = None
 
-
-def _identity(ctx: RuleContext) -> Identity:
-    return Identity()
-
-
-def _adascale(ctx: RuleContext) -> AdaScale:
-    return AdaScale()
-
-
-def _lsw(ctx: RuleContext) -> LinearScalingWarmup:
-    return LinearScalingWarmup(iterations_for(ctx.scales, ctx.T1))
-
-
-def _lsw_plus(ctx: RuleContext) -> LinearScalingWarmup:
-    if not ctx.T_AS or ctx.T_AS < 1:
-        raise UserError("lsw+ needs T_AS, the iteration count of its AdaScale run (AdamScale's under AdamW)")
-    n = int(round(ctx.T_AS))
-    return LinearScalingWarmup(n, progress=ctx.T1 / n, name=LSW_PLUS)
-
-
-def _sqrt(ctx: RuleContext) -> SquareRootScaling:
-    return SquareRootScaling()
+    @classmethod
+    def of(cls, rule: type[ScalingRule], name: str | None = None) -> Method:
+        """The row of a rule class (named `name`: a rule of yours by the name it was loaded as)."""
+        name = name or rule.name
+        return cls(
+            name=name,
+            label=rule.label or name,
+            title=rule.title or rule.label or name,
+            build=rule.build,
+            pace=rule.pace,  # type: ignore[arg-type]  # checked where a rule of yours is loaded (methods.check_row)
+            table2=rule.table2,
+            identity_at_s1=rule.identity_at_s1,
+            uses_gain=rule.uses_gain,
+            needs=rule.needs,  # type: ignore[arg-type]
+            paper=rule.paper,
+            optimizers=tuple(rule.optimizers),
+            replaces=rule.replaces,
+        )
 
 
-def _adamscale(ctx: RuleContext) -> AdamScale:
-    return AdamScale()
-
-
-def _sqrt_sde(ctx: RuleContext) -> SqrtSDE:
-    return SqrtSDE()
-
-
-def _legw(ctx: RuleContext) -> LEGW:
-    return LEGW(ctx.scales, LEGW_BASE_WARMUP * ctx.T1)
-
-
-def _scaled(ctx: RuleContext) -> ScaledSGD:
-    if not ctx.T or ctx.T < 1:
-        raise UserError("scaled needs T, its number of iterations (--set T=...)")
-    return ScaledSGD(ctx.T1 / int(round(ctx.T)))
-
-
-# The names of the methods the suite itself reasons about (the paper's findings judge AdaScale and LSW, the
-# sweep and the heat maps run identity and scaled SGD, LSW+ and scaled SGD chain on AdaScale's runs): written
-# here and nowhere else (tests/test_method_names.py); any other method is known only by its row.
-ADASCALE, LSW, LSW_PLUS, IDENTITY, SCALED = "adascale", "lsw", "lsw+", "identity", "scaled"
-
-# The one table of methods, in the order tables, figures and status list them.
+# The one table of methods, in the order tables, figures and status list them: one line per rule class.
 METHODS: dict[str, Method] = {
     m.name: m
-    for m in (
-        Method(
-            name=ADASCALE,
-            label="AS",
-            title="AdaScale",
-            build=_adascale,
-            pace="gain",
-            identity_at_s1=True,
-            uses_gain=True,
-            paper=True,
-        ),
-        Method(
-            name="adamscale",
-            label="AdamS",
-            title="AdamScale",
-            build=_adamscale,
-            pace="gain",
-            identity_at_s1=True,
-            uses_gain=True,
-            optimizers=("adamw",),
-            replaces=ADASCALE,
-        ),
-        Method(name=LSW, label="LSW", title="LSW", build=_lsw, pace="scale", identity_at_s1=True, paper=True),
-        Method(
-            name="lsw+",
-            label="LSW+",
-            title="LSW+",
-            build=_lsw_plus,
-            pace="gain",
-            identity_at_s1=True,
-            needs="T_AS",
-            paper=True,
-        ),
-        Method(name="sqrt", label="√S", title="square-root scaling", build=_sqrt, pace="scale", identity_at_s1=True),
-        Method(
-            name="sqrt-sde",
-            label="√S-SDE",
-            title="square-root SDE scaling",
-            build=_sqrt_sde,
-            pace="scale",
-            identity_at_s1=True,
-            optimizers=("adamw",),
-        ),
-        Method(name="legw", label="LEGW", title="LEGW", build=_legw, pace="scale"),
-        Method(name=IDENTITY, label="identity", title="identity", build=_identity, pace="one", table2=False),
-        Method(
-            name=SCALED, label="scaled SGD", title="scaled SGD", build=_scaled, pace="gain", table2=False, needs="T"
+    for m in map(
+        Method.of,
+        (
+            AdaScale,
+            AdamScale,
+            LinearScalingWarmup,
+            LinearScalingWarmupPlus,
+            SquareRootScaling,
+            SqrtSDE,
+            LEGW,
+            Identity,
+            ScaledSGD,
         ),
     )
 }

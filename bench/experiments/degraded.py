@@ -25,24 +25,38 @@ the method table: it exists to test the detector, not to be compared as a scalin
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
+from typing import ClassVar
 
-from bench.algo.rules import Method, RuleContext
+from bench.algo.rules import ScalingRule
 
 FRACTION = 0.69  # of the τ budget: ≈ 2Δ on the control's logreg (module docstring)
 # The graded cut (issue 53.7): fractions of the τ budget sized on pilot seeds to cost ≈ 1.25Δ, 1.5Δ and 2Δ on the
 # control's logreg at S = 16 (module docstring), by name, with the planned size in Δ the report's detection curve
 # judges each against (reports.verdicts.graded)
-GRADES: dict[str, tuple[float, float]] = {}  # name → (fraction, planned size in Δ), filled below
+GRADES: dict[str, tuple[float, float]] = {}  # name → (fraction, planned size in Δ), filled by each cut's class
 
 
 @dataclass(frozen=True)
-class CutAdaScale:
+class CUT(ScalingRule):
     """m = r_t, p = r_t / f for S ≥ 2 (the run stops at f·T1 of S = 1's progress); (1, 1, 1) at S = 1."""
 
-    fraction: float = FRACTION
-    name: str = "bench.experiments.degraded:CUT"
+    fraction: ClassVar[float] = FRACTION
+    size: ClassVar[float] = 2.0  # planned, in Δ
+    pace = "gain"
+    identity_at_s1 = True  # at S = 1 the shared AdaScale run stands for it
+    uses_gain = True
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls._grade()
+
+    @classmethod
+    def _grade(cls) -> None:
+        """Label and title from the cut's fraction and size, and its line in GRADES (by its name, module:Class)."""
+        cls.label = f"AS cut {cls.fraction:g}"
+        cls.title = f"AdaScale stopped at {cls.fraction:g} of its budget (degraded on purpose, ≈ {cls.size:g}Δ)"
+        GRADES[cls.name] = (cls.fraction, cls.size)
 
     def factors(self, t: int, scale: int, gain: float) -> tuple[float, float, float]:
         if scale == 1:
@@ -50,25 +64,16 @@ class CutAdaScale:
         return gain, gain / self.fraction, 1.0
 
 
-def _build(fraction: float, name: str, ctx: RuleContext) -> CutAdaScale:
-    return CutAdaScale(fraction, name)
+CUT._grade()
 
 
-def _cut(key: str, fraction: float, size: float) -> Method:
-    """AdaScale stopped at `fraction` of its budget, planned to cost `size`·Δ, as a rule of the user kind."""
-    name = f"bench.experiments.degraded:{key}"
-    GRADES[name] = (fraction, size)
-    return Method(
-        name=name,
-        label=f"AS cut {fraction:g}",
-        title=f"AdaScale stopped at {fraction:g} of its budget (degraded on purpose, ≈ {size:g}Δ)",
-        build=functools.partial(_build, fraction, name),
-        pace="gain",
-        identity_at_s1=True,  # at S = 1 the shared AdaScale run stands for it
-        uses_gain=True,
-    )
+@dataclass(frozen=True)
+class CUT_150(CUT):  # noqa: N801  # the name a matrix gives: bench.experiments.degraded:CUT_150
+    fraction = 0.74
+    size = 1.5
 
 
-CUT = _cut("CUT", FRACTION, 2.0)
-CUT_150 = _cut("CUT_150", 0.74, 1.5)
-CUT_125 = _cut("CUT_125", 0.76, 1.25)
+@dataclass(frozen=True)
+class CUT_125(CUT):  # noqa: N801
+    fraction = 0.76
+    size = 1.25

@@ -67,14 +67,14 @@ def test_each_rule_runs_only_with_its_optimizer() -> None:
 USER_RULE = '''
 from dataclasses import dataclass
 
-from bench.algo.rules import METHODS, Method
+from bench.algo.rules import ScalingRule
 
 
 @dataclass(frozen=True)
-class NoMomentum:
+class NoMomentum(ScalingRule):
     """√S with β₁ = 0 at every S > 1, and ε × 10."""
 
-    name = "nomomentum"
+    label, title, pace = "NM", "no momentum", "scale"
 
     def factors(self, t, scale, gain):
         return scale**0.5, float(scale), 1.0
@@ -83,7 +83,7 @@ class NoMomentum:
         return ((0.0 if scale > 1 else betas[0]), betas[1]), eps * 10
 
 
-ROW = Method(name="x", label="NM", title="no momentum", build=lambda ctx: NoMomentum(), pace="scale")
+ROW = NoMomentum
 '''
 
 

@@ -62,6 +62,70 @@ def test_an_unknown_method_is_refused(tmp_path: Path) -> None:
         matrix.load(path)
 
 
+LOAD_FORMS = {
+    # one class, its facts as class attributes: the form the docs show
+    "my_rules_one:R": (
+        "from bench.algo.rules import ScalingRule\n"
+        "class R(ScalingRule):\n    pace = 'scale'\n"
+        "    def factors(self, t, scale, gain):\n        return 1.0, float(scale), 1.0\n",
+        None,
+    ),
+    "my_rules_nofactors:R": (
+        "from bench.algo.rules import ScalingRule\nclass R(ScalingRule):\n    pace = 'scale'\n",
+        "^rule my_rules_nofactors:R: R defines no factors",
+    ),
+    "my_rules_nopace:R": (
+        "from bench.algo.rules import Identity\nclass R(Identity):\n    pace = 'fast'\n",
+        "^rule my_rules_nopace:R: pace 'fast' is not one of scale, gain, one",
+    ),
+    "my_rules_flag:R": (
+        "from bench.algo.rules import Identity\nclass R(Identity):\n    uses_gain = 'yes'\n",
+        "^rule my_rules_flag:R: uses_gain is str, not True or False$",
+    ),
+    "my_rules_optim:R": (
+        "from bench.algo.rules import Identity\nclass R(Identity):\n    optimizers = ('lamb',)\n",
+        "^rule my_rules_optim:R: optimizers \\('lamb',\\) are not among sgd, adamw$",
+    ),
+    "my_rules_value:R": ("R = 3\n", "^rule my_rules_value:R: my_rules_value.R is int; expected a subclass of "),
+    "my_rules_class:R": ("class R:\n    pass\n", "^rule my_rules_class:R: my_rules_class.R is R; expected a subclass"),
+}
+
+
+@pytest.mark.parametrize("name", LOAD_FORMS)
+def test_a_user_rule_is_one_class_and_anything_else_is_one_line(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_modules: None
+) -> None:
+    """A rule of yours loads as a ScalingRule subclass, named as you name it; a class without factors, a pace, a
+    flag or an optimizer of the wrong kind, or a value that is no such class is one line naming the rule."""
+    source, error = LOAD_FORMS[name]
+    write(tmp_path / f"{name.split(':')[0]}.py", source)
+    monkeypatch.chdir(tmp_path)
+    if error is not None:
+        with pytest.raises(UserError, match=error):
+            registry.load_rule(name)
+        return
+    row = registry.load_rule(name)
+    assert (row.name, row.label, row.title, row.pace) == (name, name, name, "scale")
+    assert registry.make_rule(name, ScaleSchedule.constant(4), 100.0).factors(0, 4, 1.0) == (1.0, 4.0, 1.0)
+
+
+def test_a_method_row_written_by_hand_still_loads_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_modules: None
+) -> None:
+    """How rules were written before they were one class: the row loads as it did, and a FutureWarning says how to
+    write it now."""
+    write(
+        tmp_path / "my_rules_row.py",
+        "from bench.algo.rules import METHODS, Method\n"
+        "R = Method(name='x', label='r', title='my r', build=METHODS['lsw'].build, pace='scale',\n"
+        "           identity_at_s1=True)\n",
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(FutureWarning, match="a Method row is deprecated; write the rule as one class"):
+        row = registry.load_rule("my_rules_row:R")
+    assert (row.name, row.label, row.title, row.identity_at_s1) == ("my_rules_row:R", "r", "my r", True)
+
+
 def test_a_built_in_rule_reaches_matrix_plan_run_status_and_table2(tmp_path: Path) -> None:
     """Square-root scaling, built in: a row of the table and its test (tests/algo), nothing else."""
     path = write(
@@ -186,9 +250,11 @@ import pathlib
 
 pathlib.Path(__file__).with_name("IMPORTED").write_text("imported")
 
-from bench.algo.rules import METHODS, Method
+from bench.algo.rules import SquareRootScaling
 
-X = Method(name="evil.module:X", label="<b>e|vil</b>", title="evil", build=METHODS["sqrt"].build, pace="scale")
+
+class X(SquareRootScaling):
+    label, title = "<b>e|vil</b>", "evil"
 '''
 
 
@@ -242,9 +308,8 @@ def test_a_user_rule_that_needs_its_adascale_twin_runs_after_it_and_takes_its_co
     experiment and runs as many iterations (its spec's `rule` record is not part of its twin's identity)."""
     write(
         tmp_path / "my_rules_plus.py",
-        "from bench.algo.rules import METHODS, Method\n"
-        "PLUS = Method(name='my_rules_plus:PLUS', label='LSW+ (mine)', title='mine', build=METHODS['lsw+'].build,"
-        " pace='gain', needs='T_AS', identity_at_s1=True)\n",
+        "from bench.algo.rules import LinearScalingWarmupPlus\n"
+        "class PLUS(LinearScalingWarmupPlus):\n    label, title = 'LSW+ (mine)', 'mine'\n",
     )
     monkeypatch.chdir(tmp_path)
     body = "  - table2: {tasks: [logreg], methods: [my_rules_plus:PLUS, adascale], scales: [4]}\n"

@@ -48,8 +48,7 @@ def test_the_working_folder_never_goes_first_on_sys_path(tmp_path: Path) -> None
     """A user's rule is loaded from the working folder (run), and a `soundfile.py` planted there leaves its
     marker file if it is ever imported instead of the installed soundfile (the speech task's)."""
     (tmp_path / "my_rules.py").write_text(
-        "from bench.algo.rules import METHODS, Method\n"
-        "R = Method(name='my_rules:R', label='r', title='r', build=METHODS['lsw'].build, pace='scale')\n"
+        "from bench.algo.rules import LinearScalingWarmup\nclass R(LinearScalingWarmup):\n    label = title = 'r'\n"
     )
     (tmp_path / "soundfile.py").write_text(
         "import pathlib\npathlib.Path(__file__).with_name('SHADOWED').write_text('x')\n"

@@ -84,10 +84,11 @@ def test_the_folder_kind_comes_from_the_presets_and_variant_names(folder: Path, 
     assert glance.folder_kind(quiet_load(tmp_path))[1].name == "positive control"
 
 
-GAIN_RULE = """from bench.algo.rules import METHODS, Method
+GAIN_RULE = """from bench.algo.rules import AdaScale
 
-MINE = Method(name="my_gain_rule:MINE", label="mine", title="my gain rule", build=METHODS["adascale"].build,
-              pace="gain", identity_at_s1=True, uses_gain=True)
+
+class MINE(AdaScale):
+    label, title, paper = "mine", "my gain rule", False
 """
 
 

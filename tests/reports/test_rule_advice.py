@@ -108,10 +108,11 @@ def test_a_gain_rule_is_unsafe_only_at_the_predictions_favourable_end_too() -> N
     assert lsw.verdict == R.UNSAFE
 
 
-USER_GAIN_RULE = """from bench.algo.rules import METHODS, Method
+USER_GAIN_RULE = """from bench.algo.rules import AdaScale
 
-MINE = Method(name="advice_gain_rule:MINE", label="mine", title="my gain rule", build=METHODS["adascale"].build,
-              pace="gain", identity_at_s1=True, uses_gain=True)
+
+class MINE(AdaScale):
+    label, title, paper = "mine", "my gain rule", False
 """
 
 
