@@ -31,8 +31,10 @@ from bench.files import METRICS, SPEC, SUMMARY, open_regular
 from bench.locks import lock_is_held
 from bench.usercode import is_user_name
 from reports.rundata import guards, runcache
+from reports.rundata.jsonfields import checked, read_object
 from reports.rundata.memo import ReportWarning  # defined where `report` replays warnings (reports.rundata.memo)
-from reports.rundata.runrow import RUN_COLUMNS, SPEC_FIELDS, SUMMARY_FIELDS, _num, _read_json, _row, checked, scale_str
+from reports.rundata.runrow import RUN_COLUMNS, SUMMARY_FIELDS, _num, _row, scale_str
+from reports.rundata.specfacts import read_spec
 from reports.rundata.variants import names as variant_names
 from tasks.presets import card_of_run
 
@@ -230,24 +232,19 @@ def load(out: Path) -> Results:
     codes: list[tuple[int, str, Any]] = []  # (row, task, its user_task record) of every run of a task of yours
     for spec_path in sorted(root.rglob(SPEC)):
         run_dir = spec_path.parent
-        spec, why = _read_json(spec_path)
+        spec, why = read_spec(spec_path, res.warn)  # field by field: a damaged one is a warning (specfacts)
         if spec is None:
-            res.warn(f"skipped {spec_path}: {why}")
+            res.warn(why)
             continue
-        spec = checked(spec, SPEC_FIELDS, spec_path, res.warn)
-        spec, dropped = guards.check(spec, guards.SPEC_RANGES, spec_path, res.warn)  # finite, in range
-        if set(dropped) & set(guards.IDENTITY):
-            res.warn(f"skipped {run_dir}: its spec's {', '.join(dropped)} out of range (run left out of the tables)")
-            continue
-        if is_user_name(spec.get("task")):  # a task of yours: its card as recorded (metric, margins), never imported
+        if is_user_name(spec.task):  # a task of yours: its card as recorded (metric, margins), never imported
             try:
-                card_of_run(spec.get("task"), spec.get("user_task"), str(spec_path))
+                card_of_run(spec.task, spec.user_task, str(spec_path))
             except UserError as e:
                 res.warn(f"{e} (its metric is read as the summary names it)")
         summary_path = run_dir / SUMMARY
         summary = None
         if summary_path.exists():
-            summary, why = _read_json(summary_path)
+            summary, why = read_object(summary_path)
             if summary is not None:
                 summary = checked(summary, SUMMARY_FIELDS, summary_path, res.warn)
                 summary, _ = guards.check(summary, guards.SUMMARY_RANGES, summary_path, res.warn)
@@ -269,8 +266,8 @@ def load(out: Path) -> Results:
                 res.warn(f"skipped {run_dir}: not started (only {SPEC})")
         elif not row["has_metrics"] and row["experiment_kind"] not in ("heatmap", "sweep"):  # those need none
             res.warn(f"{run_dir / METRICS}: missing (run in the tables, not in the figures)")
-        if is_user_name(spec.get("task")):
-            codes.append((len(rows), str(spec.get("task")), spec.get("user_task")))
+        if is_user_name(spec.task):
+            codes.append((len(rows), str(spec.task), spec.user_task))
         rows.append(row)
     apart_by_code(rows, codes, res.warn)
     if rows:

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from bench.errors import UserError
-from bench.identity import SpecDocument
+from reports.rundata.specfacts import SpecFacts
 from tasks.presets import EVAL_EXAMPLES, card_of_run
 
 SIGMAS = 3.0  # a one-sided 3σ binomial bound: not tuned, the conventional "not a fluke" distance
@@ -47,19 +47,19 @@ def _number(v: Any) -> float | None:
     return float(v) if ok else None
 
 
-def collapsed(spec: SpecDocument, summary: dict[str, Any] | None) -> bool:
+def collapsed(spec: SpecFacts, summary: dict[str, Any] | None) -> bool:
     """Whether a completed run ended no better than its untrained model or its task's chance level (see the
     module); False where neither reference is known, the card cannot be read, or the run has no final metric."""
     if summary is None or summary.get("status") != "completed":
         return False
     try:
-        card = card_of_run(spec.get("task"), spec.get("user_task"))
+        card = card_of_run(spec.task, spec.user_task)
     except UserError:
         return False
     value, last, first = _number(summary.get("val_metric")), summary.get("eval"), summary.get("initial_eval")
     if value is None:
         return False
-    refs = [card.chance.get(str(spec.get("preset") or "")), first.get(card.metric) if isinstance(first, dict) else None]
+    refs = [card.chance.get(spec.preset or ""), first.get(card.metric) if isinstance(first, dict) else None]
     n = _number(last.get(EVAL_EXAMPLES)) if isinstance(last, dict) else None  # a damaged size: none known
     for ref in (r for r in map(_number, refs) if r is not None):
         tol = chance_tolerance(ref, n, *card.metric_range)

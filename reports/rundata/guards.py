@@ -41,6 +41,7 @@ SPEC_RANGES: dict[str, Rule] = {
     "batch_size": POSITIVE_COUNT,
     "T1": POSITIVE_COUNT,
     "T_AS": POSITIVE_COUNT,
+    "T": POSITIVE_COUNT,
     "max_epochs": POSITIVE_COUNT,
     "ttt_target": ANY,
     "seed": COUNT,

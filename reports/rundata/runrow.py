@@ -1,19 +1,20 @@
-"""One run folder's spec.json and summary.json, read into its row of the runs table (reports.rundata.collect walks the
-folders): every field the report reads is checked for a type it can use, so a damaged file costs a warning naming it,
-never a traceback later on."""
+"""One run folder's spec (reports.rundata.specfacts, read field by field) and summary.json, into its row of the runs
+table (reports.rundata.collect walks the folders): every field the report reads is checked for a type it can use, so
+a damaged file costs a warning naming it, never a traceback later on."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
-from bench.algo.schedules import ELASTIC, scale_schedule, scale_steps
-from bench.files import CHECKPOINT, MAX_JSON_BYTES, METRICS, finite_float, open_regular
-from bench.identity import SpecDocument, identity_of
+from bench.files import CHECKPOINT, METRICS, finite_float
+from bench.identity import identity_of
 from reports.rundata.failedseeds import collapsed
+from reports.rundata.jsonfields import NUMBER
+from reports.rundata.specfacts import SpecFacts
 from reports.rundata.variants import label_of
 
 # summary.json's numbers, as they go into a run's row
@@ -77,32 +78,9 @@ RUN_COLUMNS = [
 ]
 
 
-_NUMBER = (int, float)
-# The fields the report reads, with the types it can use: any other type is dropped with a warning
-# naming the file and the field (as if absent), never a traceback later on.
-SPEC_FIELDS: dict[str, tuple[type, ...]] = {
-    "task": (str,),
-    "method": (str,),
-    "scale": (int, str),
-    "seed": (int,),
-    "preset": (str,),
-    "batch_size": _NUMBER,
-    "T1": _NUMBER,
-    "T_AS": _NUMBER,
-    "max_epochs": _NUMBER,
-    "lr_schedule": (dict,),
-    "overrides": (dict,),
-    "experiment": (dict, str),
-    "elastic": (dict,),
-    "rule": (dict,),
-    "user_task": (dict,),
-    "ttt_target": _NUMBER,
-    "ranks": (int,),
-    "accumulation": (int,),
-}
 SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
     "status": (str,),
-    **dict.fromkeys(SUMMARY_NUMBERS, _NUMBER),
+    **dict.fromkeys(SUMMARY_NUMBERS, NUMBER),
     "metric": (str,),
     "metric_label": (str,),
     "higher_is_better": (bool,),
@@ -110,46 +88,6 @@ SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
     "versions": (dict,),
     "error": (str,),
 }
-
-
-def checked(obj: dict, fields: dict[str, tuple[type, ...]], path: Path, warn: Any) -> dict:
-    """`obj` less the fields of a type the report cannot use (None is always "absent"), each named in
-    a warning; booleans are not numbers."""
-    out = dict(obj)
-    for key, types in fields.items():
-        value = out.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            warn(f"{path}: field {key!r} is {type(value).__name__}, not {'/'.join(t.__name__ for t in types)}; ignored")
-            del out[key]
-    return out
-
-
-def _read_json(path: Path) -> tuple[dict | None, str | None]:
-    """(object, None) or (None, why it could not be used)."""
-    try:
-        with open_regular(path, "rb", MAX_JSON_BYTES) as f:  # no link, no FIFO, bounded (bench.safefs)
-            text = f.read().decode("utf-8")
-    except OSError as e:
-        return None, f"cannot read ({e.strerror or e})"
-    except UnicodeDecodeError as e:
-        return None, f"not UTF-8 text (byte {e.start})"
-    if not text.strip():
-        return None, "empty file"
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        return None, f"corrupt JSON ({e.msg}: line {e.lineno}, column {e.colno})"
-    except (ValueError, RecursionError):  # a value nested past the parser's depth
-        return None, "corrupt JSON (nested too deep)"
-    if not isinstance(obj, dict):
-        return None, f"not a JSON object ({type(obj).__name__})"
-    try:
-        safefs.check_shape(obj, path)  # a 980-deep value would crash whatever walks it next
-    except OSError as e:
-        return None, f"corrupt JSON ({e.strerror})"
-    return obj, None
 
 
 def _num(value: Any) -> float:
@@ -170,46 +108,25 @@ def scale_str(scale: Any) -> str:
     return str(scale)
 
 
-def experiment_of(spec: SpecDocument) -> dict:
-    """spec["experiment"] as a dict ({} for ad-hoc runs; a bare string is read as its kind)."""
-    exp = spec.get("experiment")
-    if isinstance(exp, str):
-        return {"kind": exp}
-    return exp if isinstance(exp, dict) else {}
-
-
-def variant_of(overrides: dict) -> str:
+def variant_of(overrides: Mapping[str, Any]) -> str:
     """The overrides that make a run differ from its preset, as a stable string ("" for none)."""
-    keep = identity_of({"overrides": overrides or {}})["overrides"]
+    keep = identity_of({"overrides": dict(overrides)})["overrides"]
     return ",".join(f"{k}={json.dumps(v, sort_keys=True)}" for k, v in sorted(keep.items()))
 
 
-def max_scale(spec: SpecDocument) -> float:
-    """The largest S of a run: its scale, or the largest step of its elastic schedule."""
-    scale = spec.get("scale")
-    if isinstance(scale, str) and scale in ELASTIC:
-        try:
-            return float(max(s for _, s in scale_steps(scale, spec.get("elastic"))))
-        except Exception:  # a damaged schedule: no largest S to show
-            return math.nan
-    return _num(scale)
-
-
-def planned_iterations(spec: SpecDocument) -> float:
+def planned_iterations(spec: SpecFacts) -> float:
     """The iterations a run was planned to take, as the paper prints for a diverged cell: the method
     table's plan (bench.algo.rules.planned_iterations: LSW's ⌈T1/S⌉ on its scale schedule, LSW+'s T_AS);
-    NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else.
-    A user's rule is read as its spec recorded it (bench.methods.recorded): nothing is imported."""
+    NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else, and
+    where the spec lacks its method, T1 or scale schedule. A user's rule is read as its spec recorded it
+    (bench.methods.recorded): nothing is imported."""
     from bench.algo.rules import planned_iterations as plan
     from bench.methods import recorded
 
-    try:
-        row = recorded(str(spec["method"]), spec.get("rule"))
-        T1 = float(spec["T1"])
-        planned = plan(row, scale_schedule(spec["scale"], spec.get("elastic"), T1), T1, spec.get("T_AS"), spec.get("T"))
-    except Exception:  # an incomplete spec: no plan to show
+    schedule = spec.schedule
+    if spec.method is None or spec.T1 is None or schedule is None:
         return math.nan
-    return _num(planned)
+    return _num(plan(recorded(spec.method, spec.rule), schedule, spec.T1, spec.T_AS, spec.T))
 
 
 def _pilot_seeds(pilot_seeds: Any) -> tuple[int, ...]:
@@ -220,21 +137,19 @@ def _pilot_seeds(pilot_seeds: Any) -> tuple[int, ...]:
     return tuple(s for s in pilot_seeds if isinstance(s, int) and not isinstance(s, bool))
 
 
-def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, Any]:
-    exp = experiment_of(spec)
-    sched = spec.get("lr_schedule") if isinstance(spec.get("lr_schedule"), dict) else {}
-    overrides = spec.get("overrides") if isinstance(spec.get("overrides"), dict) else {}
+def _row(run_dir: Path, spec: SpecFacts, summary: dict | None) -> dict[str, Any]:
+    exp, sched = spec.experiment, spec.lr_schedule
     row: dict[str, Any] = {
-        "task": str(spec.get("task", "?")),
-        "method": str(spec.get("method", "?")),
-        "scale": scale_str(spec.get("scale", "?")),
-        "seed": spec.get("seed"),
-        "preset": str(spec.get("preset") or ""),
-        "batch_size": _num(spec.get("batch_size")),
-        "T1": _num(spec.get("T1")),
-        "T_AS": _num(spec.get("T_AS")),
-        "max_scale": max_scale(spec),
-        "max_epochs": _num(spec.get("max_epochs")),
+        "task": spec.task or "?",
+        "method": spec.method or "?",
+        "scale": scale_str("?" if spec.scale is None else spec.scale),
+        "seed": spec.seed,
+        "preset": spec.preset or "",
+        "batch_size": _num(spec.batch_size),
+        "T1": _num(spec.T1),
+        "T_AS": _num(spec.T_AS),
+        "max_scale": _num(spec.max_scale),
+        "max_epochs": _num(spec.max_epochs),
         "lr_kind": _str(sched.get("kind")),
         "lr0": _num(sched.get("lr0")),
         "decay": _num(sched.get("decay")),
@@ -245,17 +160,17 @@ def _row(run_dir: Path, spec: SpecDocument, summary: dict | None) -> dict[str, A
         "sweep_batch": _num(exp.get("batch")),
         "sweep_method": _str(exp.get("method")),
         "sweep_target": _num(exp.get("target")),
-        "ttt_target": _num(spec.get("ttt_target")),  # time to target's threshold, fixed before the run
-        "ranks": _num(spec.get("ranks")),
-        "accumulation": _num(spec.get("accumulation")),
-        "optimizer": _str(spec.get("optimizer")) or "sgd",  # a spec before the key ran SGD
-        "overrides": json.dumps(overrides, sort_keys=True, default=str),
-        "variant": variant_of(overrides),
+        "ttt_target": _num(spec.ttt_target),  # time to target's threshold, fixed before the run
+        "ranks": _num(spec.ranks),
+        "accumulation": _num(spec.accumulation),
+        "optimizer": spec.optimizer or "sgd",  # a spec before the key ran SGD
+        "overrides": json.dumps(spec.overrides, sort_keys=True, default=str),
+        "variant": variant_of(spec.overrides),
         "variant_label": label_of(exp),
         "collapsed": False,
         "pilot": False,  # the folder's rule sets it (reports.rundata.collect.folder_pilots)
         "_pilot_seeds": _pilot_seeds(exp.get("pilot_seeds")),
-        "rule": json.dumps(spec["rule"], sort_keys=True, default=str) if isinstance(spec.get("rule"), dict) else None,
+        "rule": spec.rule_json,
         "has_metrics": (run_dir / METRICS).exists(),
         "has_checkpoint": (run_dir / CHECKPOINT).exists(),
         "run_dir": str(run_dir),

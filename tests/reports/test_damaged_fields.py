@@ -15,7 +15,8 @@ import pytest
 from bench.cli import main
 from bench.files import METRICS, SPEC, SUMMARY, read_json
 from reports import build, figures
-from reports.rundata.collect import SPEC_FIELDS, SUMMARY_FIELDS
+from reports.rundata.collect import SUMMARY_FIELDS
+from reports.rundata.specfacts import SPEC_FIELDS
 from slurm.records import JOB
 from slurm.status import MANIFEST, collect, table
 from tests.helpers import finished_results

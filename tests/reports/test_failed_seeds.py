@@ -13,6 +13,7 @@ import pytest
 
 from bench.cli import main
 from reports.rundata.failedseeds import chance_tolerance, collapsed
+from reports.rundata.specfacts import SpecFacts
 from tasks.presets import EVAL_EXAMPLES, card, check_card
 
 from .test_reports import write_run
@@ -76,11 +77,11 @@ def test_a_seed_past_the_tolerance_has_learned(tmp_path: Path) -> None:
 
 def test_a_damaged_evaluation_size_is_no_size() -> None:
     """A planted `examples: true` (n = 1 would make a 90-point tolerance) reads as no size: only chance counts."""
-    spec = {"task": "cifar10", "preset": "tiny"}
+    spec = SpecFacts(task="cifar10", preset="tiny")
     done = {"status": "completed", "val_metric": 10.5}
     assert not collapsed(spec, done | {"eval": {EVAL_EXAMPLES: True}})
     assert collapsed(spec, done | {"eval": {EVAL_EXAMPLES: 300.0}})  # 300 images: 3 sds of a guess are 5.2 points
-    assert not collapsed(spec, done | {"status": "diverged"}) and not collapsed({"task": "nope"}, done)
+    assert not collapsed(spec, done | {"status": "diverged"}) and not collapsed(SpecFacts(task="nope"), done)
 
 
 def logreg_seeds(root: Path, method: str, scale: int, vals: list[float], initial: float | None = 0.6931, **kw) -> None:
@@ -127,7 +128,7 @@ def test_seeds_that_improve_on_their_untrained_model_and_old_folders_without_one
 def test_the_untrained_reference_takes_the_binomial_tolerance_of_its_own_level() -> None:
     """An accuracy with its evaluation's size: a final score within 3 binomial sds of the untrained model's (at
     30 % on 5 000 images: 1.94 points) has not learned; one past them has."""
-    spec = {"task": "cifar10", "preset": "tiny"}
+    spec = SpecFacts(task="cifar10", preset="tiny")
     done = {"status": "completed", "eval": {EVAL_EXAMPLES: float(EXAMPLES)}, "initial_eval": {"top1": 30.0}}
     assert math.isclose(chance_tolerance(30.0, EXAMPLES, 0.0, 100.0), 300 * math.sqrt(0.21 / EXAMPLES))
     assert collapsed(spec, done | {"val_metric": 31.9}) and not collapsed(spec, done | {"val_metric": 32.0})
