@@ -21,7 +21,7 @@ PROG = "adascale-bench"
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bench.engine.signals import install_signal_handlers
-    from bench.run.runner import existing_summary, run_dir_of, run_spec
+    from bench.run.runner import run
     from bench.run.spec import parse_overrides, resolve
     from bench.run.summary import describe
     from tasks import get_task
@@ -35,10 +35,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return launch_local(spec, Path(args.out))
     install_signal_handlers()
-    run_dir = run_dir_of(Path(args.out), spec)
-    already = existing_summary(run_dir) is not None  # finished before: run_spec returns its summary untrained
-    summary = run_spec(spec, Path(args.out))
-    print(describe(summary, run_dir, already))
+    ran = run(spec, Path(args.out), task=task)  # the task resolved here: loaded once
+    print(describe(ran.summary, ran.run_dir, already=not ran.trained))
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from bench import safefs
 from bench.engine.distributed import Dist, pick_device
 from bench.engine.loop import Engine
 from bench.engine.signals import Interrupted
+from bench.engine.task import Task
 from bench.errors import UserError
 from bench.files import SPEC, SUMMARY, read_json_object, remove_temporaries, write_json
 from bench.locks import run_lock
@@ -47,30 +49,46 @@ def writing(run_dir: Path, dist: Dist) -> Iterator[None]:
         yield
 
 
-def run_spec(spec: RunSpec, out: Path, progress: bool = True, dist: Dist | None = None) -> dict[str, Any]:
-    """Train `spec` under `out` (or return the summary it already has). A crash is recorded as a
-    `failed` summary, with the traceback in error.log, and re-raised. One rank (no `dist`) runs on the
-    spec's device."""
+@dataclass(frozen=True)
+class Ran:
+    """What `run` did: the run's summary, its folder, and whether this call trained it (False: it had finished)."""
+
+    summary: dict[str, Any]
+    run_dir: Path
+    trained: bool
+
+
+def run_spec(
+    spec: RunSpec, out: Path, progress: bool = True, dist: Dist | None = None, task: Task | None = None
+) -> dict[str, Any]:
+    """Train `spec` under `out` (or return the summary it already has): `run`'s summary."""
+    return run(spec, out, progress, dist, task).summary
+
+
+def run(spec: RunSpec, out: Path, progress: bool = True, dist: Dist | None = None, task: Task | None = None) -> Ran:
+    """Train `spec` under `out`, or take the summary it already has. A crash is recorded as a `failed` summary, with
+    the traceback in error.log, and re-raised. One rank (no `dist`) runs on the spec's device. `task`: the task this
+    process resolved the spec with (loaded once; its recorded source is this very load), else loaded here."""
     with safefs.confined(out):  # below --out no link is followed (bench.safefs)
-        return _run_spec(spec, Path(out), progress, dist or Dist(device=pick_device(spec.device)))
+        return _run(spec, Path(out), progress, dist or Dist(device=pick_device(spec.device)), task)
 
 
-def _run_spec(spec: RunSpec, out: Path, progress: bool, dist: Dist) -> dict[str, Any]:
+def _run(spec: RunSpec, out: Path, progress: bool, dist: Dist, task: Task | None) -> Ran:
     """Done already (and this run): its summary. Else its dependencies' values (T_AS, T), then, holding
     the folder's lock, the same-run check and the training."""
     run_dir = run_dir_of(out, spec)
     done = existing_summary(run_dir)
     if done is not None:
         check_same(run_dir, spec)  # finished, but maybe not this run: a user's rule whose source changed since
-        return done
+        return Ran(done, run_dir, False)
     spec = resolve_needs(Path(out), spec)
     with writing(run_dir, dist):
         done = existing_summary(run_dir)  # finished by the writer that held the lock before
         if done is not None:
-            return done
+            return Ran(done, run_dir, False)
         check_same(run_dir, spec)
         try:
-            return _train(spec, run_dir, dist, progress)[0]
+            return Ran(_train(spec, run_dir, dist, progress, task)[0], run_dir, True)
         except (UserError, Interrupted):
             raise
         except Exception as e:
@@ -89,11 +107,14 @@ def train(spec: RunSpec, run_dir: Path, dist: Dist, progress: bool = True) -> tu
         return _train(spec, run_dir, dist, progress)
 
 
-def _train(spec: RunSpec, run_dir: Path, dist: Dist, progress: bool) -> tuple[dict[str, Any], Engine]:
+def _train(
+    spec: RunSpec, run_dir: Path, dist: Dist, progress: bool, task: Task | None = None
+) -> tuple[dict[str, Any], Engine]:
     from tasks import check_recorded, get_task
 
-    task = get_task(spec.task)
-    check_recorded(spec)  # a task of yours: the source its spec recorded, or one line
+    if task is None:  # loaded here, maybe from another source than the one the spec was resolved with
+        task = get_task(spec.task)
+        check_recorded(spec)  # a task of yours: the source its spec recorded, or one line
     check = checker(task, spec, dist)  # its card against what it returns, on one batch: before any training
     engine = Engine(spec, task, run_dir, prepare_data(task, spec, dist), dist=dist, progress=progress, check=check)
     if dist.is_main:
