@@ -19,8 +19,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench.runspec import RunSpec
-
 
 @contextlib.contextmanager
 def autocast(mode: str, device: torch.device) -> Iterator[None]:
@@ -45,9 +43,10 @@ class AutocastLoss:
         return getattr(self._task, name)
 
 
-def with_amp(task: Any, spec: RunSpec, device: torch.device) -> Any:
-    """`task`, or a wrapper whose loss runs under bf16 autocast when the spec asks for it (its values: the schema's)."""
-    return task if spec.amp == "none" else AutocastLoss(task, spec.amp, device)
+def with_amp(task: Any, amp: str, device: torch.device) -> Any:
+    """`task`, or a wrapper whose loss runs under bf16 autocast when the spec's `amp` asks for it (its values: the
+    schema's)."""
+    return task if amp == "none" else AutocastLoss(task, amp, device)
 
 
 def cuda_speed_knobs(module: nn.Module, device: torch.device) -> nn.Module:

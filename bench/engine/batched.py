@@ -42,7 +42,6 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from bench.engine import tree
 from bench.engine.batchnorm import RunningStats
-from bench.runspec import RunSpec
 
 MODES = ("sequential", "batched")
 
@@ -101,8 +100,9 @@ class BatchedMicrobatches:
         )  # over (params, fixed buffers, per-micro-batch BatchNorm buffers, micro-batches)
 
     @classmethod
-    def for_spec(cls, spec: RunSpec, module: nn.Module, task: Any, world: int) -> BatchedMicrobatches | None:
-        if spec.microbatch_mode == "sequential":  # or batched: the schema's two values
+    def for_mode(cls, mode: str, module: nn.Module, task: Any, world: int) -> BatchedMicrobatches | None:
+        """The batched path where the spec's `microbatch_mode` asks for it and W = 1; None: the sequential one."""
+        if mode == "sequential":  # or batched: the schema's two values
             return None
         if world > 1:
             notice(f"W = {world} ranks (data parallelism needs DDP's backward)")

@@ -19,7 +19,6 @@ import torch
 import torch.distributed as dist
 
 from bench.errors import UserError
-from bench.runspec import RunSpec
 
 TIMEOUT_ENV = "ADASCALE_BENCH_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 300.0  # a collective waits this long for a silent peer before the job fails (no spec)
@@ -145,10 +144,9 @@ def shutdown() -> None:
         gc.collect()
 
 
-def ranks_for(spec: RunSpec, scale: int, world: int) -> int:
-    """How many ranks scale S needs: S / A when the spec fixes the accumulation A (a positive integer: the
-    schema's), else the current W."""
-    accum = spec.accumulation
+def ranks_for(accum: int | None, scale: int, world: int) -> int:
+    """How many ranks scale S needs: S / A when the spec fixes the accumulation A (its `accumulation`, a positive
+    integer: the schema's), else the current W."""
     if accum is None:
         if scale % world:
             raise UserError(f"scale {scale} is not a multiple of {world} ranks")

@@ -138,7 +138,7 @@ class Engine:
                 "optimizer=adamw and microbatch_mode=sequential"
             )
         for s in self.scales.scales:
-            ranks_for(spec, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
+            ranks_for(spec.accumulation, s, self.dist.world)  # S must split into W ranks, or into a fixed accumulation
 
     # -- set-up -------------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -149,7 +149,7 @@ class Engine:
             torch.set_num_threads(int(spec.threads))
         torch.manual_seed(spec.seed)
         self.module = cuda_speed_knobs(self.task.build_model(spec).to(dist.device), dist.device)
-        self.loss_task = with_amp(self.task, spec, dist.device)  # spec amp: bf16 autocast of the loss
+        self.loss_task = with_amp(self.task, spec.amp, dist.device)  # spec amp: bf16 autocast of the loss
         self.model: nn.Module = self.module
         if dist.world > 1:
             ids = [dist.device.index] if dist.device.type == "cuda" else None
@@ -157,7 +157,7 @@ class Engine:
             self.model = nn.parallel.DistributedDataParallel(self.module, device_ids=ids, broadcast_buffers=False)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         self.split = SplitInvariance(self.model, self.module, self.params, dist, spec.reduction)
-        self.batched = BatchedMicrobatches.for_spec(spec, self.module, self.loss_task, dist.world)
+        self.batched = BatchedMicrobatches.for_mode(spec.microbatch_mode, self.module, self.loss_task, dist.world)
         self.optimizer = make_optimizer(spec, self.params)
         self.precond: PreconditionedNorms | None = None
         if self.precond_gain is not None:
@@ -266,7 +266,7 @@ class Engine:
 
     def _at_new_scale(self, state: State, scale: int, here: AtScale | None, started: float) -> AtScale:
         """The stream's slice and the observer for a new S; a checkpoint and RanksChange where S needs another W."""
-        ranks = ranks_for(self.spec, scale, self.dist.world)
+        ranks = ranks_for(self.spec.accumulation, scale, self.dist.world)
         if ranks != self.dist.world:
             state.wall_time = time.perf_counter() - started
             self.checkpoint(state)

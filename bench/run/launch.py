@@ -97,7 +97,8 @@ def initial_ranks(spec: RunSpec, run_dir: Path) -> int:
 
     if spec.accumulation is None:
         return int(spec.ranks)
-    return ranks_for(spec, scale_schedule(spec.scale, spec.elastic, spec.T1)(checkpoint_tau(run_dir)), int(spec.ranks))
+    scale = scale_schedule(spec.scale, spec.elastic, spec.T1)(checkpoint_tau(run_dir))
+    return ranks_for(spec.accumulation, scale, int(spec.ranks))
 
 
 @contextmanager

@@ -146,12 +146,12 @@ def test_one_process_sums_without_hooks_and_observes_only_when_asked() -> None:
 
 # -- spec keys, ranks, timeouts ------------------------------------------------------------------------
 def test_ranks_follow_the_accumulation_or_stay_fixed() -> None:
-    assert ranks_for(spec_for("logreg"), 8, 2) == 2
-    assert ranks_for(spec_for("logreg", accumulation=2), 8, 1) == 4
+    assert ranks_for(spec_for("logreg").accumulation, 8, 2) == 2
+    assert ranks_for(spec_for("logreg", accumulation=2).accumulation, 8, 1) == 4
     with pytest.raises(UserError, match="not a multiple of 3 ranks"):
-        ranks_for(spec_for("logreg"), 8, 3)
+        ranks_for(spec_for("logreg").accumulation, 8, 3)
     with pytest.raises(UserError, match="not a multiple of accumulation 4"):
-        ranks_for(spec_for("logreg", accumulation=4), 2, 1)
+        ranks_for(spec_for("logreg", accumulation=4).accumulation, 2, 1)
     for bad in (0, -1, 1.5, "2", True):  # the schema's check, before anything is built
         with pytest.raises(UserError, match="accumulation"):
             spec_for("logreg", accumulation=bad)
