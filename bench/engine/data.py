@@ -127,18 +127,15 @@ def shared_samples(task: Task, cfg: RunSpec, root: Path, split: str, dist: Dist)
     return value
 
 
-def build_set(make: Any, cfg: RunSpec, root: Path, samples: Any) -> Any:
-    """`make(cfg, root)` (a task's train_set or eval_set), given `samples=` when there is a shared list."""
-    return make(cfg, root) if samples is None else make(cfg, root, samples=samples)
-
-
 def run_sets(task: Task, cfg: RunSpec, root: Path, dist: Dist, sharded: bool) -> tuple[Any, Any, ItemStream]:
     """A run's training set, its evaluation set (every rank its shard where the task's evaluation is `sharded`,
     else rank 0 alone) and its example stream; rank 0 reads the sample lists (an index, a folder walk) and the
     other ranks receive them."""
-    train = build_set(task.train_set, cfg, root, shared_samples(task, cfg, root, "train", dist))
+    samples = shared_samples(task, cfg, root, "train", dist)  # given as samples= where the task shares a list
+    train = task.train_set(cfg, root) if samples is None else task.train_set(cfg, root, samples=samples)
     if sharded:
-        evalset = build_set(task.eval_set, cfg, root, shared_samples(task, cfg, root, "eval", dist))
+        samples = shared_samples(task, cfg, root, "eval", dist)
+        evalset = task.eval_set(cfg, root) if samples is None else task.eval_set(cfg, root, samples=samples)
     else:
         evalset = task.eval_set(cfg, root) if dist.is_main else None
     return train, evalset, ItemStream(len(train), task.items_per_microbatch(cfg), cfg.seed)

@@ -66,38 +66,36 @@ def run_spec(
 
 
 def run(spec: RunSpec, out: Path, progress: bool = True, dist: Dist | None = None, task: Task | None = None) -> Ran:
-    """Train `spec` under `out`, or take the summary it already has. A crash is recorded as a `failed` summary, with
-    the traceback in error.log, and re-raised. One rank (no `dist`) runs on the spec's device. `task`: the task this
-    process resolved the spec with (loaded once; its recorded source is this very load), else loaded here."""
+    """Train `spec` under `out`, or take the summary it already has (and is this run's). Else its dependencies' values
+    (T_AS, T), then, holding the folder's lock, the same-run check and the training. A crash is recorded as a
+    `failed` summary, with the traceback in error.log, and re-raised. One rank (no `dist`) runs on the spec's
+    device. `task`: the task this process resolved the spec with (loaded once; its recorded source is this very
+    load), else loaded here."""
+    out = Path(out)
+    dist = dist or Dist(device=pick_device(spec.device))
+    run_dir = out / run_name(spec)
     with safefs.confined(out):  # below --out no link is followed (bench.safefs)
-        return _run(spec, Path(out), progress, dist or Dist(device=pick_device(spec.device)), task)
-
-
-def _run(spec: RunSpec, out: Path, progress: bool, dist: Dist, task: Task | None) -> Ran:
-    """Done already (and this run): its summary. Else its dependencies' values (T_AS, T), then, holding
-    the folder's lock, the same-run check and the training."""
-    run_dir = run_dir_of(out, spec)
-    done = existing_summary(run_dir)
-    if done is not None:
-        check_same(run_dir, spec)  # finished, but maybe not this run: a user's rule whose source changed since
-        return Ran(done, run_dir, False)
-    spec = resolve_needs(Path(out), spec)
-    with writing(run_dir, dist):
-        done = existing_summary(run_dir)  # finished by the writer that held the lock before
+        done = existing_summary(run_dir)
         if done is not None:
+            check_same(run_dir, spec)  # finished, but maybe not this run: a user's rule whose source changed since
             return Ran(done, run_dir, False)
-        check_same(run_dir, spec)
-        try:
-            return Ran(_train(spec, run_dir, dist, progress, task)[0], run_dir, True)
-        except (UserError, Interrupted):
-            raise
-        except Exception as e:
-            if dist.is_main:
-                try:
-                    record_failure(spec, run_dir, f"{type(e).__name__}: {e}", traceback.format_exc())
-                except OSError:  # a full disk: the error itself says it, and the checkpoint is untouched
-                    pass
-            raise
+        spec = resolve_needs(out, spec)
+        with writing(run_dir, dist):
+            done = existing_summary(run_dir)  # finished by the writer that held the lock before
+            if done is not None:
+                return Ran(done, run_dir, False)
+            check_same(run_dir, spec)
+            try:
+                return Ran(_train(spec, run_dir, dist, progress, task)[0], run_dir, True)
+            except (UserError, Interrupted):
+                raise
+            except Exception as e:
+                if dist.is_main:
+                    try:
+                        record_failure(spec, run_dir, f"{type(e).__name__}: {e}", traceback.format_exc())
+                    except OSError:  # a full disk: the error itself says it, and the checkpoint is untouched
+                        pass
+                raise
 
 
 def train(spec: RunSpec, run_dir: Path, dist: Dist, progress: bool = True) -> tuple[dict[str, Any], Engine]:
