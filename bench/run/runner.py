@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from bench.run.dataroot import prepare_data
 from bench.run.needs import resolve_needs
 from bench.run.spec import check_same, run_name
 from bench.run.summary import record_failure, summarize, write_summary
-from bench.run.taskcheck import checker
+from bench.run.taskcheck import check_built
 from bench.runspec import RunSpec
 
 FINAL = ("completed", "diverged")
@@ -113,7 +114,7 @@ def _train(
     if task is None:  # loaded here, maybe from another source than the one the spec was resolved with
         task = get_task(spec.task)
         check_recorded(spec)  # a task of yours: the source its spec recorded, or one line
-    check = checker(task, spec, dist)  # its card against what it returns, on one batch: before any training
+    check = functools.partial(check_built, task, spec, dist)  # its card against what it returns, on one batch
     engine = Engine(spec, task, run_dir, prepare_data(task, spec, dist), dist=dist, progress=progress, check=check)
     if dist.is_main:
         write_json(run_dir / SPEC, spec.to_json())

@@ -9,7 +9,7 @@ file the card comes from and what was expected. One small batch: its cost is one
 The global RNG is left as it was (a run seeds its own before building its model anyway).
 
 Called where a task meets its data root: every run, by its engine on its own model and evaluation set once built,
-before any training (bench.run.runner hands it `checker`: `run`, `advise`'s probe, a matrix's runs), and `submit`'s
+before any training (bench.run.runner hands it `check_built`: `run`, `advise`'s probe, a matrix's runs), and `submit`'s
 data check before it sends a job (`check_task`; `submit --dry-run` too: slurm.datacheck), for built-in tasks and
 tasks of yours alike.
 """
@@ -17,7 +17,6 @@ tasks of yours alike.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,20 +95,16 @@ def check_task(task: Any, root: Path, spec: RunSpec, device: torch.device | None
     )
 
 
-def checker(task: Any, spec: RunSpec, dist: Any) -> Callable[[Any, Any], None]:
+def check_built(task: Any, spec: RunSpec, dist: Any, model: Any, evalset: Any) -> None:
     """The check a run's engine makes on its own model and evaluation set once built, before any training (no second
-    model, no second read of the set's index): on rank 0, its one line raised on every rank, so that no rank goes on
-    to wait for one that stopped."""
-
-    def check(model: Any, evalset: Any) -> None:
-        why = None
-        if dist.is_main:
-            try:
-                check_metrics(task, one_batch_metrics(task, model, evalset, spec, dist.device))
-            except UserError as e:
-                why = str(e)
-        why = dist.broadcast(why)
-        if why:
-            raise UserError(why)
-
-    return check
+    model, no second read of the set's index; bench.run.runner hands the engine it with the first three bound): on
+    rank 0, its one line raised on every rank, so that no rank goes on to wait for one that stopped."""
+    why = None
+    if dist.is_main:
+        try:
+            check_metrics(task, one_batch_metrics(task, model, evalset, spec, dist.device))
+        except UserError as e:
+            why = str(e)
+    why = dist.broadcast(why)
+    if why:
+        raise UserError(why)
