@@ -183,8 +183,7 @@ def _pair_rows(res: object, table: pd.DataFrame, h: pd.Series, lo: pd.Series, se
     if fh is None or fl is None:
         return []
     S_h, S_l = int(h["_S"]), int(lo["_S"])
-    per_octave = transfer.slope(fh, S_h, S_l, float(lo["iterations"]), T1)
-    probes = [(S_h, fh), (S_l, fl)]
+    pair = transfer.Pair(fh, S_h, T1, fl, S_l, float(lo["iterations"]))
     rows = []
     for S, cell in table.groupby("_S"):
         rest = cell[~cell["run_dir"].isin([h["run_dir"], lo["run_dir"]])]
@@ -192,7 +191,7 @@ def _pair_rows(res: object, table: pd.DataFrame, h: pd.Series, lo: pd.Series, se
         mean = float(its[its > 0].mean()) if (its > 0).sum() >= 2 else math.nan  # a count of 0: damaged
         if S < 2 or not math.isfinite(mean):
             continue
-        at = functools.partial(transfer.iterations_from, probes, per_octave, int(S), T1)
+        at = functools.partial(pair.iterations, int(S))
         near = [S_h, S_l][transfer.nearest([S_h, S_l], int(S))]
         pred = at()
         rows.append((setting, S_h, S_l, int(h["seed"]), int(lo["seed"]), int(S), math.log2(S / near), mean, pred,
@@ -325,22 +324,19 @@ class Probes:
         return (*self.highs, *self.lows)
 
     @functools.cached_property
-    def slopes(self) -> list[float]:
-        """Each seed's slope of log c per octave between its probes (0 with one probe)."""
+    def pairs(self) -> list[transfer.Pair]:
+        """Each seed's probes as one bench.algo.transfer.Pair (its slope read once)."""
         if not self.lows:
-            return [0.0] * len(self.highs)
-        return [transfer.slope(h.folded, h.scale, lo.scale, lo.iterations, h.T1) for h, lo in self._pairs]
+            return [transfer.Pair(h.folded, h.scale, h.T1) for h in self.highs]
+        return [
+            transfer.Pair(h.folded, h.scale, h.T1, lo.folded, lo.scale, lo.iterations)
+            for h, lo in zip(self.highs, self.lows, strict=True)
+        ]
 
     @property
-    def _pairs(self) -> list[tuple[Probe, Probe]]:
-        return list(zip(self.highs, self.lows, strict=True))
-
-    def _anchors(self, i: int, high: Profile | None = None, low: Profile | None = None) -> list[tuple[int, Profile]]:
-        h = self.highs[i]
-        anchors = [(h.scale, high or h.folded)]
-        if self.lows:
-            anchors.append((self.lows[i].scale, low or self.lows[i].folded))
-        return anchors
+    def slopes(self) -> list[float]:
+        """Each seed's slope of log c per octave between its probes (0 with one probe)."""
+        return [p.per_octave for p in self.pairs]
 
     def noise_at(self, scale: int) -> list[tuple[str, float, float, float]]:
         """The noise windows the rule advice judges a rule at `scale` against: the nearer probe's (its first seed's),
@@ -353,10 +349,8 @@ class Probes:
         return scales[transfer.nearest(scales, scale)]
 
     def each_seed(self, scale: int, c: float = 1.0) -> list[float]:
-        """Each seed's prediction at `scale` (bench.algo.transfer.iterations_from), σ² × `c` (the model's ends)."""
-        return [
-            transfer.iterations_from(self._anchors(i), k, scale, self.high.T1, c) for i, k in enumerate(self.slopes)
-        ]
+        """Each seed's prediction at `scale` (bench.algo.transfer.Pair), σ² × `c` (the model's ends)."""
+        return [p.iterations(scale, c) for p in self.pairs]
 
     def iterations(self, scale: int, c: float = 1.0) -> float:
         """The prediction at `scale`: the mean over the seeds of each seed's."""
@@ -369,17 +363,13 @@ class Probes:
         return float(np.std(its, ddof=1) / math.sqrt(len(its))) if len(its) > 1 else 0.0
 
     @functools.cached_property
-    def _leave_outs(self) -> list[tuple[int, list, float]]:
-        """(seed, anchors, slope) with one jackknife group of one of that seed's probes left out, each in turn (the
-        slope read again where the high probe's profile or the low probe's count's profile changed)."""
+    def _leave_outs(self) -> list[tuple[int, transfer.Pair]]:
+        """(seed, its pair) with one jackknife group of one of that seed's probes left out, each in turn (the slope
+        read again where the high probe's profile changed; the low probe's count, which it reads, is whole)."""
         out = []
-        for i, h in enumerate(self.highs):
-            lo = self.lows[i] if self.lows else None
-            for part in h.leave_outs:
-                k = transfer.slope(part, h.scale, lo.scale, lo.iterations, h.T1) if lo else 0.0
-                out.append((i, self._anchors(i, high=part), k))
-            for part in lo.leave_outs if lo else ():
-                out.append((i, self._anchors(i, low=part), self.slopes[i]))
+        for i, (pair, h) in enumerate(zip(self.pairs, self.highs, strict=True)):
+            out += [(i, pair.with_high(part)) for part in h.leave_outs]
+            out += [(i, pair.with_low(part)) for part in (self.lows[i].leave_outs if self.lows else ())]
         return out
 
     def leave_outs(self, scale: int) -> list[float]:
@@ -387,15 +377,15 @@ class Probes:
         turn, that seed's prediction from the rest and the other seeds' as they are, averaged."""
         whole = self.each_seed(scale)
         outs = []
-        for i, anchors, k in self._leave_outs:
-            one = transfer.iterations_from(anchors, k, scale, self.high.T1)
+        for i, pair in self._leave_outs:
+            one = pair.iterations(scale)
             outs.append(float(np.mean([one if j == i else w for j, w in enumerate(whole)])))
         return outs
 
     def profile_at(self, scale: int) -> Profile:
         """The profile a run at `scale` follows as the rule advice reads its gain: the seeds' transferred profiles
         pooled (bench.algo.transfer.pooled)."""
-        return transfer.pooled([transfer.transferred(self._anchors(i), k, scale)[1] for i, k in enumerate(self.slopes)])
+        return transfer.pooled([p.profile_at(scale) for p in self.pairs])
 
     @property
     def per_octave(self) -> float:

@@ -23,8 +23,10 @@ model error reports.advice calibrates on measured runs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from .predict import iterations_following
 
@@ -126,3 +128,44 @@ def iterations_from(
     hi, lo = scales.index(max(scales)), scales.index(min(scales))
     w = math.log(scale / scales[lo]) / math.log(scales[hi] / scales[lo])
     return math.exp((1 - w) * math.log(count(lo)) + w * math.log(count(hi)))
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One seed's probes, the one home of a prediction from them (advise's, reports.advice.Probes, and finding (iii)'s
+    from advise's pilot runs, reports.stats.noise): the high probe's folded profile at S_hi, the low probe's at
+    S_lo with its count (None: one probe), the slope between them (`slope`, read once) and T1."""
+
+    high: Profile
+    high_scale: int
+    T1: float
+    low: Profile | None = None
+    low_scale: int = 0
+    low_count: float = math.nan
+    per_octave: float = field(default=math.nan)  # NaN: read from the probes (`slope`; 0 with one probe)
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.per_octave):
+            k = 0.0 if self.low is None else slope(self.high, self.high_scale, self.low_scale, self.low_count, self.T1)
+            object.__setattr__(self, "per_octave", k)
+
+    @property
+    def anchors(self) -> list[tuple[int, Profile]]:
+        """(S, profile) of each probe, the high one first."""
+        return [(self.high_scale, self.high)] + ([(self.low_scale, self.low)] if self.low is not None else [])
+
+    def iterations(self, scale: int, c: float = 1.0) -> float:
+        """The prediction at `scale`, σ² × `c` (`iterations_from`)."""
+        return iterations_from(self.anchors, self.per_octave, scale, self.T1, c)
+
+    def profile_at(self, scale: int) -> Profile:
+        """The profile a run at `scale` is predicted to follow (`transferred`)."""
+        return transferred(self.anchors, self.per_octave, scale)[1]
+
+    def with_high(self, high: Profile) -> Pair:
+        """Another high profile (a jackknife's leave-out): the slope read again from it."""
+        return dataclasses.replace(self, high=high, per_octave=math.nan)
+
+    def with_low(self, low: Profile) -> Pair:
+        """Another low profile: the slope kept (it reads the low probe's count, not its profile)."""
+        return dataclasses.replace(self, low=low)

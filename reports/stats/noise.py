@@ -399,11 +399,10 @@ def _from_pilots(t: _Table, donors: np.ndarray, S: int, T1: float) -> np.ndarray
         return None
     his, los = donors[scales == scales.max()], donors[scales == scales.min()]
     pairs = [(h, lo) for h in his for lo in los if t.seed[h] == t.seed[lo]] or [(h, lo) for h in his for lo in los]
-    out = []
-    for h, lo in pairs:
-        S_h, S_l = int(t.S[h]), int(t.S[lo])
-        per_octave = transfer.slope(t.folded[h], S_h, S_l, float(t.iterations[lo]), T1)
-        out.append(transfer.iterations_from([(S_h, t.folded[h]), (S_l, t.folded[lo])], per_octave, S, T1))
+    out = [
+        transfer.Pair(t.folded[h], int(t.S[h]), T1, t.folded[lo], int(t.S[lo]), float(t.iterations[lo])).iterations(S)
+        for h, lo in pairs
+    ]
     return np.array(out, dtype=float)
 
 

@@ -61,3 +61,18 @@ def test_no_slope_without_a_second_count() -> None:
     assert transfer.slope(PROFILE, 64, 4, 0.0, T1) == 0.0
     assert transfer.slope(PROFILE, 64, 64, 100.0, T1) == 0.0
     assert transfer.iterations_from([(64, PROFILE)], 0.0, 16, T1) == iterations_following(PROFILE, 16, T1)
+
+
+def test_a_pair_is_its_probes_and_slope_read_once() -> None:
+    """transfer.Pair predicts as iterations_from does with the slope its probes give; a low profile left out keeps
+    the slope (it reads the low count), a high one reads it again; one probe has slope 0 and predicts from itself."""
+    (high, fh), (low, fl) = probes(0.15)[0]
+    pair = transfer.Pair(fh, high, T1, fl, low, world(0.15, low))
+    assert pair.per_octave == transfer.slope(fh, high, low, world(0.15, low), T1) > 0
+    for S in (2, 8, 32, 128, 256):
+        assert pair.iterations(S) == transfer.iterations_from(pair.anchors, pair.per_octave, S, T1)
+    flat = transfer.scaled(fh, 0.5)
+    assert pair.with_low(flat).per_octave == pair.per_octave and pair.with_low(flat).low == flat
+    assert pair.with_high(flat).per_octave == transfer.slope(flat, high, low, world(0.15, low), T1) != pair.per_octave
+    one = transfer.Pair(fh, high, T1)
+    assert one.per_octave == 0.0 and one.iterations(16) == iterations_following(fh, 16, T1)
