@@ -16,11 +16,11 @@ from bench.engine.loop import Engine
 from bench.engine.signals import Interrupted
 from bench.engine.task import Task
 from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, read_json_object, remove_temporaries, write_json
+from bench.files import SPEC, SUMMARY, read_json, read_json_object, remove_temporaries, write_json
 from bench.locks import run_lock
 from bench.run.dataroot import prepare_data
 from bench.run.needs import resolve_needs
-from bench.run.spec import check_same, run_name
+from bench.run.spec import run_name
 from bench.run.summary import record_failure, summarize, write_summary
 from bench.run.taskcheck import check_built
 from bench.runspec import RunSpec
@@ -36,6 +36,25 @@ def existing_summary(run_dir: Path) -> dict[str, Any] | None:
     """The summary of a finished run (completed or diverged), else None: failed runs are retried."""
     summary = read_json_object(run_dir / SUMMARY)
     return summary if summary is not None and summary.get("status") in FINAL else None
+
+
+def check_same(run_dir: Path, spec: RunSpec) -> None:
+    """A run folder holds one spec; refuse to mix another run into it."""
+    path = run_dir / SPEC
+    if not path.exists():
+        return
+    try:
+        old = read_json(path)
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path} is unreadable ({e}); delete the run folder to start over") from None
+    if not isinstance(old, dict):
+        raise UserError(f"{path} is a JSON {type(old).__name__}, not a spec; delete the run folder to start over")
+    diff = spec.differs_from(old)
+    if diff:
+        raise UserError(
+            f"{run_dir} holds a run with a different spec (differs in: {', '.join(diff)}); "
+            "use another --out or delete it"
+        )
 
 
 @contextmanager

@@ -191,25 +191,6 @@ def run_name(spec: RunSpec) -> str:
     return f"{spec.task}/{spec.method}/{scale_label(spec.scale)}/{leaf}"
 
 
-def check_same(run_dir: Path, spec: RunSpec) -> None:
-    """A run folder holds one spec; refuse to mix another run into it."""
-    path = run_dir / SPEC
-    if not path.exists():
-        return
-    try:
-        old = read_json(path)
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path} is unreadable ({e}); delete the run folder to start over") from None
-    if not isinstance(old, dict):
-        raise UserError(f"{path} is a JSON {type(old).__name__}, not a spec; delete the run folder to start over")
-    diff = spec.differs_from(old)
-    if diff:
-        raise UserError(
-            f"{run_dir} holds a run with a different spec (differs in: {', '.join(diff)}); "
-            "use another --out or delete it"
-        )
-
-
 def read_spec(run_dir: Path) -> RunSpec:
     """A run folder's spec.json, checked as `resolve` checks a spec it makes (its task and preset known, the
     schema's types and ranges): a seed or thread count written as a string is one line naming the file,

@@ -27,8 +27,8 @@ from bench.engine.signals import RanksChange
 from bench.errors import UserError
 from bench.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl, write_json
 from bench.run.launch import initial_ranks
-from bench.run.runner import run_dir_of
-from bench.run.spec import check_same, read_spec
+from bench.run.runner import check_same, run_dir_of
+from bench.run.spec import read_spec
 from tasks import get_task
 from tests.helpers import run_ranks, spec_for
 
