@@ -34,7 +34,7 @@ from reports.rundata import guards, runcache
 from reports.rundata.jsonfields import checked, read_object
 from reports.rundata.memo import ReportWarning  # defined where `report` replays warnings (reports.rundata.memo)
 from reports.rundata.runrow import RUN_COLUMNS, SUMMARY_FIELDS, _num, _row, scale_str
-from reports.rundata.specfacts import read_spec
+from reports.rundata.specfacts import read_facts
 from reports.rundata.variants import names as variant_names
 from tasks.presets import card_of_run
 
@@ -232,7 +232,7 @@ def load(out: Path) -> Results:
     codes: list[tuple[int, str, Any]] = []  # (row, task, its user_task record) of every run of a task of yours
     for spec_path in sorted(root.rglob(SPEC)):
         run_dir = spec_path.parent
-        spec, why = read_spec(spec_path, res.warn)  # field by field: a damaged one is a warning (specfacts)
+        spec, why = read_facts(spec_path, res.warn)  # field by field: a damaged one is a warning (specfacts)
         if spec is None:
             res.warn(why)
             continue

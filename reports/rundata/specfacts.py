@@ -1,4 +1,4 @@
-"""spec.json as the report reads it: one frozen type, `SpecFacts`, read once per run folder by `read_spec`.
+"""spec.json as the report reads it: one frozen type, `SpecFacts`, read once per run folder by `read_facts`.
 
 A results folder may hold anything (someone else's runs, a damaged file), so the report does not read a run's spec
 as bench.run.spec.read_spec does (refusing the file at its first problem): it reads it field by field. Each field
@@ -6,7 +6,7 @@ is checked for a type the report can use (`SPEC_FIELDS`) and a range (reports.ru
 that fails is a warning naming the file and the field and is read as absent (None), the rest of the run is kept.
 The elastic schedule is parsed here too, so that no reader downstream walks a damaged `elastic` mapping under
 `except Exception`. A spec that is not a JSON object, or whose identity numbers (scale, T1, batch size) are out of
-range, is no run of the tables: `read_spec` says why instead.
+range, is no run of the tables: `read_facts` says why instead.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def facts_of(doc: dict[str, Any], path: Path, warn: Callable[[str], None]) -> Sp
     )
 
 
-def read_spec(path: Path, warn: Callable[[str], None]) -> tuple[SpecFacts | None, str]:
+def read_facts(path: Path, warn: Callable[[str], None]) -> tuple[SpecFacts | None, str]:
     """(the facts of the spec.json at `path`, "") or (None, the warning that skips its run)."""
     doc, why = read_object(path)
     if doc is None:

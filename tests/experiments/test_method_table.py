@@ -86,6 +86,10 @@ LOAD_FORMS = {
         "from bench.algo.rules import Identity\nclass R(Identity):\n    optimizers = ('lamb',)\n",
         "^rule my_rules_optim:R: optimizers \\('lamb',\\) are not among sgd, adamw$",
     ),
+    "my_rules_label:R": (
+        "from bench.algo.rules import Identity\nclass R(Identity):\n    label = 5\n",
+        "^rule my_rules_label:R: label is int, not a string$",
+    ),
     "my_rules_value:R": ("R = 3\n", "^rule my_rules_value:R: my_rules_value.R is int; expected a subclass of "),
     "my_rules_class:R": ("class R:\n    pass\n", "^rule my_rules_class:R: my_rules_class.R is R; expected a subclass"),
 }

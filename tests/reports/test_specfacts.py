@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reports.rundata.runrow import _row, planned_iterations
-from reports.rundata.specfacts import SpecFacts, read_spec
+from reports.rundata.specfacts import SpecFacts, read_facts
 
 BASE = {"task": "logreg", "method": "lsw", "preset": "tiny", "seed": 0, "batch_size": 32, "T1": 1000}
 
@@ -20,7 +20,7 @@ def read(tmp_path: Path, **fields: object) -> tuple[SpecFacts | None, str, list[
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(BASE | fields))
     said: list[str] = []
-    facts, why = read_spec(path, said.append)
+    facts, why = read_facts(path, said.append)
     return facts, why, said
 
 
@@ -51,5 +51,5 @@ def test_a_field_of_the_wrong_type_or_range_is_absent_and_an_identity_number_ski
     facts, why, _ = read(tmp_path, scale=4, T1=0)
     assert facts is None and why.endswith("its spec's T1 out of range (run left out of the tables)")
     (tmp_path / "spec.json").write_text("[1]")
-    facts, why = read_spec(tmp_path / "spec.json", print)
+    facts, why = read_facts(tmp_path / "spec.json", print)
     assert facts is None and why == f"skipped {tmp_path / 'spec.json'}: not a JSON object (list)"
