@@ -1,3 +1,4 @@
-"""adascale-bench: the AdaScale SGD benchmark suite's core (algorithms, engine, runs, CLI)."""
+"""adascale-bench: the AdaScale SGD benchmark suite. bench.core is its foundation (the math, the engine, what a run
+is); tasks/ stands on it; bench.run, bench.experiments and bench.cli run tasks, one run, many, and the commands."""
 
 __version__ = "0.1.0"

@@ -1,18 +1,9 @@
-"""User-facing errors: the CLI prints these as one line, without a traceback."""
+"""The old path of bench.core.errors, kept so that a task or rule of yours written against it still loads: the
+same classes (`UserError` is bench.core.errors.UserError, caught as one), with a FutureWarning naming the new path.
+The suite itself never imports it (an import-linter contract)."""
 
-from __future__ import annotations
+import warnings
 
-from collections.abc import Iterable
+from bench.core.errors import *  # noqa: F403 (the same names, as they were)
 
-
-class UserError(Exception):
-    """Bad input from the user (a flag, a path, a data layout, a file on disk)."""
-
-
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """' (did you mean report?)' for a name one slip away from one of `choices`, else '': the one way every
-    command, method, task and preset lookup suggests the name that was meant."""
-    import difflib
-
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
+warnings.warn("bench.errors moved to bench.core.errors: import UserError from there", FutureWarning, stacklevel=2)

@@ -8,12 +8,12 @@ the per-micro-batch moments (σ², μ²) at every iteration from its S micro-bat
 of training on the scale-invariant clock τ; it lasts T1/gain iterations, fewer than S = 1's T1; and it is resumable
 like any run. The offline estimator would need an S = 1 run (T1 iterations) plus extra gradient passes at each kept
 checkpoint. Why two: the noise a run follows moves with its S, by a different law on each model
-(bench.algo.transfer); one probe cannot see how, two read its slope.
+(bench.core.algo.transfer); one probe cannot see how, two read its slope.
 
 **The prediction** is the one finding (iii)'s evidence makes from advise's probes in a table: what the nearer probe's
 engine folded, its per-iteration (σ̂², μ̂²) clamped as the engine clamps them per hundredth of τ
-(reports.stats.noise.folded), its σ² moved by the slope between the probes (bench.algo.transfer), fed to
-bench.algo.predict.iterations_following at each S — at each probe's own S it reproduces that probe's count
+(reports.stats.noise.folded), its σ² moved by the slope between the probes (bench.core.algo.transfer), fed to
+bench.core.algo.predict.iterations_following at each S — at each probe's own S it reproduces that probe's count
 (self-consistency, printed). Its interval joins two errors: a delete-a-group jackknife over the nearer probe's
 records (G interleaved groups, each spanning all of τ: the uncertainty of the measured profile) and the model's
 error away from that probe, a noise scale the run at S follows that the transfer did not predict, whose spread
@@ -48,11 +48,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.algo import transfer
-from bench.algo.gain import steady_gain
-from bench.algo.predict import iterations_following
-from bench.algo.rules import ADASCALE, LSW
-from bench.algo.transfer import REACH
+from bench.core.algo import transfer
+from bench.core.algo.gain import steady_gain
+from bench.core.algo.predict import iterations_following
+from bench.core.algo.rules import ADASCALE, LSW
+from bench.core.algo.transfer import REACH
 from reports.stats import noise
 from reports.stats.noninferiority import DECIDE_POWER as POWER
 from reports.stats.noninferiority import MIN_SEEDS, MOST_SEEDS, Margin, seeds_for, table_margin
@@ -102,8 +102,8 @@ def jackknife_interval(estimate: float, leave_outs: Sequence[float], z: float = 
 
 # ------------------------------------------------------------------------------------- the model's error
 #
-# Two probes at S_lo and S_hi predict every S through bench.algo.transfer (the nearer probe's profile with σ² × c, log c
-# the slope between the probes per octave). What that misses — f's bend between the probes, f past them, the
+# Two probes at S_lo and S_hi predict every S through bench.core.algo.transfer (the nearer probe's profile with σ² × c,
+# log c the slope between the probes per octave). What that misses — f's bend between the probes, f past them, the
 # probes' own seeds — acts as a further noise scale the run at S follows: log c ~ N(0, (MODEL_ERROR · d)²), d the
 # distance in octaves from the nearer probe, MODEL_ERROR the RMS of the residual log c per octave over measured
 # sets (ERRORS: in each calibration folder, every pair of completed AdaScale runs at the folder's largest S and
@@ -154,7 +154,7 @@ def interval(
 
 def prediction_errors(out: object, setting: str) -> pd.DataFrame:
     """The calibration's rows from one results folder: every pair of completed fixed-S AdaScale runs at the table's
-    largest S and at S/16 (bench.algo.transfer.low_scale) as the two probes, predicting the mean iterations of
+    largest S and at S/16 (bench.core.algo.transfer.low_scale) as the two probes, predicting the mean iterations of
     every other S with ≥ 2 completed runs of its table (the probes left out): log(predicted/measured), the
     distance in octaves from the nearer probe and the log c past the transfer that meets the mean — how ERRORS was
     measured (docs/design.md §4)."""
@@ -200,8 +200,8 @@ def _pair_rows(res: object, table: pd.DataFrame, h: pd.Series, lo: pd.Series, se
 
 
 def predict_rows(probes: Probes, scales: Sequence[int], hours_per_example: float = math.nan) -> list[Row]:
-    """One Row per scale (S = 1: T1 iterations, efficiency 1) from the probes (bench.algo.transfer), its interval the
-    nearer probe's sampling and the model's error at its distance from that probe (`interval`); AdaScale's steady
+    """One Row per scale (S = 1: T1 iterations, efficiency 1) from the probes (bench.core.algo.transfer), its interval
+    the nearer probe's sampling and the model's error at its distance from that probe (`interval`); AdaScale's steady
     gain at the high probe's late noise scale (`Probe.late_B`: the one number advice.md prints)."""
     high = probes.high
     T1, batch_size, B_late = high.T1, high.batch_size, high.late_B
@@ -304,8 +304,8 @@ class Probe:
 
 @dataclass(frozen=True)
 class Probes:
-    """The probes as read back, one pair per seed (bench.algo.transfer): the high one at the largest S asked and the
-    low one at S/16 where there is one, each seed its own slope of log c per octave and its own prediction at each S
+    """The probes as read back, one pair per seed (bench.core.algo.transfer): the high one at the largest S asked and
+    the low one at S/16 where there is one, each seed its own slope of log c per octave and its own prediction at each S
     (`transfer.iterations_from`), the prediction their mean — so that at a probe's S it is the mean of its seeds'
     counts (a profile pooled over seeds is not: the count is not linear in the moments). The first seed's high probe
     serves the rule advice (its noise windows and kept weights) and the seed plan (its margin and spread)."""
@@ -325,7 +325,7 @@ class Probes:
 
     @functools.cached_property
     def pairs(self) -> list[transfer.Pair]:
-        """Each seed's probes as one bench.algo.transfer.Pair (its slope read once)."""
+        """Each seed's probes as one bench.core.algo.transfer.Pair (its slope read once)."""
         if not self.lows:
             return [transfer.Pair(h.folded, h.scale, h.T1) for h in self.highs]
         return [
@@ -340,7 +340,7 @@ class Probes:
 
     def noise_at(self, scale: int) -> list[tuple[str, float, float, float]]:
         """The noise windows the rule advice judges a rule at `scale` against: the nearer probe's (its first seed's),
-        the noise scale a run sees moving with its S (bench.algo.transfer)."""
+        the noise scale a run sees moving with its S (bench.core.algo.transfer)."""
         return (self.high if self.near_scale(scale) == self.high.scale else self.lows[0]).noise
 
     def near_scale(self, scale: int) -> int:
@@ -349,7 +349,7 @@ class Probes:
         return scales[transfer.nearest(scales, scale)]
 
     def each_seed(self, scale: int, c: float = 1.0) -> list[float]:
-        """Each seed's prediction at `scale` (bench.algo.transfer.Pair), σ² × `c` (the model's ends)."""
+        """Each seed's prediction at `scale` (bench.core.algo.transfer.Pair), σ² × `c` (the model's ends)."""
         return [p.iterations(scale, c) for p in self.pairs]
 
     def iterations(self, scale: int, c: float = 1.0) -> float:
@@ -384,7 +384,7 @@ class Probes:
 
     def profile_at(self, scale: int) -> Profile:
         """The profile a run at `scale` follows as the rule advice reads its gain: the seeds' transferred profiles
-        pooled (bench.algo.transfer.pooled)."""
+        pooled (bench.core.algo.transfer.pooled)."""
         return transfer.pooled([p.profile_at(scale) for p in self.pairs])
 
     @property
@@ -448,7 +448,7 @@ def read_probe(out: object, run_dir: object) -> Probe:
     """The completed probe in `run_dir` (the folder of its full resolved spec: bench.cli.advise finds it by its
     identity, never by task, S and seed alone) under `out`, its noise profile measured (reports.stats.noise); a
     UserError in one line where it is missing or measured no statistics."""
-    from bench.errors import UserError
+    from bench.core.errors import UserError
     from reports.rundata.collect import load
 
     res = load(out)  # type: ignore[arg-type]
@@ -670,7 +670,7 @@ def _method_line(probes: Probes) -> str:
             else "its noise scale as it measured it (one probe: no slope read, and the model error below is two "
             "probes' — with one it is understated where the noise moves with S, docs/design.md §4; "
         )
-        + "bench.algo.transfer; finding (iii)'s evidence does the same); intervals: a "
+        + "bench.core.algo.transfer; finding (iii)'s evidence does the same); intervals: a "
         f"jackknife over {len(probe.leave_outs)} groups of the nearer probes' records, "
         + (f"the standard error over the {len(probes.highs)} seeds, " if len(probes.highs) > 1 else "")
         + "and the model's error away from the nearer probe, a noise scale off by a factor c with sd(log c) = "

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.files import atomic_write_bytes
+from bench.core.files import atomic_write_bytes
 from reports import figures as F
 from reports import page as H
 from reports.page import glance as G
@@ -60,7 +60,7 @@ class Built:
 
 
 def _write(path: Path, text: str, built: Built | None = None) -> None:
-    """A report file, whole or not at all (bench.files.atomic_write_bytes): a rebuild never leaves half a table."""
+    """A report file, whole or not at all (bench.core.files.atomic_write_bytes): a rebuild never leaves half a table."""
     atomic_write_bytes(path, text.encode("utf-8", errors="backslashreplace"))  # a lone surrogate from a JSON escape
     if built is not None:
         built.written.append(path)

@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 from reports.rundata.collect import load
 from reports.rundata.memo import FORMATS, REPORT_DIR
 from reports.rundata.workers import WORKERS
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from reports.assemble import Built
 
 
-@safefs.rooted  # nothing below `out` is reached through a link (bench.safefs)
+@safefs.rooted  # nothing below `out` is reached through a link (bench.core.safefs)
 def build_report(out: Path, formats: list[str] | None = None, std: bool = False) -> Path:
     """Write the report of the results folder `out` under `out/report/` (every format unless `formats`
     names some); return the path of report.html, or of the report folder when no HTML was asked for."""

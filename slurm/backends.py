@@ -25,8 +25,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.errors import UserError
-from bench.files import read_json_object, write_json
+from bench.core.errors import UserError
+from bench.core.files import read_json_object, write_json
 
 from . import procgroup
 from .executors import Resources, Shape, local_parallelism, make_executor, sbatch_options, sbatch_reason

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.run.dataroot import check_data
 from bench.run.taskcheck import check_task

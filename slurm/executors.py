@@ -15,13 +15,13 @@ from typing import Any
 
 import submitit
 
-from bench import safefs
-from bench.algo.schedules import scale_steps
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.algo.schedules import scale_steps
+from bench.core.errors import UserError
+from bench.core.files import SPEC, read_json_object
+from bench.core.runspec import RunSpec
 from bench.experiments.concurrency import default_slots
-from bench.files import SPEC, read_json_object
 from bench.run.spec import run_name
-from bench.runspec import RunSpec
 
 from .procgroup import DEFAULT_JOIN_TIMEOUT_MIN, user_port
 
@@ -217,7 +217,7 @@ def make_executor(
 ) -> submitit.Executor:
     """A submitit executor for jobs of one shape; `after` are job ids that must end before these start.
     submitit writes its pickles and logs into `folder` by path itself, so the folder is made (or checked)
-    through bench.safefs first: no link on the way or inside, this user's, private (a link planted at
+    through bench.core.safefs first: no link on the way or inside, this user's, private (a link planted at
     OUT/.submitit is refused in one line)."""
     safefs.private_dir(folder)
     kind = res.executor

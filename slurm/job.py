@@ -1,6 +1,6 @@
 """The submitit job that trains one run, and survives preemption and time limits.
 
-Stopping a run exactly is the engine's business: bench.engine.loop.request_stop() raises a flag that the
+Stopping a run exactly is the engine's business: bench.core.engine.loop.request_stop() raises a flag that the
 engine checks before each micro-batch (W = 1) or after each iteration (W > 1), and then it writes checkpoint.pt
 and raises Interrupted. A signal
 handler cannot wait for the end of an iteration while it runs on the thread that is training, so the
@@ -32,15 +32,15 @@ from typing import Any
 import submitit
 from pydantic import ValidationError
 
-from bench.engine.signals import Interrupted, RanksChange, clear_stop, request_stop
-from bench.errors import UserError
+from bench.core.engine.signals import Interrupted, RanksChange, clear_stop, request_stop
+from bench.core.errors import UserError
+from bench.core.files import SUMMARY, open_regular, read_json, read_json_object, write_json
+from bench.core.locks import RunFolderBusy
+from bench.core.runspec import RunSpec
 from bench.experiments import matrix as matrices
-from bench.files import SUMMARY, open_regular, read_json, read_json_object, write_json
-from bench.locks import RunFolderBusy
 from bench.run.runner import existing_summary, run_dir_of, run_spec
 from bench.run.spec import run_name
 from bench.run.summary import record_failure
-from bench.runspec import RunSpec
 
 from . import procgroup
 from .executors import Resources, fits, make_executor, shape_for
@@ -92,11 +92,11 @@ def start_group(
     res: Resources | None,
     on_failure: Callable[[procgroup.GroupFailed], None] = lambda e: None,
 ) -> Any:
-    """This task's bench.engine.distributed.Dist. One task: no group, and no variable inherited from
+    """This task's bench.core.engine.distributed.Dist. One task: no group, and no variable inherited from
     the process that submitted the job may make it wait for peers. Several: the ranks meet first
     (slurm/procgroup.py: a free port, the join timeout, a named cause when it fails), then the group
     starts on the store they share. Raises procgroup.GroupFailed."""
-    from bench.engine.distributed import from_env, timeout_s
+    from bench.core.engine.distributed import from_env, timeout_s
 
     device = spec.device
     if env.num_tasks <= 1:
@@ -198,7 +198,7 @@ class RunJob(submitit.helpers.Checkpointable):
             if main:
                 record_failure(self.spec, run_dir, unmet)
             return self._failed(unmet)
-        from bench.engine.distributed import shutdown
+        from bench.core.engine.distributed import shutdown
 
         folder = Path(os.environ.get("SUBMITIT_FOLDER") or out)
         record = functools.partial(self._record_start_failure, env)

@@ -12,13 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.engine.signals import Interrupted, RanksChange, clear_stop
-from bench.errors import UserError
-from bench.files import SUMMARY, read_json_object
-from bench.locks import RunFolderBusy
+from bench.core.engine.signals import Interrupted, RanksChange, clear_stop
+from bench.core.errors import UserError
+from bench.core.files import SUMMARY, read_json_object
+from bench.core.locks import RunFolderBusy
+from bench.core.runspec import RunSpec
 from bench.run.runner import existing_summary, run_dir_of, run_spec
 from bench.run.summary import record_failure
-from bench.runspec import RunSpec
 
 from .job import record_attempt, unmet_need
 

@@ -30,7 +30,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.files import read_json_object, write_json
+from bench.core.files import read_json_object, write_json
 
 # What one process of a job is told about its place in it: torchrun's variables (RANK ... MASTER_PORT, its
 # GROUP_/ROLE_/TORCHELASTIC_ family), the scheduler's and submitit's, and the devices the allocation gave.
@@ -81,7 +81,7 @@ def user_port(value: str | None) -> int | None:
         return None
     text = value.strip()
     if not text.isdigit() or not 0 < int(text) < 65536:
-        from bench.errors import UserError
+        from bench.core.errors import UserError
 
         raise UserError(f"MASTER_PORT={value!r} is not a port number (1-65535)")
     return int(text)

@@ -2,7 +2,7 @@
 
 τ is the scale-invariant iteration count the engine logs with every training record; a run ends when τ
 reaches T1 (spec.json). A finished run's summary has its final τ. A running run's τ is its last training
-record in metrics.jsonl: the engine writes records in batches (bench.files.MetricsLog), so the file is
+record in metrics.jsonl: the engine writes records in batches (bench.core.files.MetricsLog), so the file is
 behind by at most one batch, and the file's modification time is when that record was written.
 
 The rate is τ per second of the run's own clock, from the records that carry `wall_time_s` (the training
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.files import METRICS, SPEC, finite_float, open_regular, read_json_object
+from bench.core.files import METRICS, SPEC, finite_float, open_regular, read_json_object
 
 TAIL_BYTES = 1 << 18  # a running run's window: its last ~1 000 records, where the rate is read
 LAST_BYTES = 1 << 13  # any other run's: its last record (τ) is all status needs
@@ -48,7 +48,7 @@ class Progress:
 
 
 def _number(value: Any) -> float | None:
-    """A run file's number as status reads it: bench.files.finite_float (no bool, no 10**400, no NaN or inf)."""
+    """A run file's number as status reads it: bench.core.files.finite_float (no bool, no 10**400, no NaN or inf)."""
     return finite_float(value)
 
 

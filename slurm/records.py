@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.core.files import write_json
+from bench.core.runspec import RunSpec
 from bench.experiments import matrix as matrices
-from bench.files import write_json
-from bench.runspec import RunSpec
 
 from .executors import Resources, Shape, accumulation
 

@@ -37,13 +37,13 @@ from typing import Any
 
 import submitit
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
+from bench.core.files import write_csv_rows
+from bench.core.methods import method
+from bench.core.runspec import RunSpec
 from bench.experiments import matrix as matrices
 from bench.experiments.plancells import _unit
-from bench.files import write_csv_rows
-from bench.methods import method
-from bench.runspec import RunSpec
 
 from .executors import Resources, make_executor, ranks_to_start, run_scales, sbatch_reason, shape_for
 from .job import start_group
@@ -102,7 +102,7 @@ class RehearseJob:
 
     def __call__(self) -> dict[str, Any] | None:
         env = submitit.JobEnvironment()
-        from bench.engine.distributed import shutdown
+        from bench.core.engine.distributed import shutdown
 
         dist = start_group(env, self.spec, Path(os.environ.get("SUBMITIT_FOLDER") or self.scratch), None)
         try:
@@ -157,7 +157,7 @@ def _sync(device: Any) -> None:
 
 def _sigterm_checkpoint(engine: Any, state: Any, dist: Any) -> None:
     """SIGTERM through the real handler; every rank agrees, then the checkpoint, as Engine.run does."""
-    from bench.engine import signals
+    from bench.core.engine import signals
 
     previous = signal.getsignal(signal.SIGTERM)
     signals.install_signal_handlers()
@@ -192,7 +192,7 @@ def _resumed_differences(
 ) -> list[float]:
     """The same RESUMED iterations from a new engine resumed from the checkpoint: how far its losses and weights
     are from `expected` and `weights` (all 0.0: the resume is exact)."""
-    from bench.engine.loop import Engine
+    from bench.core.engine.loop import Engine
 
     again = Engine(spec, task, scratch, root, dist=dist, progress=False)
     resumed_loop = Loop(again, again.setup(), int(spec.scale))
@@ -248,8 +248,8 @@ def rehearse_one(spec: RunSpec, scratch: Path, iterations: int, eval_batches: in
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from bench.engine.evaluation import sliced
-    from bench.engine.loop import Engine
+    from bench.core.engine.evaluation import sliced
+    from bench.core.engine.loop import Engine
     from bench.experiments.syncs import count_host_syncs
     from bench.run.dataroot import prepare_data
     from tasks import get_task
@@ -347,7 +347,7 @@ def rehearse(args: Any, m: matrices.Matrix, res: Resources, out: Path) -> int:
         for spec in specs:
             print(f"  {spec.task} {spec.method} S={spec.scale} W={spec.ranks} b={spec.batch_size}")
         return 0
-    safefs.mkdirs(home / "submitit")  # a link planted at rehearsal/ or submitit/ is refused (bench.safefs)
+    safefs.mkdirs(home / "submitit")  # a link planted at rehearsal/ or submitit/ is refused (bench.core.safefs)
     rows, failed, started = [], [], time.perf_counter()
     for i, spec in enumerate(specs, 1):  # one after the other: each job times itself on the whole machine
         name = f"{spec.task}-{spec.method}-s{spec.scale}-w{spec.ranks}-b{spec.batch_size}"

@@ -12,10 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
+from bench.core import safefs
+from bench.core.files import (
+    CHECKPOINT,
+    LOCK,
+    METRICS,
+    SPEC,
+    SUMMARY,
+    open_regular,
+    read_json,
+    read_json_object,
+    write_json,
+)
+from bench.core.locks import lock_is_held
 from bench.experiments.names import method_name, variant_name
-from bench.files import CHECKPOINT, LOCK, METRICS, SPEC, SUMMARY, open_regular, read_json, read_json_object, write_json
-from bench.locks import lock_is_held
 
 from .procgroup import describe_bad_task
 from .progress import Progress, progress
@@ -240,7 +250,7 @@ def read_json_list(path: Path) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-@safefs.rooted  # below `out` no link is followed (bench.safefs)
+@safefs.rooted  # below `out` no link is followed (bench.core.safefs)
 def collect(out: Path, ended: set[str] | frozenset[str] = frozenset()) -> list[RunState]:
     """The state of every run of a results folder, with its progress and the jobs that ran it. `ended`: runs the
     caller knows have ended (submit's own, once it has seen each end), whatever their scheduler says: a run of the

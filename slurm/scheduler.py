@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench.files import finite_float
+from bench.core.files import finite_float
 
 from .records import process_start
 
@@ -106,6 +106,6 @@ def scheduler_states(jobs: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def _seconds(value: Any) -> float:
-    """A job record's time (submitted_at) as a number, 0 for anything else (bench.files.finite_float: a 10**400
+    """A job record's time (submitted_at) as a number, 0 for anything else (bench.core.files.finite_float: a 10**400
     there was an OverflowError in status and submit)."""
     return finite_float(value) or 0.0

@@ -18,10 +18,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import method_order
-from bench.errors import UserError
+from bench.core.algo.rules import method_order
+from bench.core.errors import UserError
+from bench.core.methods import shared_note
 from bench.experiments.matrix import is_shared
-from bench.methods import shared_note
 
 from .progress import duration
 from .runstate import MANIFEST as MANIFEST

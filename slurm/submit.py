@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.errors import UserError
+from bench.core.errors import UserError
+from bench.core.files import SUMMARY, read_json_object
+from bench.core.runspec import RunSpec
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import ReadyQueue
-from bench.files import SUMMARY, read_json_object
 from bench.run.runner import existing_summary
 from bench.run.spec import run_name
-from bench.runspec import RunSpec
 
 from .backends import BACKENDS
 from .datacheck import data_problems

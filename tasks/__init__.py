@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import usercode
-from bench.errors import UserError
-from bench.usercode import is_user_name
+from bench.core import usercode
+from bench.core.errors import UserError
+from bench.core.usercode import is_user_name
 
-if TYPE_CHECKING:  # tasks.base imports torch, bench.runspec pydantic; the registry and tasks.presets must not
-    from bench.runspec import RunSpec
+if TYPE_CHECKING:  # tasks.base imports torch, bench.core.runspec pydantic; the registry and tasks.presets must not
+    from bench.core.runspec import RunSpec
 
     from .base import Task
     from .presets import TaskCard
@@ -75,7 +75,7 @@ def names_hint() -> str:
 
 def unknown_task(name: str) -> str:
     """The one line for a task name that is none: 'unknown task 'logre' (did you mean logreg?); expected ...'."""
-    from bench.errors import did_you_mean
+    from bench.core.errors import did_you_mean
 
     return f"unknown task {name!r}{did_you_mean(name, available())}; {names_hint()}"
 
@@ -107,7 +107,7 @@ def get_task(name: str) -> Task:
 
 def load(name: str) -> type[Task]:
     """The class of a task of yours, `package.module:NAME`: a subclass of tasks.base.Task with a `card`
-    (tasks.presets.TaskCard), imported by bench.usercode's policy. Its card's name becomes the given string (the
+    (tasks.presets.TaskCard), imported by bench.core.usercode's policy. Its card's name becomes the given string (the
     name its runs are filed under) and is remembered (tasks.presets.card finds it). A class missing one of the
     protocol's methods is refused here, in one line naming them, not after its first evaluation. Called only
     where the user names the task (run, matrix, submit, plan, flops, advise and the runs they start)."""

@@ -1,9 +1,9 @@
 """The task protocol: what a task supplies to the one training engine, and nothing more.
 
 A task adapter owns its model, its data on disk, its loss and its evaluation. It never owns an
-optimizer loop: `bench.engine.loop` drives every task the same way.
+optimizer loop: `bench.core.engine.loop` drives every task the same way.
 
-`cfg` is the run's spec (bench.runspec.RunSpec, re-exported here): typed and frozen, read as attributes
+`cfg` is the run's spec (bench.core.runspec.RunSpec, re-exported here): typed and frozen, read as attributes
 (`cfg.seed`, `cfg.batch_size`); the task's own settings are the mappings `cfg.model` and `cfg.data`.
 
 How the engine uses a task (per run):
@@ -13,11 +13,11 @@ How the engine uses a task (per run):
     samples = task.samples(cfg, root, "train")     # rank 0 only; None: nothing to share (see below)
     train = task.train_set(cfg, root)              # TrainSet, see below; or (cfg, root, samples=samples)
     evalset = task.eval_set(cfg, root)             # anything; handed back to task.evaluate; likewise "eval"
-    for each micro-batch:                          # items picked by bench.engine.data, never by the task
+    for each micro-batch:                          # items picked by bench.core.engine.data, never by the task
         batch = train.collate([train[(index, key)] for (index, key) in microbatch])
-        batch = bench.engine.data.to_device(batch, device)
+        batch = bench.core.engine.data.to_device(batch, device)
         loss = task.loss(model, batch)             # mean over the micro-batch's own examples
-    # evaluation, model in eval mode, under no_grad, sharded over the W ranks (bench.engine.evaluation):
+    # evaluation, model in eval mode, under no_grad, sharded over the W ranks (bench.core.engine.evaluation):
     stats_r = task.eval_stats(model, evalset, cfg, device, rank, world)   # on every rank r
     metrics = task.metrics_from(combine([stats_0, ..., stats_(W-1)]), cfg) # on rank 0
     metrics[task.metric] is the Table 2 metric; task.evaluate(model, evalset, cfg, device) is the same
@@ -25,14 +25,14 @@ How the engine uses a task (per run):
 
 eval_stats returns sufficient statistics: ints and floats (summed over the shards), lists of numbers
 (summed element-wise), FloatSum terms (a float sum's terms: summed once over all shards with math.fsum,
-so a loss is the same bits for every W) and bench.engine.evaluation.Concat lists (concatenated in rank
+so a loss is the same bits for every W) and bench.core.engine.evaluation.Concat lists (concatenated in rank
 order). A rank's shard is `shard(n_batches, rank, world)` of the task's evaluation batches, in the set's fixed order, so
 each batch is computed exactly as in one process and the counts come out the same.
 
 Shared sample lists: a task whose data sets start by scanning files (an index of 1.28 M images, a
 folder walk, 281 k audio headers) returns that list from `samples(cfg, root, split)` (split "train" or
 "eval"; a picklable list). The engine calls it on rank 0 only, broadcasts the result
-(bench.engine.data.shared_samples) and passes it as `train_set(cfg, root, samples=...)` or
+(bench.core.engine.data.shared_samples) and passes it as `train_set(cfg, root, samples=...)` or
 `eval_set(cfg, root, samples=...)` on every rank, so W ranks do not each read the index; the set built
 from the list must be the one built without it. The default returns None: then the sets are built with
 no `samples` keyword (tasks with nothing worth sharing need not accept it).
@@ -56,10 +56,10 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from bench.engine.evaluation import Concat, FloatSum, combine, shard
-from bench.engine.task import TrainSet
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.engine.evaluation import Concat, FloatSum, combine, shard
+from bench.core.engine.task import TrainSet
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 from tasks.presets import TaskCard
 
 __all__ = ["Concat", "ExactMoments", "FloatSum", "Task", "TrainSet", "seeded", "shard"]
@@ -71,7 +71,7 @@ class ExactMoments:
     ‖G‖², G the full-data gradient of the mean loss, and `trace` = tr Σ, Σ the per-example gradient
     covariance over the N training examples as the population (1/N). A micro-batch of b examples drawn
     uniformly with replacement then has σ² = tr Σ/b and μ² = ‖G‖², and B_simple = tr Σ/‖G‖². Optional, for
-    the spread of the engine's per-iteration estimates (bench.algo.predict.engine_moments: the clamp of μ² at 0):
+    the spread of the engine's per-iteration estimates (bench.core.algo.predict.engine_moments: the clamp of μ² at 0):
     `trace_sq` = tr Σ² and `spread` = Gᵀ Σ G (NaN where the oracle does not give them)."""
 
     sqr: float
@@ -81,7 +81,7 @@ class ExactMoments:
 
 
 class Task(ABC):
-    """Base class of task adapters; it satisfies the engine's protocol (bench.engine.task.Task). Subclasses
+    """Base class of task adapters; it satisfies the engine's protocol (bench.core.engine.task.Task). Subclasses
     set `card` (their tasks.presets card: name, metric, presets, as plain data) and define the abstract
     methods; a class missing one cannot be instantiated, so a task is refused when it is loaded (one line
     naming what is missing: tasks.load), not after its first evaluation. The others have defaults."""

@@ -25,8 +25,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 
 from .base import ExactMoments, FloatSum, Task, shard
 from .presets.logreg import CARD, SEED, TARGET_MARGIN, D, N

@@ -7,7 +7,7 @@ everything is written into a hidden sibling `.<name>.partial/` that is renamed i
 an interrupted run leaves only that sibling, which the next run of the same command reuses (steps that
 check what is already there skip it) or clears.
 
-Nothing below the source folder is reached through a link (bench.safefs): `--source` itself is taken as
+Nothing below the source folder is reached through a link (bench.core.safefs): `--source` itself is taken as
 named, a link included (a data set kept in a shared store is often reached through one), and `prepare`
 and the CLI declare it a root; every file and folder read below it is reached with O_NOFOLLOW on each
 component. A link (or a FIFO, a device) where prepare would read a file or folder of the data set is
@@ -17,7 +17,7 @@ alone. So a colleague's link to a private file never lands in `--out`, hard-link
 Nothing from the source decides where a file goes outside `--out`: every name taken from input data (a
 class id in a ground-truth file, an image id in a list) passes `safe_id` (one path component of plain
 characters, else a one-line error naming the file and the id). Two `prepare` into one `--out` exclude
-each other (the runs' OS lock, bench.locks.file_lock, on `.<name>.lock` beside it), and a staging folder
+each other (the runs' OS lock, bench.core.locks.file_lock, on `.<name>.lock` beside it), and a staging folder
 left by a run with another source is started over, never mixed (its source is recorded in it).
 
 A staging folder is made by this user's prepare, private (mode 0700, so nobody else can plant anything
@@ -26,7 +26,7 @@ private (an interrupted run of theirs), and refused in one line otherwise (a col
 `.source` line the user's prepare would write, and links inside). It gets the umask's mode when it
 becomes `--out`. Archives are extracted member by member by `extract_member`, which checks every member
 itself (never relying on tarfile's "data" filter, CVE-2025-4517): only regular files and folders, a
-relative path with no `..`, a bounded size and count, written through bench.safefs; a member held in memory
+relative path with no `..`, a bounded size and count, written through bench.core.safefs; a member held in memory
 is read by `read_member`, the same checks and a bound on what it claims, before a byte is inflated.
 """
 
@@ -49,9 +49,9 @@ from typing import IO, Any, TypeVar
 
 from tqdm import tqdm
 
-from bench import safefs
-from bench.errors import UserError
-from bench.locks import file_lock
+from bench.core import safefs
+from bench.core.errors import UserError
+from bench.core.locks import file_lock
 
 MARKER = "PREPARED.json"
 SOURCE = ".source"  # in the staging folder: the source it is being prepared from
@@ -202,7 +202,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def confining(prepare: F) -> F:
     """A task's `prepare(source, out, ...)` with its source and the folder of its output declared roots
-    (bench.safefs): nothing below them is reached through a link, whoever calls it."""
+    (bench.core.safefs): nothing below them is reached through a link, whoever calls it."""
 
     @functools.wraps(prepare)
     def confined(source: Path, out: Path, *args: Any, **kwargs: Any) -> Any:
@@ -259,7 +259,7 @@ def link_or_copy(src: Path, dst: Path) -> str:
     """Hard-link `src` to `dst` where the file system allows, else symlink, else copy; returns which.
     ImageNet's 1.28 M files are then not copied. `src` must be a regular file reached without a link
     below the source (`regular`): a link is refused, not placed. `dst` is placed from its folder's fd,
-    reached through bench.safefs (no link followed on the way)."""
+    reached through bench.core.safefs (no link followed on the way)."""
     dst = Path(dst)
     safefs.mkdirs(dst.parent)
     src = Path(src)
@@ -332,7 +332,7 @@ def member_path(m: tarfile.TarInfo, where: Path | str) -> PurePosixPath:
 
 def extract_member(tar: tarfile.TarFile, m: tarfile.TarInfo, dest: Path, rel: str | None, job: Extraction) -> None:
     """Write the member `m` (checked by member_path) to `dest/rel` (its own path when None) through
-    bench.safefs: folders made and files written atomically without following a link below the root,
+    bench.core.safefs: folders made and files written atomically without following a link below the root,
     never more bytes than the member claims."""
     path = member_path(m, job.where)
     job.add(m)

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 
 ITEMS = 1 << 20  # items of a synthetic TrainSet: more than any benchmark draws
 

@@ -16,7 +16,7 @@ def _tiny_data_root(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _own_config_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The report's seal key (bench.safefs.Seal) goes to a per-session config folder, never the user's."""
+    """The report's seal key (bench.core.safefs.Seal) goes to a per-session config folder, never the user's."""
     os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
 
 

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.engine.distributed import Dist
-from bench.engine.loop import Engine
-from bench.files import METRICS, read_jsonl
+from bench.core.engine.distributed import Dist
+from bench.core.engine.loop import Engine
+from bench.core.files import METRICS, read_jsonl
+from bench.core.runspec import RunSpec
 from bench.run.runner import train as run_train
 from bench.run.spec import resolve
-from bench.runspec import RunSpec
 from tasks import get_task
 
 
@@ -45,7 +45,7 @@ def finished_results(out: Path) -> Path:
     import json
 
     from bench.cli import main
-    from bench.files import SPEC
+    from bench.core.files import SPEC
     from slurm.records import JOB
     from slurm.status import MANIFEST
 

@@ -52,3 +52,24 @@ def test_presets_are_plain_data() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.stdout.strip() == "[]", run.stderr[-500:]
+
+
+def test_the_contracts_fail_on_a_planted_import(tmp_path: Path) -> None:
+    """Each layer contract breaks when the import it forbids is planted in a copy of the tree: a task importing the
+    roof (bench.run), the foundation importing a task, the suite importing an old path (bench.errors)."""
+    import shutil
+
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    plants = {"tasks/logreg.py": "import bench.run.spec", "bench/core/files.py": "import tasks",
+              "reports/advice.py": "import bench.errors"}  # fmt: skip
+    for path, line in plants.items():
+        (tmp_path / path).write_text((tmp_path / path).read_text() + f"\n{line}  # noqa\n")
+    lint = Path(sys.executable).with_name("lint-imports")
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    run = subprocess.run([str(lint), "--no-cache"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    out = " ".join(run.stdout.split())
+    assert run.returncode != 0, out[-2000:]
+    for contract in ("Layers: the CLI on top;", "Tasks stand on the foundation alone", "The old paths"):
+        assert f"{contract}" in out and "BROKEN" in out.split(contract, 1)[1].split("KEPT")[0], out[-3000:]

@@ -1,7 +1,7 @@
-"""A method's name is written in the method table (bench/algo/rules.py: its rows, and the names the suite itself
+"""A method's name is written in the method table (bench/core/algo/rules.py: its rows, and the names the suite itself
 reasons about, ADASCALE, LSW, …), in the matrix YAMLs and in tests: nowhere else. Code that needs a method
-reads its row (bench.methods.method, recorded, its fields) or one of those names, so that a rule's behaviour has one
-home and a renamed or added rule touches only the table."""
+reads its row (bench.core.methods.method, recorded, its fields) or one of those names, so that a rule's behaviour has
+one home and a renamed or added rule touches only the table."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.algo.rules import METHODS
+from bench.core.algo.rules import METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bench", "reports", "slurm", "tasks")
-TABLE = ROOT / "bench" / "algo" / "rules.py"
+TABLE = ROOT / "bench" / "core" / "algo" / "rules.py"
 
 
 def literals(source: str, names: set[str]) -> list[tuple[int, str]]:
@@ -44,7 +44,7 @@ def test_no_method_name_is_written_outside_the_method_table() -> None:
         if path != TABLE
         for line, name in literals(path.read_text(), names)
     ]
-    assert not found, "method names written outside bench/algo/rules.py (use its row or its names):\n" + "\n".join(
+    assert not found, "method names written outside bench/core/algo/rules.py (use its row or its names):\n" + "\n".join(
         found
     )
 

@@ -1,5 +1,5 @@
 """One writer (issue 42): every file the suite writes below a folder a colleague can write goes through
-bench.safefs (no link followed, regular files only, atomic). This lint reads the source of bench/, tasks/,
+bench.core.safefs (no link followed, regular files only, atomic). This lint reads the source of bench/, tasks/,
 slurm/ and reports/ (ast) and fails on a call that opens a path for writing itself: `savefig(path)`,
 `open(path, "w"/"a"/"x"/"+")` or `Path.open("w")`, `.write_text(`, `.write_bytes(` (other than
 safefs's own), `.to_csv(path)`, the shutil writers on a path (copy, copy2, copyfile, move, copytree),
@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("bench", "tasks", "slurm", "reports")
-EXEMPT = {p.relative_to(ROOT).as_posix() for p in (ROOT / "bench" / "safefs").glob("*.py")}  # the one writer
+EXEMPT = {p.relative_to(ROOT).as_posix() for p in (ROOT / "bench" / "core" / "safefs").glob("*.py")}  # the one writer
 SHUTIL_WRITERS = {"copy", "copy2", "copyfile", "move", "copytree"}
 # Justified exceptions, (file, function): none needed today; a new one says here why it cannot be safefs.
 ALLOWED: dict[tuple[str, str], str] = {}
@@ -101,7 +101,7 @@ def test_every_write_goes_through_safefs() -> None:
             name = path.relative_to(ROOT).as_posix()
             if name not in EXEMPT:
                 found += violations(path.read_text(), name)
-    assert not found, "raw writes outside bench/safefs/:\n" + "\n".join(found)
+    assert not found, "raw writes outside bench/core/safefs/:\n" + "\n".join(found)
 
 
 def test_the_lint_sees_each_kind_of_raw_write() -> None:

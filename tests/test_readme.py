@@ -106,7 +106,7 @@ def _points() -> tuple[str, ...]:
 
 
 def _warmup() -> tuple[str, ...]:
-    from bench.algo.rules import WARMUP_FRACTION
+    from bench.core.algo.rules import WARMUP_FRACTION
 
     return (plain(round(100 * WARMUP_FRACTION, 6)),)
 

@@ -1,4 +1,4 @@
-"""A run's spec is one frozen, typed value (bench.runspec.RunSpec) from where it is made to where it is read: no
+"""A run's spec is one frozen, typed value (bench.core.runspec.RunSpec) from where it is made to where it is read: no
 parameter annotated as a spec is a dict (a spec.json read unchecked is a SpecDocument, by that name), the value
 cannot be changed in place, and its JSON document is spec.json as resolved, byte for byte."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from bench.core.runspec import RunSpec, checked
 from bench.run.spec import resolve
-from bench.runspec import RunSpec, checked
 from tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]

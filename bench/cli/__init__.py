@@ -7,10 +7,10 @@ import errno
 import sys
 from pathlib import Path
 
-from bench import safefs
 from bench.cli.commands import PROG
 from bench.cli.parser import build_parser
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 
 # Errors of the file system rather than of the program: one line naming the path, no traceback.
 _FILE_ERRORS = {
@@ -33,7 +33,7 @@ def describe_os_error(e: OSError) -> str:
 
 def _named_paths(args: argparse.Namespace) -> list[Path]:
     """The folders and files named on the command line: taken as given, links in them included; below
-    them no link is followed (bench.safefs). `prepare` writes beside its --out, so its parent is one."""
+    them no link is followed (bench.core.safefs). `prepare` writes beside its --out, so its parent is one."""
     keys = ("out", "dir", "run_dir", "source", "matrix", "throughput", "flops", "write", "write_throughput")
     named = [Path(v) for k in keys if isinstance(v := getattr(args, k, None), str | Path) and v]
     if args.command == "prepare":
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "advise" and not args.out:  # a folder per task: its advice and verification runs
         args.out = f"runs/advise-{args.task}"
-    from bench.engine.signals import Interrupted
+    from bench.core.engine.signals import Interrupted
 
     try:
         with safefs.confined(*_named_paths(args)):

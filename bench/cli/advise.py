@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
-from bench.algo.rules import ADASCALE
 from bench.cli.argtypes import (
     probe_seeds,
     scale_int,
@@ -25,8 +23,10 @@ from bench.cli.argtypes import (
     task_name,
 )
 from bench.cli.argtypes import seed as seed_type
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core import safefs
+from bench.core.algo.rules import ADASCALE
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 
 DEFAULT_SCALES = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -118,7 +118,7 @@ def _probes(args: argparse.Namespace, out: Path, overrides: dict[str, Any], scal
 
 def _run_first(spec: RunSpec, out: Path) -> None:
     """One probe in this process: a user's error is advise's one line; a crash is recorded (read_probes says so)."""
-    from bench.engine.signals import Interrupted, install_signal_handlers
+    from bench.core.engine.signals import Interrupted, install_signal_handlers
     from bench.run.runner import run_spec
 
     install_signal_handlers()
@@ -148,8 +148,8 @@ def _rules(args: argparse.Namespace, spec: RunSpec, probes: Any, rows: list, out
     points."""
     import time
 
-    from bench.algo.rules import LSW
-    from bench.algo.schedules import lr_schedule
+    from bench.core.algo.rules import LSW
+    from bench.core.algo.schedules import lr_schedule
     from bench.run.sharpness import EXAMPLES, kept_checkpoints, sharpness_along
     from reports import advice as A
     from reports.verdicts import ruleadvice as R
@@ -185,7 +185,7 @@ def _verified(args: argparse.Namespace, rows: list, scales: list[int]) -> list[i
 
 def _probe_scales(args: argparse.Namespace, scales: list[int]) -> tuple[int, int | None]:
     """(high, low) probe S: --probe-scale or the largest S asked; --low-probe-scale or high/16 (None: one probe)."""
-    from bench.algo.transfer import low_scale
+    from bench.core.algo.transfer import low_scale
 
     high = args.probe_scale if args.probe_scale is not None else max(2, scales[-1])
     if high < 2:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from bench.runspec import MAX_SCALE
+from bench.core.runspec import MAX_SCALE
 
 
 def _bounded(convert: Callable[[str], float], ok: Callable[[float], bool], what: str) -> Callable[[str], float]:
@@ -23,7 +23,7 @@ def _bounded(convert: Callable[[str], float], ok: Callable[[float], bool], what:
 
 positive_int = _bounded(int, lambda v: v >= 1, "a positive integer")
 non_negative_int = _bounded(int, lambda v: v >= 0, "a non-negative integer")
-# a seed is handed to torch and numpy as an int64 (bench.runspec.INT64_MAX)
+# a seed is handed to torch and numpy as an int64 (bench.core.runspec.INT64_MAX)
 seed = _bounded(int, lambda v: 0 <= v < 2**63, "an integer in [0, 2**63)")
 scale_int = _bounded(int, lambda v: 1 <= v <= MAX_SCALE, f"an integer in [1, {MAX_SCALE}]")  # S, W: the schema's
 scale_int0 = _bounded(int, lambda v: 0 <= v <= MAX_SCALE, f"an integer in [0, {MAX_SCALE}]")  # an S, or 0: none
@@ -49,7 +49,7 @@ def task_help() -> str:
 
 def task_name(text: str) -> str:
     """A built-in task present here, or a task of yours (`package.module:NAME`, imported where it is used)."""
-    from bench.usercode import USER_NAME
+    from bench.core.usercode import USER_NAME
     from tasks import available, unknown_task
 
     if text in available() or USER_NAME.fullmatch(text):

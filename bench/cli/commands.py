@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import TypeVar
 
-from bench.errors import UserError
-from bench.files import SUMMARY
+from bench.core.errors import UserError
+from bench.core.files import SUMMARY
 
 T = TypeVar("T")
 
@@ -20,7 +20,7 @@ PROG = "adascale-bench"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bench.engine.signals import install_signal_handlers
+    from bench.core.engine.signals import install_signal_handlers
     from bench.run.runner import run
     from bench.run.spec import parse_overrides, resolve
     from bench.run.summary import describe
@@ -64,8 +64,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from bench.core.methods import previewing
     from bench.experiments.matrix import describe, load, with_data_roots
-    from bench.methods import previewing
 
     with previewing():  # a matrix's user rules are shown as named, never imported
         print(describe(with_data_roots(load(args.matrix), args.data_root)))
@@ -83,8 +83,8 @@ def typed(cls: type[T], args: argparse.Namespace) -> T:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from bench.core.methods import previewing
     from bench.experiments.plan import PlanOptions, plan
-    from bench.methods import previewing
 
     with previewing():  # a matrix's user rules are shown as named, never imported
         return plan(typed(PlanOptions, args))
@@ -201,7 +201,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_gain(args: argparse.Namespace) -> int:
-    from bench.files import OFFLINE_GAIN, SPEC
+    from bench.core.files import OFFLINE_GAIN, SPEC
     from bench.run.offline_gain import offline_gains, online_gains, table
 
     run_dir = Path(args.run_dir)
@@ -234,7 +234,7 @@ def _gain_folder(out: Path, batches: int | None, jobs: int) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from bench.methods import previewing
+    from bench.core.methods import previewing
     from slurm.executors import SubmitOptions
     from slurm.submit import submit
 

@@ -25,7 +25,7 @@ from bench.cli.commands import (
     cmd_submit,
     cmd_sweep,
 )
-from bench.errors import did_you_mean
+from bench.core.errors import did_you_mean
 from bench.experiments.concurrency import default_slots
 
 _positive_int, _seed = positive_int, seed
@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_run_commands(sub: Any) -> None:
     """run, smoke and prepare: one run, the tiny matrix here, a data set made ready."""
-    from bench.algo.rules import METHODS
+    from bench.core.algo.rules import METHODS
 
     p = sub.add_parser("run", help="train one run")
     p.add_argument("--task", required=True, type=task_name, help=task_help())
@@ -230,7 +230,7 @@ def _measuring_commands(sub: Any) -> None:
 
 def _perf_command(sub: Any) -> None:
     """perf: the engine's overhead against identity scaling and a bare PyTorch loop."""
-    from bench.algo.rules import OPTIMIZERS
+    from bench.core.algo.rules import OPTIMIZERS
 
     p = sub.add_parser("perf", help="overhead benchmark: engine vs identity vs a bare PyTorch loop")
     p.add_argument("--task", action="append", type=task_name, help="a task (repeatable; default: every task)")

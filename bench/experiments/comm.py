@@ -2,7 +2,7 @@
 
 W gloo ranks on this machine (torch.multiprocessing), each with the same paper-size model (default:
 torchvision's ResNet-50, 25.6 M parameters, 102 MB of float32 gradient) wrapped in DDP, two copies: one
-with bench.engine.reduction's pairwise hook, one with DDP's bucketed all-reduce. Per round each copy runs
+with bench.core.engine.reduction's pairwise hook, one with DDP's bucketed all-reduce. Per round each copy runs
 one forward + backward (on a small input, so that the exchange is a large share of the time) and the
 two are timed alternately, first one then the other, so that the machine's load hits both alike; the ratio
 pairwise / native is the median of the per-round ratios, printed with each W's medians.
@@ -34,7 +34,7 @@ def _free_port() -> int:
 
 
 def _worker(rank: int, world: int, port: int, model: str, image: int, rounds: int, out: Any) -> None:
-    from bench.engine.distributed import from_env, shutdown
+    from bench.core.engine.distributed import from_env, shutdown
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
     torch.set_num_threads(1)
@@ -51,7 +51,7 @@ def _rounds(model: str, image: int, rounds: int) -> dict[str, list[float]]:
     import torch.distributed as dist
     import torchvision
 
-    from bench.engine.reduction import pairwise_allreduce_hook
+    from bench.core.engine.reduction import pairwise_allreduce_hook
 
     torch.manual_seed(0)
     nets = {}

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 
 PUBLISHED = Path(__file__).with_name("published_throughput.csv")
 PUBLISHED_COLUMNS = [

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
+from bench.core.files import atomic_write_bytes
 from bench.experiments.costbasis import positive_number
-from bench.files import atomic_write_bytes
 
 THROUGHPUT = Path(__file__).with_name("throughput.csv")
 THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "measured"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from bench.algo.rules import ScalingRule
+from bench.core.algo.rules import ScalingRule
 
 FRACTION = 0.69  # of the τ budget: ≈ 2Δ on the control's logreg (module docstring)
 # The graded cut (issue 53.7): fractions of the τ budget sized on pilot seeds to cost ≈ 1.25Δ, 1.5Δ and 2Δ on the

@@ -28,13 +28,13 @@ from typing import Any
 
 import torch
 
-from bench import safefs
-from bench.algo.rules import ADASCALE
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.algo.rules import ADASCALE
+from bench.core.errors import UserError
+from bench.core.files import atomic_write_bytes
+from bench.core.runspec import RunSpec
 from bench.experiments.costtables import FLOPS, FLOPS_COLUMNS
-from bench.files import atomic_write_bytes
 from bench.run.spec import resolve
-from bench.runspec import RunSpec
 from tasks.synthetic import SyntheticData
 
 DRAWS = 4  # micro-batches averaged over on fake tensors (their shapes vary for the max-tokens batches)
@@ -100,7 +100,7 @@ def count(name: str, preset: str = "paper", data_root: str | None = None) -> dic
     tiny preset its tiny set, written on first use."""
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
-    from bench.engine.distributed import Dist
+    from bench.core.engine.distributed import Dist
     from bench.run.dataroot import prepare_data
     from tasks import get_task
 

@@ -9,8 +9,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from bench.core.files import KEPT, OFFLINE_GAIN, SUMMARY, read_json_object
 from bench.experiments.pool import worker_init
-from bench.files import KEPT, OFFLINE_GAIN, SUMMARY, read_json_object
 
 
 def offline_gains(out: Path, batches: int | None = None, jobs: int = 1) -> list[tuple[Path, str]]:

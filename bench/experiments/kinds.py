@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench import methods as registry
-from bench.algo.rules import ADASCALE, IDENTITY, LSW, SCALED
-from bench.algo.schedules import ELASTIC
-from bench.errors import UserError
+from bench.core import methods as registry
+from bench.core.algo.rules import ADASCALE, IDENTITY, LSW, SCALED
+from bench.core.algo.schedules import ELASTIC
+from bench.core.errors import UserError
+from bench.core.methods import title
+from bench.core.yamlsafe import excerpt
 from bench.experiments.runrequest import RunRequest, shared_method
-from bench.methods import title
 from bench.run.spec import parse_scale
-from bench.yamlsafe import excerpt
 
 KINDS = ("table2", "elastic", "heatmap", "sweep", "gain")
 

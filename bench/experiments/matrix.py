@@ -7,7 +7,7 @@ into runs in an order that respects their dependencies (LSW+ after its AdaScale 
     set: {key: value}       # optional spec overrides for every run
     experiments:
       - table2: {tasks: [cifar10], methods: [adascale, lsw, sqrt, mine.rules:HALF], scales: [1, 8, 16]}
-        # methods: rows of the method table (bench.algo.rules.METHODS) or a rule of yours, package.module:NAME
+        # methods: rows of the method table (bench.core.algo.rules.METHODS) or a rule of yours, package.module:NAME
       - elastic: {tasks: [imagenet], methods: [adascale, lsw], schedules: [elastic-up, elastic-down]}
       - heatmap: {name: cifar10-grid, task: cifar10, scale: 16, lr0: [...], decay: [...], threshold: 94.0}
         # optional `scaled_lr0: [...]`: the scaled-SGD panel's own lr0 list (default: lr0)
@@ -39,21 +39,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import methods as registry
-from bench import safefs
-from bench.algo import rules
-from bench.errors import UserError, did_you_mean
+from bench.core import methods as registry
+from bench.core import safefs
+from bench.core.algo import rules
+from bench.core.errors import UserError, did_you_mean
+from bench.core.files import open_regular
+from bench.core.methods import shared_note
+from bench.core.runspec import RunSpec
+from bench.core.usercode import USER_NAME, is_user_name
+from bench.core.yamlsafe import excerpt, load_yaml
 from bench.experiments import names
 from bench.experiments.kinds import KINDS, _cells, _fail, _gain, _heatmap, _list, _sweep
 from bench.experiments.kinds import SWEEP_BATCHES as SWEEP_BATCHES  # re-exported: the sweep reads matrix.X
 from bench.experiments.kinds import sweep_runs as sweep_runs  # re-exported: the sweep reads matrix.X
 from bench.experiments.runrequest import RunRequest, dedupe, is_shared, order, shared_method
 from bench.experiments.runrequest import depends_on as depends_on  # re-exported: the pool, the submitter
-from bench.files import open_regular
-from bench.methods import shared_note
-from bench.runspec import RunSpec
-from bench.usercode import USER_NAME, is_user_name
-from bench.yamlsafe import excerpt, load_yaml
 
 PRESET_DIR = Path(__file__).parent / "matrices"
 
@@ -160,7 +160,7 @@ def load(name: str | Path) -> Matrix:
 
 def _read(path: Path) -> Any:
     """A matrix file's YAML: a regular file (a FIFO would block, /dev/zero never end), bounded, UTF-8, aliases
-    bounded (bench.yamlsafe)."""
+    bounded (bench.core.yamlsafe)."""
     try:
         with open_regular(path, "rb") as f:
             data = safefs.read_upto(f, MAX_BYTES)

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from bench.identity import SpecDocument, identity_of
+from bench.core.identity import SpecDocument, identity_of
 
 VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+-]{0,31}")  # what a matrix's `variant:` may say
 
@@ -28,7 +28,7 @@ def number(v: Any) -> str:
 
 
 def short_form(overrides: dict, every: bool = False) -> str:
-    """The overrides that name a run (bench.identity.identity_of; `every`: all of them), each key's last part and
+    """The overrides that name a run (bench.core.identity.identity_of; `every`: all of them), each key's last part and
     its value."""
     overrides = overrides if isinstance(overrides, dict) else {}
     keep = overrides if every else identity_of({"overrides": overrides})["overrides"]

@@ -10,13 +10,13 @@ optimizer settings (the preset's), on the same pre-fetched micro-batches:
   dropout seed, forward and backward; the accumulated gradient divided by A; torch.optim.SGD's step at
   the same lr; the mean loss read once per iteration (every real loop watches its loss). At S ≤ 2 it
   ends with the identity engine's weights bit for bit; at larger S the engine's pairwise reduction sums
-  the micro-batch gradients in another order (see bench.engine.reduction), which is part of what it costs.
+  the micro-batch gradients in another order (see bench.core.engine.reduction), which is part of what it costs.
 
 A fourth variant, `big`, answers the issue's goal question: is simulating a batch of S·b by S
 micro-batches (the engine) nearly as fast as training that one batch of S·b outright? `big` is the bare
 loop with one forward and backward per iteration over a single batch of the same S·b examples (the
 TrainSet's collate over the S micro-batches' items), with the engine's CUDA layout (channels-last,
-bench.engine.amp.cuda_speed_knobs). simulated_over_big_batch = examples/s of `adascale` / examples/s of
+bench.core.engine.amp.cuda_speed_knobs). simulated_over_big_batch = examples/s of `adascale` / examples/s of
 `big` (batched_over_big_batch: of the batched engine, when timed). It is meaningless for tasks whose
 items are whole batches (speech, transformer: items_per_microbatch = 1, S batches are not one batch of
 S·b examples): there `big` is not built, a one-line notice says so, and the columns stay empty; nor when
@@ -54,12 +54,12 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from bench.algo.rules import ADASCALE, IDENTITY, gain_rule
-from bench.engine.allocator import retain_freed_memory
-from bench.engine.distributed import Dist, pick_device
-from bench.errors import UserError
+from bench.core.algo.rules import ADASCALE, IDENTITY, gain_rule
+from bench.core.engine.allocator import retain_freed_memory
+from bench.core.engine.distributed import Dist, pick_device
+from bench.core.errors import UserError
+from bench.core.files import write_csv_rows
 from bench.experiments.perfloops import BIG, EXTRA_VARIANTS, VARIANTS, EngineLoop, Setup, build
-from bench.files import write_csv_rows
 
 WARMUP = 3  # untimed iterations per variant: lazy allocations, optimizer state, first-call caches
 SAMPLE_S = 0.05  # target duration of one timed sample (a block of iterations)

@@ -12,17 +12,17 @@ from typing import Any
 
 import torch
 
-from bench.algo.rules import ADASCALE, IDENTITY, extra_warmup, gain_rule
-from bench.algo.schedules import lr_schedule
-from bench.engine.accumulate import dropout_seeds, seed_generators
-from bench.engine.amp import cuda_speed_knobs
-from bench.engine.data import to_device
-from bench.engine.distributed import Dist
-from bench.engine.loop import Engine
-from bench.errors import UserError
+from bench.core.algo.rules import ADASCALE, IDENTITY, extra_warmup, gain_rule
+from bench.core.algo.schedules import lr_schedule
+from bench.core.engine.accumulate import dropout_seeds, seed_generators
+from bench.core.engine.amp import cuda_speed_knobs
+from bench.core.engine.data import to_device
+from bench.core.engine.distributed import Dist
+from bench.core.engine.loop import Engine
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 from bench.run.dataroot import prepare_data
 from bench.run.spec import resolve
-from bench.runspec import RunSpec
 from tasks.synthetic import SyntheticData
 
 VARIANTS = (ADASCALE, IDENTITY, "bare")
@@ -161,7 +161,7 @@ def build(
     """Build the variants of one cell (the three, plus `extras` of EXTRA_VARIANTS, plus `big` where the
     task's items are examples) and pre-fetch DISTINCT iterations of micro-batches (and of big batches).
     `synthetic`: random data of the preset's real shapes instead of a dataset; `optimizer`: every variant's
-    (the `adascale` variant then runs the optimizer's gain-following rule, `bench.algo.rules.gain_rule`)."""
+    (the `adascale` variant then runs the optimizer's gain-following rule, `bench.core.algo.rules.gain_rule`)."""
     if synthetic:
         task = SyntheticData(task)
         data_root = str(tmp / "synthetic")

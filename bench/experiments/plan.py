@@ -1,7 +1,7 @@
 """`adascale-bench plan MATRIX [--gpus N] [--throughput CSV]`: what a matrix costs before it is submitted.
 
 Per cell (experiment × task × method × S) and in total: runs, iterations per run, examples processed and
-GPU-hours. Iterations follow each method's pace in the method table (bench.algo.rules.METHODS): S = 1 and
+GPU-hours. Iterations follow each method's pace in the method table (bench.core.algo.rules.METHODS): S = 1 and
 identity runs take T1; LSW takes exactly `iterations_for` (τ advances by S_t); AdaScale's gain r_t lies in
 [1, S_t], so it takes between LSW's count (r = S: ⌈T1/S⌉ at a constant S) and T1 (r = 1); LSW+ runs T_AS
 iterations and the heat map's scaled SGD the mean of its grid's AdaScale runs, so both have AdaScale's
@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.algo import rules
-from bench.errors import UserError
+from bench.core.algo import rules
+from bench.core.errors import UserError
+from bench.core.methods import shared_note
 from bench.experiments import matrix as matrices
 from bench.experiments.costbasis import BASES, DEVICE_NAMES, PUBLISHED, read_published
 from bench.experiments.costtables import FLOPS, THROUGHPUT, read_flops, read_throughput
 from bench.experiments.costtables import write_throughput as write_throughput  # re-exported: read as plan.X
 from bench.experiments.plancells import DEFAULT_MFU, Cell, Peak, _unit, make_plan
 from bench.experiments.plancells import walk as walk  # re-exported: read as plan.X
-from bench.methods import shared_note
 
 FILL_HINT = "adascale-bench perf --device cuda --preset paper --scales 1 --write-throughput {path}"
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bench import methods as registry
-from bench.algo.rules import advance, method_order
-from bench.algo.schedules import ScaleSchedule, scale_schedule
+from bench.core import methods as registry
+from bench.core.algo.rules import advance, method_order
+from bench.core.algo.schedules import ScaleSchedule, scale_schedule
+from bench.core.runspec import RunSpec
 from bench.experiments import matrix as matrices
 from bench.experiments.costbasis import DEVICE_NAMES, PEAKS, Published, rate_for
-from bench.runspec import RunSpec
 
 DEFAULT_MFU = 0.4  # assumed model-FLOPs utilisation: ~40 % is what well-tuned CNN/transformer training reaches
 
@@ -45,7 +45,7 @@ class Peak:
 def walk(scales: ScaleSchedule, T1: float, gain_is_scale: bool) -> tuple[int, int]:
     """(iterations, Σ S_t) of a run whose τ advances by S_t per iteration (gain_is_scale: LSW, AdaScale's
     fastest; the iterations are `iterations_for`'s) or by 1 (AdaScale's slowest, identity: τ_t = t): what
-    walking the loop gives, computed per constant-S stretch of the schedule (bench.algo.rules.advance), so a
+    walking the loop gives, computed per constant-S stretch of the schedule (bench.core.algo.rules.advance), so a
     T1 of 1e9 costs what a T1 of 100 does."""
     t, _, total = advance(scales, T1, None if gain_is_scale else 1.0)
     return t, total

@@ -19,10 +19,10 @@ from typing import Any, Generic, TypeVar
 
 from tqdm import tqdm
 
-from bench.engine.signals import Interrupted, die_with_parent, install_signal_handlers, stop_requested
+from bench.core.engine.signals import Interrupted, die_with_parent, install_signal_handlers, stop_requested
+from bench.core.runspec import RunSpec
 from bench.experiments import matrix as matrices
 from bench.run.runner import run_spec
-from bench.runspec import RunSpec
 
 T = TypeVar("T")
 

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import methods as registry
-from bench.algo import rules
-from bench.algo.rules import ADASCALE, SHARED_AT_S1
+from bench.core import methods as registry
+from bench.core.algo import rules
+from bench.core.algo.rules import ADASCALE, SHARED_AT_S1
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class RunRequest:
 
 def shared_method(method: str, scale: int | str, optimizer: str = "sgd") -> str:
     """The method a Table 2 cell runs: at S = 1 every Table 2 rule that is identity scaling there is the same
-    computation (bench.algo.rules.shares_s1), run once as adascale (under AdamW as adamscale:
-    bench.algo.rules.shared_at_s1); any other rule runs its own."""
+    computation (bench.core.algo.rules.shares_s1), run once as adascale (under AdamW as adamscale:
+    bench.core.algo.rules.shared_at_s1); any other rule runs its own."""
     if scale == 1 and rules.shares_s1(registry.method(method)):
         return SHARED_AT_S1 if optimizer == "sgd" else rules.shared_at_s1(optimizer)
     return method

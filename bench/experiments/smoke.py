@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.engine.signals import install_signal_handlers
+from bench.core.engine.signals import install_signal_handlers
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import run_matrix
 

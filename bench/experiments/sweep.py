@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.engine.signals import install_signal_handlers
-from bench.errors import UserError
+from bench.core.engine.signals import install_signal_handlers
+from bench.core.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import run_matrix
 

@@ -14,7 +14,7 @@ stalls, but the same calls happen, so they can be counted here, before any GPU i
 
 A count here is an upper bound for a GPU run only in the sense that a tensor the task keeps on the host
 on purpose (a CPU lengths tensor) would also be counted; the engine's design is one transfer per
-iteration (bench.engine.accumulate), so the bar is ≤ 1 outside evaluation.
+iteration (bench.core.engine.accumulate), so the bar is ≤ 1 outside evaluation.
 
 One such read is torch's own and is set apart: torch's recurrent modules (nn.RNN, nn.LSTM, nn.GRU) run
 on a PackedSequence read its `batch_sizes` (`int(batch_sizes[0])` and the like, 2-4 per layer), a
@@ -32,8 +32,8 @@ from typing import Any
 
 from torch.overrides import TorchFunctionMode
 
-from bench.engine.allocator import large_blocks_returned
-from bench.runspec import RunSpec
+from bench.core.engine.allocator import large_blocks_returned
+from bench.core.runspec import RunSpec
 
 PROFILED = (
     "aten::_local_scalar_dense",  # item(), float(t), bool(t) (via aten::is_nonzero) all end here
@@ -133,7 +133,7 @@ def engine_syncs(task: Any, spec: RunSpec, work: Any, iterations: int = 2) -> tu
     loader workers on a real run, not in the training process)."""
     from pathlib import Path
 
-    from bench.engine.distributed import Dist
+    from bench.core.engine.distributed import Dist
     from bench.experiments.perfloops import EngineLoop
 
     scale = int(spec.scale)

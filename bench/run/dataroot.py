@@ -10,10 +10,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
-from bench.engine.distributed import Dist
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core import safefs
+from bench.core.engine.distributed import Dist
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 
 
 def prepare_data(task: Any, spec: RunSpec, dist: Dist) -> Path:

@@ -1,6 +1,6 @@
 """The reference finding (iii) judges AdaScale runs against (issue 53.1): the gradient moments at a run's kept
 weights, measured by a path that shares nothing with the engine's online statistics, so that a bias in those
-statistics (its hooks, its sums, bench.algo.gain.moments) cannot bias the reference too.
+statistics (its hooks, its sums, bench.core.algo.gain.moments) cannot bias the reference too.
 
 - Where the task has an exact oracle (`Task.exact_moments`: logreg), the reference is exact: σ² = tr Σ/b,
   μ² = ‖G‖², and for the spread of the engine's per-iteration estimates tr C² = tr Σ²/b², GᵀCG = GᵀΣG/b
@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad
 
-from bench.engine.data import to_device
+from bench.core.engine.data import to_device
 
 COLUMNS = ("ref_var", "ref_sqr", "ref_var_se", "ref_sqr_se", "ref_trace_sq", "ref_spread", "ref_drawn")  # all numbers
 EXACT, OFFLINE = "exact", "offline"  # ref_source: the task's oracle, or the independent offline estimate
@@ -61,7 +61,7 @@ def from_drawn(
 ) -> dict[str, Any]:
     """The exact reference over the `left` items an iteration draws its micro-batches from without replacement
     (the oracle over those items as the population): E[var̂] = tr Σ_R/b and E[sqr̂] = ‖G_R‖² − tr Σ_R/left
-    (bench.algo.gain's derivation, with R the population), as the engine's statistics expect them."""
+    (bench.core.algo.gain's derivation, with R the population), as the engine's statistics expect them."""
     b = float(batch_size)
     return Reference(trace / b, sqr - trace / left, 0.0, 0.0, trace_sq / b**2, spread / b, EXACT, 1).row()
 

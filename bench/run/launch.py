@@ -6,9 +6,9 @@ LOCAL_RANK in each worker's environment, and a monitor that stops every rank as 
 automatic restarts: a failed job fails, with a one-line message naming the rank, and the same command
 resumes it from its last checkpoint.
 
-Each worker runs bench.run.runner.run_spec with its bench.engine.distributed.Dist; only rank 0 writes run files.
+Each worker runs bench.run.runner.run_spec with its bench.core.engine.distributed.Dist; only rank 0 writes run files.
 When the spec fixes the accumulation A and the S schedule needs another number of ranks, the workers
-checkpoint and return bench.engine.signals.RanksChange's W, and this launcher starts the run again on W ranks.
+checkpoint and return bench.core.engine.signals.RanksChange's W, and this launcher starts the run again on W ranks.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from bench.errors import UserError
-from bench.files import CHECKPOINT
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.files import CHECKPOINT
+from bench.core.runspec import RunSpec
 
 PROG = "adascale-bench"
 _USER_ERROR = "UserError: "
@@ -41,8 +41,8 @@ def _worker(spec: RunSpec, out: str, progress: bool) -> dict[str, Any]:
     """One rank (in a process of its own): train, and tell the launcher how it ended."""
     import multiprocessing
 
-    from bench.engine.distributed import from_env, shutdown
-    from bench.engine.signals import Interrupted, RanksChange, install_signal_handlers, request_stop
+    from bench.core.engine.distributed import from_env, shutdown
+    from bench.core.engine.signals import Interrupted, RanksChange, install_signal_handlers, request_stop
     from bench.run.runner import run_spec
 
     # Forked by the forkserver, this process inherits its start method; go back to the platform default,
@@ -80,7 +80,7 @@ def checkpoint_tau(run_dir: Path) -> float:
     path = run_dir / CHECKPOINT
     if not path.exists():
         return 0.0
-    from bench.engine.checkpoint import CheckpointRefused, safe_load
+    from bench.core.engine.checkpoint import CheckpointRefused, safe_load
 
     try:
         return float(safe_load(path, "cpu", "checkpoint", mmap=True)["state"]["tau"])
@@ -92,8 +92,8 @@ def checkpoint_tau(run_dir: Path) -> float:
 
 def initial_ranks(spec: RunSpec, run_dir: Path) -> int:
     """The ranks to start with: --ranks, or S / A at the checkpoint's τ when the spec fixes A."""
-    from bench.algo.schedules import scale_schedule
-    from bench.engine.distributed import ranks_for
+    from bench.core.algo.schedules import scale_schedule
+    from bench.core.engine.distributed import ranks_for
 
     if spec.accumulation is None:
         return int(spec.ranks)
@@ -141,7 +141,7 @@ def _launch(spec: RunSpec, out: Path, world: int, progress: bool) -> dict[int, A
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    from bench.engine.distributed import timeout_s
+    from bench.core.engine.distributed import timeout_s
 
     timeout = timeout_s(spec.collective_timeout_s)
     _preload(spec)
@@ -222,8 +222,8 @@ def launch_local(spec: RunSpec, out: Path, progress: bool = True) -> int:
     Raises UserError for a user mistake found by a rank, Interrupted when stopped by a signal."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
-    from bench.algo.schedules import scale_schedule
-    from bench.engine.signals import Interrupted
+    from bench.core.algo.schedules import scale_schedule
+    from bench.core.engine.signals import Interrupted
     from bench.run.runner import existing_summary, run_dir_of
     from bench.run.summary import describe
 

@@ -1,5 +1,5 @@
 """Runs that take a number from other runs: LSW+ runs as many iterations as its AdaScale run (T_AS), the
-heat map's scaled SGD as many as its grid's AdaScale runs (T). The method table (bench.algo.rules)
+heat map's scaled SGD as many as its grid's AdaScale runs (T). The method table (bench.core.algo.rules)
 says which key a method needs; this module finds its value in the results folder."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.algo.rules import ADASCALE, gain_rule
-from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, finite_float, read_json_object
-from bench.identity import identity_of
-from bench.methods import method, title
+from bench.core.algo.rules import ADASCALE, gain_rule
+from bench.core.errors import UserError
+from bench.core.files import SPEC, SUMMARY, finite_float, read_json_object
+from bench.core.identity import identity_of
+from bench.core.methods import method, title
+from bench.core.runspec import RunSpec
 from bench.run.spec import run_name
-from bench.runspec import RunSpec
 
 
 def resolve_needs(out: Path, spec: RunSpec) -> RunSpec:
@@ -26,7 +26,7 @@ def resolve_needs(out: Path, spec: RunSpec) -> RunSpec:
 
 
 def gain_twin(spec: RunSpec) -> RunSpec:
-    """The spec of the AdaScale run of the same experiment (AdamScale's under AdamW: bench.algo.rules.gain_rule; a
+    """The spec of the AdaScale run of the same experiment (AdamScale's under AdamW: bench.core.algo.rules.gain_rule; a
     user's rule's record is not AdaScale's)."""
     return spec.replace(drop=("rule",), method=gain_rule(spec.optimizer))
 
@@ -72,7 +72,7 @@ def find_T_AS(out: Path, spec: RunSpec) -> float:
 
 
 def _iterations(summary: dict[str, Any], path: Path) -> float:
-    """A completed AdaScale run's iteration count, LSW+'s T_AS: a finite number >= 1 (bench.files.finite_float),
+    """A completed AdaScale run's iteration count, LSW+'s T_AS: a finite number >= 1 (bench.core.files.finite_float),
     else one line naming the file (a true there was T_AS = 1, a 10**400 an OverflowError)."""
     value = finite_float(summary.get("iterations"))
     if value is None or value < 1:
@@ -81,7 +81,7 @@ def _iterations(summary: dict[str, Any], path: Path) -> float:
 
 
 def _number(value: Any) -> bool:
-    """A finite number (bench.files.finite_float): no bool, NaN, inf or 10**400."""
+    """A finite number (bench.core.files.finite_float): no bool, NaN, inf or 10**400."""
     return finite_float(value) is not None
 
 

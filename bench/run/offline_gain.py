@@ -3,12 +3,12 @@ check the online estimate that AdaScale's moving averages give during training.
 
 At the weights w_t of checkpoints/iter<t>.pt (spec keep_checkpoints_every), n micro-batches of the run's
 batch size b are drawn, each micro-batch gradient g_i is taken as the engine takes it
-(bench.engine.accumulate: train mode, BatchNorm over the micro-batch alone, the task's loss, the
+(bench.core.engine.accumulate: train mode, BatchNorm over the micro-batch alone, the task's loss, the
 run's dropout seeding), and
 
     sum_sq = Σ_i ||g_i||²,  mean_sq = ||(1/n) Σ_i g_i||²,
-    σ², μ² = bench.algo.gain.moments(sum_sq, mean_sq, n),  r = gain_from(σ², μ², S)   (clamped as online)
-    B = b·σ²/μ²  (bench.algo.gain.b_simple: the noise scale, in examples)
+    σ², μ² = bench.core.algo.gain.moments(sum_sq, mean_sq, n),  r = gain_from(σ², μ², S)   (clamped as online)
+    B = b·σ²/μ²  (bench.core.algo.gain.b_simple: the noise scale, in examples)
 
 with S the run's scale at iteration t. Nothing is trained: the gradients are taken on a copy of the
 model, whose BatchNorm statistics are thrown away, and nothing is stepped.
@@ -62,16 +62,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench import safefs
-from bench.algo.gain import b_simple, clamp, gain_from, moments
-from bench.algo.schedules import scale_schedule
-from bench.engine.accumulate import accumulate, dropout_seeds
-from bench.engine.checkpoint import load_weights
-from bench.engine.data import ItemStream, loader, to_device
-from bench.engine.distributed import Dist, pick_device
-from bench.engine.seeding import mix, mix_array
-from bench.errors import UserError
-from bench.files import (
+from bench.core import safefs
+from bench.core.algo.gain import b_simple, clamp, gain_from, moments
+from bench.core.algo.schedules import scale_schedule
+from bench.core.engine.accumulate import accumulate, dropout_seeds
+from bench.core.engine.checkpoint import load_weights
+from bench.core.engine.data import ItemStream, loader, to_device
+from bench.core.engine.distributed import Dist, pick_device
+from bench.core.engine.seeding import mix, mix_array
+from bench.core.errors import UserError
+from bench.core.files import (
     KEPT,
     METRICS,
     OFFLINE_GAIN,
@@ -81,11 +81,11 @@ from bench.files import (
     iter_jsonl,
     kept_name,
 )
+from bench.core.runspec import RunSpec
+from bench.core.usercode import is_user_name
 from bench.run import independent
 from bench.run.dataroot import prepare_data
 from bench.run.spec import read_spec
-from bench.runspec import RunSpec
-from bench.usercode import is_user_name
 
 OFFLINE_STREAM = 0x0FF1  # the offline micro-batches' stream: mix(run seed, iteration, OFFLINE_STREAM)
 REFERENCE_STREAM = 0x0EF1  # the independent reference's micro-batches (bench.run.independent), drawn apart
@@ -176,7 +176,7 @@ def noise_interval(q: torch.Tensor, h: torch.Tensor, sizes: torch.Tensor, batch_
 class Draws:
     """The offline micro-batches: micro-batch j holds k items drawn independently and uniformly from the
     n training items, with replacement (numpy's generator seeded by (seed, j)), each with the
-    augmentation key of its stream position mix(seed, position), as bench.engine.data.ItemStream keys
+    augmentation key of its stream position mix(seed, position), as bench.core.engine.data.ItemStream keys
     them. An iterable of micro-batches (a DataLoader batch sampler), from j = 0 on, without end."""
 
     def __init__(self, n_items: int, items_per_microbatch: int, seed: int) -> None:
@@ -290,7 +290,7 @@ def exact(task: Any, model: nn.Module, spec: RunSpec, scale: int) -> dict[str, f
 def reference(task: Any, model: nn.Module, train: Any, spec: RunSpec, it: int, n: int, device: Any) -> dict[str, Any]:
     """The independent reference's columns at `model`'s weights (bench.run.independent): the task's oracle
     where it has one — over the items left in the epoch's permutation that iteration `it` draws from, where the
-    run's scale is fixed (the engine's stream, bench.engine.data.ItemStream, positions it·S·k on) and they hold
+    run's scale is fixed (the engine's stream, bench.core.engine.data.ItemStream, positions it·S·k on) and they hold
     its S micro-batches; else over the whole set —, else n micro-batches of its own stream through torch.func."""
     scale = spec.scale if isinstance(spec.scale, int) else 0  # fixed S (elastic runs: the whole set)
     k = int(task.items_per_microbatch(spec))
@@ -322,7 +322,7 @@ def kept_checkpoints(run_dir: Path) -> list[Path]:
 
 def check_kept(path: Path, kept: dict[str, Any], spec: RunSpec) -> None:
     """A kept checkpoint belongs to the run folder it sits in: the run identity it carries (the spec of the
-    run that wrote it, bench.identity.identity_of) must be the folder's, or its gains would be another run's."""
+    run that wrote it, bench.core.identity.identity_of) must be the folder's, or its gains would be another run's."""
     saved = kept.get("spec")
     if not isinstance(saved, dict):
         raise UserError(f"kept checkpoint {path} carries no run identity (no spec); it cannot be checked, delete it")
@@ -343,7 +343,7 @@ def offline_gains(
     The initial row anchors the lag-matched gain (reports.stats.lagmatch), whose moving averages start there."""
 
     run_dir = Path(run_dir)
-    with safefs.confined(run_dir):  # below the run folder no link is followed (bench.safefs)
+    with safefs.confined(run_dir):  # below the run folder no link is followed (bench.core.safefs)
         return _offline_gains(run_dir, batches, progress, device)
 
 
@@ -389,7 +389,7 @@ def _offline_gains(run_dir: Path, batches: int | None, progress: bool, device: s
 
 def open_run(spec: RunSpec, device: str | None) -> tuple[Any, Dist, nn.Module, Any]:
     """(task, Dist, model, training set) of a run folder's spec, the model holding the engine's initial weights
-    (bench.engine.loop: seed, then build): what a measurement at kept weights starts from (also
+    (bench.core.engine.loop: seed, then build): what a measurement at kept weights starts from (also
     bench.run.sharpness)."""
     from tasks import check_recorded, get_task
 
@@ -452,7 +452,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 def online_gains(run_dir: Path) -> dict[int, float]:
     """iteration -> the online gain recorded in metrics.jsonl. A training record whose iteration is not a whole
     number >= 0 or whose gain is not a finite number (a bool, a string, 1e400, 10**400, NaN) is left out, with
-    one warning naming the file (bench.files.finite_float: never True read as 1, never an OverflowError)."""
+    one warning naming the file (bench.core.files.finite_float: never True read as 1, never an OverflowError)."""
     path = Path(run_dir) / METRICS
     gains, damaged = {}, 0
     for r in iter_jsonl(path):

@@ -10,20 +10,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
-from bench.engine.distributed import Dist, pick_device
-from bench.engine.loop import Engine
-from bench.engine.signals import Interrupted
-from bench.engine.task import Task
-from bench.errors import UserError
-from bench.files import SPEC, SUMMARY, read_json, read_json_object, remove_temporaries, write_json
-from bench.locks import run_lock
+from bench.core import safefs
+from bench.core.engine.distributed import Dist, pick_device
+from bench.core.engine.loop import Engine
+from bench.core.engine.signals import Interrupted
+from bench.core.engine.task import Task
+from bench.core.errors import UserError
+from bench.core.files import SPEC, SUMMARY, read_json, read_json_object, remove_temporaries, write_json
+from bench.core.locks import run_lock
+from bench.core.runspec import RunSpec
 from bench.run.dataroot import prepare_data
 from bench.run.needs import resolve_needs
 from bench.run.spec import run_name
 from bench.run.summary import record_failure, summarize, write_summary
 from bench.run.taskcheck import check_built
-from bench.runspec import RunSpec
 
 FINAL = ("completed", "diverged")
 
@@ -94,7 +94,7 @@ def run(spec: RunSpec, out: Path, progress: bool = True, dist: Dist | None = Non
     out = Path(out)
     dist = dist or Dist(device=pick_device(spec.device))
     run_dir = out / run_name(spec)
-    with safefs.confined(out):  # below --out no link is followed (bench.safefs)
+    with safefs.confined(out):  # below --out no link is followed (bench.core.safefs)
         done = existing_summary(run_dir)
         if done is not None:
             check_same(run_dir, spec)  # finished, but maybe not this run: a user's rule whose source changed since

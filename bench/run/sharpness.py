@@ -1,5 +1,5 @@
 """The loss's sharpness λ_max (the largest eigenvalue of its Hessian) at a run's initial weights and at a few of
-its kept checkpoints: what `advise` holds each rule's lr against (bench.algo.stability, reports.advice).
+its kept checkpoints: what `advise` holds each rule's lr against (bench.core.algo.stability, reports.advice).
 
 **What is measured.** The training loss as the engine takes it, the mean of the task's loss over micro-batches
 of the run's batch size b (train mode: BatchNorm over each micro-batch alone; dropout seeded per micro-batch as
@@ -44,10 +44,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench import safefs
-from bench.engine.accumulate import dropout_seeds, seed_generators
-from bench.engine.data import loader, to_device
-from bench.engine.seeding import mix, mix_array
+from bench.core import safefs
+from bench.core.engine.accumulate import dropout_seeds, seed_generators
+from bench.core.engine.data import loader, to_device
+from bench.core.engine.seeding import mix, mix_array
 from bench.run.offline_gain import kept_checkpoints, open_run, weights_along
 from bench.run.spec import read_spec
 

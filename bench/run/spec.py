@@ -1,5 +1,5 @@
 """Run specs: a task preset plus the user's choices, resolved into the one typed spec a run is made of
-(bench.runspec.RunSpec), and read back from a run folder as the same type.
+(bench.core.runspec.RunSpec), and read back from a run folder as the same type.
 
 The resolved spec is written as spec.json; a run is a pure function of it (and the data on disk).
 """
@@ -12,14 +12,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench import methods as registry
-from bench.algo import rules
-from bench.algo.schedules import ELASTIC
-from bench.errors import UserError, did_you_mean
-from bench.files import SPEC, read_json
-from bench.identity import SpecDocument, code_key
-from bench.runspec import INT64_MAX, MAX_SCALE, RUN_DEFAULTS, RunSpec, check
-from bench.yamlsafe import excerpt, load_yaml
+from bench.core import methods as registry
+from bench.core.algo import rules
+from bench.core.algo.schedules import ELASTIC
+from bench.core.errors import UserError, did_you_mean
+from bench.core.files import SPEC, read_json
+from bench.core.identity import SpecDocument, code_key
+from bench.core.runspec import INT64_MAX, MAX_SCALE, RUN_DEFAULTS, RunSpec, check
+from bench.core.yamlsafe import excerpt, load_yaml
 from tasks import record as record_task
 
 PRESETS = ("tiny", "paper")
@@ -59,7 +59,7 @@ def tiny_variant(task: Any, data: dict[str, Any]) -> str:
 
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     """`key=value` strings (dotted keys reach into nested mappings); values are read as YAML (aliases
-    bounded, 1e-3 a number: bench.yamlsafe)."""
+    bounded, 1e-3 a number: bench.core.yamlsafe)."""
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
@@ -174,9 +174,9 @@ def _data_root(task: Any, preset: str, given: str | Path | None, data: Any, user
 
 def run_name(spec: RunSpec) -> str:
     """<task>/<method>/<s8|elastic-up>/seed<k>[,preset=paper][,key=value...][,code=...][,rule=...]: readable,
-    and one folder per identity (bench.identity.identity_of): a preset other than tiny, every override that
+    and one folder per identity (bench.core.identity.identity_of): a preset other than tiny, every override that
     changes what the run computes and the code of yours it ran (a task's or a rule's recorded source digest
-    and card, bench.identity.code_key) are in the name; where it runs (threads, workers, devices, ranks) is
+    and card, bench.core.identity.code_key) are in the name; where it runs (threads, workers, devices, ranks) is
     not. So a changed source is another folder: run starts it there, submit submits it there, the report
     shows it apart, and the old source's runs never stand for it."""
     leaf = f"seed{spec.seed}"

@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
-from bench.algo.gain import b_simple, b_simple_average
-from bench.files import (
+from bench.core import safefs
+from bench.core.algo.gain import b_simple, b_simple_average
+from bench.core.files import (
     CHECKPOINT,
     METRICS,
     SUMMARY,
@@ -19,8 +19,8 @@ from bench.files import (
     tail_records,
     write_json,
 )
+from bench.core.runspec import RunSpec
 from bench.run.provenance import git_commit, versions
-from bench.runspec import RunSpec
 
 IDENTIFYING = ("task", "method", "scale", "seed", "preset")
 
@@ -56,7 +56,7 @@ def summarize(spec: RunSpec, task: Any, outcome: Any, run_dir: Path) -> dict[str
     if outcome.status == "completed":
         aggregates = (state.gain_sum, state.gain_count, state.var_sum, state.sqr_sum, state.moments_count)
         if all(v is not None for v in aggregates):
-            # running aggregates (bench.engine.loopstate.State) and the file's tail: a transformer S = 1 run's
+            # running aggregates (bench.core.engine.loopstate.State) and the file's tail: a transformer S = 1 run's
             # 1.5 M records are not read again (one record per iteration, so the count is the iterations)
             window = max(1, math.ceil(spec.train_loss_window * state.iteration))
             losses = [r["loss"] for r in tail_records(run_dir / METRICS, window, lambda r: not r.get("eval"))]

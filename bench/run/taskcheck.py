@@ -3,7 +3,7 @@ findings judge (`metric`, and `paper_metric` where set), and only the task's `me
 A card whose metric the task does not return trained until its first evaluation, then raised a KeyError.
 
 The check: the untrained model, in eval mode under no_grad, on the first evaluation batch alone
-(bench.engine.evaluation.sliced), its `eval_stats` combined and turned into metrics by `metrics_from`; a metric
+(bench.core.engine.evaluation.sliced), its `eval_stats` combined and turned into metrics by `metrics_from`; a metric
 name of the card that is not among them, or a value that is no number, is one line naming the card's field, the
 file the card comes from and what was expected. One small batch: its cost is one evaluation batch's forward.
 The global RNG is left as it was (a run seeds its own before building its model anyway).
@@ -20,13 +20,13 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.errors import UserError
-from bench.usercode import is_user_name
+from bench.core.errors import UserError
+from bench.core.usercode import is_user_name
 
 if TYPE_CHECKING:  # torch is imported by the check itself: importing this module (submit's) costs nothing
     import torch
 
-    from bench.runspec import RunSpec
+    from bench.core.runspec import RunSpec
 
 
 def card_file(task: Any) -> str:
@@ -48,7 +48,7 @@ def one_batch_metrics(task: Any, model: Any, evalset: Any, spec: RunSpec, device
     and the RNG left as they were)."""
     import torch
 
-    from bench.engine.evaluation import combine, sliced
+    from bench.core.engine.evaluation import combine, sliced
 
     cuda = [device.index or 0] if device.type == "cuda" else []
     was = model.training

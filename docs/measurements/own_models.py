@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from tasks.base import FloatSum, RunSpec, Task, shard
 from tasks.presets import ELASTIC_TINY, EVAL_EXAMPLES, TINY_T1, TINY_WINDOWS, TaskCard
 

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from bench.algo.rules import ADASCALE
+from bench.core.algo.rules import ADASCALE
 from reports.figures.style import STYLE, Figure, _finite, _plain_log, _save, _slug
 from reports.rundata.collect import Results
 from reports.speed.sweep import SWEEP_METHODS, noise_scales, sweep_points, sweep_runs

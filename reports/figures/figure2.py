@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from bench.methods import title
+from bench.core.methods import title
 from reports.figures.style import MAX_POINTS, STYLE, Figure, _plot_series, _save, _thin
 from reports.rundata.collect import Results
 from reports.stats import lagmatch as LM

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from bench.files import METRICS
+from bench.core.files import METRICS
 from reports.rundata.memo import PACKAGES, read_sealed_json, seal_of, write_sealed_json
 from reports.rundata.workers import pool
 
@@ -101,7 +101,7 @@ class Renderer:
 
     def _read_index(self) -> dict:
         """The figures of the last build: from the index behind this user's seal (reports.rundata.memo), read through
-        bench.safefs with a bound (a link, FIFO or device refused unopened); a damaged, foreign or
+        bench.core.safefs with a bound (a link, FIFO or device refused unopened); a damaged, foreign or
         hostile one is named in a warning and every figure drawn again."""
         seal = seal_of(Path(self.index_file).parent)
         if seal is None:

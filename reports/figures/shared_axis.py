@@ -20,8 +20,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from bench.algo.rules import method_order
-from bench.methods import title
+from bench.core.algo.rules import method_order
+from bench.core.methods import title
 from reports.figures import render
 from reports.figures.style import STYLE, Figure, _save
 from reports.rundata.collect import Results, rule_rows, scale_order

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.algo.rules import ADASCALE, LSW_PLUS
+from bench.core.algo.rules import ADASCALE, LSW_PLUS
 from reports.figures import render
 from reports.figures.style import STYLE, Figure, _save, _slug
 from reports.rundata.collect import Results, rule_rows

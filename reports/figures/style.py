@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.ticker import FuncFormatter
 
-from bench import safefs
+from bench.core import safefs
 
 STYLE = {
     "font.size": 12,
@@ -54,7 +54,7 @@ def _slug(*parts: object) -> str:
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
-    """PNG at 100 dpi, drawn into memory and placed by bench.safefs (atomic, no link followed): matplotlib
+    """PNG at 100 dpi, drawn into memory and placed by bench.core.safefs (atomic, no link followed): matplotlib
     opening the path itself would write through a link a colleague planted at it. Every figure is laid out
     by constrained_layout, which already keeps its contents inside the canvas: no bbox_inches="tight",
     which draws the whole figure a second time to measure it."""

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.algo.rules import ADASCALE, LSW
-from bench.files import read_json_object
+from bench.core.algo.rules import ADASCALE, LSW
+from bench.core.files import read_json_object
 from reports.page import words as W
 from reports.rundata.collect import ELASTIC, Results, scale_order
 from reports.rundata.variants import display

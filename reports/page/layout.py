@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import safefs
+from bench.core import safefs
 from reports.figures import Figure
 from reports.page import words as W
 from reports.rundata.variants import display

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from bench.methods import label, title
+from bench.core.methods import label, title
 from reports.page import words as W
 from reports.page.layout import E, _td, name_html
 from reports.speed.scalefree import _delta, paper_quality

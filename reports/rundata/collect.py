@@ -25,11 +25,11 @@ from typing import Any
 
 import pandas as pd
 
-from bench.algo.schedules import ELASTIC
-from bench.errors import UserError
-from bench.files import METRICS, SPEC, SUMMARY, open_regular
-from bench.locks import lock_is_held
-from bench.usercode import is_user_name
+from bench.core.algo.schedules import ELASTIC
+from bench.core.errors import UserError
+from bench.core.files import METRICS, SPEC, SUMMARY, open_regular
+from bench.core.locks import lock_is_held
+from bench.core.usercode import is_user_name
 from reports.rundata import guards, runcache
 from reports.rundata.jsonfields import checked, read_object
 from reports.rundata.memo import ReportWarning  # defined where `report` replays warnings (reports.rundata.memo)
@@ -206,9 +206,9 @@ def _read_warmed(path: Path, got: runcache.Summary) -> tuple:
 
 
 def rule_rows(df: pd.DataFrame) -> dict[str, Any]:
-    """method name -> its row of the method table (bench.algo.rules.Method) as the runs' specs describe it: a
+    """method name -> its row of the method table (bench.core.algo.rules.Method) as the runs' specs describe it: a
     built-in row by name, a user's rule from the facts its spec recorded (`rule`), never imported."""
-    from bench.methods import recorded
+    from bench.core.methods import recorded
 
     if df.empty or "method" not in df:
         return {}
@@ -279,13 +279,13 @@ def load(out: Path) -> Results:
 
 
 def apart_by_code(rows: list[dict[str, Any]], codes: list[tuple[int, str, Any]], warn: Any) -> None:
-    """Runs of one task of yours that recorded two codes (bench.identity.code_key: its source's digest and card)
+    """Runs of one task of yours that recorded two codes (bench.core.identity.code_key: its source's digest and card)
     are two tasks here, `name@key`, each with the card its runs recorded: every cell, table, figure and finding
     keys on the task, so none pools two sources or judges one's runs by the other's card. A folder of one code
     keeps the plain name."""
     from dataclasses import replace
 
-    from bench.identity import code_key
+    from bench.core.identity import code_key
     from tasks.presets import recorded_card, remember
 
     by_name: dict[str, dict[str, list[int]]] = {}

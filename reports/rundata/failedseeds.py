@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from reports.rundata.specfacts import SpecFacts
 from tasks.presets import EVAL_EXAMPLES, card_of_run
 

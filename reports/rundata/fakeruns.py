@@ -9,7 +9,7 @@ records in the engine's own format (json.dumps of the same keys: iteration, tau,
 sum_sq, mean_sq, progress, warmup, var, sqr) with an evaluation record every `eval_every` iterations.
 The paper shape is ~1 200 runs and ~27.6 M records: one transformer S = 1 run of 1.55 M records and the
 rest spread as 1/S over S = 1 … 128 (cifar10, imagenet, speech, transformer, yolo; the paper's methods,
-bench.algo.rules.paper_methods; seeds). Values are random walks (a seed per run), so no two files are alike.
+bench.core.algo.rules.paper_methods; seeds). Values are random walks (a seed per run), so no two files are alike.
 Nothing here asserts a timing; the numbers are printed.
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import safefs
-from bench.algo.rules import ADASCALE, paper_methods
-from bench.files import METRICS, SPEC, SUMMARY, write_json
+from bench.core import safefs
+from bench.core.algo.rules import ADASCALE, paper_methods
+from bench.core.files import METRICS, SPEC, SUMMARY, write_json
 
 TASKS = ("cifar10", "imagenet", "speech", "transformer", "yolo")
 METHODS = paper_methods()

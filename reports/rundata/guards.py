@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from bench.algo.schedules import ELASTIC
-from bench.files import finite_number
+from bench.core.algo.schedules import ELASTIC
+from bench.core.files import finite_number
 
 T = TypeVar("T")
 

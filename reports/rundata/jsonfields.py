@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
-from bench.files import MAX_JSON_BYTES, open_regular
+from bench.core import safefs
+from bench.core.files import MAX_JSON_BYTES, open_regular
 
 NUMBER = (int, float)  # a number field's types (booleans are not numbers: `checked`)
 
@@ -30,7 +30,7 @@ def checked(obj: dict, fields: dict[str, tuple[type, ...]], path: Path, warn: An
 def read_object(path: Path) -> tuple[dict | None, str | None]:
     """(object, None) or (None, why it could not be used)."""
     try:
-        with open_regular(path, "rb", MAX_JSON_BYTES) as f:  # no link, no FIFO, bounded (bench.safefs)
+        with open_regular(path, "rb", MAX_JSON_BYTES) as f:  # no link, no FIFO, bounded (bench.core.safefs)
             text = f.read().decode("utf-8")
     except OSError as e:
         return None, f"cannot read ({e.strerror or e})"

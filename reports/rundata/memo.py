@@ -21,7 +21,7 @@ by another (its inode); nothing of the run files is read. Except, as git's "raci
 changed within RACY_NS of the moment its stat was taken could have changed again in the same clock tick
 with the same stat, so a record holding such a file is not replayed (the build runs, reading what it
 must). A deleted or edited output (a PNG, a table) does not match either. The record is trusted only
-behind the seal (bench.safefs.Seal, keyed from the user's own config folder), read through bench.safefs
+behind the seal (bench.core.safefs.Seal, keyed from the user's own config folder), read through bench.core.safefs
 with a bound (no link, no FIFO, no device), and its JSON parsed with the depth refused as damage.
 
 This module imports nothing heavy (no pandas, numpy or matplotlib), so a replay costs a walk of the
@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import safefs
+from bench.core import safefs
 
 VERSION = 1
 FORMATS = ("md", "tex", "html", "csv", "txt")  # what `report --format` may name (reports.build writes them)
@@ -80,7 +80,7 @@ def seal_of(cache_dir: Path) -> safefs.Seal | None:
 
 def read_sealed_json(path: Path, seal: safefs.Seal, limit: int) -> tuple[Any, str | None]:
     """(object, None) from a sealed JSON file, (None, None) where it is missing or older than the key,
-    else (None, why it was refused): a link, FIFO or device (refused unopened by bench.safefs), more
+    else (None, why it was refused): a link, FIFO or device (refused unopened by bench.core.safefs), more
     than `limit` bytes, not sealed by this user's key, or not JSON (nesting past the parser's depth
     included)."""
     try:
@@ -167,7 +167,7 @@ def _walk(fd: int, prefix: str, out: list[list[Any]], unfinished: list[str]) -> 
 def fingerprint(out: Path, formats: list[str], std: bool, quiet: bool = False) -> dict[str, Any] | None:
     """What the report of `out` depends on, as above (`quiet`: what it printed); None where the folder cannot be
     walked."""
-    from bench.locks import lock_is_held
+    from bench.core.locks import lock_is_held
 
     taken = time.time_ns()
     files: list[list[Any]] = []

@@ -23,7 +23,7 @@ averages) at a few thousand points. So, per run:
   Except a racily clean one (git's term): a file changed within RACY_NS of the moment it was summarised
   may have changed again in the same clock tick with the same stamp, so such a summary is checked
   against the file's contents before it is used. The cache is not trusted: it is sealed
-  (bench.safefs.Seal: a keyed digest of the whole file, whose key lives in the user's own config folder),
+  (bench.core.safefs.Seal: a keyed digest of the whole file, whose key lives in the user's own config folder),
   so one with other numbers and matching stamps is refused; then np.load(allow_pickle=False), its
   inflated size bounded, dtypes, shapes and counts checked. A damaged, hostile or disagreeing one is
   ignored with a one-line warning naming it (`frames`' warn) and rebuilt.
@@ -51,8 +51,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from bench import safefs
-from bench.files import finite_float, open_regular
+from bench.core import safefs
+from bench.core.files import finite_float, open_regular
 from reports.rundata.memo import seal_of  # the cache folder's Seal (its key in the user's own config folder)
 
 VERSION = 5  # 5: no bool, NaN or inf in the columns (meta's odd); 4: keyed by size, mtime, ctime and inode
@@ -295,7 +295,7 @@ def _read_sampled(fd: int, size: int) -> tuple[list[dict], list[dict], int, int]
 def _columns(records: list[dict]) -> tuple[dict[str, np.ndarray], int]:
     """Numeric columns of the training records (null and missing: NaN; strings, booleans and lists dropped), and how
     many values of them were no finite number (a bool, a string, NaN, ±inf, 10**400 where numbers stand: NaN
-    here, bench.files.finite_float's reading, and counted for the report's warning naming the file)."""
+    here, bench.core.files.finite_float's reading, and counted for the report's warning naming the file)."""
     same = _uniform(records)
     if same is not None:
         return same
@@ -365,7 +365,7 @@ def _numeric(value: Any) -> bool:
 
 
 def _float(value: Any) -> float:
-    """A record's value as its column holds it: bench.files.finite_float, NaN for anything else."""
+    """A record's value as its column holds it: bench.core.files.finite_float, NaN for anything else."""
     number = finite_float(value)
     return math.nan if number is None else number
 
@@ -662,7 +662,7 @@ _EVAL_NUMBERS = ("tau", "iteration", "epochs", "metric", "wall_time_s")  # numbe
 
 def frames_of(got: Summary) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """`frames` of a summary: its training and evaluation records as frames, sorted by τ. An evaluation column of
-    numbers (τ, iteration, epochs, metric, or one whose values are mostly numbers) holds bench.files.finite_float
+    numbers (τ, iteration, epochs, metric, or one whose values are mostly numbers) holds bench.core.files.finite_float
     of each value: NaN for a bool, a string, NaN, ±inf or 10**400 (never True as 1, never pandas' OverflowError),
     each counted in meta's `odd` with the training columns' (the report's one warning naming the file)."""
     columns, evals, meta = got

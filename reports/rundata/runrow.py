@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.files import CHECKPOINT, METRICS, finite_float
-from bench.identity import identity_of
+from bench.core.files import CHECKPOINT, METRICS, finite_float
+from bench.core.identity import identity_of
 from reports.rundata.failedseeds import collapsed
 from reports.rundata.jsonfields import NUMBER
 from reports.rundata.specfacts import SpecFacts
@@ -91,7 +91,7 @@ SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
 
 
 def _num(value: Any) -> float:
-    """A finite float, or NaN for anything else (None, bools, strings, inf, 10**400): bench.files.finite_float."""
+    """A finite float, or NaN for anything else (None, bools, strings, inf, 10**400): bench.core.files.finite_float."""
     number = finite_float(value)
     return math.nan if number is None else number
 
@@ -116,12 +116,12 @@ def variant_of(overrides: Mapping[str, Any]) -> str:
 
 def planned_iterations(spec: SpecFacts) -> float:
     """The iterations a run was planned to take, as the paper prints for a diverged cell: the method
-    table's plan (bench.algo.rules.planned_iterations: LSW's ⌈T1/S⌉ on its scale schedule, LSW+'s T_AS);
+    table's plan (bench.core.algo.rules.planned_iterations: LSW's ⌈T1/S⌉ on its scale schedule, LSW+'s T_AS);
     NaN for AdaScale (its count is only known once it has run: somewhere in T1/S … T1) and anything else, and
     where the spec lacks its method, T1 or scale schedule. A user's rule is read as its spec recorded it
-    (bench.methods.recorded): nothing is imported."""
-    from bench.algo.rules import planned_iterations as plan
-    from bench.methods import recorded
+    (bench.core.methods.recorded): nothing is imported."""
+    from bench.core.algo.rules import planned_iterations as plan
+    from bench.core.methods import recorded
 
     schedule = spec.schedule
     if spec.method is None or spec.T1 is None or schedule is None:

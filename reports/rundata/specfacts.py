@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.algo.schedules import ScaleSchedule, scale_steps
-from bench.errors import UserError
+from bench.core.algo.schedules import ScaleSchedule, scale_steps
+from bench.core.errors import UserError
 from reports.rundata import guards
 from reports.rundata.jsonfields import NUMBER, checked, read_object
 
@@ -69,7 +69,7 @@ class SpecFacts:
     lr_schedule: Mapping[str, Any] = field(default_factory=dict)
     overrides: Mapping[str, Any] = field(default_factory=dict)
     experiment: Mapping[str, Any] = field(default_factory=dict)  # {} for an ad-hoc run; a bare string is its kind
-    rule: Mapping[str, Any] | None = None  # a user's rule as its spec recorded it (bench.methods.record)
+    rule: Mapping[str, Any] | None = None  # a user's rule as its spec recorded it (bench.core.methods.record)
     user_task: Mapping[str, Any] | None = None  # a task of yours as its spec recorded it
     steps: tuple[tuple[float, int], ...] | None = None  # (fraction of T1, S) of its scale: one, or the elastic steps
 

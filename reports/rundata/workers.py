@@ -5,7 +5,7 @@ the report is SIGKILLed (no atexit, no shutdown) nothing ever closes the writing
 wait forever, holding memory and the results folder. Each worker therefore asks the kernel to SIGKILL it
 when its parent dies (prctl PR_SET_PDEATHSIG on Linux, through ctypes; elsewhere a thread that watches
 the parent id), and exits at once if the parent is already gone by the time it asks
-(bench.engine.signals.die_with_parent, which submit's and the matrix's spawn pools use too).
+(bench.core.engine.signals.die_with_parent, which submit's and the matrix's spawn pools use too).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 
-from bench.engine.signals import die_with_parent  # the one home: every pool the CLI starts uses it
+from bench.core.engine.signals import die_with_parent  # the one home: every pool the CLI starts uses it
 
 __all__ = ["WORKERS", "die_with_parent", "pool"]
 

@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.algo.rules import ADASCALE
+from bench.core.algo.rules import ADASCALE
 
 BOOT = 1000
 GRID = 1400  # log B_crit grid points over 7 + log(range) + 7 e-folds: steps of ~1.2 % in B_crit
@@ -405,7 +405,7 @@ def agreement(fits: pd.DataFrame) -> pd.Series:
 
 def write_csv(fits: pd.DataFrame, path: Path) -> None:
     """report/b_crit.csv: COLUMNS, one row per fitted series (written even when empty: a header)."""
-    from bench.files import atomic_write_bytes
+    from bench.core.files import atomic_write_bytes
     from reports.rundata.guards import csv_safe
 
     out = csv_safe(fits.reindex(columns=COLUMNS))  # no cell a formula

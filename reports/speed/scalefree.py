@@ -22,8 +22,8 @@ import math
 
 import pandas as pd
 
-from bench.algo.rules import method_order
-from bench.methods import title
+from bench.core.algo.rules import method_order
+from bench.core.methods import title
 from reports.rundata import guards
 from reports.rundata.collect import scale_order
 from reports.stats import numbers as N

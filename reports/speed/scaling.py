@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.methods import title
+from bench.core.methods import title
 from reports.rundata import guards
 from reports.rundata.collect import Results
 from reports.speed.speedup import speedups
@@ -61,7 +61,7 @@ def critical_table(res: Results, ttt: pd.DataFrame | None = None) -> pd.DataFram
 def write_csvs(res: Results, dest: Path, ttt: pd.DataFrame | None = None, fits: pd.DataFrame | None = None) -> None:
     """time_to_target.csv (one row per run), time_to_target_cells.csv (ttt_summary: one row per cell, with
     the speed-up's status), speedup.csv and b_crit.csv under `dest`."""
-    from bench.files import atomic_write_bytes
+    from bench.core.files import atomic_write_bytes
     from reports.speed.critical import write_csv as write_critical
 
     ttt = time_to_target(res) if ttt is None else ttt

@@ -7,7 +7,7 @@ behind it (`noise_scales`); its figure is reports.figures.speedup.
   S = 1 iterations over its iterations at S, paper/table2.csv).
 - AdaScale's efficiency (speed-up ÷ S) beside what finding (iii) predicts for the same run: T1 over the
   iterations of a gain that follows the noise the table's other runs measured (reports.stats.noise.predict, through
-  bench.algo.predict: the estimator's moving average and steady gain) — one formula for the panel and the
+  bench.core.algo.predict: the estimator's moving average and steady gain) — one formula for the panel and the
   finding;
   S·b/B with B the run's late noise scale (reports.stats.noise: per window, τ-weighted, corrected for drawing
   without replacement).
@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.algo.rules import ADASCALE
+from bench.core.algo.rules import ADASCALE
 from reports.rundata.collect import Results
 from reports.rundata.failedseeds import failed
 from reports.speed.scalefree import COLLAPSED_FLAG, WORSE_FLAG

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.algo.rules import ADASCALE
+from bench.core.algo.rules import ADASCALE
 from reports.rundata import guards
 from reports.rundata.collect import Results
 from reports.speed.critical import COLUMNS as _CRITICAL_COLUMNS
@@ -101,7 +101,7 @@ def noise_scales(g: pd.DataFrame) -> np.ndarray:
 
 def write_csv(table: pd.DataFrame, path: Path) -> None:
     """sweep.csv: task, batch, method, epochs_to_target (empty where not reached), reached, n_seeds."""
-    from bench.files import atomic_write_bytes
+    from bench.core.files import atomic_write_bytes
 
     atomic_write_bytes(
         path,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.methods import title
+from bench.core.methods import title
 from reports.rundata.collect import Results
 from reports.stats import numbers as N
 from reports.tables.table2 import table_runs

@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench import safefs
-from bench.algo.gain import UnbiasedGain, moments
-from bench.files import OFFLINE_GAIN
+from bench.core import safefs
+from bench.core.algo.gain import UnbiasedGain, moments
+from bench.core.files import OFFLINE_GAIN
 from reports.rundata import guards
 from reports.rundata.collect import Results
 
@@ -72,7 +72,7 @@ def offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
     """A run's offline_gain.csv with every column numeric, sorted by iteration (the interval and exact
     columns only where written); None (with a warning) when unusable."""
     path = Path(run_dir) / OFFLINE_GAIN
-    try:  # no link, no FIFO, bounded (bench.safefs); rows bounded too (a kept checkpoint per row)
+    try:  # no link, no FIFO, bounded (bench.core.safefs); rows bounded too (a kept checkpoint per row)
         df = pd.read_csv(io.BytesIO(safefs.read_bytes(path, MAX_OFFLINE_BYTES)), nrows=MAX_OFFLINE_ROWS)
     except (OSError, ValueError) as e:
         res.warn(f"skipped {path}: {type(e).__name__}: {e}")
@@ -264,7 +264,7 @@ def panels(res: Results) -> list[tuple[pd.Series, pd.DataFrame, dict[str, np.nda
 
 def write_csv(res: Results, path: Path) -> None:
     """report/figure2.csv: COLUMNS, one row per run and measured iteration (nothing without such runs)."""
-    from bench.files import atomic_write_bytes
+    from bench.core.files import atomic_write_bytes
 
     t = table(res)
     if not t.empty:
@@ -296,7 +296,7 @@ def verdict(p: pd.DataFrame) -> tuple[str, str]:
 
 def summary_lines(res: Results) -> list[str]:
     """One line per Figure 2 panel: 'logreg AdaScale S = 8 seed 0: lags — online − offline −1.97, …'."""
-    from bench.methods import title
+    from bench.core.methods import title
 
     lines = []
     for r, pts, _ in panels(res):

@@ -7,7 +7,7 @@ and Table 2's notes use.
     B_w = b · Σ_t p_t·σ²_t / Σ_t p_t·μ²_t       over the iterations t whose τ_t lies in the window,
 
 with σ²_t, μ²_t the per-iteration moments corrected for drawing without replacement
-(bench.algo.gain.population_moments: the derivation is there; the engine cuts each iteration's S
+(bench.core.algo.gain.population_moments: the derivation is there; the engine cuts each iteration's S
 micro-batches out of one epoch's permutation of N items, M = N/b per epoch, read from the run's summary as
 its micro-batches over its epochs) and p_t the τ the iteration advanced (its τ-length: the difference of
 consecutive records' τ, which also weighs a down-sampled frame's records right). Why so:
@@ -41,10 +41,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.algo import transfer
-from bench.algo.gain import UnbiasedGain, b_simple, moments, pair_fraction, population_moments
-from bench.algo.predict import FOLDED_PARTS, folded_profile, iterations_following, iterations_following_each
-from bench.algo.rules import ADASCALE
+from bench.core.algo import transfer
+from bench.core.algo.gain import UnbiasedGain, b_simple, moments, pair_fraction, population_moments
+from bench.core.algo.predict import FOLDED_PARTS, folded_profile, iterations_following, iterations_following_each
+from bench.core.algo.rules import ADASCALE
 from reports.rundata.collect import Results, scale_order
 from reports.rundata.guards import float_columns, per_frame
 
@@ -118,7 +118,7 @@ def _weights(d: Stats) -> np.ndarray:
 
 def corrected(d: Stats, m: float) -> tuple[np.ndarray, np.ndarray]:
     """(σ²_t, μ²_t) of each record: its unbiased `moments`, corrected for drawing without replacement out of
-    M = m micro-batches per epoch (bench.algo.gain.population_moments, with each iteration's pair share ρ)."""
+    M = m micro-batches per epoch (bench.core.algo.gain.population_moments, with each iteration's pair share ρ)."""
     scale = d["scale"].astype(np.int64)
     var, sqr = moments(d["sum_sq"], d["mean_sq"], scale)
     if not math.isfinite(m):
@@ -175,7 +175,7 @@ PREDICTION_PARTS = 10  # (iii)'s prediction follows the noise scale per tenth of
 
 def profile(train: pd.DataFrame, T1: float, m: float) -> tuple[tuple[float, float], ...] | None:
     """A run's noise profile: (σ², μ²) per tenth of τ (`window_moments`), what another run's prediction is fed
-    (bench.algo.predict); None where a tenth has no statistics."""
+    (bench.core.algo.predict); None where a tenth has no statistics."""
     return _profile(_stats(train), T1, m)
 
 
@@ -185,7 +185,7 @@ def _profile(d: Stats, T1: float, m: float) -> tuple[tuple[float, float], ...] |
 
 
 def folded(train: pd.DataFrame, T1: float, parts: int = FOLDED_PARTS) -> tuple[tuple[float, float], ...] | None:
-    """What a run's engine folded (bench.algo.predict.folded_profile of its records' `moments`, uncorrected and
+    """What a run's engine folded (bench.core.algo.predict.folded_profile of its records' `moments`, uncorrected and
     clamped as the engine has them) per `parts` windows of τ: the profile a prediction of another run is fed —
     advise's from its probe, (iii)'s evidence from the other runs of a table — so that a run predicted from its
     own reproduces its count (reports.verdicts.reference.own_count checks that, finer)."""
@@ -211,7 +211,7 @@ def _average(d: Stats, batch_size: float) -> float:
 
 
 def b_simple_average_of(sum_sq: np.ndarray, mean_sq: np.ndarray, scale: Any, batch_size: float) -> float:
-    """bench.algo.gain.b_simple_average over arrays: the same `moments` per record (elementwise, the same
+    """bench.core.algo.gain.b_simple_average over arrays: the same `moments` per record (elementwise, the same
     IEEE operations), summed in the same order (np.add.accumulate is sequential, not pairwise) and divided
     the same way, so equal to it bit for bit (tests/reports/test_noise_arrays.py) at numpy speed."""
     n = np.asarray(scale, dtype=np.int64)
@@ -224,7 +224,7 @@ def b_simple_average_of(sum_sq: np.ndarray, mean_sq: np.ndarray, scale: Any, bat
 
 
 def b_simple_of(var: np.ndarray, sqr: np.ndarray, batch_size: float) -> np.ndarray:
-    """bench.algo.gain.b_simple of each (var, sqr): b·max(var, 0)/sqr, inf where sqr ≤ 0 (max(var, 0.0) is
+    """bench.core.algo.gain.b_simple of each (var, sqr): b·max(var, 0)/sqr, inf where sqr ≤ 0 (max(var, 0.0) is
     var unless var < 0, NaN included), equal to it bit for bit."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         return np.where(sqr > 0, batch_size * np.where(var < 0.0, 0.0, var) / np.where(sqr > 0, sqr, 1.0), math.inf)
@@ -392,8 +392,9 @@ def _prediction(t: _Table, k: int) -> dict[str, object]:
 
 def _from_pilots(t: _Table, donors: np.ndarray, S: int, T1: float) -> np.ndarray | None:
     """advise's prediction from its probes (pilot runs at two S or more): for each seed with a pilot at the largest S
-    and one at the smallest, that pair through bench.algo.transfer (its own slope), their mean as advice.csv printed
-    it (reports.advice.Probes) once averaged; where no seed has both, every pair. None where the pilots share one S."""
+    and one at the smallest, that pair through bench.core.algo.transfer (its own slope), their mean as advice.csv
+    printed it (reports.advice.Probes) once averaged; where no seed has both, every pair. None where the pilots share
+    one S."""
     scales = t.S[donors]
     if len(np.unique(scales)) < 2:
         return None

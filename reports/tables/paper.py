@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.algo.rules import method_order
+from bench.core.algo.rules import method_order
 from reports.rundata.collect import eval_value, paper_metric, scale_order, scale_str
 from reports.tables.table2 import table_runs
 

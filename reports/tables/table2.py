@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.rules import ADASCALE, method_order, shared_runs, shares_s1
+from bench.core.algo.rules import ADASCALE, method_order, shared_runs, shares_s1
 from reports.rundata import guards
 from reports.rundata.collect import LOSS_RANGE, Results, metric_range, rule_rows, scale_order, task_info
 from reports.rundata.failedseeds import failed

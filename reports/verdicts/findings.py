@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.rules import ADASCALE, LSW, shared_at_s1
+from bench.core.algo.rules import ADASCALE, LSW, shared_at_s1
 from reports.rundata.collect import ELASTIC, Results, scale_order
 from reports.rundata.failedseeds import failed_text
 from reports.stats import noise

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.algo.rules import ADASCALE
+from bench.core.algo.rules import ADASCALE
 from bench.experiments.degraded import GRADES
 from reports.rundata.collect import Results, scale_order
 from reports.stats.noninferiority import compare, decision_power, fixed_scales, metric_values

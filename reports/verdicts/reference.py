@@ -6,14 +6,14 @@ Other runs of the engine (reports.stats.noise.predict's donors) add evidence onl
 
 **The prediction.** The reference points (τ_k; σ², μ², tr C², GᵀCG) are interpolated in τ (`interpolate`)
 onto PARTS equal windows of [0, T1) and the engine's estimator is simulated around them REPLICAS times
-(bench.algo.predict.simulated_runs: per iteration Gaussian draws of var̂ and sqr̂ with the spreads the moments
+(bench.core.algo.predict.simulated_runs: per iteration Gaussian draws of var̂ and sqr̂ with the spreads the moments
 imply, μ̂² lowered by σ²/M for drawing without replacement, both clamped as the engine clamps them, folded into
 the moving average): the mean over replicas of log iterations and of the gain's mean log over each third of τ
 is the prediction, their spread one run's spread as the model sees it.
 
 **The error model** of a cell (one S, its n seeds), per statistic, on log(measured/predicted):
 tol = sqrt(spread² + ref² + order²) with spread = 1.96·sd (n = 1) or t_{0.975, n−1}·max(sd, the seeds' sd)/√n;
-ref the reference's band (the deterministic prediction, bench.algo.predict.gain_path on `engine_moments`,
+ref the reference's band (the deterministic prediction, bench.core.algo.predict.gain_path on `engine_moments`,
 from σ² ± 1.96 se and μ² ∓ 1.96 se, se joining the estimate's (0 for the oracle) and the interpolation's
 between kept points, `_between`); order the size of the draw-order correction (the prediction with against
 without σ²/M), what the model of drawing without replacement may still miss. A cell holds where every
@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.algo.predict import engine_moments, gain_path, iterations_following, simulated_runs
-from bench.files import OFFLINE_GAIN
+from bench.core.algo.predict import engine_moments, gain_path, iterations_following, simulated_runs
+from bench.core.files import OFFLINE_GAIN
 from reports.rundata.collect import Results
 from reports.stats import lagmatch, noise
 
@@ -131,7 +131,7 @@ def _profile(p: Points, T1: float, c: float, shift: float) -> np.ndarray:
 
 
 def predict(p: Points, scale: int, T1: float, per_epoch: float, c: float = 1.0, shift: float = 0.0) -> Predicted:
-    """The deterministic prediction (bench.algo.predict.gain_path on the engine's mean view of each window,
+    """The deterministic prediction (bench.core.algo.predict.gain_path on the engine's mean view of each window,
     `engine_moments`) of a run at scale S following the reference with σ² × c, moved by `shift` errors."""
     var, sqr = engine_moments(*_profile(p, T1, c, shift).T, scale, per_epoch)
     taus, gains = gain_path(list(zip(var.tolist(), sqr.tolist(), strict=True)), scale, T1)
@@ -140,7 +140,7 @@ def predict(p: Points, scale: int, T1: float, per_epoch: float, c: float = 1.0, 
 
 
 def simulate(p: Points, scale: int, T1: float, per_epoch: float) -> Predicted:
-    """The mean and spread of the engine's runs around the reference (bench.algo.predict.simulated_runs)."""
+    """The mean and spread of the engine's runs around the reference (bench.core.algo.predict.simulated_runs)."""
     counts, thirds = simulated_runs(_profile(p, T1, 1.0, 0.0), scale, T1, per_epoch, REPLICAS, thirds=THIRDS)
     logs = np.column_stack([np.log(counts), thirds])
     return Predicted(np.nanmean(logs, axis=0), np.nanstd(logs, axis=0, ddof=1))
@@ -215,7 +215,7 @@ OWN_PARTS = 1000  # windows of τ for `own_count`: fine enough that a window's m
 
 
 def own_count(train: pd.DataFrame, scale: int, T1: float) -> float:
-    """The predictor (bench.algo.predict.iterations_following) on what the run's engine folded
+    """The predictor (bench.core.algo.predict.iterations_following) on what the run's engine folded
     (reports.stats.noise.folded of its records at its S, per OWN_PARTS windows). A check of the predictor, not
     of the run: it reproduces the count (0.0 % on the control's logreg runs) where the former profile (corrected,
     clamped per tenth of τ) missed by +3.5 … +10.6 % (issue 53.3)."""

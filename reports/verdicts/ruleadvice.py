@@ -2,13 +2,13 @@
 steps fail, each measured by the probe, and which of them decided.
 
 **(a) The noise scale over all of training.** AdaScale's gain at a noise scale B is S(B/b + 1)/(B/b + S)
-(bench.algo.gain.steady_gain): the lr multiplier at which a step of S·b examples is worth S steps of b. A
+(bench.core.algo.gain.steady_gain): the lr multiplier at which a step of S·b examples is worth S steps of b. A
 rule whose multiplier (after its warm-up) runs past that gain by more than finding (ii)'s resolution at the
 window of training where B is smallest (early, for most tasks: the gradient is large and consistent there)
 takes steps larger than the batch's noise justifies there: **at risk**. Judged at the upper end of that
 window's B interval, so only a multiplier past even the largest gain the probe allows is flagged (as (ii)
 judges LSW against r_hi). The windows are the nearer probe's (in log S): the noise a run sees moves with its S
-(bench.algo.transfer), and a probe 16 times larger than S measured a larger B than a run at S sees (logreg κ 1,
+(bench.core.algo.transfer), and a probe 16 times larger than S measured a larger B than a run at S sees (logreg κ 1,
 LSW at S = 8 lost S = 1's loss by 0.007 and read "within AdaScale's gain" against the S = 64 probe's windows).
 The late noise scale alone, which the earlier advice read, is the largest of the
 three and calls LSW "within AdaScale's gain" where it collapsed.
@@ -18,7 +18,7 @@ three and calls LSW "within AdaScale's gain" where it collapsed.
 η(τ) = m_t·w_t·lr(τ) at the iteration t where the rule reaches τ (its warm-up included; AdaScale's m_t its gain
 at S along the prediction's path, from the profile the prediction at S follows: the nearer probe's folded,
 moved by the slope between the probes, reports.advice.Probes.profile_at; `gain_at`): heavy-ball SGD is
-stable only for η < 2(1 + β)/(λ_max + ω) (bench.algo.stability: derived there). Past the bound at the lower
+stable only for η < 2(1 + β)/(λ_max + ω) (bench.core.algo.stability: derived there). Past the bound at the lower
 estimate of λ_max: **unsafe** (the error along the sharpest direction grows geometrically: divergence, or a
 jump to a flatter region at a worse loss); past it only at the upper estimate: **at risk**. The probes themselves are
 evidence against the bound: where one ran at an lr at least the rule's over the RECENT share of T1 up to τ and
@@ -39,13 +39,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.algo.gain import steady_gain
-from bench.algo.predict import gain_path
-from bench.algo.rules import Rule
-from bench.algo.schedules import ScaleSchedule
-from bench.algo.stability import stability_bound
-from bench.errors import UserError
-from bench.methods import make_rule, method
+from bench.core.algo.gain import steady_gain
+from bench.core.algo.predict import gain_path
+from bench.core.algo.rules import Rule
+from bench.core.algo.schedules import ScaleSchedule
+from bench.core.algo.stability import stability_bound
+from bench.core.errors import UserError
+from bench.core.methods import make_rule, method
 from reports.verdicts.findings import GAIN_RESOLUTION
 
 SAFE, AT_RISK, UNSAFE, NOT_JUDGED = "safe", "at risk", "unsafe", "not judged"
@@ -103,7 +103,7 @@ RECENT = 0.1  # the probe's lr as evidence at τ: the largest it ran at over thi
 
 
 def gain_at(profile: Sequence[tuple[float, float]], scale: int, T1: float) -> Callable[[float], float]:
-    """AdaScale's gain at S as a function of τ: the prediction's own path (bench.algo.predict.gain_path on the
+    """AdaScale's gain at S as a function of τ: the prediction's own path (bench.core.algo.predict.gain_path on the
     probe's folded profile: the engine's moving average, its memory and clamp, as the count was predicted), the
     gain of the last iteration begun at or before τ. At the probe's S it is the probe's own gain (logreg κ 3,
     S = 64, τ 652: 23.0 logged; the mean of the records over the 10 % of T1 before τ, the former reading, said

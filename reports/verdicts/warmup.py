@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.algo.gain import steady_gain, theta
-from bench.algo.rules import ADASCALE
-from bench.files import OFFLINE_GAIN
+from bench.core.algo.gain import steady_gain, theta
+from bench.core.algo.rules import ADASCALE
+from bench.core.files import OFFLINE_GAIN
 from reports.rundata.collect import Results, scale_order
 from reports.rundata.guards import float_columns
 from reports.stats import lagmatch, noise
@@ -91,7 +91,7 @@ def warmup(train: pd.DataFrame, scale: float, T1: float, settles: float | None =
 
 def offline_points(res: Results, run_dir: str) -> pd.DataFrame | None:
     """(tau, gain, lo, hi, source) of a run's offline_gain.csv, read once by reports.stats.lagmatch (through
-    bench.safefs: no link, no FIFO, bounded; every value in range): the exact gain where the file has it
+    bench.core.safefs: no link, no FIFO, bounded; every value in range): the exact gain where the file has it
     (lo = hi: no interval), else the offline estimate with its jackknife interval; None where there is no
     file (silently) or no usable one (with lagmatch's warning naming it)."""
     if not os.path.lexists(Path(run_dir) / OFFLINE_GAIN):

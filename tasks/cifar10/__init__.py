@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench.runspec import RunSpec
+from bench.core.runspec import RunSpec
 from tasks.base import FloatSum, Task, shard
 from tasks.presets import EVAL_EXAMPLES
 from tasks.presets.cifar10 import CARD
@@ -27,7 +27,7 @@ def top1_and_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, floa
 
 
 class Cifar10(Task):
-    """ResNet-18 v2 on the `cifar-10-batches-py` pickles, in torchvision's CIFAR10 layout, read by bench.safepickle."""
+    """ResNet-18 v2 on the `cifar-10-batches-py` pickles, in torchvision's CIFAR10 layout, read by safepickle."""
 
     card = CARD
 

@@ -1,5 +1,5 @@
 """CIFAR-10 on disk (`cifar-10-batches-py` pickles) read in torchvision's CIFAR10 layout, without running
-anything in the pickles (bench.safepickle), and the training/evaluation sets built on it."""
+anything in the pickles (bench.core.safepickle), and the training/evaluation sets built on it."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from torchvision.datasets.utils import check_integrity
 from torchvision.datasets.vision import VisionDataset
 from torchvision.transforms import v2
 
-from bench import safepickle
-from bench.errors import UserError
+from bench.core import safepickle
+from bench.core.errors import UserError
 from tasks.base import seeded
 
 BASE_FOLDER = CIFAR10.base_folder  # "cifar-10-batches-py"
@@ -34,7 +34,7 @@ STD = (0.2470, 0.2435, 0.2616)
 
 class CIFAR10Pickles(CIFAR10):
     """torchvision's CIFAR10 (its layout, file lists, md5s and __getitem__), with the md5 check optional
-    and the pickles read by bench.safepickle instead of pickle.load.
+    and the pickles read by bench.core.safepickle instead of pickle.load.
 
     torchvision 0.26 reads each batch with a plain `pickle.load`, which runs whatever a crafted batch
     names (a `cifar-10-python.tar.gz` from a colleague, a re-pickled copy). Here `__init__` and

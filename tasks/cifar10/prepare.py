@@ -6,7 +6,7 @@ Checksums are torchvision's: `CIFAR10.tgz_md5` for the archive and the md5s in `
 `test_list` and `meta` for the pickles, checked with torchvision's `check_integrity`. `verify_md5=False`
 accepts files in the same format that are not the official ones (the tiny preset's, a re-pickled copy).
 An archive is extracted (tarfile, filter="data"); the batch files of an extracted folder are hard-linked. The pickles
-are read by bench.safepickle (numpy arrays and plain containers only): a crafted batch is refused, never run.
+are read by bench.core.safepickle (numpy arrays and plain containers only): a crafted batch is refused, never run.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 from torchvision.datasets import CIFAR10
 from torchvision.datasets.utils import check_integrity
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 from tasks import preparing
 from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, staged
 from tasks.presets.cifar10 import PRESETS

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import safefs
-from bench.errors import UserError
-from bench.files import read_json_object, write_json
+from bench.core import safefs
+from bench.core.errors import UserError
+from bench.core.files import read_json_object, write_json
 
 from .data import BASE_FOLDER, META_FILE, TEST_FILES, TRAIN_FILES
 
@@ -49,7 +49,7 @@ def _images(rng: np.random.Generator, labels: np.ndarray, colours: np.ndarray, n
 
 
 def _dump(obj: dict, path: Path) -> None:
-    """Pickle atomically (protocol 2, as the official Python 2 files) through bench.safefs: concurrent
+    """Pickle atomically (protocol 2, as the official Python 2 files) through bench.core.safefs: concurrent
     writers are safe, and a link planted at the path is replaced, not followed."""
     safefs.write_bytes(path, pickle.dumps(obj, protocol=2))
 

@@ -29,8 +29,8 @@ from torch.utils.data import DataLoader, Subset
 from torchvision.models import resnet50
 from torchvision.models.resnet import Bottleneck, ResNet
 
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 from tasks.base import FloatSum, Task, shard
 from tasks.presets import EVAL_EXAMPLES
 from tasks.presets.imagenet import CARD

@@ -20,8 +20,8 @@ from torchvision.datasets.folder import IMG_EXTENSIONS, default_loader, has_file
 from torchvision.datasets.vision import StandardTransform
 from torchvision.transforms import v2
 
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 from tasks.base import seeded
 
 MEAN = (0.485, 0.456, 0.406)

@@ -43,8 +43,8 @@ import scipy.io
 from torchvision.datasets.folder import IMG_EXTENSIONS, has_file_allowed_extension, make_dataset
 from torchvision.datasets.imagenet import ARCHIVE_META
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 from tasks import preparing
 from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from bench import safefs
+from bench.core import safefs
 
 CLASSES = ("checker", "disk", "hstripes", "square", "vstripes")  # sorted: ImageFolder's label order
 TRAIN_PER_CLASS = 60

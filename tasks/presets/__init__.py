@@ -13,14 +13,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.algo.gain import theta
-from bench.errors import UserError
-from bench.files import finite_number
+from bench.core.algo.gain import theta
+from bench.core.errors import UserError
+from bench.core.files import finite_number
 
 # docs/design.md §1: elastic S changes at T1/4 and T1/2, 32 -> 64 -> 128 and back (paper §4); tiny presets 2 -> 4 -> 8.
 ELASTIC_PAPER = {"up": [[0.0, 32], [0.25, 64], [0.5, 128]], "down": [[0.0, 128], [0.25, 64], [0.5, 32]]}
 # The paper presets' gradient reduction: DDP's bucketed all-reduce, which overlaps the backward pass and sends
-# ~2 (W−1)/W of the gradient per rank, not the bit-exact pairwise hook (bench.engine.reduction), which blocks the
+# ~2 (W−1)/W of the gradient per rank, not the bit-exact pairwise hook (bench.core.engine.reduction), which blocks the
 # backward pass for log2 W whole-bucket exchanges. Measured (`adascale-bench comm`, ResNet-50 gradients, gloo,
 # 2 shared CPU cores): pairwise / native per forward + backward = 1.34 at W = 2, 1.53 at W = 4, growing with
 # log2 W. Tiny presets and tests keep pairwise (the schema's default): there it costs little and runs that
@@ -31,7 +31,7 @@ ELASTIC_TINY = {"up": [[0.0, 2], [0.25, 4], [0.5, 8]], "down": [[0.0, 8], [0.25,
 # Tiny presets are miniatures of the experiment: even the shortest AdaScale run, at the largest scale S a
 # smoke matrix uses, must last several memories of the gain's moving averages, so that the gain estimate
 # settles and then follows training (a run shorter than one memory reports the estimator's warm-up, not
-# the method). The averages use θ(S) = max(1 − S/1000, 0) (bench.algo.gain.theta), a memory of
+# the method). The averages use θ(S) = max(1 − S/1000, 0) (bench.core.algo.gain.theta), a memory of
 # 1/(1 − θ) = 1000/S iterations; an AdaScale run at S lasts at least T1/S iterations (gain r_t ≤ S).
 # The rule: T1/S ≥ k/(1 − θ(S)), i.e. T1 ≥ 1000·k for every S < 1000, whatever S is.
 # k = 2, the least "several": at the end of the run the first memory's iterations weigh ~27 % of the
@@ -225,7 +225,7 @@ def card_of_run(task: object, user_task: object, where: str = "spec") -> TaskCar
 
 def _number(v: Any) -> bool:
     """A finite number that is not a boolean (NaN and ±inf are no margin, window count or optimum; nor is a recorded
-    10**400, where math.isfinite raised OverflowError): bench.files.finite_number."""
+    10**400, where math.isfinite raised OverflowError): bench.core.files.finite_number."""
     return finite_number(v)
 
 

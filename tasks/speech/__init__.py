@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Subset
 
-from bench.runspec import RunSpec
+from bench.core.runspec import RunSpec
 from tasks.base import FloatSum, Task, shard
 from tasks.presets.speech import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module

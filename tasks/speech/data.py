@@ -43,8 +43,8 @@ import soundfile as sf
 import torch
 import torchaudio
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 
 from .text import encode
 
@@ -131,7 +131,7 @@ def _utterance(line: str, name: str, lineno: int, speaker: str, chapter: str) ->
 
 
 def write_manifest(path: Path, root: Path, utts: Sequence[Utterance], sample_rate: int) -> None:
-    """Write a split's manifest (format in the module docstring) atomically, through bench.safefs."""
+    """Write a split's manifest (format in the module docstring) atomically, through bench.core.safefs."""
     with safefs.writer(path, text=True) as f:
         w = csv.writer(f, delimiter="\t", lineterminator="\n")
         w.writerow(MANIFEST_COLUMNS)

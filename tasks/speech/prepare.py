@@ -41,8 +41,8 @@ from typing import Any
 
 import soundfile as sf
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 from tasks import preparing
 from tasks.preparing import (
     children,

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from bench.runspec import RunSpec
+from bench.core.runspec import RunSpec
 
 from . import features_of
 from .model import output_frames

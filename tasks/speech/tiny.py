@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from bench import safefs
+from bench.core import safefs
 
 SAMPLE_RATE = 8000
 LOW_HZ = (420.0, 600.0, 780.0, 960.0, 1140.0, 1320.0)
@@ -87,6 +87,6 @@ def write_tiny(root: Path) -> None:
                 text = " ".join(rng.choice(WORDS, size=int(rng.integers(1, 4))))
                 flac = io.BytesIO()
                 sf.write(flac, render(text, rng, pitch, char_s, level), SAMPLE_RATE, subtype="PCM_16", format="FLAC")
-                safefs.write_bytes(folder / f"{uid}.flac", flac.getbuffer())  # no link followed (bench.safefs)
+                safefs.write_bytes(folder / f"{uid}.flac", flac.getbuffer())  # no link followed (bench.core.safefs)
                 lines.append(f"{uid} {text}\n")
             safefs.write_text(folder / f"{speaker}-{chapter}.trans.txt", "".join(lines))

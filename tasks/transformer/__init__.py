@@ -22,8 +22,8 @@ from sacrebleu.metrics import BLEU
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from torch import nn
 
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 from tasks.presets.transformer import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module
 

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 
 from .dictionary import Dictionary
 from .indexed import MMapIndexedDataset

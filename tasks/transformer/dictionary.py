@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 
 BOS, PAD, EOS, UNK = "<s>", "<pad>", "</s>", "<unk>"
 MAX_BYTES = 256 << 20  # a fairseq dictionary: a few MB (WMT's 32 k symbols: 0.5 MB)

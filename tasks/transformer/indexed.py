@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1

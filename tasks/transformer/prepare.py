@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import safefs
-from bench.errors import UserError
+from bench.core import safefs
+from bench.core.errors import UserError
 from tasks.preparing import (
     confining,
     exists,

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bench.runspec import RunSpec
+from bench.core.runspec import RunSpec
 
 from . import make_model
 from .data import collate_pairs

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import safefs
+from bench.core import safefs
 
 from .dictionary import Dictionary, tokenize_line
 from .indexed import best_fitting_int_dtype, write_indexed

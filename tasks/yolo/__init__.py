@@ -58,7 +58,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench.runspec import RunSpec
+from bench.core.runspec import RunSpec
 from tasks.base import Concat, FloatSum, Task, combine, shard
 from tasks.presets.yolo import CARD
 from tasks.synthetic import SyntheticBatches, synthetic_module

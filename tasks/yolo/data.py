@@ -27,7 +27,7 @@ absolute paths, so a moved set is rescanned once; runs starting together may eac
 that reads a half-written cache just rescans (ultralytics catches the failed load). ultralytics reads it
 with `np.load(allow_pickle=True)`, a plain unpickle that runs whatever a crafted cache names; `safe_cache`
 replaces that reader (in ultralytics.data.dataset, where it is called) with one that unpickles through
-bench.safepickle: numpy arrays and plain containers only. A refused cache gets a one-line warning naming
+bench.core.safepickle: numpy arrays and plain containers only. A refused cache gets a one-line warning naming
 the file and the global, and is rebuilt by ultralytics' rescan, as a stale one is.
 """
 
@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench import safefs, safepickle
-from bench.errors import UserError
-from bench.yamlsafe import load_yaml
+from bench.core import safefs, safepickle
+from bench.core.errors import UserError
+from bench.core.yamlsafe import load_yaml
 from tasks.base import seeded
 
 from . import offline

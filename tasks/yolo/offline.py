@@ -34,7 +34,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from bench import safefs
+from bench.core import safefs
 
 _HOME: Path | None = None
 

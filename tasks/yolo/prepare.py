@@ -37,9 +37,9 @@ from typing import Any
 
 import yaml
 
-from bench import safefs
-from bench.errors import UserError
-from bench.yamlsafe import load_yaml
+from bench.core import safefs
+from bench.core.errors import UserError
+from bench.core.yamlsafe import load_yaml
 from tasks import preparing
 from tasks.preparing import finish, folder_bytes, human_bytes, link_or_copy, prepared, safe_id, staged
 

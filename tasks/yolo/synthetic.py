@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from bench.runspec import RunSpec
+from bench.core.runspec import RunSpec
 
 from .loss import with_padded_targets
 

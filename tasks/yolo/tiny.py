@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bench import safefs
+from bench.core import safefs
 
 CLASSES = ("red_square", "green_circle", "blue_triangle")
 COLOURS_BGR = ((40, 40, 220), (40, 200, 40), (220, 60, 40))

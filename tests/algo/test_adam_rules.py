@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import methods as registry
-from bench.algo import rules
-from bench.algo.rules import METHODS, adam_hyper, refusal
-from bench.errors import UserError
-from bench.files import METRICS, read_jsonl
+from bench.core import methods as registry
+from bench.core.algo import rules
+from bench.core.algo.rules import METHODS, adam_hyper, refusal
+from bench.core.errors import UserError
+from bench.core.files import METRICS, read_jsonl
 from tests.helpers import spec_for, train
 
 
@@ -67,7 +67,7 @@ def test_each_rule_runs_only_with_its_optimizer() -> None:
 USER_RULE = '''
 from dataclasses import dataclass
 
-from bench.algo.rules import ScalingRule
+from bench.core.algo.rules import ScalingRule
 
 
 @dataclass(frozen=True)
@@ -118,10 +118,10 @@ experiments:
 
 def test_lsw_plus_under_adamw_takes_its_adamscale_runs_count(tmp_path: Path) -> None:
     """LSW+ runs as many iterations as its gain-following twin: AdaScale's under SGD, AdamScale's under AdamW
-    (bench.algo.rules.gain_rule); it waits for that run in the pool and reads its count (it looked for an AdaScale
+    (bench.core.algo.rules.gain_rule); it waits for that run in the pool and reads its count (it looked for an AdaScale
     run AdamW refuses, and failed)."""
     from bench.cli import main
-    from bench.files import SUMMARY, read_json
+    from bench.core.files import SUMMARY, read_json
 
     (tmp_path / "m.yaml").write_text(LSW_PLUS_ADAMW)
     out = tmp_path / "out"

@@ -7,10 +7,10 @@ site-packages, so nothing else can import it; nothing is downloaded when the tes
 subprocess, with that folder last on its path. AdaptDL's side is its classes as its AdaptiveDataParallel wires them
 for AdamW (`AdamScale` with `AdamGradientNoiseScale`, one replica, A micro-batches accumulated with
 `require_backward_grad_sync` set on the last): its backward hooks and callbacks see the micro-batch gradients, and
-its `scale_lr` and `progress` give the factors. Ours is what the engine calls: bench.engine.precond's hooks,
-bench.algo.gain.AdaptDLGain, the `adamscale` rule, bench.engine.adamwstep. Both start from the same weights and
-batches, and both step with AdaptDL's lr (bench.engine.adamwstep takes AdamW.step's bits: tests/engine/test_adamw.py),
-so every step's factors are computed from the same gradients."""
+its `scale_lr` and `progress` give the factors. Ours is what the engine calls: bench.core.engine.precond's hooks,
+bench.core.algo.gain.AdaptDLGain, the `adamscale` rule, bench.core.engine.adamwstep. Both start from the same weights
+and batches, and both step with AdaptDL's lr (bench.core.engine.adamwstep takes AdamW.step's bits:
+tests/engine/test_adamw.py), so every step's factors are computed from the same gradients."""
 
 from __future__ import annotations
 
@@ -38,13 +38,13 @@ from torch import nn
 from adaptdl.torch.gradient_noise_scale import AdamGradientNoiseScale
 from adaptdl.torch.scaling_rules import AdamScale as TheirAdamScale
 
-from bench import methods as registry
+from bench.core import methods as registry
 
-from bench.algo import rules
-from bench.algo.gain import UnbiasedGain, AdaptDLGain
-from bench.engine import adamwstep, precond
-from bench.engine.distributed import Dist
-from bench.engine.precond import PreconditionedNorms
+from bench.core.algo import rules
+from bench.core.algo.gain import UnbiasedGain, AdaptDLGain
+from bench.core.engine import adamwstep, precond
+from bench.core.engine.distributed import Dist
+from bench.core.engine.precond import PreconditionedNorms
 
 LR, BETAS, EPS, WD = 0.02, (0.9, 0.99), 1e-8, 0.01
 

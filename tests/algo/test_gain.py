@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.algo.gain import RatioGain, UnbiasedGain, b_simple_average, steady_gain, theta
+from bench.core.algo.gain import RatioGain, UnbiasedGain, b_simple_average, steady_gain, theta
 
 
 def test_scale_one_estimates_nothing() -> None:

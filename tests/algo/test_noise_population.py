@@ -1,7 +1,7 @@
-"""The noise scale of micro-batches drawn without replacement (bench.algo.gain.population_moments), checked
+"""The noise scale of micro-batches drawn without replacement (bench.core.algo.gain.population_moments), checked
 against logreg's exact answer: at fixed weights the per-example gradients (σ(x·w) − y)·x give the full-data
 gradient G and the per-example covariance trace s² exactly, and a Monte Carlo of the engine's own draws
-(bench.engine.data.ItemStream: consecutive micro-batches of one epoch's permutation) must average to them
+(bench.core.engine.data.ItemStream: consecutive micro-batches of one epoch's permutation) must average to them
 after the correction — and not before."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import functools
 import numpy as np
 import pytest
 
-from bench.algo.gain import moments, pair_fraction, population_moments
-from bench.engine.data import ItemStream
+from bench.core.algo.gain import moments, pair_fraction, population_moments
+from bench.core.engine.data import ItemStream
 from tasks.logreg import dataset
 
 

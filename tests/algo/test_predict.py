@@ -1,4 +1,4 @@
-"""bench.algo.predict against the engine's own estimator stepped iteration by iteration: the closed form per
+"""bench.core.algo.predict against the engine's own estimator stepped iteration by iteration: the closed form per
 window must give the same iterations as folding each iteration's moments into UnbiasedGain."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from bench.algo import predict
-from bench.algo.gain import UnbiasedGain
-from bench.algo.predict import iterations_following, iterations_following_each
+from bench.core.algo import predict
+from bench.core.algo.gain import UnbiasedGain
+from bench.core.algo.predict import iterations_following, iterations_following_each
 
 
 def stepped(parts, scale: int, T1: float) -> int:
@@ -80,8 +80,8 @@ def test_gain_path_is_the_prediction_one_iteration_at_a_time():
 
 def gaussian_statistics(rng, G: np.ndarray, C: np.ndarray, scale: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """n iterations' (var̂, sqr̂) of `scale` Gaussian micro-batch gradients N(G, C) (C diagonal), as
-    bench.algo.gain.moments computes them."""
-    from bench.algo.gain import moments
+    bench.core.algo.gain.moments computes them."""
+    from bench.core.algo.gain import moments
 
     g = G + rng.standard_normal((n, scale, len(G))) * np.sqrt(np.diag(C))  # C diagonal
     sum_sq = (g**2).sum(axis=(1, 2))

@@ -9,7 +9,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from bench.algo.rules import (
+from bench.core.algo.rules import (
     LEGW,
     LEGW_BASE_WARMUP,
     METHODS,
@@ -24,10 +24,10 @@ from bench.algo.rules import (
     shares_s1,
     tau_after,
 )
-from bench.algo.schedules import ScaleSchedule, lr_schedule
-from bench.errors import UserError
-from bench.methods import check_row, make_rule, shared_note
-from bench.runspec import Constant, Exponential, Step
+from bench.core.algo.schedules import ScaleSchedule, lr_schedule
+from bench.core.errors import UserError
+from bench.core.methods import check_row, make_rule, shared_note
+from bench.core.runspec import Constant, Exponential, Step
 
 
 def test_exponential_and_step_decay() -> None:

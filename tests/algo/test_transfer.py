@@ -1,4 +1,4 @@
-"""bench.algo.transfer: two probes read how the noise a run follows moves with its S, and the prediction at every S
+"""bench.core.algo.transfer: two probes read how the noise a run follows moves with its S, and the prediction at every S
 follows it; one probe cannot (the check fails there)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from bench.algo import transfer
-from bench.algo.predict import iterations_following
+from bench.core.algo import transfer
+from bench.core.algo.predict import iterations_following
 
 PROFILE = tuple((1.0, 1.0 / 40 * (1 - 0.09 * j)) for j in range(10))  # B/b from 40 rising to 110 over τ
 T1 = 2000.0

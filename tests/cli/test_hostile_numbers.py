@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.files import METRICS, SPEC
+from bench.core.files import METRICS, SPEC
 from tests.helpers import finished_results
 
 RUN = ["run", "--task", "logreg", "--method", "adascale", "--set", "T1=10"]

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from bench.cli import main
-from bench.errors import UserError
-from bench.files import CHECKPOINT, SPEC, SUMMARY
+from bench.core.errors import UserError
+from bench.core.files import CHECKPOINT, SPEC, SUMMARY
 from bench.run.runner import run_dir_of
 from bench.run.spec import parse_overrides, run_name
 from tests.helpers import finished_results, spec_for, train

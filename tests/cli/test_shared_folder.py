@@ -1,5 +1,5 @@
 """Every file the CLI touches in a results folder, tried as a careless or hostile colleague sharing it
-would (bench.safefs): at each place a symbolic link to a private file (or folder), a FIFO, and a file
+would (bench.core.safefs): at each place a symbolic link to a private file (or folder), a FIFO, and a file
 past its size bound (a deflate bomb for a checkpoint) are planted, and the command that touches it is run.
 
 Each case gives ok: nothing is read or written through the link (an inotify watch on its target sees no
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.files import CHECKPOINT, KEPT, LOCK, METRICS, OFFLINE_GAIN, SPEC, SUMMARY, kept_name
+from bench.core.files import CHECKPOINT, KEPT, LOCK, METRICS, OFFLINE_GAIN, SPEC, SUMMARY, kept_name
 from bench.run.runner import run_dir_of
 from reports import build
 from reports.rundata import runcache
@@ -188,7 +188,7 @@ def status_json(out: Path) -> list[str]:
 
 
 def failure_log(out: Path) -> Callable[[], int]:
-    from bench import safefs
+    from bench.core import safefs
     from bench.run.summary import record_failure
 
     def call() -> int:

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench.engine.accumulate import accumulate
-from bench.engine.distributed import Dist
-from bench.engine.gradstats import SquaredNormHooks
+from bench.core.engine.accumulate import accumulate
+from bench.core.engine.distributed import Dist
+from bench.core.engine.gradstats import SquaredNormHooks
 
 
 class BNNet(nn.Module):

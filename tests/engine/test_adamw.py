@@ -1,4 +1,4 @@
-"""AdamW in the one engine (spec `optimizer: adamw`, issue 60): bench.engine.adamwstep takes torch.optim.AdamW's
+"""AdamW in the one engine (spec `optimizer: adamw`, issue 60): bench.core.engine.adamwstep takes torch.optim.AdamW's
 step bit for bit, a run stopped at a checkpoint and started again ends record for record like one that was not
 (the moment estimates and step counts travel in the checkpoint), and S = W × A splits give the same run."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.engine import adamwstep, loop
-from bench.engine.distributed import TIMEOUT_ENV
-from bench.engine.signals import Interrupted
-from bench.errors import UserError
-from bench.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
+from bench.core.engine import adamwstep, loop
+from bench.core.engine.distributed import TIMEOUT_ENV
+from bench.core.engine.signals import Interrupted
+from bench.core.errors import UserError
+from bench.core.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
 from tests.helpers import spec_for, train
 
 SETTINGS = [

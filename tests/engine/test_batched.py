@@ -12,9 +12,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench.engine.batched import BatchedMicrobatches, pairwise_sum, stack_microbatches
-from bench.engine.batchnorm import RunningStats
-from bench.errors import UserError
+from bench.core.engine.batched import BatchedMicrobatches, pairwise_sum, stack_microbatches
+from bench.core.engine.batchnorm import RunningStats
+from bench.core.errors import UserError
 from tests.helpers import records, spec_for, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -53,7 +53,7 @@ def _sequential(model: nn.Module, micro: list) -> tuple[list[torch.Tensor], floa
 
 def test_each_step_gives_the_sequential_gradients_statistics_and_running_stats() -> None:
     """Three iterations; each starts both paths from the same weights (the sequential ḡ is applied to
-    both: a chaotic net amplifies 1e-7 into 1e-3 within a few steps, see bench.engine.reduction), while
+    both: a chaotic net amplifies 1e-7 into 1e-3 within a few steps, see bench.core.engine.reduction), while
     each path's BatchNorm running statistics carry on from its own previous ones."""
     from tasks.cifar10.model import PreActResNet18
 

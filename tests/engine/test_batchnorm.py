@@ -1,4 +1,4 @@
-"""BatchNorm running statistics replayed per micro-batch (bench.engine.batchnorm): every split S = W × A ends
+"""BatchNorm running statistics replayed per micro-batch (bench.core.engine.batchnorm): every split S = W × A ends
 with the same bits, W = 1 included; the replay is the sequential update up to rounding; the rows ride on the
 iteration's one gather; a layer run twice in a micro-batch is refused. The end-to-end check on real runs
 (cifar10 and imagenet, W = 1, 2, 4 as gloo processes, evaluation loss included) is in test_distributed.py."""
@@ -13,9 +13,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench.engine.accumulate import accumulate
-from bench.engine.batchnorm import RunningStats
-from bench.engine.distributed import Dist
+from bench.core.engine.accumulate import accumulate
+from bench.core.engine.batchnorm import RunningStats
+from bench.core.engine.distributed import Dist
 from bench.experiments.syncs import count_host_syncs
 from tests.helpers import run_ranks
 

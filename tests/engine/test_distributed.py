@@ -20,12 +20,12 @@ import pytest
 import torch
 from torch import nn
 
-from bench.engine.distributed import TIMEOUT_ENV, Dist, ranks_for, timeout_s
-from bench.engine.loop import Engine
-from bench.engine.reduction import PairwiseGrads, TreeSum
-from bench.engine.signals import RanksChange
-from bench.errors import UserError
-from bench.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl, write_json
+from bench.core.engine.distributed import TIMEOUT_ENV, Dist, ranks_for, timeout_s
+from bench.core.engine.loop import Engine
+from bench.core.engine.reduction import PairwiseGrads, TreeSum
+from bench.core.engine.signals import RanksChange
+from bench.core.errors import UserError
+from bench.core.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl, write_json
 from bench.run.launch import initial_ranks
 from bench.run.runner import check_same, run_dir_of
 from bench.run.spec import read_spec
@@ -129,8 +129,8 @@ def test_pairwise_grads_refuse_a_parameter_missing_from_a_microbatch(how: str) -
 def test_one_process_sums_without_hooks_and_observes_only_when_asked() -> None:
     """W = 1: TreeSum for the pairwise sum (A ≥ 3, or A = 2 with statistics), SquaredNormHooks for
     statistics under the native sum, nothing when autograd's own sum will do."""
-    from bench.engine.gradstats import SquaredNormHooks
-    from bench.engine.reduction import SplitInvariance
+    from bench.core.engine.gradstats import SquaredNormHooks
+    from bench.core.engine.reduction import SplitInvariance
 
     model = nn.Linear(3, 1)
     params = list(model.parameters())
@@ -261,7 +261,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.mark.parametrize("task", ["logreg", "cifar10", "imagenet"])
 def test_any_split_of_S_gives_the_same_run(tmp_path: Path, reference: dict[str, Path], task: str) -> None:
     """Every record of metrics.jsonl (loss, gain, statistics, evaluation metrics and loss) and the summary the
-    same bits at W = 2 and 4 as at W = 1 (cifar10, imagenet: BatchNorm, bench.engine.batchnorm)."""
+    same bits at W = 2 and 4 as at W = 1 (cifar10, imagenet: BatchNorm, bench.core.engine.batchnorm)."""
     rows = [f"\n{task}, S = 4: W  A  iterations  final train loss  last evaluation loss (all records equal)"]
     ref_eval = _records(reference[task])[1][-1].get("loss")
     ref = read_json(reference[task] / SUMMARY)
@@ -389,7 +389,7 @@ def _end_group(rank: int, world: int, port: int, case: str, out: str) -> None:
     exception caught under a run leave it), then the group ended; records the gloo workers left."""
     import gc
 
-    from bench.engine.distributed import from_env, shutdown
+    from bench.core.engine.distributed import from_env, shutdown
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)

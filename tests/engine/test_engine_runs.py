@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from bench.algo.gain import b_simple_average
-from bench.algo.rules import WARMUP_FRACTION
+from bench.core.algo.gain import b_simple_average
+from bench.core.algo.rules import WARMUP_FRACTION
 from bench.run.runner import run_spec
 from reports.rundata.collect import runs
 from reports.tables.table2 import cells, markdown
@@ -56,7 +56,7 @@ def test_adascale_stops_at_the_first_tau_past_T1_and_lsw_plus_matches_its_iterat
         assert cur["tau"] == pytest.approx(prev["tau"] + prev["gain"])  # p_t = r_t
         assert cur["lr"] == pytest.approx(cur["gain"] * 0.05)  # m_t = r_t (constant schedule)
     assert 1 < summary["mean_gain"] < S
-    # B_simple's training average from the records' own statistics (bench.algo.gain, one formula)
+    # B_simple's training average from the records' own statistics (bench.core.algo.gain, one formula)
     stats = [(r["sum_sq"], r["mean_sq"], r["scale"]) for r in recs]
     assert summary["B_simple"] == pytest.approx(b_simple_average(stats, summary_batch(tmp_path)))
     assert summary["B_simple"] > 0 and summary["noise_scale"] > 0

@@ -16,8 +16,8 @@ import pytest
 import sacrebleu
 import torch
 
-from bench.engine.distributed import Dist
-from bench.engine.evaluation import Concat, FloatSum, combine, evaluate, evaluate_sharded_locally, shard
+from bench.core.engine.distributed import Dist
+from bench.core.engine.evaluation import Concat, FloatSum, combine, evaluate, evaluate_sharded_locally, shard
 from bench.run.dataroot import prepare_data
 from bench.run.spec import resolve
 from tasks import get_task

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.engine.heartbeat import Heartbeat
-from bench.engine.loop import Engine
-from bench.engine.tensorboard_sink import DIRNAME, TensorBoardSink
-from bench.files import METRICS, read_jsonl
+from bench.core.engine.heartbeat import Heartbeat
+from bench.core.engine.loop import Engine
+from bench.core.engine.tensorboard_sink import DIRNAME, TensorBoardSink
+from bench.core.files import METRICS, read_jsonl
 from tasks import get_task
 from tests.helpers import spec_for, train
 
@@ -193,7 +193,7 @@ def test_a_link_at_the_events_folder_is_refused_and_its_target_untouched(tmp_pat
     """A colleague who can write the run folder plants `RUN/tensorboard` as a link to a folder of theirs
     or the user's (also between a SIGTERM and the resume): the sink refuses it in one line and no events
     file lands in the folder it names."""
-    from bench import safefs
+    from bench.core import safefs
 
     spec = spec_for("logreg", "adascale", 2, tensorboard=True)
     private = tmp_path / "private"

@@ -1,11 +1,11 @@
-"""bench.engine.sgdstep against torch.optim.SGD.step() + zero_grad(set_to_none=True): the same bits."""
+"""bench.core.engine.sgdstep against torch.optim.SGD.step() + zero_grad(set_to_none=True): the same bits."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from bench.engine import sgdstep
+from bench.core.engine import sgdstep
 
 SETTINGS = [
     {"momentum": 0.0},

@@ -1,5 +1,5 @@
 """Rank 0 reads a task's sample lists (imagenet: index.csv or the ImageFolder walk) and the other ranks
-receive them (bench.engine.data.shared_samples): W ranks do not each read 1.28 M entries, and every rank
+receive them (bench.core.engine.data.shared_samples): W ranks do not each read 1.28 M entries, and every rank
 builds the same sets as one process does."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 import torch
 from torchvision.datasets import ImageFolder
 
-from bench.engine.data import shared_samples
-from bench.engine.distributed import Dist
-from bench.engine.loop import Engine
-from bench.errors import UserError
+from bench.core.engine.data import shared_samples
+from bench.core.engine.distributed import Dist
+from bench.core.engine.loop import Engine
+from bench.core.errors import UserError
 from bench.run.spec import resolve
 from tasks import get_task
 from tasks.imagenet.prepare import write_index

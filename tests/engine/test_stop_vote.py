@@ -1,4 +1,4 @@
-"""W = 2 gloo ranks: a stop wish rides on the iteration's one gather (bench.engine.accumulate.StopVote), so every
+"""W = 2 gloo ranks: a stop wish rides on the iteration's one gather (bench.core.engine.accumulate.StopVote), so every
 rank learns that some rank was signalled with the iteration's single host transfer, and agreeing with a
 collective of its own (what the engine did) costs a second one."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bench.engine.accumulate import StopVote, accumulate
-from bench.engine.distributed import Dist
+from bench.core.engine.accumulate import StopVote, accumulate
+from bench.core.engine.distributed import Dist
 from bench.experiments.syncs import count_host_syncs
 from tests.helpers import run_ranks
 

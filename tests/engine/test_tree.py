@@ -1,10 +1,11 @@
-"""The one order of the gradient sum (bench.engine.tree): the level-at-a-time sum builds the binary counter's tree."""
+"""The one order of the gradient sum (bench.core.engine.tree): the level-at-a-time sum builds
+the binary counter's tree."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.engine import tree
+from bench.core.engine import tree
 
 
 def _shape(older: object, newer: object) -> tuple[object, object]:

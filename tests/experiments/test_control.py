@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.algo import rules
-from bench.errors import UserError
+from bench.core.algo import rules
+from bench.core.errors import UserError
 from bench.experiments import matrix as matrices
 from bench.experiments.pool import run_matrix
 from reports.build import build_report

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.experiments import costbasis, matrix, plan
 
 HEADER = ",".join(costbasis.PUBLISHED_COLUMNS) + "\n"

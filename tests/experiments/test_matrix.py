@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
+from bench.core.files import write_json
 from bench.experiments import matrix
 from bench.experiments.plancells import PAPER_TABLE
-from bench.files import write_json
 from bench.run.needs import find_T
 from bench.run.spec import resolve
 from tasks import get_task

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.experiments.matrix import load
 
 BODY = "preset: tiny\nseeds: [0]\nexperiments:\n  - table2:\n      tasks: [logreg]\n      methods: [adascale]\n"

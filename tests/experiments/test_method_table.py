@@ -1,4 +1,4 @@
-"""A method is one row of the method table (bench.algo.rules.METHODS) or of a user's module
+"""A method is one row of the method table (bench.core.algo.rules.METHODS) or of a user's module
 (`package.module:NAME`): defined there and nowhere else, it reaches the matrix expansion, `plan`, a run,
 `status` and the report (Table 2's columns, the per-rule verdicts). A run folder never causes an import."""
 
@@ -15,14 +15,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench import methods as registry
-from bench.algo.rules import iterations_for
-from bench.algo.schedules import ScaleSchedule
 from bench.cli import main
-from bench.errors import UserError
+from bench.core import methods as registry
+from bench.core.algo.rules import iterations_for
+from bench.core.algo.schedules import ScaleSchedule
+from bench.core.errors import UserError
+from bench.core.files import METRICS, SPEC, read_jsonl
 from bench.experiments import matrix, plan
 from bench.experiments.pool import run_matrix
-from bench.files import METRICS, SPEC, read_jsonl
 from bench.run.runner import run_spec
 from reports.build import build_report
 from reports.page import rulecompare as RC
@@ -65,29 +65,29 @@ def test_an_unknown_method_is_refused(tmp_path: Path) -> None:
 LOAD_FORMS = {
     # one class, its facts as class attributes: the form the docs show
     "my_rules_one:R": (
-        "from bench.algo.rules import ScalingRule\n"
+        "from bench.core.algo.rules import ScalingRule\n"
         "class R(ScalingRule):\n    pace = 'scale'\n"
         "    def factors(self, t, scale, gain):\n        return 1.0, float(scale), 1.0\n",
         None,
     ),
     "my_rules_nofactors:R": (
-        "from bench.algo.rules import ScalingRule\nclass R(ScalingRule):\n    pace = 'scale'\n",
+        "from bench.core.algo.rules import ScalingRule\nclass R(ScalingRule):\n    pace = 'scale'\n",
         "^rule my_rules_nofactors:R: R defines no factors",
     ),
     "my_rules_nopace:R": (
-        "from bench.algo.rules import Identity\nclass R(Identity):\n    pace = 'fast'\n",
+        "from bench.core.algo.rules import Identity\nclass R(Identity):\n    pace = 'fast'\n",
         "^rule my_rules_nopace:R: pace 'fast' is not one of scale, gain, one",
     ),
     "my_rules_flag:R": (
-        "from bench.algo.rules import Identity\nclass R(Identity):\n    uses_gain = 'yes'\n",
+        "from bench.core.algo.rules import Identity\nclass R(Identity):\n    uses_gain = 'yes'\n",
         "^rule my_rules_flag:R: uses_gain is str, not True or False$",
     ),
     "my_rules_optim:R": (
-        "from bench.algo.rules import Identity\nclass R(Identity):\n    optimizers = ('lamb',)\n",
+        "from bench.core.algo.rules import Identity\nclass R(Identity):\n    optimizers = ('lamb',)\n",
         "^rule my_rules_optim:R: optimizers \\('lamb',\\) are not among sgd, adamw$",
     ),
     "my_rules_label:R": (
-        "from bench.algo.rules import Identity\nclass R(Identity):\n    label = 5\n",
+        "from bench.core.algo.rules import Identity\nclass R(Identity):\n    label = 5\n",
         "^rule my_rules_label:R: label is int, not a string$",
     ),
     "my_rules_value:R": ("R = 3\n", "^rule my_rules_value:R: my_rules_value.R is int; expected a subclass of "),
@@ -120,7 +120,7 @@ def test_a_method_row_written_by_hand_still_loads_with_a_warning(
     write it now."""
     write(
         tmp_path / "my_rules_row.py",
-        "from bench.algo.rules import METHODS, Method\n"
+        "from bench.core.algo.rules import METHODS, Method\n"
         "R = Method(name='x', label='r', title='my r', build=METHODS['lsw'].build, pace='scale',\n"
         "           identity_at_s1=True)\n",
     )
@@ -254,7 +254,7 @@ import pathlib
 
 pathlib.Path(__file__).with_name("IMPORTED").write_text("imported")
 
-from bench.algo.rules import SquareRootScaling
+from bench.core.algo.rules import SquareRootScaling
 
 
 class X(SquareRootScaling):
@@ -312,7 +312,7 @@ def test_a_user_rule_that_needs_its_adascale_twin_runs_after_it_and_takes_its_co
     experiment and runs as many iterations (its spec's `rule` record is not part of its twin's identity)."""
     write(
         tmp_path / "my_rules_plus.py",
-        "from bench.algo.rules import LinearScalingWarmupPlus\n"
+        "from bench.core.algo.rules import LinearScalingWarmupPlus\n"
         "class PLUS(LinearScalingWarmupPlus):\n    label, title = 'LSW+ (mine)', 'mine'\n",
     )
     monkeypatch.chdir(tmp_path)

@@ -23,14 +23,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from bench.engine.accumulate import accumulate
-from bench.engine.data import ItemStream
-from bench.engine.distributed import Dist
-from bench.engine.gradstats import SquaredNormHooks
-from bench.engine.reduction import PairwiseGrads
-from bench.engine.seeding import mix, mix_array
+from bench.core.engine.accumulate import accumulate
+from bench.core.engine.data import ItemStream
+from bench.core.engine.distributed import Dist
+from bench.core.engine.gradstats import SquaredNormHooks
+from bench.core.engine.reduction import PairwiseGrads
+from bench.core.engine.seeding import mix, mix_array
+from bench.core.files import MetricsLog, read_jsonl
 from bench.experiments import perf
-from bench.files import MetricsLog, read_jsonl
 from tasks import get_task
 from tasks import synthetic as synthetic_task
 from tests.helpers import spec_for, train
@@ -73,7 +73,7 @@ def test_identity_engine_and_bare_loop_end_with_the_same_weights(tmp_path: Path,
 
 @pytest.mark.parametrize("task", ["transformer", "cifar10"])
 def test_under_adamw_the_identity_engine_and_bare_adamw_end_with_the_same_weights(tmp_path: Path, task: str) -> None:
-    """perf --optimizer adamw: the engine's functional AdamW step (bench.engine.adamwstep) and torch.optim.AdamW in
+    """perf --optimizer adamw: the engine's functional AdamW step (bench.core.engine.adamwstep) and torch.optim.AdamW in
     the bare loop, with the card's AdamW setting, bit for bit at S = 2; the `adascale` variant runs AdamScale."""
     setup = perf.build(get_task(task), 2, "tiny", None, Dist(), tmp_path, optimizer="adamw")
     assert isinstance(setup.loops["bare"].optimizer, torch.optim.AdamW)
@@ -171,7 +171,7 @@ def test_round_orders_balance_places_and_predecessors(n: int) -> None:
 
 
 def test_bad_scales_are_a_user_error() -> None:
-    from bench.errors import UserError
+    from bench.core.errors import UserError
 
     with pytest.raises(UserError, match="--scales"):
         perf.parse_scales("1,x")
@@ -313,7 +313,7 @@ def _linux_only() -> None:
 
 def test_retained_memory_makes_no_page_faults_for_repeated_large_tensors() -> None:
     """With large blocks mmap-ed every 4 MiB tensor would be fresh pages: 1024 page faults each."""
-    from bench.engine.allocator import retain_freed_memory
+    from bench.core.engine.allocator import retain_freed_memory
 
     _linux_only()
     assert retain_freed_memory()
@@ -325,7 +325,7 @@ def test_with_large_blocks_returned_every_large_tensor_is_fresh_pages() -> None:
     what profiling asks for (large_blocks_returned) hands back each tensor's pages and faults them in again."""
     _linux_only()
     code = FAULTS_SNIPPET + textwrap.dedent("""
-        from bench.engine.allocator import large_blocks_returned
+        from bench.core.engine.allocator import large_blocks_returned
         with large_blocks_returned():
             print(faults())
     """)
@@ -336,7 +336,7 @@ def test_with_large_blocks_returned_every_large_tensor_is_fresh_pages() -> None:
 def test_counting_host_syncs_leaves_the_process_retaining_its_memory() -> None:
     """count_host_syncs profiles with large blocks mmap-ed; a run after it in the same process (perf, the
     smoke's sync count, a test suite) gets its retained heap back. Before the fix: 50 × 1024 faults."""
-    from bench.engine.allocator import retain_freed_memory
+    from bench.core.engine.allocator import retain_freed_memory
     from bench.experiments.syncs import count_host_syncs
 
     _linux_only()
@@ -360,7 +360,7 @@ def test_synthetic_tiny_shapes_and_the_batched_and_bf16_variants(tmp_path: Path)
 def test_synthetic_data_names_the_tasks_it_cannot_make() -> None:
     from types import SimpleNamespace
 
-    from bench.errors import UserError
+    from bench.core.errors import UserError
 
     with pytest.raises(UserError, match="no synthetic data for nope"):
         synthetic_task.SyntheticData(SimpleNamespace(name="nope", needs_data=True))
@@ -436,7 +436,7 @@ def test_a_synthetic_batch_is_the_real_collates_and_trains(task: str) -> None:
 
 
 def test_bf16_autocast_is_a_spec_option(tmp_path: Path) -> None:
-    from bench.errors import UserError
+    from bench.core.errors import UserError
 
     summary, engine = train(spec_for("cifar10", "adascale", 2, T1=4, amp="bf16"), tmp_path / "bf16")
     assert summary["status"] == "completed" and type(engine.loss_task).__name__ == "AutocastLoss"

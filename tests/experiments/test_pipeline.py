@@ -86,7 +86,7 @@ def test_sigterm_to_the_parent_checkpoints_the_workers_runs_and_the_same_call_re
     out = tmp_path / "out"
     code = (
         "from pathlib import Path; from bench.experiments import matrix; "
-        "from bench.engine.signals import install_signal_handlers; "
+        "from bench.core.engine.signals import install_signal_handlers; "
         f"from bench.experiments.pool import run_matrix; install_signal_handlers(); \
 print(run_matrix(matrix.load(Path({str(path)!r})), Path({str(out)!r}), progress=False, jobs=2))"
     )

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.algo.rules import iterations_for
-from bench.algo.schedules import ScaleSchedule
 from bench.cli import main
-from bench.errors import UserError
+from bench.core.algo.rules import iterations_for
+from bench.core.algo.schedules import ScaleSchedule
+from bench.core.errors import UserError
 from bench.experiments import matrix, plan
 
 

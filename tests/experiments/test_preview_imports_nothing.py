@@ -48,13 +48,14 @@ def test_the_working_folder_never_goes_first_on_sys_path(tmp_path: Path) -> None
     """A user's rule is loaded from the working folder (run), and a `soundfile.py` planted there leaves its
     marker file if it is ever imported instead of the installed soundfile (the speech task's)."""
     (tmp_path / "my_rules.py").write_text(
-        "from bench.algo.rules import LinearScalingWarmup\nclass R(LinearScalingWarmup):\n    label = title = 'r'\n"
+        "from bench.core.algo.rules import LinearScalingWarmup\n"
+        "class R(LinearScalingWarmup):\n    label = title = 'r'\n"
     )
     (tmp_path / "soundfile.py").write_text(
         "import pathlib\npathlib.Path(__file__).with_name('SHADOWED').write_text('x')\n"
     )
     script = (
-        "import sys\nfrom bench import methods\nmethods.load_rule('my_rules:R')\n"
+        "import sys\nfrom bench.core import methods\nmethods.load_rule('my_rules:R')\n"
         "import soundfile\nprint(soundfile.__file__)\nprint(sys.path.index(sys.path[-1]) == len(sys.path) - 1)\n"
     )
     # the console script's sys.path (its bin folder first, not the working folder): as adascale-bench starts

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.core.files import OFFLINE_GAIN
 from bench.experiments import matrix as matrices
 from bench.experiments.gains import offline_gains
 from bench.experiments.pool import run_matrix
-from bench.files import OFFLINE_GAIN
 
 CASE = """preset: tiny
 seeds: [0, 1, 2]

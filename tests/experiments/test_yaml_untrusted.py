@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.errors import UserError
+from bench.core.errors import UserError
+from bench.core.yamlsafe import MAX_NODES, excerpt, load_yaml
 from bench.experiments.matrix import load
 from bench.run.spec import parse_overrides, resolve
-from bench.yamlsafe import MAX_NODES, excerpt, load_yaml
 from tasks import get_task
 
 

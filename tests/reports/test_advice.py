@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.algo.predict import iterations_following
 from bench.cli import main
+from bench.core.algo.predict import iterations_following
 from bench.experiments import matrix as matrices
 from reports import advice as A
 from reports.verdicts import reference
@@ -75,7 +75,7 @@ def test_advice_files_and_a_verification_matrix_with_the_probe_a_pilot(advised: 
 
 def test_advice_states_the_probes_own_iterations_beside_its_own_prediction(advised: Path) -> None:
     """Self-consistency, stated: the probe's iterations (its summary) and the prediction from its own profile at its
-    own S (bench.algo.predict), with the signed error."""
+    own S (bench.core.algo.predict), with the signed error."""
     probe_dir = next(p.parent for p in advised.glob("logreg/adascale/s8/seed1000,*/summary.json"))
     probe = A.read_probe(advised, probe_dir)
     own = iterations_following(probe.folded, 8, probe.T1)

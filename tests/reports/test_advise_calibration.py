@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.algo import transfer as T
-from bench.algo.predict import iterations_following
 from bench.cli import main
+from bench.core.algo import transfer as T
+from bench.core.algo.predict import iterations_following
 from reports import advice as A
 
 PROFILE = tuple((1.0, 1.0 / 40 * (1 - 0.09 * j)) for j in range(10))  # B/b from 40 rising to 110 over τ

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.files import METRICS
+from bench.core.files import METRICS
 from reports.rundata import runcache
 from reports.rundata.fakeruns import write_run
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bench.cli import main
-from bench.files import SUMMARY
+from bench.core.files import SUMMARY
 from reports.rundata.guards import cell, csv_safe
 from tests.helpers import finished_results
 

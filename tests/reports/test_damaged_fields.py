@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.files import METRICS, SPEC, SUMMARY, read_json
+from bench.core.files import METRICS, SPEC, SUMMARY, read_json
 from reports import build, figures
 from reports.rundata.collect import SUMMARY_FIELDS
 from reports.rundata.specfacts import SPEC_FIELDS

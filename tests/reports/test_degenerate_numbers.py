@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.files import METRICS, OFFLINE_GAIN, SPEC, SUMMARY
+from bench.core.files import METRICS, OFFLINE_GAIN, SPEC, SUMMARY
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.timeout(300)]
 RUN = ["--set", "T1=40", "--set", "eval_every=10", "--set", "checkpoint_every=10", "--set", "keep_checkpoints_every=10"]
@@ -171,7 +171,7 @@ def test_gain_batches_bounded(base: Path, capsys) -> None:
 def test_durations_and_heartbeat_eta_never_overflow() -> None:
     import io
 
-    from bench.engine.heartbeat import Heartbeat
+    from bench.core.engine.heartbeat import Heartbeat
     from slurm.progress import duration
 
     assert duration(float("inf")) == "-" and duration(float("nan")) == "-" and duration(1e300).startswith(">")

@@ -7,7 +7,7 @@ import json
 import warnings
 from pathlib import Path
 
-from bench.files import METRICS
+from bench.core.files import METRICS
 from reports.build import build_report
 from reports.rundata.fakeruns import write_run
 
@@ -82,13 +82,13 @@ def test_the_code_digest_covers_the_figures_package(tmp_path: Path) -> None:
 
 
 def test_the_code_digest_covers_every_module_of_the_packages_not_a_folder_list(tmp_path: Path) -> None:
-    """A module the drawing code may import outside reports/, bench/algo/ and tasks/presets/ (bench/files.py,
+    """A module the drawing code may import outside reports/, bench/core/algo/ and tasks/presets/ (bench/core/files.py,
     the style constants of another package) changes the digest too: no hand-kept list of folders to miss it."""
     from reports.figures.render import _code, code_sources
     from reports.rundata.memo import PACKAGES
 
     sources = {p.relative_to(Path(__file__).resolve().parents[2]).as_posix() for p in code_sources()}
-    assert {"bench/files.py", "bench/safefs/read.py", "tasks/base.py", "slurm/job.py"} <= sources
+    assert {"bench/core/files.py", "bench/core/safefs/read.py", "tasks/base.py", "slurm/job.py"} <= sources
     for package in PACKAGES:
         (tmp_path / package).mkdir()
     module = tmp_path / "bench" / "files.py"

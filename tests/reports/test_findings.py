@@ -235,9 +235,9 @@ def test_i_says_when_table_2_shades_a_cell_it_holds(tmp_path):
 def iii_run(root, scale: int, seed: int = 0, *, stuck: float | None = None, own_ratio: float = 20.0, reference=True):
     """AdaScale at S on cifar10 (b = 16, T1 = 1000) whose kept weights' reference (offline_gain.csv's ref_*
     columns, exact) says σ² = 1, μ² = 1/20 throughout (B = 320: S·b is not ≪ B at S ≥ 2), its records following
-    the prediction from it (bench.algo.predict.gain_path on engine_moments) or a multiplier stuck at `stuck`;
+    the prediction from it (bench.core.algo.predict.gain_path on engine_moments) or a multiplier stuck at `stuck`;
     its own statistics those of σ²/μ² = `own_ratio` (which (iii) must not read)."""
-    from bench.algo.predict import engine_moments, gain_path
+    from bench.core.algo.predict import engine_moments, gain_path
 
     var, sqr, tsq, spread = 1.0, 0.05, 1e-3, 1e-3 * 0.05
     if stuck is None:

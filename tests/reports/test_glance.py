@@ -84,7 +84,7 @@ def test_the_folder_kind_comes_from_the_presets_and_variant_names(folder: Path, 
     assert glance.folder_kind(quiet_load(tmp_path))[1].name == "positive control"
 
 
-GAIN_RULE = """from bench.algo.rules import AdaScale
+GAIN_RULE = """from bench.core.algo.rules import AdaScale
 
 
 class MINE(AdaScale):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.files import METRICS, SPEC
+from bench.core.files import METRICS, SPEC
 from reports import figures
 from reports.rundata import collect, runcache
 from tests.helpers import finished_results
@@ -192,10 +192,10 @@ def test_a_blank_line_counts_alike_in_a_small_and_a_large_file(results: Path, ca
 
 
 def test_the_run_side_readers_of_a_metrics_file_hold_a_record_at_a_time(tmp_path: Path) -> None:
-    """`gain`'s online gains (bench.files.iter_jsonl) read a record at a time, no line held past
+    """`gain`'s online gains (bench.core.files.iter_jsonl) read a record at a time, no line held past
     MAX_RECORD_LINE: records after an 8 MB line of `v`s are not read, and the line is never held whole (it
     was, and every record of the file as a list before the gains were taken from it)."""
-    from bench import files
+    from bench.core import files
     from bench.run.offline_gain import online_gains
 
     limit = getattr(files, "MAX_RECORD_LINE", MB)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.files import LOCK, METRICS, SPEC, SUMMARY, read_json
+from bench.core.files import LOCK, METRICS, SPEC, SUMMARY, read_json
 from reports import build, figures
 from slurm.records import JOB
 from slurm.status import MANIFEST, collect, table

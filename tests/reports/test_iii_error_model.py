@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.algo.predict import engine_moments, gain_path
+from bench.core.algo.predict import engine_moments, gain_path
 from reports.verdicts import reference as R
 
 T1 = 2000.0

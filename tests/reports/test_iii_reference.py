@@ -42,7 +42,7 @@ experiments:
 """
 
 BIAS = '''"""The biased engine of tests/reports/test_iii_reference.py: the statistics only, the update untouched."""
-import bench.engine.batched as _b
+import bench.core.engine.batched as _b
 
 _orig = _b.BatchedMicrobatches.accumulate
 

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 import torch
 
-import bench.algo.gain as algo_gain
-from bench.algo.gain import UnbiasedGain, gain_from, moments
-from bench.engine.checkpoint import load_weights
+import bench.core.algo.gain as algo_gain
+from bench.core.algo.gain import UnbiasedGain, gain_from, moments
+from bench.core.engine.checkpoint import load_weights
 from bench.run.offline_gain import kept_checkpoints
 from reports.rundata.collect import load
 from reports.stats import lagmatch as LM

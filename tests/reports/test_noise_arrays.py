@@ -1,4 +1,4 @@
-"""reports.stats.noise's array forms of bench.algo.gain's b_simple_average and b_simple give the same bits (the
+"""reports.stats.noise's array forms of bench.core.algo.gain's b_simple_average and b_simple give the same bits (the
 report's tables print B_simple from them, and must not change with the speed-up)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from bench.algo.gain import b_simple, b_simple_average
+from bench.core.algo.gain import b_simple, b_simple_average
 from reports.stats.noise import b_simple_average_of, b_simple_of
 
 

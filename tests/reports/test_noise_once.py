@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.files import METRICS
+from bench.core.files import METRICS
 from reports.rundata.collect import load
 from reports.rundata.fakeruns import write_run
 from reports.stats import noise
@@ -58,7 +58,7 @@ def test_fill_reads_and_predicts_once_per_report(folder: Path, monkeypatch: pyte
 
 
 def test_predictions_made_side_by_side_are_the_ones_made_alone(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`predict` steps every donor of a (S, T1) side by side (bench.algo.predict.iterations_following_each), here
+    """`predict` steps every donor of a (S, T1) side by side (bench.core.algo.predict.iterations_following_each), here
     or in forked processes where there are many: the same numbers as predicting each donor alone, and nothing
     is predicted one by one afterwards."""
     monkeypatch.setattr(noise, "_PREDICTIONS", {})

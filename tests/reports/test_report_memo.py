@@ -2,7 +2,7 @@
 a second `report` of an unchanged folder reads no metrics file and says what the first said; a same-size
 edit with its mtime put back, a deleted output or a racily clean record builds again; the key lives in
 the user's own config folder (0700/0600), a key copied into the shared folder seals nothing, and the
-figure index is sealed and read through bench.safefs (a FIFO there does not hang, deep nesting is no
+figure index is sealed and read through bench.core.safefs (a FIFO there does not hang, deep nesting is no
 traceback, an edited caption is not printed)."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import safefs
 from bench.cli import main
-from bench.files import METRICS
+from bench.core import safefs
+from bench.core.files import METRICS
 from reports.rundata import memo, runcache
 from reports.rundata.fakeruns import write_run
 
@@ -201,14 +201,16 @@ def test_the_record_is_bounded_and_refused_unsealed(tmp_path: Path) -> None:
 
 def test_a_change_to_any_module_the_report_imports_builds_again(tmp_path: Path, capsys, monkeypatch) -> None:
     """The code identity is what the report's process imported, not a list: a module of the project outside the
-    old hand-kept list (reports/, bench/algo, ...) that the report imports counts (bench.usercode, the CLI), and
-    an edit to a module the report imports, wherever it lies, is a change: the next `report` builds again."""
+    old hand-kept list (reports/, bench/core/algo, ...) that the report imports counts (bench.core.usercode, the CLI),
+    and an edit to a module the report imports, wherever it lies, is a change: the next `report` builds again."""
     out = _folder(tmp_path)
     assert _report(out, capsys)[0] == 0
     record = json.loads(
         bytes(memo.seal_of(out / "report" / "cache").open((out / "report/cache/report.json").read_bytes()))
     )
-    assert {"bench/usercode.py", "bench/cli/commands.py", "reports/rundata/runcache.py"} <= set(record["code"]["files"])
+    assert {"bench/core/usercode.py", "bench/cli/commands.py", "reports/rundata/runcache.py"} <= set(
+        record["code"]["files"]
+    )
     root = tmp_path / "project"  # a project of one module the report imports, edited between two reports
     (root / "reports").mkdir(parents=True)
     extra = root / "reports" / "extra.py"

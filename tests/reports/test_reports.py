@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.algo.rules import METHODS
+from bench.core.algo.rules import METHODS
 from reports import figures
 from reports.build import build_report
 from reports.figures import heatmap

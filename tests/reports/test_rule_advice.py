@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from bench.algo.schedules import Constant
-from bench.algo.stability import stability_bound
+from bench.core.algo.schedules import Constant
+from bench.core.algo.stability import stability_bound
 from reports.verdicts import ruleadvice as R
 
 B, b = 32, 32  # the noise scale and batch of the profile below: B/b = 1 … 40 over the windows
@@ -108,7 +108,7 @@ def test_a_gain_rule_is_unsafe_only_at_the_predictions_favourable_end_too() -> N
     assert lsw.verdict == R.UNSAFE
 
 
-USER_GAIN_RULE = """from bench.algo.rules import AdaScale
+USER_GAIN_RULE = """from bench.core.algo.rules import AdaScale
 
 
 class MINE(AdaScale):
@@ -117,8 +117,8 @@ class MINE(AdaScale):
 
 
 def test_a_users_rule_that_reads_the_gain_is_judged_as_one(tmp_path, monkeypatch) -> None:
-    """A rule of yours whose row says uses_gain is judged as AdaScale is (its row read through bench.methods, not the
-    built-in table): unsafe only at the favourable end too, and never 'past AdaScale's gain' by the noise scale."""
+    """A rule of yours whose row says uses_gain is judged as AdaScale is (its row read through bench.core.methods, not
+    the built-in table): unsafe only at the favourable end too, and never 'past AdaScale's gain' by the noise scale."""
     (tmp_path / "advice_gain_rule.py").write_text(USER_GAIN_RULE)
     monkeypatch.chdir(tmp_path)
     points = [R.Curvature(500.0, 0.08, 0.12)]

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.files import METRICS
+from bench.core.files import METRICS
 from reports.rundata import runcache
 from reports.rundata.collect import read_metrics
 from reports.rundata.fakeruns import write_run
@@ -379,11 +379,11 @@ def test_lines_decode_as_one_at_a_time_whether_or_not_orjson_reads_them_all() ->
 def test_cache_entries_skip_the_fsync_and_one_a_crash_left_empty_is_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cache is written without an fsync (bench.safefs.write_bytes durable=False), report files with one;
+    """The cache is written without an fsync (bench.core.safefs.write_bytes durable=False), report files with one;
     what a crash can then leave (an empty entry) is refused with one line naming it and rebuilt."""
     import os
 
-    from bench import safefs
+    from bench.core import safefs
 
     synced: list[str] = []
     real = os.fsync

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.files import SPEC, write_json
+from bench.core.files import SPEC, write_json
 from reports.rundata.collect import load
 from slurm.status import collect
 
@@ -19,7 +19,7 @@ NAME = "logreg/adascale/s2/seed0"
 
 def holder(run_dir: Path) -> subprocess.Popen:
     code = (
-        "import sys, time\nfrom bench.locks import run_lock\n"
+        "import sys, time\nfrom bench.core.locks import run_lock\n"
         f"with run_lock({str(run_dir)!r}):\n    print('held', flush=True)\n    time.sleep(600)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)

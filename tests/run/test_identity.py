@@ -1,4 +1,4 @@
-"""One definition of a run's identity (bench.identity.NOT_IDENTITY): the folder name, the same-run check,
+"""One definition of a run's identity (bench.core.identity.NOT_IDENTITY): the folder name, the same-run check,
 the LSW+ lookup of its AdaScale run and the report's seeds all agree."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.run.runner import run_dir_of, run_spec
 from bench.run.spec import resolve, run_name
 from reports.rundata.collect import load

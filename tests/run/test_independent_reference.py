@@ -10,8 +10,8 @@ import math
 import numpy as np
 import torch
 
-from bench.algo.gain import moments
-from bench.engine.data import ItemStream
+from bench.core.algo.gain import moments
+from bench.core.engine.data import ItemStream
 from bench.run import independent
 from bench.run.offline_gain import microbatches
 from tasks import get_task

@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch import nn
 
-from bench.algo.gain import clamp, gain_from, moments
 from bench.cli import main
-from bench.engine.checkpoint import load_weights
-from bench.files import CHECKPOINT, KEPT, OFFLINE_GAIN, SPEC, kept_name, write_json
+from bench.core.algo.gain import clamp, gain_from, moments
+from bench.core.engine.checkpoint import load_weights
+from bench.core.files import CHECKPOINT, KEPT, OFFLINE_GAIN, SPEC, kept_name, write_json
 from bench.run.offline_gain import COLUMNS, jackknife, measure, microbatches, offline_gains, online_gains
 from tasks import get_task
 from tests.helpers import records, spec_for, train

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from bench.algo.gain import gain_from, moments
-from bench.engine.checkpoint import load_weights
-from bench.engine.data import ItemStream, RankSampler, loader
-from bench.engine.seeding import mix
-from bench.files import OFFLINE_GAIN
+from bench.core.algo.gain import gain_from, moments
+from bench.core.engine.checkpoint import load_weights
+from bench.core.engine.data import ItemStream, RankSampler, loader
+from bench.core.engine.seeding import mix
+from bench.core.files import OFFLINE_GAIN
 from bench.run.offline_gain import (
     BATCHES,
     OFFLINE_STREAM,

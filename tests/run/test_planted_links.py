@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from bench.cli import main
-from bench.errors import UserError
-from bench.files import CHECKPOINT, KEPT, LOCK, METRICS, SUMMARY
+from bench.core.errors import UserError
+from bench.core.files import CHECKPOINT, KEPT, LOCK, METRICS, SUMMARY
 from bench.run.runner import run_dir_of
 from tasks.cifar10.tiny import write_tiny
 from tests.helpers import spec_for, train

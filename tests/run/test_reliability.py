@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from bench.cli import main
-from bench.engine.signals import Interrupted, clear_stop, request_stop
-from bench.errors import UserError
-from bench.files import CHECKPOINT, LOCK, METRICS, SPEC, SUMMARY, atomic_write_bytes, read_json, write_json
+from bench.core.engine.signals import Interrupted, clear_stop, request_stop
+from bench.core.errors import UserError
+from bench.core.files import CHECKPOINT, LOCK, METRICS, SPEC, SUMMARY, atomic_write_bytes, read_json, write_json
 from bench.run.runner import run_dir_of
 from slurm.status import collect, run_state, table
 from tests.helpers import spec_for, train
@@ -43,7 +43,7 @@ def stopped_run(run_dir: Path, **overrides) -> dict:
     """Train a logreg run that a stop signal ends after its first iteration: a checkpoint, no summary."""
     from unittest import mock
 
-    from bench.engine.loop import Engine
+    from bench.core.engine.loop import Engine
 
     spec = spec_for("logreg", "adascale", overrides.pop("scale", 2), T1=100, **overrides)
     after_step = Engine._after_step
@@ -64,7 +64,7 @@ def stopped_run(run_dir: Path, **overrides) -> dict:
 def hold_lock(run_dir: Path) -> subprocess.Popen:
     """Another process holding the run folder's lock until killed."""
     code = (
-        "import sys, time\nfrom bench.locks import run_lock\n"
+        "import sys, time\nfrom bench.core.locks import run_lock\n"
         f"with run_lock({str(run_dir)!r}):\n    print('held', flush=True)\n    time.sleep(600)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -94,7 +94,7 @@ def test_a_locked_run_folder_stops_a_second_writer_naming_the_holder(
 
 
 def test_the_lock_names_the_slurm_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.locks import run_lock
+    from bench.core.locks import run_lock
 
     monkeypatch.setenv("SLURM_JOB_ID", "4242_7")
     with run_lock(tmp_path):
@@ -153,7 +153,7 @@ def test_a_resume_with_a_where_it_runs_override_continues_the_run(tmp_path: Path
 def test_a_checkpoint_written_before_a_later_setting_existed_resumes(tmp_path: Path) -> None:
     """A checkpoint (and spec.json) from before `amp` and `microbatch_mode` existed is the same run as
     one at their defaults, and another run than one that sets them off their default."""
-    from bench.identity import LATE_SETTINGS
+    from bench.core.identity import LATE_SETTINGS
 
     spec = stopped_run(tmp_path)
     ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=False)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
+from bench.core.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
 
 pytestmark = pytest.mark.slow
 

@@ -1,12 +1,12 @@
-"""The run settings are written once (bench.runspec.Settings): their defaults, types and meaning."""
+"""The run settings are written once (bench.core.runspec.Settings): their defaults, types and meaning."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
+from bench.core.runspec import PRESET_KEYS, RUN_DEFAULTS, Settings
 from bench.run.spec import resolve
-from bench.runspec import PRESET_KEYS, RUN_DEFAULTS, Settings
 from tasks import get_task
 
 

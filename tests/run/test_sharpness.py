@@ -1,5 +1,5 @@
 """The loss's sharpness (bench.run.sharpness) held to logreg's exact Hessian, and the stability bound
-(bench.algo.stability) held to the heavy-ball recurrence it is derived from."""
+(bench.core.algo.stability) held to the heavy-ball recurrence it is derived from."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from bench.algo.stability import heavy_ball_stable, stability_bound
-from bench.engine.checkpoint import load_weights
+from bench.core.algo.stability import heavy_ball_stable, stability_bound
+from bench.core.engine.checkpoint import load_weights
 from bench.run.sharpness import hessian_vector, lanczos, sharpness_along
 from tasks.logreg import LogReg, dataset
 from tests.helpers import spec_for

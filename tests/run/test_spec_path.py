@@ -15,8 +15,8 @@ from typing import Any
 
 import tasks
 from bench.cli import main
+from bench.core.runspec import RunSpec
 from bench.run import runner
-from bench.runspec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 STOPS, RETURNS = 26, 10  # measured on this tree: `logreg`, `lsw`, S = 4 (the issue counted 49 and 27 before)
@@ -68,7 +68,7 @@ def test_the_spec_from_the_cli_to_the_first_forward_pass(tmp_path: Path, monkeyp
         assert main([*argv, "--set", "T1=20", "--set", "eval_every=10"]) == 0
     files = [f for f, _ in stops]
     assert len(stops) <= STOPS and returns(files) <= RETURNS, (len(stops), returns(files), stops)
-    assert ("bench/engine/loop.py", "__init__") in stops and ("tasks/logreg.py", "build_model") in stops
+    assert ("bench/core/engine/loop.py", "__init__") in stops and ("tasks/logreg.py", "build_model") in stops
     assert loads == ["logreg"] and len(reads) == 2  # the task once; the summary before and under the lock
     assert main([*argv, "--set", "T1=20", "--set", "eval_every=10"]) == 0
     assert "already complete, nothing trained" in capsys.readouterr().out.splitlines()[-1]

@@ -1,4 +1,4 @@
-"""A structural bound on everything parsed from disk (issue 42, bench.safefs.check_shape): JSON nested 980
+"""A structural bound on everything parsed from disk (issue 42, bench.core.safefs.check_shape): JSON nested 980
 deep, or a checkpoint whose spec nests a shared list nine deep (3 kB on disk, 10⁹ values once walked),
 is a one-line refusal naming the file, never a RecursionError or MemoryError later in `report`,
 `status`, `gain` or a resumed `run`."""
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import safefs
 from bench.cli import main
-from bench.files import CHECKPOINT, KEPT, SPEC, SUMMARY, kept_name
+from bench.core import safefs
+from bench.core.files import CHECKPOINT, KEPT, SPEC, SUMMARY, kept_name
 from bench.run.runner import run_dir_of
 from tests.helpers import spec_for
 from tests.run.test_reliability import stopped_run

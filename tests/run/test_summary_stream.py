@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.algo.gain import b_simple_average
-from bench.files import METRICS, read_jsonl, tail_records
+from bench.core.algo.gain import b_simple_average
+from bench.core.files import METRICS, read_jsonl, tail_records
 from tests.helpers import spec_for, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from bench.cli import main
-from bench.engine.checkpoint import load_checkpoint, load_weights, plain
-from bench.errors import UserError
-from bench.files import CHECKPOINT, KEPT, kept_name
+from bench.core.engine.checkpoint import load_checkpoint, load_weights, plain
+from bench.core.errors import UserError
+from bench.core.files import CHECKPOINT, KEPT, kept_name
 from bench.run.runner import run_dir_of
 from tests.helpers import spec_for, train
 

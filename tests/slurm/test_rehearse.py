@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.engine.loop import Engine
+from bench.core.engine.loop import Engine
 
 MATRIX = """preset: tiny
 seeds: [0, 1]

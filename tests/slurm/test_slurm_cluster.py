@@ -19,7 +19,7 @@ import pytest
 import submitit
 
 from bench.cli import main
-from bench.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
+from bench.core.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
 from slurm.job import ATTEMPTS, JOB
 
 pytestmark = pytest.mark.slurm
@@ -338,7 +338,7 @@ def test_a_killed_rank_is_named_with_its_node(tmp_path: Path) -> None:
 
 def test_a_run_under_slurm_prints_heartbeat_lines_in_its_log(tmp_path: Path) -> None:
     """A SLURM job's stdout is a file, not a terminal: the run prints a heartbeat line every heartbeat_s
-    seconds (bench/engine/heartbeat.py), with τ/T1 and an ETA, into the log `status` points at; and
+    seconds (bench/core/engine/heartbeat.py), with τ/T1 and an ETA, into the log `status` points at; and
     `status --json` gives the run's τ, T1 and progress."""
     body = LONG.replace("checkpoint_every: 5}", "checkpoint_every: 5, heartbeat_s: 1}")
     path, out = write(tmp_path, body), tmp_path / "out"

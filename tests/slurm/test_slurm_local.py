@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import safefs
 from bench.cli import main
-from bench.files import CHECKPOINT, SUMMARY, read_json, write_json
+from bench.core import safefs
+from bench.core.files import CHECKPOINT, SUMMARY, read_json, write_json
 from slurm.executors import Resources, accumulation, choose_ranks, shape_for
 from slurm.job import ATTEMPTS, JOB, RunJob, dist_environment, start_group
 from slurm.status import add_to_manifest, collect, last_line, run_state, table
@@ -108,7 +108,7 @@ def test_a_one_task_job_ignores_the_group_variables_it_inherited(monkeypatch: py
     """A W = 1 continuation of a W = 2 job once inherited WORLD_SIZE=2 and waited for a second rank."""
     import socket
 
-    from bench.engine.distributed import shutdown
+    from bench.core.engine.distributed import shutdown
 
     with socket.socket() as s:  # a port nobody listens on: a rank that tried to join would time out
         s.bind(("127.0.0.1", 0))
@@ -352,7 +352,7 @@ def test_local_executor_moves_a_run_to_fewer_ranks_and_equals_one_rank(
 ) -> None:
     """accumulation 2, S = 4 -> 2: two local ranks (torch's elastic launcher, from a worker of the pool), then
     the driver starts the run again on one; the records equal one rank's (A = S), bit for bit."""
-    from bench.files import METRICS, read_jsonl
+    from bench.core.files import METRICS, read_jsonl
 
     body = """\
 preset: tiny

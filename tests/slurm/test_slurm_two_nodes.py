@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
+from bench.core.files import CHECKPOINT, METRICS, SUMMARY, read_json, read_jsonl
 from slurm.job import ATTEMPTS, JOB
 from tests.slurm.test_slurm_cluster import SLURM, job_id, sacct_states, strip, wait_for, write
 

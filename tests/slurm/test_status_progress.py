@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.files import METRICS, SPEC, SUMMARY, write_json
+from bench.core.files import METRICS, SPEC, SUMMARY, write_json
 from slurm.progress import duration, last_training, progress, rate_of, tail, timed
 from slurm.records import JOB, process_start
 from slurm.status import collect

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.run.spec import resolve
 from tasks.cifar10 import Cifar10
 from tasks.cifar10.tiny import TINY_MARK, write_tiny

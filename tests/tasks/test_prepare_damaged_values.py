@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bench import safefs
 from bench.cli import main
+from bench.core import safefs
 from tasks.preparing import MARKER
 from tasks.speech.data import MAX_TRANSCRIPT_LINE
 from tasks.speech.tiny import write_tiny as write_speech
@@ -112,7 +112,7 @@ def test_fairseq_token_ids_and_index_are_checked(tmp_path: Path, capsys, damage:
 
 def test_a_damaged_prepared_fairseq_folder_is_one_line_on_load(tmp_path: Path) -> None:
     """The task's loader checks a prepared folder's ids too (a folder damaged after prepare)."""
-    from bench.errors import UserError
+    from bench.core.errors import UserError
     from tasks.transformer import data as D
 
     write_binarized(tmp_path, tiny_pairs(0))

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from torchvision.datasets import CIFAR10
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from bench.run.runner import run_spec
 from bench.run.spec import resolve
 from tasks import get_task

@@ -1,4 +1,4 @@
-"""`prepare` follows no link below its source folder (tasks.preparing, bench.safefs): a colleague's link
+"""`prepare` follows no link below its source folder (tasks.preparing, bench.core.safefs): a colleague's link
 where prepare reads a file or a folder of the data set (a class folder, an image, a batch, a transcript
 folder, a text file, an archive) is refused in one line naming it, and the private file it points to
 (a valid copy of the data, so following it would have "worked") never lands in --out, hard-linked,
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from tasks.cifar10.prepare import prepare as prepare_cifar10
 from tasks.cifar10.tiny import write_tiny as write_tiny_cifar
 from tasks.imagenet.prepare import prepare as prepare_imagenet

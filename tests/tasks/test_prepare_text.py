@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.errors import UserError
-from bench.files import METRICS, read_jsonl
+from bench.core.errors import UserError
+from bench.core.files import METRICS, read_jsonl
 from bench.run.runner import run_dir_of, run_spec
 from bench.run.spec import resolve
 from tasks import get_task

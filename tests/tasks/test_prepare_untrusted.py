@@ -140,7 +140,7 @@ def test_two_prepares_into_one_out_exclude_each_other(tmp_path: Path) -> None:
     src, out = tmp_path / "src", tmp_path / "out"
     write_imagenet_archives(src)
     code = (
-        "import sys, time\nfrom bench.locks import file_lock\n"
+        "import sys, time\nfrom bench.core.locks import file_lock\n"
         f"with file_lock({str(tmp_path / '.out.lock')!r}, 'x'):\n    print('held', flush=True)\n    time.sleep(600)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

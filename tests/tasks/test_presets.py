@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.runspec import PRESET_KEYS
+from bench.core.runspec import PRESET_KEYS
 from tasks import available, get_task
 from tasks.presets import card, gain_memory, tiny_T1, windows_at
 
@@ -112,7 +112,7 @@ def test_smoke_runs_follow_the_rule_at_their_largest_scale() -> None:
 
 
 def test_gain_memory_is_the_estimators() -> None:
-    from bench.algo.gain import theta
+    from bench.core.algo.gain import theta
 
     for s in (1, 2, 8, 125, 999, 1000, 4096):
         assert gain_memory(s) == pytest.approx(1 / (1 - theta(s)))
@@ -135,7 +135,7 @@ def test_a_task_added_to_the_registry_is_checked_or_named_in_one_line(monkeypatc
     """The checks above read the registry: a task registered without its card or its smoke cell is not skipped.
     `card` says in one line what it must add; the smoke check names it."""
     import tasks
-    from bench.errors import UserError
+    from bench.core.errors import UserError
 
     monkeypatch.setitem(tasks._REGISTRY, "newtask", "tasks.logreg:LogReg")
     assert "newtask" in available()

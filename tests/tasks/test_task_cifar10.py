@@ -11,7 +11,7 @@ import torch
 import torchvision
 from torch import nn
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from tasks.cifar10 import Cifar10, data
 from tasks.cifar10.model import PreActBlock, PreActResNet18
 from tasks.cifar10.tiny import LABEL_NAMES, write_tiny

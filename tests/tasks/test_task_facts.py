@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.algo.rules import paper_methods
-from bench.errors import UserError
+from bench.core.algo.rules import paper_methods
+from bench.core.errors import UserError
 from tasks import get_task
 from tasks.cifar10.data import BASE_FOLDER, PAPER_SPLITS, TEST_FILES, TRAIN_FILES
 from tasks.logreg import LogReg
@@ -51,9 +51,9 @@ def test_the_tiny_imagenet_is_not_the_paper_one_and_logreg_checks_nothing(tmp_pa
 
 
 def test_every_registered_task_is_the_engines_task() -> None:
-    """The engine's protocol (bench.engine.task.Task) is what a registry line must point at; a class missing
+    """The engine's protocol (bench.core.engine.task.Task) is what a registry line must point at; a class missing
     one of its methods is not one."""
-    from bench.engine.task import Task as EngineTask
+    from bench.core.engine.task import Task as EngineTask
     from tasks import available
 
     assert available() and all(isinstance(get_task(name), EngineTask) for name in available())
@@ -81,7 +81,7 @@ def test_the_how_to_add_section_names_files_and_names_that_exist() -> None:
     """docs/design.md's "How to add a method, a task or a figure" names real files and real names."""
     import re
 
-    from bench.algo import rules
+    from bench.core.algo import rules
     from reports import figures
 
     root = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ from torch import nn
 from torchvision.datasets import ImageFolder
 from torchvision.models.resnet import Bottleneck
 
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 from tasks import get_task
 from tasks.imagenet import ImageNet, build_resnet, topk_correct
 from tasks.imagenet import tiny as tiny_mod

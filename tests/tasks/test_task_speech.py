@@ -10,8 +10,8 @@ import pytest
 import soundfile as sf
 import torch
 
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 from tasks.base import Task
 from tasks.speech import Speech, ctc_loss
 from tasks.speech import data as sdata

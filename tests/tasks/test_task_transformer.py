@@ -11,8 +11,8 @@ import pytest
 import sacrebleu
 import torch
 
-from bench.errors import UserError
-from bench.runspec import RunSpec
+from bench.core.errors import UserError
+from bench.core.runspec import RunSpec
 from tasks.transformer import Transformer, corpus_bleu
 from tasks.transformer import data as D
 from tasks.transformer.dictionary import Dictionary, post_process

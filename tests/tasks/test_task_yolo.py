@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.errors import UserError
+from bench.core.errors import UserError
 from tasks.yolo import Yolo, evaluate_map
 from tasks.yolo.data import build_dataset, read_spec
 from tasks.yolo.tiny import CLASSES, IMAGE_SIZE, SPLITS, YAML_NAME, make_image, write_tiny

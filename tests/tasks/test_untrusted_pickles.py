@@ -1,5 +1,5 @@
 """Data-set pickles are data, never code: CIFAR-10 batches (and ultralytics' label caches) are read by
-bench.safepickle, which builds numpy arrays and plain containers only. The published format loads (the
+bench.core.safepickle, which builds numpy arrays and plain containers only. The published format loads (the
 tiny writer's Python 3 pickles and a Python 2 style one, as the official files are); a batch whose
 __reduce__ would create a marker file is refused in one line naming the file and the global, by the task,
 by `prepare cifar10` from a crafted archive, and by `check` of the data; the marker is never written."""
@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import safepickle
 from bench.cli import main
-from bench.errors import UserError
+from bench.core import safepickle
+from bench.core.errors import UserError
 from tasks.cifar10 import Cifar10, data
 from tasks.cifar10.prepare import prepare as prepare_cifar10
 from tasks.cifar10.tiny import write_tiny
