@@ -12,6 +12,7 @@ import torchvision
 from torch import nn
 
 from bench.core.errors import UserError
+from tasks.base import seeded
 from tasks.cifar10 import Cifar10, data
 from tasks.cifar10.model import PreActBlock, PreActResNet18
 from tasks.cifar10.tiny import LABEL_NAMES, write_tiny
@@ -144,6 +145,45 @@ def test_augmentation_is_a_function_of_key(train: data.TrainSet) -> None:
             for cand in (padded[:, i : i + 32, j : j + 32], padded[:, i : i + 32, j : j + 32].flip(-1))
         )
         assert found
+
+
+def _recipe(image: torch.Tensor, key: int) -> torch.Tensor:
+    """torchvision's v2 recipe as the task applied it before `crop_flip`: under `seeded(key)`."""
+    with seeded(key):
+        return data.RECIPE(image)
+
+
+def test_crop_flip_is_torchvisions_recipe_bit_for_bit() -> None:
+    """Every offset (9 × 9) and both flips, on random images with no zero pixel (a misplaced pad shows)."""
+    images = torch.randint(1, 256, (64, 3, 32, 32), dtype=torch.uint8)
+    g = torch.Generator()
+    seen: set[tuple[int, bool]] = set()
+    padded = nn.functional.pad(images, (4, 4, 4, 4))
+    for key in range(3000):
+        image = images[key % 64]
+        fast = data.crop_flip(image, key, g)
+        assert torch.equal(fast, _recipe(image, key)), key
+        p = padded[key % 64]
+        for i in range(9):
+            for j in range(9):
+                crop = p[:, i : i + 32, j : j + 32]
+                seen.update((i * 9 + j, f) for f, c in ((False, crop), (True, crop.flip(-1))) if torch.equal(fast, c))
+    assert len(seen) == 162  # every crop and flip reached: the equality above is no accident of a few offsets
+
+
+def test_crop_flip_would_catch_a_draw_out_of_order() -> None:
+    """The comparison above can fail: the same three draws read left before top differ from torchvision."""
+    image = torch.randint(1, 256, (3, 32, 32), dtype=torch.uint8)
+
+    def swapped(key: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(key)
+        left, top = (int(torch.randint(0, 9, size=(), generator=g)) for _ in range(2))
+        flip = not bool(torch.rand(1, generator=g) >= 0.5)
+        out = nn.functional.pad(image, (4, 4, 4, 4))[:, top : top + 32, left : left + 32]
+        return out.flip(-1) if flip else out
+
+    assert any(not torch.equal(swapped(k), _recipe(image, k)) for k in range(20))
+    assert all(torch.equal(data.crop_flip(image, k, torch.Generator()), _recipe(image, k)) for k in range(20))
 
 
 def test_item_leaves_global_rng_alone(train: data.TrainSet) -> None:
