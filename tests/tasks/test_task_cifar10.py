@@ -13,7 +13,7 @@ from torch import nn
 
 from bench.core.errors import UserError
 from tasks.base import seeded
-from tasks.cifar10 import Cifar10, data
+from tasks.cifar10 import CPU_SLICE, Cifar10, data, forward
 from tasks.cifar10.model import PreActBlock, PreActResNet18
 from tasks.cifar10.tiny import LABEL_NAMES, write_tiny
 from tests.helpers import tiny_spec
@@ -269,6 +269,23 @@ def test_top1_and_loss_match_independent_computation() -> None:
     assert out["top1"] == pytest.approx(top1)
     assert out["loss"] == pytest.approx(-logp[np.arange(n), y].mean(), rel=1e-5)
     assert 100 * 8 / n <= out["top1"] < 100
+
+
+def test_cpu_slices_give_the_batchs_logits_bit_for_bit(root: Path, train: data.TrainSet) -> None:
+    """The evaluation forward in CPU_SLICE slices equals one pass over the batch (eval mode: BatchNorm's running
+    statistics), so eval_stats' metrics are those of eval_batch_size; in train mode BatchNorm reads each slice's
+    own statistics and the same comparison differs: it can fail."""
+    torch.manual_seed(0)
+    model = TASK.build_model(TINY)
+    with torch.no_grad():  # running statistics away from their initial values
+        model(train.collate([train[(i, i)] for i in range(64)])[0])
+    images = data.normalize(TASK.eval_set(TINY, root).images[:250])
+    assert len(images) > 2 * CPU_SLICE  # two full slices and a partial one
+    with torch.no_grad():
+        model.eval()
+        assert torch.equal(forward(model, images), model(images))
+        model.train()
+        assert not torch.equal(forward(model, images), model(images))
 
 
 def test_presets_complete() -> None:
