@@ -26,7 +26,7 @@ _PAPER: dict[str, Any] = {
     "eval_every": 391,  # chosen: one epoch at S = 1 (50 000 / 128)
     "ttt_target": 93.6,  # time to target (reports.speed.timetotarget): the paper's S = 1 top-1, 94.1, less 0.5 point
     "checkpoint_every": 1000,  # chosen: a preempted run loses at most ~2.5 epochs at S = 1
-    "num_workers": 4,  # chosen: per-item crop+flip costs ~0.15 ms; 4 workers feed a GPU at b = 128
+    "num_workers": 4,  # chosen: per-item crop+flip (crop_flip) ~0.1 ms; 4 workers feed a GPU at b = 128
     "model": {"width": 64, "num_classes": 10},  # paper's ResNet-18 v2 (blocks: 2, the default)
     # verify_md5: the official files' checksums (torchvision's); eval_batch_size: memory, not results.
     "data": {"verify_md5": True, "eval_batch_size": 500},
