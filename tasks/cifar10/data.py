@@ -175,7 +175,7 @@ RECIPE = v2.Compose([v2.RandomCrop(32, padding=PAD), v2.RandomHorizontalFlip()])
 
 
 def crop_flip(image: torch.Tensor, key: int, generator: torch.Generator) -> torch.Tensor:
-    """RECIPE applied to one uint8 image (3, H, W) under `seeded(key)`, bit for bit, at a third of its cost.
+    """RECIPE applied to one uint8 CIFAR image (3, 32, 32) under `seeded(key)`, bit for bit, at a third of its cost.
 
     torchvision 0.26's v2 draws, from the global generator: RandomCrop's top then left offset
     (`torch.randint(0, 2·PAD + 1, size=())` each, in the padded image), then RandomHorizontalFlip's

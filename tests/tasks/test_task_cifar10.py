@@ -186,6 +186,20 @@ def test_crop_flip_would_catch_a_draw_out_of_order() -> None:
     assert all(torch.equal(data.crop_flip(image, k, torch.Generator()), _recipe(image, k)) for k in range(20))
 
 
+def test_loader_workers_give_the_same_batches(train: data.TrainSet) -> None:
+    """The set's one generator is reseeded per item: DataLoader workers (the paper preset's 4), each with its copy,
+    give the batches one process gives."""
+    batches = [[(i * 8 + j, 1000 * i + j) for j in range(8)] for i in range(6)]
+
+    def load(workers: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return list(
+            torch.utils.data.DataLoader(train, batch_sampler=batches, collate_fn=train.collate, num_workers=workers)
+        )
+
+    for (a, la), (b, lb) in zip(load(0), load(2), strict=True):
+        assert torch.equal(a, b) and torch.equal(la, lb)
+
+
 def test_item_leaves_global_rng_alone(train: data.TrainSet) -> None:
     torch.manual_seed(1)
     expected = torch.rand(3)
