@@ -26,10 +26,10 @@ def top1_and_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, floa
     return correct, float(F.cross_entropy(logits.float(), labels, reduction="sum"))
 
 
-CPU_SLICE = 100  # images per forward pass on a CPU (see `forward`)
+CPU_SLICE = 100  # images per forward pass on a CPU (see `eval_logits`)
 
 
-def forward(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
+def eval_logits(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
     """The model's logits for one evaluation batch; on a CPU computed CPU_SLICE images at a time.
 
     An evaluation batch sets what one loss term sums (`eval_batch_size`, part of a run's identity); on one CPU
@@ -96,7 +96,7 @@ class Cifar10(Task):
             i = starts[b]
             images = data.normalize(evalset.images[i : i + step].to(device))
             labels = evalset.labels[i : i + step].to(device)
-            c, s = top1_and_loss(forward(model, images), labels)
+            c, s = top1_and_loss(eval_logits(model, images), labels)
             correct += c
             loss_sum.append(s)
             n += len(labels)

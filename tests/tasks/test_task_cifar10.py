@@ -13,7 +13,7 @@ from torch import nn
 
 from bench.core.errors import UserError
 from tasks.base import seeded
-from tasks.cifar10 import CPU_SLICE, Cifar10, data, forward
+from tasks.cifar10 import CPU_SLICE, Cifar10, data, eval_logits
 from tasks.cifar10.model import PreActBlock, PreActResNet18
 from tasks.cifar10.tiny import LABEL_NAMES, write_tiny
 from tests.helpers import tiny_spec
@@ -297,9 +297,9 @@ def test_cpu_slices_give_the_batchs_logits_bit_for_bit(root: Path, train: data.T
     assert len(images) > 2 * CPU_SLICE  # two full slices and a partial one
     with torch.no_grad():
         model.eval()
-        assert torch.equal(forward(model, images), model(images))
+        assert torch.equal(eval_logits(model, images), model(images))
         model.train()
-        assert not torch.equal(forward(model, images), model(images))
+        assert not torch.equal(eval_logits(model, images), model(images))
 
 
 def test_presets_complete() -> None:
