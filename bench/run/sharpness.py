@@ -25,16 +25,22 @@ relative to it. Nothing is trained and nothing is written.
 
 **What it costs.** Each product is one forward and two backward passes per micro-batch of half the sample; a point
 takes at most ITERATIONS + 1 of them. The sample is cut (never below two micro-batches) so that the worst case
-over all points fits in `seconds` (SECONDS, 60 s of CPU, by default), timed on the machine by one product over one
-micro-batch: logreg's 4 096 items fit many times over; a convolutional net on a CPU gets a smaller sample and a
-wider bracket, not a longer wait (`advise` prints the time and the products, advice.md the cost).
+over all points fits in `seconds` (SECONDS, 60 s, by default) on a nominal CPU core: one product over one
+micro-batch is counted, not timed — its FLOPs (torch.utils.flop_counter, as `adascale-bench flops` counts a
+training micro-batch) at RATE and its dispatched operators at OP_SECONDS each (what a small model's product is
+made of: logreg's is 45 operators and 7 680 FLOPs) — so the sample, and the verdict at a bound's edge, depends on
+the model and b alone, never on the machine or its load (timed, the same probe's sample was 1 648 items one day
+and 2 000 the next, and the verdict flipped). The two constants are this 2-core machine's one core fitted over
+logreg, tiny cifar10 and docs/measurements' Bars and Tally (priced within a factor 2 of their measured CPU time;
+FLOPs alone priced Tally's GRU 9× and logreg 700× too cheap). logreg's 4 096 items fit many times over; a
+convolutional net gets a smaller sample and a wider bracket, not a longer wait; on a slower core the worst case
+takes longer than `seconds` (`advise` prints the time and the products, advice.md the cost).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from bench.core import safefs
 from bench.core.engine.accumulate import dropout_seeds, seed_generators
@@ -57,6 +64,8 @@ ITERATIONS = 20  # Hessian-vector products at most per point
 TOLERANCE = 1e-2  # stop when the Ritz pair's residual is below this share of its value (the bracket is wider)
 POINTS = 3  # kept checkpoints measured besides the initial weights
 SECONDS = 60.0  # the sample is cut so that the worst case fits in this (advise's budget: small beside its probe)
+RATE = 2.0e10  # FLOP/s of a nominal CPU core in these products (module docstring: fitted on this machine)
+OP_SECONDS = 4.0e-6  # seconds per dispatched operator on it (the same fit)
 
 
 @dataclass(frozen=True)
@@ -160,17 +169,34 @@ def fitted(product_time: float, batches: int, points: int, seconds: float | None
     return max(2, min(batches, most))
 
 
-def _product_time(task: Any, model: nn.Module, batch: Any, seed: int, width: int) -> float:
-    """CPU seconds of one Hessian-vector product over one micro-batch (the faster of two: the first warms up). CPU,
-    not wall-clock: on a machine others load, the wall-clock time inflates and would cut the sample by their load."""
+class _Operators(TorchDispatchMode):
+    """Counts the operators dispatched under it (each one a kernel launch and its Python and dispatcher overhead)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def product_cost(task: Any, model: nn.Module, batch: Any, seed: int, width: int) -> tuple[int, int]:
+    """(FLOPs, dispatched operators) of one Hessian-vector product over one micro-batch, counted (FLOPs: matmuls and
+    convolutions, forward and both backward passes), so that the sample's size is the same on every machine."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     product = hessian_vector(task, model, [batch], [seed])
     v = torch.ones(width, dtype=torch.float64) / math.sqrt(width)
-    times = []
-    for _ in range(2):
-        start = time.process_time()
+    flops, operators = FlopCounterMode(display=False), _Operators()
+    with flops, operators:
         product(v)
-        times.append(time.process_time() - start)
-    return min(times)
+    return int(flops.get_total_flops()), operators.count
+
+
+def priced(flops: int, operators: int) -> float:
+    """Seconds of a nominal CPU core for that much work (RATE, OP_SECONDS)."""
+    return flops / RATE + operators * OP_SECONDS
 
 
 def sharpness_along(
@@ -178,7 +204,7 @@ def sharpness_along(
     seconds: float | None = SECONDS, **kw: Any,
 ) -> list[Point]:  # fmt: skip
     """λ_max at the run's initial weights and at up to `points` of its kept checkpoints (module docstring), the
-    sample cut to what fits in `seconds` at worst (`fitted`; None: no limit)."""
+    sample cut to what fits in `seconds` at worst on a nominal core (`fitted`, `priced`; None: no limit)."""
     run_dir = Path(run_dir)
     with safefs.confined(run_dir):
         spec = read_spec(run_dir)
@@ -188,7 +214,8 @@ def sharpness_along(
         model = copy.deepcopy(model)
         model.train()
         width = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        keep = fitted(_product_time(task, model, batches[0], seeds[0], width), len(batches), len(paths), seconds)
+        cost = priced(*product_cost(task, model, batches[0], seeds[0], width))
+        keep = fitted(cost, len(batches), len(paths), seconds)
         if keep < len(batches):
             count = round(count * keep / len(batches))
             batches, seeds = batches[:keep], seeds[:keep]

@@ -68,6 +68,36 @@ def test_the_sample_brackets_the_exact_sharpness_along_a_probe(smoke_gain_result
         assert q.sharpness > 1.1 * exact  # the upper estimate is biased up, and more on a smaller sample
 
 
+def test_the_sample_is_sized_by_counted_work_not_by_the_clock(smoke_gain_results, monkeypatch) -> None:
+    """The sample's size follows the model alone: with every clock the process can read running 1 000 s a call (a
+    machine loaded past use), the points are the same, bit for bit (a sample cut by a timed product was 1 648 items
+    one day and 2 000 the next on the same probe); priced 10⁶ times dearer, the counted work cuts it to its floor of
+    two micro-batches. logreg's product is counted exactly: a forward matmul, its gradient's, and their two in the
+    double backward, 2·b·30 FLOPs each."""
+    import time
+
+    import bench.run.sharpness as sh
+    from bench.run.offline_gain import open_run
+    from bench.run.spec import read_spec
+
+    _, run_dir = smoke_gain_results
+    before = sh.sharpness_along(run_dir, points=1, examples=1024)
+    ticks = iter(range(10**9))
+    for clock in ("process_time", "monotonic", "perf_counter", "time"):
+        monkeypatch.setattr(time, clock, lambda: 1000.0 * next(ticks))
+    assert sh.sharpness_along(run_dir, points=1, examples=1024) == before
+    monkeypatch.undo()
+    spec = read_spec(run_dir)
+    task, dist, model, train = open_run(spec, None)
+    batches, seeds, _ = sh.sample(task, train, spec, 64, dist.device)
+    b = len(batches[0][0])
+    flops, operators = sh.product_cost(task, model, batches[0], seeds[0], 30)
+    assert flops == 4 * 2 * b * 30 and operators > 10
+    monkeypatch.setattr(sh, "OP_SECONDS", sh.OP_SECONDS * 1e6)
+    cut = sh.sharpness_along(run_dir, points=1, examples=1024)
+    assert {p.examples for p in cut} == {2 * b} and {p.examples for p in before} == {1024}
+
+
 @pytest.mark.parametrize("momentum", [0.0, 0.5, 0.9])
 @pytest.mark.parametrize("curvature", [0.08, 0.27, 3.0])
 def test_the_stability_bound_is_the_heavy_ball_recurrences(momentum: float, curvature: float) -> None:
