@@ -32,7 +32,7 @@ made of: logreg's is 45 operators and 7 680 FLOPs) — so the sample, and the ve
 the model and b alone, never on the machine or its load (timed, the same probe's sample was 1 648 items one day
 and 2 000 the next, and the verdict flipped). The two constants are this 2-core machine's one core fitted over
 logreg, tiny cifar10 and docs/measurements' Bars and Tally (priced within a factor 2 of their measured CPU time;
-FLOPs alone priced Tally's GRU 9× and logreg 700× too cheap). logreg's 4 096 items fit many times over; a
+FLOPs alone priced Tally's GRU 9× and logreg ~800× too cheap). logreg's 4 096 items fit many times over; a
 convolutional net gets a smaller sample and a wider bracket, not a longer wait; on a slower core the worst case
 takes longer than `seconds` (`advise` prints the time and the products, advice.md the cost).
 """
