@@ -154,7 +154,7 @@ CLAIMS = [
         for t in ("cifar10", "imagenet", "logreg", "speech", "transformer", "yolo")
     ],  # fmt: skip
     Claim("smoke runs", r"expand to ([\d,]+) runs \(`smoke`\)", _runs("smoke")),
-    Claim("smoke runs (timing)", r"`make smoke` took ~[\d.]+ min for ([\d,]+) runs", _runs("smoke")),
+    Claim("smoke runs (timing)", r"`make smoke` took ~?[\d.]+ min for ([\d,]+) runs", _runs("smoke")),
     Claim("paper runs", r", ([\d,]+) runs \(`paper`\)", _runs("paper")),
     Claim("control runs", r"and ([\d,]+) runs \(`control`\)", _runs("control")),
     Claim("tiny T1", r"experiment: T1 = (\d+), so that even the shortest AdaScale run lasts (\w+) memories", _tiny),
