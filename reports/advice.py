@@ -1,14 +1,15 @@
-"""`adascale-bench advise`: what more GPUs buy a task, predicted from one short probe before the runs are paid
+"""`adascale-bench advise`: what more GPUs buy a task, predicted from short probes before the runs are paid
 for, and the matrix that checks the prediction.
 
-**The probes.** Two AdaScale runs, at S_hi (by default the largest S asked: the S past the efficiency knee, where the
-decision falls, are then measured, not extrapolated) and at S_lo = S_hi/16, with a seed of their own (the pilot
-seed). Why AdaScale runs and not an S = 1 run with kept weights and the offline estimator: AdaScale already measures
+**The probes.** AdaScale runs at S_hi (by default the largest S asked: the S past the efficiency knee, where the
+decision falls, are then measured, not extrapolated), S_hi/4 and S_hi/16 (bench.core.algo.transfer.probe_scales),
+each with seeds of their own (pilot seeds: two, more while the high probe's counts leave their mean unsure,
+`seeds_enough`). Why AdaScale runs and not an S = 1 run with kept weights and the offline estimator: AdaScale already measures
 the per-micro-batch moments (σ², μ²) at every iteration from its S micro-batches, at no cost beyond the run, over all
 of training on the scale-invariant clock τ; it lasts T1/gain iterations, fewer than S = 1's T1; and it is resumable
 like any run. The offline estimator would need an S = 1 run (T1 iterations) plus extra gradient passes at each kept
-checkpoint. Why two: the noise a run follows moves with its S, by a different law on each model
-(bench.core.algo.transfer); one probe cannot see how, two read its slope.
+checkpoint. Why three: the noise a run follows moves with its S, by a different law on each model
+(bench.core.algo.transfer); one probe cannot see how, two read its mean slope, three its bend.
 
 **The prediction** is the one finding (iii)'s evidence makes from advise's probes in a table: what the nearer probe's
 engine folded, its per-iteration (σ̂², μ̂²) clamped as the engine clamps them per hundredth of τ
@@ -60,6 +61,13 @@ from reports.verdicts.findings import GAIN_RESOLUTION
 
 EFFICIENCY = 0.5  # "worth it": at least half the ideal speed-up S
 GROUPS = 10  # jackknife groups of the probe's records
+# The probes' seeds (advise --probe-seeds, more up to --most-probe-seeds): the prediction at the high probe's S is the
+# mean of its seeds' counts, and a run's count there varies seed to seed by up to ≈ 8 % (the user's GRU, 111 … 132 at
+# S = 128; docs/design.md §4). One more seed (all probes) while z × the standard error of that mean exceeds
+# SEED_PRECISION of it: the seeds' own luck held to half the 10 % a prediction is judged by (issue 54), the other half
+# left to the transfer and the predictor.
+SEED_PRECISION = 0.05
+MOST_PROBE_SEEDS = 4
 
 
 Profile = tuple[tuple[float, float], ...]
@@ -82,6 +90,15 @@ class Row:
     gpu_hours: float  # NaN where no rate is known
 
 
+def seeds_enough(counts: Sequence[float], z: float = 1.96) -> bool:
+    """Whether the high probe's seeds pin its count: z × the standard error of their mean within SEED_PRECISION of
+    the mean (two seeds at least; a count that is no positive number never does)."""
+    x = np.asarray(counts, float)
+    if len(x) < 2 or not (np.all(np.isfinite(x)) and np.all(x > 0)):
+        return False
+    return z * float(np.std(x, ddof=1)) / math.sqrt(len(x)) <= SEED_PRECISION * float(np.mean(x))
+
+
 def jackknife_profiles(train: pd.DataFrame, T1: float, groups: int = GROUPS) -> list[Profile]:
     """The probe's folded profile (reports.stats.noise.folded) with each of `groups` interleaved groups of its
     records left out in turn (records i ≡ g mod groups): what the jackknife interval is computed from."""
@@ -102,12 +119,12 @@ def jackknife_interval(estimate: float, leave_outs: Sequence[float], z: float = 
 
 # ------------------------------------------------------------------------------------- the model's error
 #
-# Two probes at S_lo and S_hi predict every S through bench.core.algo.transfer (the nearer probe's profile with σ² × c,
-# log c the slope between the probes per octave). What that misses — f's bend between the probes, f past them, the
-# probes' own seeds — acts as a further noise scale the run at S follows: log c ~ N(0, (MODEL_ERROR · d)²), d the
-# distance in octaves from the nearer probe, MODEL_ERROR the RMS of the residual log c per octave over measured
-# sets (ERRORS: in each calibration folder, every pair of completed AdaScale runs at the folder's largest S and
-# S/16 used as the two probes of the mean of every other S, `prediction_errors`). The interval at S is then the
+# The probes at S_hi, S_hi/4 and S_lo predict every S through bench.core.algo.transfer (the nearer probe's profile with
+# σ² × c, log c the slope of the segment between neighbouring probes per octave). What that misses — f's bend within a
+# segment, f past the probes, the probes' own seeds — acts as a further noise scale the run at S follows: log c ~
+# N(0, (MODEL_ERROR · d)²), d the distance in octaves from the nearer probe, MODEL_ERROR the RMS of the residual log c
+# per octave over measured sets (ERRORS: in each calibration folder, every chain of completed AdaScale runs at the
+# folder's largest S, S/4 and S/16 used as the probes of the mean of every other S, `prediction_errors`). The interval at S is then the
 # prediction at c = e^{±1.96·sd} on the transferred profile: wide where the count depends on the noise (S·b near
 # B and past it), narrow where it hardly does (S·b ≪ B, where any c gives ≈ T1/S).
 
@@ -153,11 +170,13 @@ def interval(
 
 
 def prediction_errors(out: object, setting: str) -> pd.DataFrame:
-    """The calibration's rows from one results folder: every pair of completed fixed-S AdaScale runs at the table's
-    largest S and at S/16 (bench.core.algo.transfer.low_scale) as the two probes, predicting the mean iterations of
-    every other S with ≥ 2 completed runs of its table (the probes left out): log(predicted/measured), the
-    distance in octaves from the nearer probe and the log c past the transfer that meets the mean — how ERRORS was
-    measured (docs/design.md §4)."""
+    """The calibration's rows from one results folder: every chain of completed fixed-S AdaScale runs at the table's
+    largest S and the probes' S below it (bench.core.algo.transfer.probe_scales: S/4, S/16) as advise's probes,
+    predicting the mean iterations of every other S with ≥ 2 completed runs of its table (the probes left out):
+    log(predicted/measured), the distance in octaves from the nearer probe and the log c past the transfer that meets
+    the mean — how ERRORS was measured (docs/design.md §4)."""
+    import itertools
+
     from reports.rundata.collect import load
 
     res = load(out)  # type: ignore[arg-type]
@@ -166,36 +185,38 @@ def prediction_errors(out: object, setting: str) -> pd.DataFrame:
     r = r[pd.to_numeric(r["scale"], errors="coerce").notna()].assign(_S=lambda d: d["scale"].astype(int))
     rows = []
     for _, table in r.groupby("variant"):
-        top = int(table["_S"].max())
-        low = transfer.low_scale(top)
-        his, los = table[table["_S"] == top], table[table["_S"] == low]
-        for (_, h), (_, lo) in ((h, lo) for h in his.iterrows() for lo in los.iterrows()):
-            rows += _pair_rows(res, table, h, lo, setting)
-    cols = ["setting", "probe_scale", "low_scale", "probe_seed", "low_seed", "scale", "distance", "measured",
-            "predicted", "log_error", "log_c"]  # fmt: skip
+        scales = transfer.probe_scales(int(table["_S"].max()))
+        tiers = [[row for _, row in table[table["_S"] == S].iterrows()] for S in scales]
+        for chain in itertools.product(*tiers):
+            rows += _chain_rows(res, table, chain, setting)
+    cols = ["setting", "probe_scales", "probe_seeds", "scale", "distance", "measured", "predicted", "log_error",
+            "log_c"]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
 
 
-def _pair_rows(res: object, table: pd.DataFrame, h: pd.Series, lo: pd.Series, setting: str) -> list[tuple]:
-    """`prediction_errors`' rows of one pair of probes (h at the largest S, lo below it)."""
-    T1 = float(h["T1"])
-    fh, fl = (noise.folded(res.metrics(p["run_dir"])[0], T1) for p in (h, lo))  # type: ignore[attr-defined]
-    if fh is None or fl is None:
+def _chain_rows(res: object, table: pd.DataFrame, probes: Sequence[pd.Series], setting: str) -> list[tuple]:
+    """`prediction_errors`' rows of one chain of probes (one run per probe S, high to low)."""
+    T1 = float(probes[0]["T1"])
+    folded = [noise.folded(res.metrics(p["run_dir"])[0], T1) for p in probes]  # type: ignore[attr-defined]
+    if any(f is None for f in folded):
         return []
-    S_h, S_l = int(h["_S"]), int(lo["_S"])
-    pair = transfer.Pair(fh, S_h, T1, fl, S_l, float(lo["iterations"]))
+    chain = transfer.Chain(
+        tuple(transfer.Anchor(int(p["_S"]), f, float(p["iterations"])) for p, f in zip(probes, folded, strict=True)), T1
+    )
+    used = {p["run_dir"] for p in probes}
+    names = ("/".join(str(int(p["_S"])) for p in probes), "/".join(str(int(p["seed"])) for p in probes))
     rows = []
     for S, cell in table.groupby("_S"):
-        rest = cell[~cell["run_dir"].isin([h["run_dir"], lo["run_dir"]])]
+        rest = cell[~cell["run_dir"].isin(used)]
         its = pd.to_numeric(rest["iterations"], errors="coerce").dropna()
         mean = float(its[its > 0].mean()) if (its > 0).sum() >= 2 else math.nan  # a count of 0: damaged
         if S < 2 or not math.isfinite(mean):
             continue
-        at = functools.partial(pair.iterations, int(S))
-        near = [S_h, S_l][transfer.nearest([S_h, S_l], int(S))]
+        at = functools.partial(chain.iterations, int(S))
+        near = chain.scales[transfer.nearest(chain.scales, int(S))]
         pred = at()
-        rows.append((setting, S_h, S_l, int(h["seed"]), int(lo["seed"]), int(S), math.log2(S / near), mean, pred,
-                     math.log(pred / mean), transfer.solved(at, mean)))  # fmt: skip
+        rows.append((setting, *names, int(S), math.log2(S / near), mean, pred, math.log(pred / mean),
+                     transfer.solved(at, mean)))  # fmt: skip
     return rows
 
 
@@ -304,14 +325,23 @@ class Probe:
 
 @dataclass(frozen=True)
 class Probes:
-    """The probes as read back, one pair per seed (bench.core.algo.transfer): the high one at the largest S asked and
-    the low one at S/16 where there is one, each seed its own slope of log c per octave and its own prediction at each S
-    (`transfer.iterations_from`), the prediction their mean — so that at a probe's S it is the mean of its seeds'
+    """The probes as read back, one chain per seed (bench.core.algo.transfer.Chain): tiers of probes high to low (the
+    largest S asked, S/4 and S/16 by default), each tier the same seeds in the same order, each seed its own slopes
+    and its own prediction at each S, the prediction their mean — so that at a probe's S it is the mean of its seeds'
     counts (a profile pooled over seeds is not: the count is not linear in the moments). The first seed's high probe
-    serves the rule advice (its noise windows and kept weights) and the seed plan (its margin and spread)."""
+    serves the rule advice's kept weights and the seed plan (its margin and spread)."""
 
-    highs: tuple[Probe, ...]
-    lows: tuple[Probe, ...] = ()  # the same seeds in the same order; () for one probe
+    tiers: tuple[tuple[Probe, ...], ...]  # high to low; one tier: one probe per seed
+
+    @property
+    def highs(self) -> tuple[Probe, ...]:
+        """Each seed's high probe."""
+        return self.tiers[0]
+
+    @property
+    def lows(self) -> tuple[Probe, ...]:
+        """Each seed's low probe; () for one probe."""
+        return self.tiers[-1] if len(self.tiers) > 1 else ()
 
     @property
     def high(self) -> Probe:
@@ -321,36 +351,35 @@ class Probes:
     @property
     def each(self) -> tuple[Probe, ...]:
         """Every probe run, the high ones first."""
-        return (*self.highs, *self.lows)
+        return tuple(p for tier in self.tiers for p in tier)
 
     @functools.cached_property
-    def pairs(self) -> list[transfer.Pair]:
-        """Each seed's probes as one bench.core.algo.transfer.Pair (its slope read once)."""
-        if not self.lows:
-            return [transfer.Pair(h.folded, h.scale, h.T1) for h in self.highs]
+    def chains(self) -> list[transfer.Chain]:
+        """Each seed's probes as one bench.core.algo.transfer.Chain (its slopes read once)."""
         return [
-            transfer.Pair(h.folded, h.scale, h.T1, lo.folded, lo.scale, lo.iterations)
-            for h, lo in zip(self.highs, self.lows, strict=True)
+            transfer.Chain(tuple(transfer.Anchor(p.scale, p.folded, p.iterations) for p in seed), seed[0].T1)
+            for seed in zip(*self.tiers, strict=True)
         ]
 
     @property
     def slopes(self) -> list[float]:
-        """Each seed's slope of log c per octave between its probes (0 with one probe)."""
-        return [p.per_octave for p in self.pairs]
+        """Each seed's mean slope of log c per octave from its high probe to its low one (0 with one probe)."""
+        return [c.per_octave for c in self.chains]
 
     def noise_at(self, scale: int) -> list[tuple[str, float, float, float]]:
         """The noise windows the rule advice judges a rule at `scale` against: the nearer probe's (its first seed's),
         the noise scale a run sees moving with its S (bench.core.algo.transfer)."""
-        return (self.high if self.near_scale(scale) == self.high.scale else self.lows[0]).noise
+        firsts = [tier[0] for tier in self.tiers]
+        return firsts[transfer.nearest([p.scale for p in firsts], scale)].noise
 
     def near_scale(self, scale: int) -> int:
         """The S of the probe a run at `scale` is predicted from (the nearer in log S)."""
-        scales = [p.scale for p in (self.high, *self.lows[:1])]
+        scales = [tier[0].scale for tier in self.tiers]
         return scales[transfer.nearest(scales, scale)]
 
     def each_seed(self, scale: int, c: float = 1.0) -> list[float]:
-        """Each seed's prediction at `scale` (bench.core.algo.transfer.Pair), σ² × `c` (the model's ends)."""
-        return [p.iterations(scale, c) for p in self.pairs]
+        """Each seed's prediction at `scale` (bench.core.algo.transfer.Chain), σ² × `c` (the model's ends)."""
+        return [chain.iterations(scale, c) for chain in self.chains]
 
     def iterations(self, scale: int, c: float = 1.0) -> float:
         """The prediction at `scale`: the mean over the seeds of each seed's."""
@@ -363,13 +392,13 @@ class Probes:
         return float(np.std(its, ddof=1) / math.sqrt(len(its))) if len(its) > 1 else 0.0
 
     @functools.cached_property
-    def _leave_outs(self) -> list[tuple[int, transfer.Pair]]:
-        """(seed, its pair) with one jackknife group of one of that seed's probes left out, each in turn (the slope
-        read again where the high probe's profile changed; the low probe's count, which it reads, is whole)."""
+    def _leave_outs(self) -> list[tuple[int, transfer.Chain]]:
+        """(seed, its chain) with one jackknife group of one of that seed's probes left out, each in turn (the slope
+        that probe's profile reads read again; the counts, which the slopes read, whole)."""
         out = []
-        for i, (pair, h) in enumerate(zip(self.pairs, self.highs, strict=True)):
-            out += [(i, pair.with_high(part)) for part in h.leave_outs]
-            out += [(i, pair.with_low(part)) for part in (self.lows[i].leave_outs if self.lows else ())]
+        for i, chain in enumerate(self.chains):
+            for t, tier in enumerate(self.tiers):
+                out += [(i, chain.with_profile(t, part)) for part in tier[i].leave_outs]
         return out
 
     def leave_outs(self, scale: int) -> list[float]:
@@ -377,15 +406,15 @@ class Probes:
         turn, that seed's prediction from the rest and the other seeds' as they are, averaged."""
         whole = self.each_seed(scale)
         outs = []
-        for i, pair in self._leave_outs:
-            one = pair.iterations(scale)
+        for i, chain in self._leave_outs:
+            one = chain.iterations(scale)
             outs.append(float(np.mean([one if j == i else w for j, w in enumerate(whole)])))
         return outs
 
     def profile_at(self, scale: int) -> Profile:
         """The profile a run at `scale` follows as the rule advice reads its gain: the seeds' transferred profiles
         pooled (bench.core.algo.transfer.pooled)."""
-        return transfer.pooled([p.profile_at(scale) for p in self.pairs])
+        return transfer.pooled([c.profile_at(scale) for c in self.chains])
 
     @property
     def per_octave(self) -> float:
@@ -399,13 +428,14 @@ class Probes:
 
     @property
     def scales(self) -> str:
-        """'128 and 8', as advice.md names them."""
-        return " and ".join(str(p.scale) for p in (self.high, *self.lows[:1]))
+        """'128, 32 and 8', as advice.md names them."""
+        names = [str(tier[0].scale) for tier in self.tiers]
+        return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def read_probes(out: object, high_dirs: Sequence[object], low_dirs: Sequence[object]) -> Probes:
-    """The probes (`read_probe`), high and low of each seed in the same order; no low folders: one probe."""
-    return Probes(tuple(read_probe(out, d) for d in high_dirs), tuple(read_probe(out, d) for d in low_dirs))
+def read_probes(out: object, tiers: Sequence[Sequence[object]]) -> Probes:
+    """The probes (`read_probe`): one sequence of run folders per tier, high to low, each seed in the same order."""
+    return Probes(tuple(tuple(read_probe(out, d) for d in tier) for tier in tiers))
 
 
 def window_noise(train: pd.DataFrame, T1: float, m: float, b: float, groups: int = GROUPS) -> list:
@@ -571,7 +601,7 @@ class Cost:
     @classmethod
     def of(cls, probes: Probes, products: int, product_items: float, hours_per_example: float, rate: str) -> Cost:
         """The probes' iterations and examples (each S × b per iteration) with the sharpness's products."""
-        groups = [g for g in (probes.highs, probes.lows) if g]
+        groups = [g for g in probes.tiers if g]
         where = ", ".join(
             f"{_num(sum(p.iterations for p in g))} at S = {g[0].scale}"
             + (f" over {len(g)} seeds" if len(g) > 1 else "")
@@ -664,8 +694,8 @@ def _method_line(probes: Probes) -> str:
         "Predicted AdaScale iterations: the mean over the probes' seeds of each seed's prediction from what its nearer "
         "probe's engine folded, "
         + (
-            f"its noise scale moved by the slope between its probes (log c {probes.per_octave:+.3f} per octave, the "
-            "seeds' mean; "
+            f"its noise scale moved by the slopes between its probes (log c {probes.per_octave:+.3f} per octave from "
+            "the high probe to the low one, the seeds' mean; "
             if probes.lows
             else "its noise scale as it measured it (one probe: no slope read, and the model error below is two "
             "probes' — with one it is understated where the noise moves with S, docs/design.md §4; "
@@ -674,7 +704,7 @@ def _method_line(probes: Probes) -> str:
         f"jackknife over {len(probe.leave_outs)} groups of the nearer probes' records, "
         + (f"the standard error over the {len(probes.highs)} seeds, " if len(probes.highs) > 1 else "")
         + "and the model's error away from the nearer probe, a noise scale off by a factor c with sd(log c) = "
-        f"{model_error()[0]:.3f} per octave (calibrated on {model_error()[1]} measured pairs: {model_error()[2]})"
+        f"{model_error()[0]:.3f} per octave (calibrated on {model_error()[1]} measured predictions: {model_error()[2]})"
         + ("" if len(probes.highs) > 1 else "; not seed-to-seed spread (one seed: run with --probe-seeds 2 or more)")
         + "."
     )

@@ -1,4 +1,4 @@
-"""`adascale-bench advise --task T`: run the probes (two AdaScale runs, resumable like any), predict what each S
+"""`adascale-bench advise --task T`: run the probes (AdaScale runs at three S, resumable like any), predict what each S
 buys from their noise profiles (reports.advice: the prediction finding (iii) uses), and write advice.md,
 advice.csv, advice.png and verify.yaml, the matrix that checks the prediction."""
 
@@ -9,6 +9,7 @@ import math
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-scale", type=scale_int, default=None, help=probe)
     low = "S of the low probe, which reads how the noise moves with S (default: the high one's / 16, ≥ 2; 0: none)"
     p.add_argument("--low-probe-scale", type=scale_int0, default=None, help=low)
+    mid = "S of the middle probe, which reads f's bend between them (default: the power of two nearest their "
+    mid += "geometric mean where they are 3 octaves apart or more; 0: none)"
+    p.add_argument("--mid-probe-scale", type=scale_int0, default=None, help=mid)
     seed = "the probes' first seed, a pilot seed (default: 1000)"
     p.add_argument("--probe-seed", type=seed_type, default=1000, help=seed)
     many = "seeds per probe, from --probe-seed on, all pilot seeds: their luck averaged and measured (default: 2)"
     p.add_argument("--probe-seeds", type=probe_seeds, default=2, help=many)
+    most = "more seeds, one at a time, while the high probe's counts leave its mean unsure by more than 5 %% at 95 %% "
+    most += "(reports.advice.seeds_enough; default: 4, or --probe-seeds where that is more)"
+    p.add_argument("--most-probe-seeds", type=probe_seeds, default=None, help=most)
     p.add_argument("--scales", default=",".join(map(str, DEFAULT_SCALES)), help="comma-separated S to predict")
     cells = "seeds per cell of the verification matrix (default: a power calculation's)"
     p.add_argument("--seeds", type=seed_count, default=None, help=cells)
@@ -91,43 +98,76 @@ def _hours_per_example(args: argparse.Namespace, spec: RunSpec) -> tuple[float, 
     return 1.0 / (rate.examples_per_s * 3600.0), rate.note
 
 
-def _probes(args: argparse.Namespace, out: Path, overrides: dict[str, Any], scales: list[int]) -> list[RunSpec]:
-    """Run (or resume, or find finished) the probes at `scales`, each of `_pilots` seeds, into `out`; their resolved
-    specs, scale by scale. The first runs in this process (a card the task does not meet, bench.run.taskcheck, is
-    advise's one line before anything else trains), the rest over as many worker processes as there are cores
-    (bench.experiments.pool: a tiny run trains on one thread)."""
+def _probes(
+    args: argparse.Namespace, out: Path, overrides: dict[str, Any], scales: Sequence[int]
+) -> list[list[RunSpec]]:
+    """Run (or resume, or find finished) the probes at `scales` (high to low), each of `_pilots` seeds, into `out`;
+    their resolved specs, one list per S. First the task's card against the task on one evaluation batch
+    (`_preflight`: advise's one line before anything trains); then every probe over as many worker processes as
+    there are cores (bench.experiments.pool: a tiny run trains on one thread), the largest S first, so that the
+    cheap ones fill the cores at the end (longest first: the wall time nearest the CPU time over the cores)."""
     from bench.experiments import matrix as matrices
     from bench.experiments.pool import run_matrix
 
     roots = {args.task: args.data_root} if args.data_root else {}
     meta = {"kind": "table2", "pilot_seeds": _pilots(args)}
-    reqs = [matrices.RunRequest(args.task, ADASCALE, S, seed, {}, meta) for S in scales for seed in _pilots(args)]
+    tiers = [[matrices.RunRequest(args.task, ADASCALE, S, seed, {}, meta) for seed in _pilots(args)] for S in scales]
+    reqs = [r for tier in tiers for r in tier]
     m = matrices.Matrix(out / "verify.yaml", args.preset, reqs, roots, overrides)
     if "keep_checkpoints_every" not in overrides and _points(args):  # the sharpness's weights (ruleadvice)
         overrides["keep_checkpoints_every"] = max(1, math.ceil(m.spec(reqs[0]).T1 / (scales[0] * _points(args))))
         m = matrices.Matrix(out / "verify.yaml", args.preset, reqs, roots, overrides)
-    first, rest = reqs[-1], reqs[:-1]  # the last: the low probe (the cheaper), where there is one
-    print(f"advise: the probes, AdaScale at S = {' and '.join(map(str, scales))} (seeds {meta['pilot_seeds']}), "
-          f"into {out}")  # fmt: skip
-    _run_first(m.spec(first), out)
-    if rest:
-        jobs = max(1, min(len(rest), os.cpu_count() or 1))
-        run_matrix(matrices.Matrix(m.path, m.preset, rest, roots, overrides), out, jobs=jobs)
-    return [m.spec(r) for r in reqs]
+    names = ", ".join(map(str, scales[:-1])) + (" and " if len(scales) > 1 else "") + str(scales[-1])
+    print(f"advise: the probes, AdaScale at S = {names} (seeds {meta['pilot_seeds']}), into {out}")
+    _preflight(m.spec(reqs[-1]))
+    jobs = max(1, min(len(reqs), os.cpu_count() or 1))
+    counts = run_matrix(m, out, jobs=jobs)
+    if counts.get("failed"):
+        print(f"advise: {counts['failed']} probe(s) failed (their error.log says why)", file=sys.stderr)
+    return [[m.spec(r) for r in tier] for tier in tiers]
 
 
-def _run_first(spec: RunSpec, out: Path) -> None:
-    """One probe in this process: a user's error is advise's one line; a crash is recorded (read_probes says so)."""
-    from bench.core.engine.signals import Interrupted, install_signal_handlers
-    from bench.run.runner import run_spec
+def _seeded_probes(
+    args: argparse.Namespace, out: Path, overrides: dict[str, Any], scales: Sequence[int]
+) -> list[list[RunSpec]]:
+    """`_probes` with --probe-seeds seeds, then one more seed at a time (every probe S) while the high probe's counts
+    do not pin their mean (reports.advice.seeds_enough), up to --most-probe-seeds; args.probe_seeds says how many."""
+    from bench.core.files import read_json_object
+    from bench.run.spec import run_name
+    from reports import advice as A
 
-    install_signal_handlers()
-    try:
-        run_spec(spec, out)  # a UserError (a card the task does not meet: bench.run.taskcheck) is advise's one line
-    except (UserError, Interrupted):
-        raise
-    except Exception as e:  # recorded in the probe's error.log; read_probe then says the probe is missing
-        print(f"failed: a probe: {type(e).__name__}: {' '.join(str(e).split())[:200]}", file=sys.stderr)
+    most = max(args.probe_seeds, A.MOST_PROBE_SEEDS if args.most_probe_seeds is None else args.most_probe_seeds)
+    while True:
+        tiers = _probes(args, out, overrides, scales)
+        counts = [_count(read_json_object(out / run_name(spec) / "summary.json")) for spec in tiers[0]]
+        if args.probe_seeds >= most or A.seeds_enough(counts) or not all(map(math.isfinite, counts)):
+            return tiers
+        args.probe_seeds += 1
+        its = ", ".join(f"{c:g}" for c in counts)
+        print(f"advise: the high probe's counts ({its}) leave their mean unsure by more than "
+              f"{A.SEED_PRECISION:.0%}: one more seed")  # fmt: skip
+
+
+def _count(summary: dict[str, Any] | None) -> float:
+    """A finished probe's iterations from its summary.json; NaN where it has none (read_probes then says why)."""
+    value = (summary or {}).get("iterations")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+
+
+def _preflight(spec: RunSpec) -> None:
+    """The task's card against the task on one evaluation batch of an untrained model, its data written first where
+    a tiny set is absent (bench.run.taskcheck, as `submit` checks before any job): a card the task does not meet is
+    advise's one line, and the workers find the data written."""
+    import torch
+
+    from bench.core.engine.distributed import Dist
+    from bench.run.dataroot import prepare_data
+    from bench.run.taskcheck import check_task
+    from tasks import check_recorded, get_task
+
+    task = get_task(spec.task)
+    check_recorded(spec)  # a task of yours: the source its spec recorded, or one line
+    check_task(task, prepare_data(task, spec, Dist(device=torch.device("cpu"))), spec)
 
 
 def _pilots(args: argparse.Namespace) -> list[int]:
@@ -183,17 +223,29 @@ def _verified(args: argparse.Namespace, rows: list, scales: list[int]) -> list[i
     return _scales(args.verify_scales) if args.verify_scales else A.verify_scales(rows, scales)
 
 
-def _probe_scales(args: argparse.Namespace, scales: list[int]) -> tuple[int, int | None]:
-    """(high, low) probe S: --probe-scale or the largest S asked; --low-probe-scale or high/16 (None: one probe)."""
-    from bench.core.algo.transfer import low_scale
+def _probe_scales(args: argparse.Namespace, scales: list[int]) -> list[int]:
+    """The probes' S, high to low: --probe-scale or the largest S asked; --low-probe-scale or high/16; between them
+    --mid-probe-scale or bench.core.algo.transfer.probe_scales's (0 for either: none)."""
+    from bench.core.algo.transfer import middle_scales, probe_scales
 
     high = args.probe_scale if args.probe_scale is not None else max(2, scales[-1])
     if high < 2:
         raise UserError("--probe-scale: at least 2 (AdaScale measures the noise from S micro-batches)")
-    low = low_scale(high) if args.low_probe_scale is None else (args.low_probe_scale or None)
+    default = probe_scales(high)
+    low = args.low_probe_scale or None
+    if args.low_probe_scale is None:
+        low = default[-1] if len(default) > 1 else None
     if low is not None and not 2 <= low < high:
         raise UserError(f"--low-probe-scale {low}: from 2 to below the high probe's S = {high} (0: none)")
-    return high, low
+    if low is None:
+        if args.mid_probe_scale:
+            raise UserError("--mid-probe-scale: a middle probe needs a low one (--low-probe-scale 0 says none)")
+        return [high]
+    mid = list(middle_scales(high, low)) if args.mid_probe_scale is None else [args.mid_probe_scale]
+    mid = [m for m in mid if m]
+    if mid and not low < mid[0] < high:
+        raise UserError(f"--mid-probe-scale {mid[0]}: between the low probe's S = {low} and the high one's {high}")
+    return [high, *mid, low]
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
@@ -203,16 +255,14 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
     scales = _scales(args.scales)
     out = Path(args.out or f"runs/advise-{args.task.replace(':', '.')}")
-    high, low = _probe_scales(args, scales)  # where the decision falls, and how the noise moves (reports.advice)
-    args.probe_scale = high
+    probe_scales = _probe_scales(args, scales)  # where the decision falls, and how the noise moves (reports.advice)
+    args.probe_scale = probe_scales[0]
     overrides = parse_overrides(args.set)
-    specs = _probes(args, out, overrides, [high] if low is None else [high, low])
-    k = len(_pilots(args))
-    highs, lows = specs[:k], specs[k:]
-    spec = highs[0]
+    tiers = _seeded_probes(args, out, overrides, probe_scales)
+    spec = tiers[0][0]
     hours = _hours_per_example(args, spec)
     # by their full resolved specs: never another advise's probes
-    probes = A.read_probes(out, [out / run_name(x) for x in highs], [out / run_name(x) for x in lows])
+    probes = A.read_probes(out, [[out / run_name(x) for x in tier] for tier in tiers])
     rows = A.predict_rows(probes, scales, hours[0])
     verdicts, points = _rules(args, spec, probes, rows, out)
     products = sum(p.products + 1 for p in points)

@@ -34,6 +34,7 @@ Metrics columns read: train `tau`, `iteration`, `scale`, `sum_sq`, `mean_sq`, `p
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -391,18 +392,21 @@ def _prediction(t: _Table, k: int) -> dict[str, object]:
 
 
 def _from_pilots(t: _Table, donors: np.ndarray, S: int, T1: float) -> np.ndarray | None:
-    """advise's prediction from its probes (pilot runs at two S or more): for each seed with a pilot at the largest S
-    and one at the smallest, that pair through bench.core.algo.transfer (its own slope), their mean as advice.csv
-    printed it (reports.advice.Probes) once averaged; where no seed has both, every pair. None where the pilots share
-    one S."""
-    scales = t.S[donors]
-    if len(np.unique(scales)) < 2:
+    """advise's prediction from its probes (pilot runs at two S or more): for each seed with a pilot at every S the
+    pilots hold, its chain through bench.core.algo.transfer (its own slopes), their mean as advice.csv printed it
+    (reports.advice.Probes) once averaged; where no seed has all, every chain of one pilot per S. None where the
+    pilots share one S."""
+    scales = np.unique(t.S[donors])[::-1]
+    if len(scales) < 2:
         return None
-    his, los = donors[scales == scales.max()], donors[scales == scales.min()]
-    pairs = [(h, lo) for h in his for lo in los if t.seed[h] == t.seed[lo]] or [(h, lo) for h in his for lo in los]
+    tiers = [donors[t.S[donors] == s] for s in scales]
+    chains = [c for c in itertools.product(*tiers) if len({t.seed[d] for d in c}) == 1]
+    chains = chains or list(itertools.product(*tiers))
     out = [
-        transfer.Pair(t.folded[h], int(t.S[h]), T1, t.folded[lo], int(t.S[lo]), float(t.iterations[lo])).iterations(S)
-        for h, lo in pairs
+        transfer.Chain(
+            tuple(transfer.Anchor(int(t.S[d]), t.folded[d], float(t.iterations[d])) for d in c), T1
+        ).iterations(S)
+        for c in chains
     ]
     return np.array(out, dtype=float)
 

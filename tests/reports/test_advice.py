@@ -172,6 +172,29 @@ def test_largest_efficient_and_the_jackknife() -> None:
     assert all(math.isnan(v) for v in A.jackknife_interval(10.0, [9.0]))
 
 
+def test_seeds_are_enough_where_their_mean_count_is_pinned() -> None:
+    """One more probe seed while 1.96 × the standard error of the high probes' mean count exceeds 5 % of it: tiny
+    cifar10's 84 and 88 at S = 128 are enough, the user's GRU's 111 and 128 are not, nor with 117 and 132 added (its
+    luck then still ±7.9 %: advise stops at --most-probe-seeds); one seed, a failed one or none never is."""
+    assert A.seeds_enough([84, 88]) and A.seeds_enough([100, 100, 100])
+    assert not A.seeds_enough([111, 128]) and not A.seeds_enough([111, 128, 117, 132])
+    d = 100.0 * A.SEED_PRECISION / 1.96  # 100 ± d: standard error d, so z·SE is 5 % of the mean 100 exactly
+    assert A.seeds_enough([100.0 - 0.99 * d, 100.0 + 0.99 * d]) and not A.seeds_enough([100 - 1.01 * d, 100 + 1.01 * d])
+    assert not A.seeds_enough([100.0]) and not A.seeds_enough([])
+    assert not A.seeds_enough([100.0, math.nan]) and not A.seeds_enough([100.0, 0.0])
+
+
+def test_a_middle_probe_is_asked_between_the_others(tmp_path: Path, capsys) -> None:
+    """--mid-probe-scale outside the two probes, or with no low probe, is one line before anything trains."""
+    o = str(tmp_path / "o")
+    assert main(["advise", "--task", "logreg", "--probe-scale", "64", "--mid-probe-scale", "64", "--out", o]) == 2
+    assert "--mid-probe-scale 64: between the low probe's S = 4" in capsys.readouterr().err
+    args = ["--probe-scale", "64", "--low-probe-scale", "0", "--mid-probe-scale", "16"]
+    assert main(["advise", "--task", "logreg", *args, "--out", o]) == 2
+    assert "a middle probe needs a low one" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_advise_refuses_a_probe_that_cannot_measure_noise(tmp_path: Path, capsys) -> None:
     assert main(["advise", "--task", "logreg", "--probe-scale", "1", "--out", str(tmp_path / "o")]) == 2
     assert "--probe-scale" in capsys.readouterr().err

@@ -73,12 +73,15 @@ def test_the_cost_is_stated_and_priced_where_a_rate_is_given(steep: Path, tmp_pa
         (S, seed): json.loads(next(steep.glob(f"logreg/adascale/s{S}/seed{seed},*/summary.json")).read_text())[
             "iterations"
         ]
-        for S in (16, 2)
+        for S in (16, 4, 2)
         for seed in (1000, 1001)
-    }  # the probes: S = 16 and 16/16 → 2, seeds 1000 and 1001
-    high, low = its[16, 1000] + its[16, 1001], its[2, 1000] + its[2, 1001]
-    examples = (high * 16 + low * 2) * 32
-    want = f"the probes, {high + low:,} iterations ({high:,} at S = 16 over 2 seeds, {low:,} at S = 2 over 2 seeds), "
+    }  # the probes: S = 16, 16/4 and 16/16 → 2 (bench.core.algo.transfer.probe_scales), seeds 1000 and 1001
+    high, mid, low = (its[S, 1000] + its[S, 1001] for S in (16, 4, 2))
+    examples = (high * 16 + mid * 4 + low * 2) * 32
+    want = (
+        f"the probes, {high + mid + low:,} iterations ({high:,} at S = 16 over 2 seeds, {mid:,} at S = 4 over 2 seeds, "
+        f"{low:,} at S = 2 over 2 seeds), "
+    )
     assert want + f"{examples:,} examples (GPU-hours –)" in line, line
     assert "no rate known for logreg (tiny)" in line and "Hessian-vector products" in line
     rate = tmp_path / "throughput.csv"

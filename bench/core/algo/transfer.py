@@ -10,15 +10,18 @@ is close to a difference f(S) − f(S_p) of one function per model, and f differ
 convolutional and recurrent nets it rises ≈ 0.15–0.2 per octave over the whole range, on logistic regression it
 rises steeply below S ≈ 16 (the clamp, ∝ 1/S) and is flat or falls above. One probe cannot know f.
 
-**Two probes.** A probe at S_hi (the largest S asked) and one at S_lo (S_hi/16): the multiplier at which the
-high probe's profile meets the low probe's count, log c_lo = f(S_lo) − f(S_hi), gives f's mean slope between
-them per octave, `slope`. A probe's profile carried to S is its σ² × e^{slope · log2(S/S_probe)}. At each probe's
-S its own profile (its own count within a few %: bench.core.algo.predict.FOLDED_PARTS); between them both probes'
-carried profiles, their counts' geometric mean weighted by the distance in log S (each probe sees part of f's bend: on
-logistic regression the low probe's count holds the clamp's rise, the high probe's the flat top); below S_lo the
-slope carried on from the low probe (where the count depends little on c: S·b ≪ B gives ≈ T1/S whatever c), past
-S_hi from the high one. What is left — f's bend between the probes, the probes' own seeds — is the
-model error reports.advice calibrates on measured runs.
+**Probes along S.** A probe at S_hi (the largest S asked), one at S_lo (S_hi/16) and one between them (S_hi/4,
+`probe_scales`): the multiplier at which a probe's profile meets its lower neighbour's count, log c = f(S_lo) −
+f(S_hi) over that segment, gives f's mean slope on it per octave, `slope`. A probe's profile carried to S is its
+σ² × e^{slope · log2(S/S_probe)}. At each probe's S its own profile (its own count within a few %:
+bench.core.algo.predict.FOLDED_PARTS); on a segment both its probes' carried profiles, their counts' geometric mean
+weighted by the distance in log S (each probe sees part of f's bend: on logistic regression the low probe's count
+holds the clamp's rise, the high probe's the flat top); below S_lo the lowest segment's slope carried on from the
+low probe (where the count depends little on c: S·b ≪ B gives ≈ T1/S whatever c), past S_hi the highest from the
+high one. Two probes read one slope, a line in log S; f bends (on the user's CNN its slope falls from ≈ 0.27 to
+≈ 0.13 per octave), and at two octaves from either probe the line missed the curve by ≈ 6 % of the count
+(docs/design.md §4): the middle probe makes it a broken line that bends where f does. What is left — f's bend
+within a segment, the probes' own seeds — is the model error reports.advice calibrates on measured runs.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .predict import iterations_following
 
@@ -34,6 +37,7 @@ Profile = Sequence[tuple[float, float]]
 
 REACH = math.log(64.0)  # |log c| solved for within ±REACH; a count past it counts as REACH (conservative)
 LOW_RATIO = 16  # S_lo = S_hi / LOW_RATIO: four octaves, so that the slope is read over a span its noise does not swamp
+MIDDLE_SPAN = 3  # octaves between the high and low probes from which a middle one reads f's bend between them
 
 
 def scaled(profile: Profile, c: float) -> tuple[tuple[float, float], ...]:
@@ -76,11 +80,22 @@ def pooled(profiles: Sequence[Profile]) -> tuple[tuple[float, float], ...]:
     )
 
 
-def low_scale(high: int) -> int | None:
-    """The low probe's S for a high probe at `high`: high / LOW_RATIO, at least 2; None where that is not below
-    `high` (no second S to read a slope from)."""
+def probe_scales(high: int) -> tuple[int, ...]:
+    """advise's probes for a high one at `high`, high to low: the low one at high / LOW_RATIO (at least 2), and between
+    them, where they are MIDDLE_SPAN octaves apart or more, the middle one at the power of two nearest their geometric
+    mean; `(high,)` where no S below it is left."""
     low = max(2, high // LOW_RATIO)
-    return low if low < high else None
+    if low >= high:
+        return (high,)
+    return (high, *middle_scales(high, low), low)
+
+
+def middle_scales(high: int, low: int) -> tuple[int, ...]:
+    """The middle probe's S between `high` and `low` (`probe_scales`), or () where they are too near for one."""
+    if math.log2(high / low) < MIDDLE_SPAN:
+        return ()
+    mid = 2 ** round((math.log2(high) + math.log2(low)) / 2)
+    return (mid,) if low < mid < high else ()
 
 
 def slope(high: Profile, high_scale: int, low_scale: int, low_count: float, T1: float) -> float:
@@ -103,69 +118,86 @@ def log_c(from_scale: int, scale: int, per_octave: float) -> float:
     return per_octave * math.log2(scale / from_scale)
 
 
-def transferred(probes: Sequence[tuple[int, Profile]], per_octave: float, scale: int) -> tuple[int, Profile]:
-    """(S of the nearer probe, its profile with σ² × e^{log c}) that a run at `scale` is predicted to follow."""
-    i = nearest([s for s, _ in probes], scale)
-    s, profile = probes[i]
-    return s, scaled(profile, math.exp(log_c(s, scale, per_octave)))
+@dataclass(frozen=True)
+class Anchor:
+    """One probe as the transfer reads it: its S, its folded profile and its count (NaN: not read)."""
 
-
-def iterations_from(
-    probes: Sequence[tuple[int, Profile]], per_octave: float, scale: int, T1: float, c: float = 1.0
-) -> float:
-    """The iterations of an AdaScale run at `scale` predicted from the probes' (S, folded profile) and the slope
-    between them (module docstring), σ² × `c` more (the model error's ends): past the probes, the nearer one's
-    transferred profile; between them, both transferred and their counts' geometric mean weighted by the distance in
-    log S (each probe's own count at its own S); one probe: its profile as it is (per_octave 0)."""
-
-    def count(i: int) -> float:
-        s, profile = probes[i]
-        return iterations_following(scaled(profile, c * math.exp(log_c(s, scale, per_octave))), scale, T1)
-
-    scales = [s for s, _ in probes]
-    if len(probes) < 2 or not min(scales) < scale < max(scales):
-        return count(nearest(scales, scale))
-    hi, lo = scales.index(max(scales)), scales.index(min(scales))
-    w = math.log(scale / scales[lo]) / math.log(scales[hi] / scales[lo])
-    return math.exp((1 - w) * math.log(count(lo)) + w * math.log(count(hi)))
+    scale: int
+    profile: Profile
+    count: float = math.nan
 
 
 @dataclass(frozen=True)
-class Pair:
+class Chain:
     """One seed's probes, the one home of a prediction from them (advise's, reports.advice.Probes, and finding (iii)'s
-    from advise's pilot runs, reports.stats.noise): the high probe's folded profile at S_hi, the low probe's at
-    S_lo with its count (None: one probe), the slope between them (`slope`, read once) and T1."""
+    from advise's pilot runs, reports.stats.noise): their anchors high to low, the slope of each segment between
+    neighbours (`slope`: the higher probe's profile meeting the lower one's count, read once) and T1.
 
-    high: Profile
-    high_scale: int
+    At S: on a segment (between two neighbouring probes) both carried by its slope, their counts' geometric mean
+    weighted by the distance in log S; at a probe's S its own profile; past the ends the end probe carried by the end
+    segment's slope. Two anchors are advise's former pair; a middle one makes f a broken line in log S, which
+    follows its bend where one slope cannot (docs/design.md §4: the user's CNN at S = 32)."""
+
+    anchors: tuple[Anchor, ...]
     T1: float
-    low: Profile | None = None
-    low_scale: int = 0
-    low_count: float = math.nan
-    per_octave: float = field(default=math.nan)  # NaN: read from the probes (`slope`; 0 with one probe)
+    slopes: tuple[float, ...] = ()  # per segment; (): read from the anchors
 
     def __post_init__(self) -> None:
-        if math.isnan(self.per_octave):
-            k = 0.0 if self.low is None else slope(self.high, self.high_scale, self.low_scale, self.low_count, self.T1)
-            object.__setattr__(self, "per_octave", k)
+        scales = [a.scale for a in self.anchors]
+        if not scales or scales != sorted(set(scales), reverse=True):
+            raise ValueError(f"a chain's probes at distinct S, high to low: {scales}")
+        if not self.slopes:
+            read = tuple(self._read(j) for j in range(len(self.anchors) - 1))
+            object.__setattr__(self, "slopes", read)
+
+    def _read(self, j: int) -> float:
+        hi, lo = self.anchors[j], self.anchors[j + 1]
+        return slope(hi.profile, hi.scale, lo.scale, lo.count, self.T1)
 
     @property
-    def anchors(self) -> list[tuple[int, Profile]]:
-        """(S, profile) of each probe, the high one first."""
-        return [(self.high_scale, self.high)] + ([(self.low_scale, self.low)] if self.low is not None else [])
+    def scales(self) -> list[int]:
+        return [a.scale for a in self.anchors]
+
+    @property
+    def per_octave(self) -> float:
+        """f's mean slope from the high probe to the low one (what advice.md prints; 0 with one probe)."""
+        spans = [math.log2(a.scale / b.scale) for a, b in zip(self.anchors, self.anchors[1:], strict=False)]
+        return sum(k * d for k, d in zip(self.slopes, spans, strict=True)) / sum(spans) if spans else 0.0
+
+    def segment(self, scale: int) -> int:
+        """The segment whose slope carries a probe to `scale`: the one holding it, or the end one past the probes."""
+        inside = [j for j in range(len(self.slopes)) if self.anchors[j + 1].scale <= scale]
+        return inside[0] if inside else len(self.slopes) - 1
+
+    def _count(self, i: int, scale: int, c: float) -> float:
+        a = self.anchors[i]
+        k = self.slopes[self.segment(scale)] if self.slopes else 0.0
+        return iterations_following(scaled(a.profile, c * math.exp(log_c(a.scale, scale, k))), scale, self.T1)
 
     def iterations(self, scale: int, c: float = 1.0) -> float:
-        """The prediction at `scale`, σ² × `c` (`iterations_from`)."""
-        return iterations_from(self.anchors, self.per_octave, scale, self.T1, c)
+        """The prediction at `scale`, σ² × `c` more (the model error's ends): see the class docstring."""
+        scales = self.scales
+        if scale in scales or not min(scales) < scale < max(scales):
+            return self._count(nearest(scales, scale), scale, c)
+        j = self.segment(scale)
+        hi, lo = scales[j], scales[j + 1]
+        w = math.log(scale / lo) / math.log(hi / lo)
+        return math.exp((1 - w) * math.log(self._count(j + 1, scale, c)) + w * math.log(self._count(j, scale, c)))
 
     def profile_at(self, scale: int) -> Profile:
-        """The profile a run at `scale` is predicted to follow (`transferred`)."""
-        return transferred(self.anchors, self.per_octave, scale)[1]
+        """The profile a run at `scale` is predicted to follow: the nearer probe's, carried by the segment's slope."""
+        a = self.anchors[nearest(self.scales, scale)]
+        k = self.slopes[self.segment(scale)] if self.slopes else 0.0
+        return scaled(a.profile, math.exp(log_c(a.scale, scale, k)))
 
-    def with_high(self, high: Profile) -> Pair:
-        """Another high profile (a jackknife's leave-out): the slope read again from it."""
-        return dataclasses.replace(self, high=high, per_octave=math.nan)
-
-    def with_low(self, low: Profile) -> Pair:
-        """Another low profile: the slope kept (it reads the low probe's count, not its profile)."""
-        return dataclasses.replace(self, low=low)
+    def with_profile(self, i: int, profile: Profile) -> Chain:
+        """Anchor i with another profile (a jackknife's leave-out): the slope it reads (the segment below it) read
+        again, the one above kept (that reads its count, not its profile)."""
+        anchors = list(self.anchors)
+        anchors[i] = dataclasses.replace(anchors[i], profile=profile)
+        slopes = list(self.slopes)
+        chain = Chain(tuple(anchors), self.T1, tuple(slopes) or ())
+        if i < len(slopes):
+            slopes[i] = chain._read(i)
+            chain = dataclasses.replace(chain, slopes=tuple(slopes))
+        return chain
