@@ -4,11 +4,11 @@ for, and the matrix that checks the prediction.
 **The probes.** AdaScale runs at S_hi (by default the largest S asked: the S past the efficiency knee, where the
 decision falls, are then measured, not extrapolated), S_hi/4 and S_hi/16 (bench.core.algo.transfer.probe_scales),
 each with seeds of their own (pilot seeds: two, more while the high probe's counts leave their mean unsure,
-`seeds_enough`). Why AdaScale runs and not an S = 1 run with kept weights and the offline estimator: AdaScale already measures
-the per-micro-batch moments (σ², μ²) at every iteration from its S micro-batches, at no cost beyond the run, over all
-of training on the scale-invariant clock τ; it lasts T1/gain iterations, fewer than S = 1's T1; and it is resumable
-like any run. The offline estimator would need an S = 1 run (T1 iterations) plus extra gradient passes at each kept
-checkpoint. Why three: the noise a run follows moves with its S, by a different law on each model
+`seeds_enough`). Why AdaScale runs and not an S = 1 run with kept weights and the offline estimator: AdaScale
+already measures the per-micro-batch moments (σ², μ²) at every iteration from its S micro-batches, at no cost beyond
+the run, over all of training on the scale-invariant clock τ; it lasts T1/gain iterations, fewer than S = 1's T1;
+and it is resumable like any run. The offline estimator would need an S = 1 run (T1 iterations) plus extra gradient
+passes at each kept checkpoint. Why three: the noise a run follows moves with its S, by a different law on each model
 (bench.core.algo.transfer); one probe cannot see how, two read its mean slope, three its bend.
 
 **The prediction** is the one finding (iii)'s evidence makes from advise's probes in a table: what the nearer probe's
@@ -124,9 +124,9 @@ def jackknife_interval(estimate: float, leave_outs: Sequence[float], z: float = 
 # segment, f past the probes, the probes' own seeds — acts as a further noise scale the run at S follows: log c ~
 # N(0, (MODEL_ERROR · d)²), d the distance in octaves from the nearer probe, MODEL_ERROR the RMS of the residual log c
 # per octave over measured sets (ERRORS: in each calibration folder, every chain of completed AdaScale runs at the
-# folder's largest S, S/4 and S/16 used as the probes of the mean of every other S, `prediction_errors`). The interval at S is then the
-# prediction at c = e^{±1.96·sd} on the transferred profile: wide where the count depends on the noise (S·b near
-# B and past it), narrow where it hardly does (S·b ≪ B, where any c gives ≈ T1/S).
+# folder's largest S, S/4 and S/16 used as the probes of the mean of every other S, `prediction_errors`). The interval
+# at S is then the prediction at c = e^{±1.96·sd} on the transferred profile: wide where the count depends on the
+# noise (S·b near B and past it), narrow where it hardly does (S·b ≪ B, where any c gives ≈ T1/S).
 
 ERRORS = Path(__file__).with_name("stats") / "prediction_errors.csv"
 
