@@ -106,9 +106,11 @@ def _probes(
     (`_preflight`: advise's one line before anything trains); then every probe over as many worker processes as
     there are cores (bench.experiments.pool: a tiny run trains on one thread), the largest S first, so that the
     cheap ones fill the cores at the end (longest first: the wall time nearest the CPU time over the cores)."""
+    from bench.core.engine.signals import install_signal_handlers
     from bench.experiments import matrix as matrices
     from bench.experiments.pool import run_matrix
 
+    install_signal_handlers()  # Ctrl-C: each probe checkpoints and stops, resumable (bench.experiments.pool)
     roots = {args.task: args.data_root} if args.data_root else {}
     meta = {"kind": "table2", "pilot_seeds": _pilots(args)}
     tiers = [[matrices.RunRequest(args.task, ADASCALE, S, seed, {}, meta) for seed in _pilots(args)] for S in scales]

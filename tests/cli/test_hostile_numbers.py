@@ -52,6 +52,8 @@ def test_advise_seeds_past_the_bound_is_one_line(tmp_path: Path, capsys: pytest.
         ("--seeds", "100000000"), ("--probe-seed", HUGE), ("--probe-scale", str(10**12)), ("--probe-seeds", "0"),
         ("--probe-seeds", "1000"), ("--low-probe-scale", "-1"), ("--low-probe-scale", str(10**12)),
         ("--low-probe-scale", "128"),  # not below the high probe's S (the largest of the default --scales)
+        ("--mid-probe-scale", "-1"), ("--mid-probe-scale", str(10**12)), ("--mid-probe-scale", "8"),  # 8: the low one's
+        ("--most-probe-seeds", "0"), ("--most-probe-seeds", "1000"),
     )  # fmt: skip
     for flag, value in bad:
         rc = cli(["advise", "--task", "logreg", "--out", str(tmp_path / "a"), flag, value])
