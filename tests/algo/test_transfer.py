@@ -123,3 +123,5 @@ def test_a_chain_reads_each_segment_once_and_a_left_out_profile_its_own() -> Non
     assert pair.per_octave == pair.slopes[0] and chain.per_octave == pytest.approx(sum(chain.slopes) / 2)
     with pytest.raises(ValueError, match="high to low"):
         transfer.Chain((lo, hi), T1)
+    with pytest.raises(ValueError, match="has 2 slopes, not 1"):
+        transfer.Chain(chain.anchors, T1, (0.1,))

@@ -149,6 +149,10 @@ class Chain:
         if not self.slopes:
             read = tuple(self._read(j) for j in range(len(self.anchors) - 1))
             object.__setattr__(self, "slopes", read)
+        elif len(self.slopes) != len(self.anchors) - 1:
+            raise ValueError(
+                f"a chain of {len(self.anchors)} probes has {len(self.anchors) - 1} slopes, not {len(self.slopes)}"
+            )
 
     def _read(self, j: int) -> float:
         hi, lo = self.anchors[j], self.anchors[j + 1]
