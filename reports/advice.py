@@ -185,7 +185,8 @@ def prediction_errors(out: object, setting: str) -> pd.DataFrame:
     r = r[pd.to_numeric(r["scale"], errors="coerce").notna()].assign(_S=lambda d: d["scale"].astype(int))
     rows = []
     for _, table in r.groupby("variant"):
-        scales = transfer.probe_scales(int(table["_S"].max()))
+        present = set(table["_S"])  # a folder without one of the probes' S: a chain of those it has
+        scales = [S for S in transfer.probe_scales(int(table["_S"].max())) if S in present]
         tiers = [[row for _, row in table[table["_S"] == S].iterrows()] for S in scales]
         for chain in itertools.product(*tiers):
             rows += _chain_rows(res, table, chain, setting)
