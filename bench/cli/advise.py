@@ -99,7 +99,7 @@ def _hours_per_example(args: argparse.Namespace, spec: RunSpec) -> tuple[float, 
 
 
 def _probes(
-    args: argparse.Namespace, out: Path, overrides: dict[str, Any], scales: Sequence[int]
+    args: argparse.Namespace, out: Path, overrides: dict[str, Any], scales: Sequence[int], check: bool = True
 ) -> list[list[RunSpec]]:
     """Run (or resume, or find finished) the probes at `scales` (high to low), each of `_pilots` seeds, into `out`;
     their resolved specs, one list per S. First the task's card against the task on one evaluation batch
@@ -121,7 +121,8 @@ def _probes(
         m = matrices.Matrix(out / "verify.yaml", args.preset, reqs, roots, overrides)
     names = ", ".join(map(str, scales[:-1])) + (" and " if len(scales) > 1 else "") + str(scales[-1])
     print(f"advise: the probes, AdaScale at S = {names} (seeds {meta['pilot_seeds']}), into {out}")
-    _preflight(m.spec(reqs[-1]))
+    if check:  # once per advise: a seed added later meets the same card on the same data
+        _preflight(m.spec(reqs[-1]))
     jobs = max(1, min(len(reqs), os.cpu_count() or 1))
     counts = run_matrix(m, out, jobs=jobs)
     if counts.get("failed"):
@@ -139,8 +140,10 @@ def _seeded_probes(
     from reports import advice as A
 
     most = max(args.probe_seeds, A.MOST_PROBE_SEEDS if args.most_probe_seeds is None else args.most_probe_seeds)
+    checked = False
     while True:
-        tiers = _probes(args, out, overrides, scales)
+        tiers = _probes(args, out, overrides, scales, check=not checked)
+        checked = True
         counts = [_count(read_json_object(out / run_name(spec) / "summary.json")) for spec in tiers[0]]
         if args.probe_seeds >= most or A.seeds_enough(counts) or not all(map(math.isfinite, counts)):
             return tiers
@@ -153,7 +156,13 @@ def _seeded_probes(
 def _count(summary: dict[str, Any] | None) -> float:
     """A finished probe's iterations from its summary.json; NaN where it has none (read_probes then says why)."""
     value = (summary or {}).get("iterations")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return math.nan
+    try:
+        count = float(value)  # an int past float's range (a planted summary) is an OverflowError
+    except OverflowError:
+        return math.nan
+    return count if math.isfinite(count) and count > 0 else math.nan
 
 
 def _preflight(spec: RunSpec) -> None:

@@ -123,5 +123,7 @@ def test_a_chain_reads_each_segment_once_and_a_left_out_profile_its_own() -> Non
     assert pair.per_octave == pair.slopes[0] and chain.per_octave == pytest.approx(sum(chain.slopes) / 2)
     with pytest.raises(ValueError, match="high to low"):
         transfer.Chain((lo, hi), T1)
+    unknown = transfer.Chain((hi, transfer.Anchor(32, tuple((math.nan, math.nan) for _ in NOISY), 100.0), lo), T1)
+    assert math.isnan(unknown.iterations(64)) and math.isnan(unknown.iterations(16))  # no count: NaN, not a log error
     with pytest.raises(ValueError, match="has 2 slopes, not 1"):
         transfer.Chain(chain.anchors, T1, (0.1,))

@@ -184,6 +184,18 @@ def test_seeds_are_enough_where_their_mean_count_is_pinned() -> None:
     assert not A.seeds_enough([100.0, math.nan]) and not A.seeds_enough([100.0, 0.0])
 
 
+def test_a_probe_count_from_a_damaged_summary_is_no_count() -> None:
+    """advise's seed loop reads each high probe's summary.json (someone else's folder may hold it): a count that is no
+    positive finite number — past float's range, negative, 0, a bool, text, absent — is NaN (the loop stops and
+    read_probes says why in one line), never an OverflowError or a count that plans seeds."""
+    from bench.cli.advise import _count
+
+    assert _count({"iterations": 84}) == 84.0
+    for bad in (10**400, -3, 0, True, "84", None, math.inf):
+        assert math.isnan(_count({"iterations": bad})), bad
+    assert math.isnan(_count(None)) and math.isnan(_count({}))
+
+
 def test_a_middle_probe_is_asked_between_the_others(tmp_path: Path, capsys) -> None:
     """--mid-probe-scale outside the two probes, or with no low probe, is one line before anything trains."""
     o = str(tmp_path / "o")

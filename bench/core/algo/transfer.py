@@ -186,7 +186,10 @@ class Chain:
         j = self.segment(scale)
         hi, lo = scales[j], scales[j + 1]
         w = math.log(scale / lo) / math.log(hi / lo)
-        return math.exp((1 - w) * math.log(self._count(j + 1, scale, c)) + w * math.log(self._count(j, scale, c)))
+        below, above = self._count(j + 1, scale, c), self._count(j, scale, c)
+        if not (below > 0 and above > 0):  # NaN (no finite prediction) or no count: no geometric mean
+            return math.nan
+        return math.exp((1 - w) * math.log(below) + w * math.log(above))
 
     def profile_at(self, scale: int) -> Profile:
         """The profile a run at `scale` is predicted to follow: the nearer probe's, carried by the segment's slope."""
