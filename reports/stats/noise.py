@@ -399,9 +399,11 @@ def _from_pilots(t: _Table, donors: np.ndarray, S: int, T1: float) -> np.ndarray
     scales = np.unique(t.S[donors])[::-1]
     if len(scales) < 2:
         return None
-    tiers = [donors[t.S[donors] == s] for s in scales]
-    chains = [c for c in itertools.product(*tiers) if len({t.seed[d] for d in c}) == 1]
-    chains = chains or list(itertools.product(*tiers))
+    by_seed: dict[Any, dict[Any, int]] = {}
+    for d in donors:
+        by_seed.setdefault(t.seed[d], {})[t.S[d]] = int(d)
+    chains = [[m[s] for s in scales] for m in by_seed.values() if len(m) == len(scales)]
+    chains = chains or list(itertools.product(*(donors[t.S[donors] == s] for s in scales)))
     out = [
         transfer.Chain(
             tuple(transfer.Anchor(int(t.S[d]), t.folded[d], float(t.iterations[d])) for d in c), T1
