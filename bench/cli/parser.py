@@ -268,6 +268,12 @@ def _perf_command(sub: Any) -> None:
         help="every variant's optimizer; adamw: the task card's AdamW setting, AdamScale in the engine, "
         "torch.optim.AdamW in the bare loop",
     )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 where an engine variant's iteration has a loss not finite, a gain outside [1, S] or more "
+        "than one host synchronisation (bench.experiments.stepchecks)",
+    )
     p.set_defaults(func=cmd_perf)
 
 

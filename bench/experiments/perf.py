@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -59,6 +60,7 @@ from bench.core.engine.allocator import retain_freed_memory
 from bench.core.engine.distributed import Dist, pick_device
 from bench.core.errors import UserError
 from bench.core.files import write_csv_rows
+from bench.experiments import stepchecks
 from bench.experiments.perfloops import BIG, EXTRA_VARIANTS, VARIANTS, EngineLoop, Setup, build
 
 WARMUP = 3  # untimed iterations per variant: lazy allocations, optimizer state, first-call caches
@@ -95,6 +97,7 @@ COLUMNS = [
     "batched_over_big_batch",
     "peak_memory_mb",
     "peak_memory_kind",
+    *stepchecks.COLUMNS,
     "device_name",
     "synthetic",
     "clock",
@@ -315,6 +318,7 @@ class PerfOptions:
     microbatch_mode: str = "sequential"  # both: also time microbatch_mode=batched
     amp: str = "none"  # both: also time amp=bf16
     optimizer: str = "sgd"  # every variant's; adamw: the `adascale` variant runs AdamScale, the bare loop AdamW
+    check: bool = False  # exit 1 where an engine variant's iteration fails bench.experiments.stepchecks
 
 
 def _cell(
@@ -342,6 +346,7 @@ def _cell(
         assert isinstance(adascale, EngineLoop)
         row["flush_us_per_iteration"] = adascale.flush_us_per_iteration()
         row["peak_memory_mb"], row["peak_memory_kind"] = peak_memory(dist.device)
+        row.update(stepchecks.observe(setup))  # after the peak: its profiler's own allocations are not the loop's
     finally:
         setup.close()
     row.update(
@@ -444,4 +449,18 @@ def perf(args: PerfOptions) -> int:
         bar.close()
         torch.set_num_threads(threads_before)
     _report(rows, out, device, repeats, args)
+    return _judged(rows) if args.check else 0
+
+
+def _judged(rows: list[dict[str, Any]]) -> int:
+    """`--check`: each failed check on stderr, one line each, and exit 1; else one line saying what held."""
+    failed = [line for r in rows for line in stepchecks.breaches(r)]
+    for line in failed:
+        print(f"perf --check: {line}", file=sys.stderr)
+    if failed:
+        return 1
+    print(
+        f"perf --check: {len(rows)} cell(s): every engine variant's loss finite, gain in [1, S], "
+        f"host synchronisations per iteration ≤ {stepchecks.MAX_SYNCS:g}"
+    )
     return 0

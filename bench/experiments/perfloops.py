@@ -19,6 +19,7 @@ from bench.core.engine.amp import cuda_speed_knobs
 from bench.core.engine.data import to_device
 from bench.core.engine.distributed import Dist
 from bench.core.engine.loop import Engine
+from bench.core.engine.step import Stepped
 from bench.core.errors import UserError
 from bench.core.runspec import RunSpec
 from bench.run.dataroot import prepare_data
@@ -92,13 +93,15 @@ class EngineLoop:
         self.engine.model.train()
         self.scale = int(spec.scale)
         self.iterating = self.engine.at_scale(self.state, self.scale, iter(()))
+        self.last: Stepped | None = None  # the last iteration's host numbers (gain, loss): bench.experiments.stepchecks
 
     @property
     def model(self) -> torch.nn.Module:
         return self.engine.module
 
     def step(self, micro: list[Any]) -> None:
-        if not self.iterating.step(iter(micro)):
+        self.last = self.iterating.step(iter(micro))
+        if not self.last:
             raise UserError(f"{self.engine.spec.task} diverged at S = {self.scale} during the benchmark")
 
     def flush_us_per_iteration(self) -> float:
