@@ -58,6 +58,7 @@ COLUMNS = [
     "ranks",
     "accumulation",
     "batch_size",
+    "amp",
     "paper_batch_size",
     "unit",
     "iterations",
@@ -225,6 +226,7 @@ def _row(
         "ranks": dist.world,
         "accumulation": scale // dist.world,
         "batch_size": b,
+        "amp": str(spec.amp),
         "iterations": len(times) + 1,
         "s_per_iteration": per_iteration,
         "examples_per_s": scale * b / per_iteration,
@@ -394,7 +396,7 @@ def _write_throughput(path: Path, rows: list[dict[str, Any]], preset: str) -> No
     from bench.experiments.costtables import write_throughput
 
     measured = {
-        (r["task"], preset): (r["examples_per_s"] / r["ranks"], r["device"])
+        (r["task"], preset): (r["examples_per_s"] / r["ranks"], r["device"], r["amp"])
         for r in rows
         if r["scale"] == 1 and r["batch_size"] == r["paper_batch_size"]
     }

@@ -165,8 +165,11 @@ def rate_for(
     own = flops.get((task, preset))  # the task's counted FLOPs per example (plan.read_flops)
     eps = (measured.get((task, preset)) or {}).get("examples_per_s")
     if eps:
-        device = (measured.get((task, preset)) or {}).get("device") or "its GPU"
-        return Rate(eps, "measured", f"{eps:,.4g} {unit}/s measured on {device} (--write-throughput)")
+        row = measured[(task, preset)]
+        parts = (f"amp {row.get('amp')}", f"torch {row.get('torch')}", row.get("measured"))
+        how = ", ".join(p for p, have in zip(parts, ("amp", "torch", "measured"), strict=True) if row.get(have))
+        where = f"{row.get('device') or 'its GPU'}{f' ({how})' if how else ''}"
+        return Rate(eps, "measured", f"{eps:,.4g} {unit}/s measured on {where} (--write-throughput)")
     precision = PRECISION_OF_AMP.get(spec.amp, "tf32")
     row = published.get((task, preset, peak.device, precision)) if peak is not None else None
     if row is not None and (row.flops_per_example is None or own):

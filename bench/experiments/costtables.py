@@ -16,7 +16,9 @@ from bench.core.files import atomic_write_bytes
 from bench.experiments.costbasis import positive_number
 
 THROUGHPUT = Path(__file__).with_name("throughput.csv")
-THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "measured"]
+# a measured row says how it was measured: the device, the precision of the loop timed (the spec's `amp`), torch's
+# version, the date and the command that reproduces it
+THROUGHPUT_COLUMNS = ["task", "preset", "examples_per_s", "device", "amp", "torch", "measured", "command"]
 FLOPS = Path(__file__).with_name("flops.csv")
 FLOPS_COLUMNS = ["task", "preset", "batch_size", "flops_per_microbatch", "params", "counted", "torch"]
 
@@ -26,7 +28,8 @@ TABLE_BYTES = 16 << 20  # a throughput or FLOPs table: a few kB
 
 # -- the throughput table ---------------------------------------------------------------------------------------
 def read_throughput(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """(task, preset) -> {examples_per_s: float | None, device, measured}; an empty examples_per_s is unknown."""
+    """(task, preset) -> {examples_per_s: float | None, device, amp, torch, measured (a date)}; an empty
+    examples_per_s is unknown, and a table of the older five columns reads with the rest empty."""
     try:
         text = safefs.read_text(path, TABLE_BYTES)  # a FIFO or a huge file: one line, not a hang
     except OSError as e:
@@ -39,13 +42,19 @@ def read_throughput(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     for i, row in enumerate(reader, 2):
         value = positive_number(row.get("examples_per_s"), "examples_per_s", f"throughput table {path}, line {i}", True)
         key = (row["task"].strip(), row["preset"].strip())
-        out[key] = {"examples_per_s": value, "device": row.get("device") or "", "measured": row.get("measured") or ""}
+        out[key] = {"examples_per_s": value, **{k: row.get(k) or "" for k in ("device", "amp", "torch", "measured")}}
     return out
 
 
-def write_throughput(path: Path, measured: dict[tuple[str, str], tuple[float, str]]) -> None:
-    """Add or update the rows of (task, preset) -> (examples/s at S = 1 on one device, device), keeping the
-    other rows and their order."""
+def write_throughput(path: Path, measured: dict[tuple[str, str], tuple[float, str, str]]) -> None:
+    """Add or update the rows of (task, preset) -> (examples/s at S = 1 on one device, device, amp),
+    each with torch's version, today's date and the command that measured it; the other rows and their order
+    are kept."""
+    import shlex
+    import sys
+
+    import torch
+
     path = Path(path)
     rows: list[dict[str, str]] = []
     if path.exists():
@@ -54,8 +63,10 @@ def write_throughput(path: Path, measured: dict[tuple[str, str], tuple[float, st
             for r in csv.DictReader(io.StringIO(safefs.read_text(path, TABLE_BYTES)))
         ]
     today = time.strftime("%Y-%m-%d")
-    for (task, preset), (eps, device) in measured.items():
-        new = {"task": task, "preset": preset, "examples_per_s": f"{eps:.6g}", "device": device, "measured": today}
+    command = shlex.join(["adascale-bench", *sys.argv[1:]])
+    for (task, preset), (eps, device, amp) in measured.items():
+        new = {"task": task, "preset": preset, "examples_per_s": f"{eps:.6g}", "device": device}
+        new |= {"amp": amp, "torch": torch.__version__, "measured": today, "command": command}
         for r in rows:
             if (r["task"], r["preset"]) == (task, preset):
                 r.update(new)

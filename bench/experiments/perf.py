@@ -404,7 +404,7 @@ def _report(rows: list[dict[str, Any]], out: Path, device: torch.device, repeats
         from bench.experiments.costtables import write_throughput
 
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
-        measured = {(r["task"], args.preset): (r["examples_per_s_bare"], name) for r in rows if r["scale"] == 1}
+        measured = {(r["task"], args.preset): (r["examples_per_s_bare"], name, "none") for r in rows if r["scale"] == 1}
         write_throughput(Path(args.write_throughput), measured)
         print(f"throughput (examples/s at S = 1, bare loop, {name}): {args.write_throughput}")
 

@@ -139,21 +139,28 @@ def sources(cells: list[Cell]) -> list[str]:
     ]
 
 
-def per_task(cells: list[Cell]) -> list[str]:
-    """One line per task: its FLOPs and GPU-hours with their basis (the matrix's cost by task)."""
+def _task_hours(mine: list[Cell]) -> str:
+    if not all(c.hours for c in mine):
+        return "GPU-hours unknown"
+    hours = _range(sum(c.hours[0] for c in mine), sum(c.hours[1] for c in mine), _hours)  # type: ignore[index]
+    return hours + f" GPU-hours ({'/'.join(sorted({c.basis for c in mine}))})"
+
+
+def per_task(cells: list[Cell], beside: list[Cell] | None = None) -> list[str]:
+    """One line per task: its FLOPs and GPU-hours with their basis (the matrix's cost by task); a task priced
+    from measured throughput also shows what `beside` (the same plan without it) prices it at, where that knows."""
     lines = []
     for task in sorted({c.task for c in cells}):
         mine = [c for c in cells if c.task == task]
+        others = [c for c in beside or [] if c.task == task]
         fl = (
             _range(sum(c.flops[0] for c in mine), sum(c.flops[1] for c in mine), _fmt_si) + " FLOPs"  # type: ignore[index]
             if all(c.flops for c in mine)
             else "FLOPs not counted"
         )
-        if all(c.hours for c in mine):
-            hours = _range(sum(c.hours[0] for c in mine), sum(c.hours[1] for c in mine), _hours)  # type: ignore[index]
-            hours += f" GPU-hours ({'/'.join(sorted({c.basis for c in mine}))})"
-        else:
-            hours = "GPU-hours unknown"
+        hours = _task_hours(mine)
+        if others and all(c.hours for c in others) and any(c.basis == "measured" for c in mine):
+            hours += f"; without the measurement: {_task_hours(others)}"
         lines.append(f"  {task:<12} {fl}, {hours}")
     return lines
 
@@ -281,9 +288,12 @@ def plan(args: PlanOptions) -> int:
     wall = {k: total.pop(k) for k in [k for k in total if k.startswith("wall h")]}  # a line of its own
     print("total: " + ", ".join(f"{k} {v}" for k, v in total.items()))
     print("".join(f"total {k} {v}\n" for k, v in wall.items()), end="")
+    # a measured basis is printed beside what the published (or FLOPs) basis would price the same tasks at
+    beside = make_plan(m, {}, gpus, read_flops(flops_path), peak, published) if "measured" in bases else []
     print("per task:")
-    print("\n".join(per_task(cells)))
+    print("\n".join(per_task(cells, beside)))
     print(f"per task, examples/s on one GPU ({DEVICE_NAMES[peak.device]} unless measured):")
-    print("\n".join(sources(cells)))
+    measured = {c.task for c in cells if c.basis == "measured"}
+    print("\n".join(sources(cells + [c for c in beside if c.task in measured])))
     _notes(cells, bases, flops_path, path, published_path, peak, gpus, m.preset)
     return 0

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from bench.cli import main
 from bench.core.algo.rules import iterations_for
@@ -187,11 +188,32 @@ def test_bad_throughput_table_is_one_line(tmp_path: Path) -> None:
 def test_write_throughput_updates_and_appends(tmp_path: Path) -> None:
     tp = tmp_path / "tp.csv"
     tp.write_text(plan.THROUGHPUT.read_text())
-    plan.write_throughput(tp, {("imagenet", "paper"): (2500.0, "NVIDIA H100"), ("logreg", "tiny"): (1e6, "cpu")})
+    measured = {("imagenet", "paper"): (2500.0, "NVIDIA H100", "bf16"), ("logreg", "tiny"): (1e6, "cpu", "none")}
+    plan.write_throughput(tp, measured)
     rows = list(csv.DictReader(tp.open()))
     assert [r["task"] for r in rows] == ["cifar10", "imagenet", "speech", "transformer", "yolo", "logreg"]
     assert rows[1]["examples_per_s"] == "2500" and rows[1]["device"] == "NVIDIA H100" and rows[1]["measured"]
+    assert rows[1]["amp"] == "bf16" and rows[1]["torch"] == torch.__version__
+    assert rows[1]["command"].startswith("adascale-bench")  # how to measure it again
     assert rows[0]["examples_per_s"] == ""
+
+
+def test_a_measured_basis_is_named_and_the_published_one_printed_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tp = tmp_path / "tp.csv"
+    tp.write_text(plan.THROUGHPUT.read_text())
+    plan.write_throughput(tp, {("imagenet", "paper"): (2500.0, "NVIDIA H100 80GB HBM3", "none")})
+    assert main(["plan", "paper", "--throughput", str(tp)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (imagenet,) = [x for x in lines if x.startswith("  imagenet ") and "GPU-hours" in x]
+    assert "(measured); without the measurement: " in imagenet and imagenet.endswith("GPU-hours (published)")
+    assert not [x for x in lines if "without the measurement" in x and not x.startswith("  imagenet ")]
+    (source,) = [x for x in lines if x.startswith("  imagenet     measured: ")]
+    assert "2,500 images/s measured on NVIDIA H100 80GB HBM3 (amp none, torch " in source
+    assert any(x.startswith("  imagenet     published: ") for x in lines)  # the basis it replaced, beside it
+    assert main(["plan", "paper"]) == 0  # nothing measured: no comparison line
+    assert "without the measurement" not in capsys.readouterr().out
 
 
 def test_perf_writes_the_throughput_row_at_scale_one(tmp_path: Path) -> None:
