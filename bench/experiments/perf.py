@@ -376,7 +376,7 @@ def _cell(
         f"engine/bare {row['engine_over_bare']:.3f}, adascale/bare {row['adascale_over_bare']:.3f} "
         f"(against the bare loop timed in this process), "
         f"adascale {row['examples_per_s_adascale']:.0f} ex/s{extra}, "
-        f"peak {row['peak_memory_mb']:.0f} MiB"
+        f"peak {row['peak_memory_mb']:.0f} MiB; {stepchecks.line(row)}"
     )
     return row
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.core.algo.rules import ADASCALE
 from bench.experiments.perfloops import EXTRA_VARIANTS, EngineLoop, Setup
 from bench.experiments.syncs import count_host_syncs
 
-CHECKED = ("adascale", *EXTRA_VARIANTS)  # the engine variants that run the gain rule
+CHECKED = (ADASCALE, *EXTRA_VARIANTS)  # the engine variants that run the gain rule (perf's variant names)
 MAX_SYNCS = 1.0
 GAIN_SLACK = 1e-9  # relative: float rounding of the gain's ratio, far below any estimator's error
 COLUMNS = [f"{k}_{v}" for v in CHECKED for k in ("loss", "gain", "host_syncs")]
@@ -58,3 +59,13 @@ def breaches(row: dict[str, Any]) -> list[str]:
         if not syncs <= MAX_SYNCS:
             out.append(f"{where} {v}: {syncs:g} host synchronisations per iteration (at most {MAX_SYNCS:g})")
     return out
+
+
+def line(row: dict[str, Any]) -> str:
+    """What the extra iterations showed, for the cell's printed line (a task cut off before perf.csv is
+    written still leaves it in the log)."""
+    seen = [v for v in CHECKED if f"gain_{v}" in row]
+    return "checked " + ", ".join(
+        f"{v}: gain {row[f'gain_{v}']:.4g}, {row[f'host_syncs_{v}']:g} sync(s)/it, loss {row[f'loss_{v}']:.4g}"
+        for v in seen
+    )
