@@ -163,9 +163,10 @@ def rate_for(
 ) -> Rate | None:
     """The rate a run of this spec is priced at (module docstring), or None when nothing is known."""
     own = flops.get((task, preset))  # the task's counted FLOPs per example (plan.read_flops)
-    eps = (measured.get((task, preset)) or {}).get("examples_per_s")
+    mine = measured.get((task, preset)) or {}
+    eps = mine.get("examples_per_s") if mine.get("amp") in (None, "", spec.amp) else None  # a run of its own amp
     if eps:
-        row = measured[(task, preset)]
+        row = mine
         parts = (f"amp {row.get('amp')}", f"torch {row.get('torch')}", row.get("measured"))
         how = ", ".join(p for p, have in zip(parts, ("amp", "torch", "measured"), strict=True) if row.get(have))
         where = f"{row.get('device') or 'its GPU'}{f' ({how})' if how else ''}"

@@ -95,6 +95,23 @@ def test_measured_supersedes_published_and_flops_is_explicit(tmp_path: Path, cap
     assert "basis FLOPs" in out and "published" not in out.split("per task:")[0]
 
 
+def test_a_measured_row_prices_only_runs_of_its_own_amp(tmp_path: Path) -> None:
+    """perf measures the bare fp32 loop (amp none): a bf16 matrix reads the published mixed-precision row, not it."""
+    tp = tmp_path / "tp.csv"
+    plan.write_throughput(tp, {("imagenet", "paper"): (1500.0, "H100 test", "none")})
+    m = write(
+        tmp_path / "m.yaml",
+        "preset: paper\nseeds: [0]\nset: {amp: bf16}\nexperiments:\n"
+        "  - table2: {tasks: [imagenet], methods: [adascale], scales: [1]}\n",
+    )
+    args = (plan.read_flops(plan.FLOPS), plan.Peak(), costbasis.read_published(costbasis.PUBLISHED))
+    (bf16,) = plan.make_plan(matrix.load(m), plan.read_throughput(tp), None, *args)
+    assert bf16.basis == "published" and implied_rate([bf16])[0] == pytest.approx(2470)
+    tasks = paper_plan(throughput=str(tp))  # the paper matrix: amp none, as measured
+    assert {c.basis for c in tasks["imagenet"]} == {"measured"}
+    assert implied_rate(tasks["imagenet"])[0] == pytest.approx(1500)
+
+
 @pytest.mark.parametrize(
     ("row", "message"),
     [
