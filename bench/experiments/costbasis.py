@@ -166,10 +166,9 @@ def rate_for(
     mine = measured.get((task, preset)) or {}
     eps = mine.get("examples_per_s") if mine.get("amp") in (None, "", spec.amp) else None  # a run of its own amp
     if eps:
-        row = mine
-        parts = (f"amp {row.get('amp')}", f"torch {row.get('torch')}", row.get("measured"))
-        how = ", ".join(p for p, have in zip(parts, ("amp", "torch", "measured"), strict=True) if row.get(have))
-        where = f"{row.get('device') or 'its GPU'}{f' ({how})' if how else ''}"
+        parts = (f"amp {mine.get('amp')}", f"torch {mine.get('torch')}", mine.get("measured"))
+        how = ", ".join(p for p, have in zip(parts, ("amp", "torch", "measured"), strict=True) if mine.get(have))
+        where = f"{mine.get('device') or 'its GPU'}{f' ({how})' if how else ''}"
         return Rate(eps, "measured", f"{eps:,.4g} {unit}/s measured on {where} (--write-throughput)")
     precision = PRECISION_OF_AMP.get(spec.amp, "tf32")
     row = published.get((task, preset, peak.device, precision)) if peak is not None else None

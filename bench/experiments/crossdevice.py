@@ -1,18 +1,17 @@
 """Whether a run on one device is the same run on another: the agreement a first CUDA run owes the CPU's.
 
-CUDA's kernels sum in other orders than the CPU's, so a run there is not bit-identical; what it owes is
-agreement to within rounding, which a bug (a stream race, a lost micro-batch, a wrong autocast) exceeds by
-orders of magnitude. The bound is calibrated on changes of the same kind as a device's, not on the outcome
-judged: on the tiny logreg run (AdaScale, S = 4, seed 0; 666 iterations) the engine's own change of summation
-order (microbatch_mode batched) moves the final loss by 2e-9 relative; bf16 autocast, whose rounding (2⁻⁸) is
-coarser than anything float32 on CUDA does (2⁻²⁴; TF32's 2⁻¹¹ only in cuDNN's convolutions, which logreg has
-none of), moves the loss by 4e-6, the mean gain and τ by 2e-5 and the iteration count by none; another seed
-moves the loss by 1e-3, the mean gain by 7e-3 and the count by 5. RELATIVE = 1e-4 sits above the bf16 effect
-(4x on the gain) and below a seed's (10x on the loss): agreement under it is agreement to rounding. τ ends
-near T1 whatever the seed, so its bound catches only gross faults. Both sides are tests
-(tests/experiments/test_crossdevice.py), and the CUDA side is `pytest -m gpu` (scripts/gpu_check.sh).
-Accuracy moves by a few test examples under either change, so it is held only to ACCURACY_POINTS, a bound a
-broken run (chance: 50 %) fails and rounding does not.
+CUDA's kernels sum in other orders than the CPU's, so a run there is not bit-identical; what it owes is agreement
+to within rounding, which the bugs it is there for (a lost micro-batch, a stream race, autocast where none was
+asked) exceed by far. The bound is calibrated on changes of the same kind as a device's, not on the outcome judged:
+on the tiny logreg run (AdaScale, S = 4, seed 0; 666 iterations) the engine's own change of summation order
+(microbatch_mode batched) moves the final loss by 2e-9 relative; bf16 autocast, whose rounding (2⁻⁸) is coarser
+than anything float32 on CUDA does (2⁻²⁴; TF32's 2⁻¹¹ only in cuDNN's convolutions, which logreg has none of),
+moves the loss by 4e-6, the mean gain and τ by 2e-5 and the iteration count by none; another seed moves the loss by
+1e-3, the mean gain by 7e-3 and the count by 5. RELATIVE = 1e-4 sits above the bf16 effect (4x on the gain) and
+below a seed's (10x on the loss): agreement under it is agreement to rounding. τ ends near T1 whatever the seed, so
+its bound catches only gross faults. Both sides are tests (tests/experiments/test_crossdevice.py), and the CUDA
+side is `pytest -m gpu` (scripts/gpu_check.sh). Accuracy moves by a few test examples under either change, so it is
+held only to ACCURACY_POINTS, a bound a broken run (chance: 50 %) fails and rounding does not.
 """
 
 from __future__ import annotations
