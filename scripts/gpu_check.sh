@@ -16,7 +16,8 @@
 #    every task's examples/s at S = 1 into throughput.csv (a copy of the shipped table: commit it to keep it).
 # 3. `pytest -m gpu`: the tests that need CUDA (a tiny run on CUDA is the CPU's run to rounding,
 #    bench.experiments.crossdevice; the CUDA speed knobs; the reliability test); on a CPU, collected only.
-# Writes DIR/{env.txt, perf.csv, throughput.csv, pytest_gpu.log, gpu_check.log}; exits 1 if any step failed.
+# Writes DIR/{env.txt, perf.csv, throughput.csv, pytest_gpu.log, gpu_check.log} (DIR new or empty); exits 1 if any
+# step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 device=cuda preset=paper repeats=5 task_s=80 out="${OUT:-gpu_check}"
@@ -30,7 +31,13 @@ while [ $# -gt 0 ]; do
         *) echo "gpu_check.sh: unknown argument $1 (see the comment at the top)" >&2; exit 2 ;;
     esac
 done
-mkdir -p "$out" || exit 2
+# every file below is written by a shell redirection or tee, which follow links: so only into a folder of our own,
+# new or empty (nothing planted in it, nothing of someone's overwritten), reached through no link
+if [ -L "$out" ] || { [ -e "$out" ] && [ -n "$(ls -A -- "$out" 2>/dev/null || echo unreadable)" ]; }; then
+    echo "gpu_check.sh: --out $out must be a new or empty folder, not a link" >&2
+    exit 2
+fi
+mkdir -p -- "$out" || exit 2
 out="$(cd "$out" && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")" || exit 2
 exec > >(tee "$out/gpu_check.log") 2>&1

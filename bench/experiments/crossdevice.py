@@ -33,7 +33,7 @@ def summary(run_dir: Path) -> dict[str, Any]:
     """A run folder's summary.json, or a one-line error naming it."""
     found = read_json_object(Path(run_dir) / SUMMARY)
     if found is None:
-        raise UserError(f"{Path(run_dir) / SUMMARY}: no summary (the run has not finished)")
+        raise UserError(f"{Path(run_dir) / SUMMARY}: no summary to compare (absent, damaged or not a JSON object)")
     return found
 
 

@@ -45,3 +45,16 @@ def test_a_step_that_fails_fails_the_script_and_says_which(tmp_path: Path) -> No
     assert res.returncode == 1
     assert "gpu_check: failed: perf cifar10 (exit 124, over 1 s)" in res.stdout, res.stdout[-3000:]
     assert (tmp_path / "out" / "gpu_check.log").read_text().count("gpu_check: failed: perf ") == 5
+
+
+def test_an_out_folder_with_something_planted_in_it_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    target = tmp_path / "theirs.csv"
+    target.write_text("keep\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "perf.csv").symlink_to(target)  # a write through it would land in someone else's file
+    res = _check(out)
+    assert res.returncode == 2 and "must be a new or empty folder" in res.stderr
+    assert target.read_text() == "keep\n" and sorted(p.name for p in out.iterdir()) == ["perf.csv"]
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    assert _check(tmp_path / "link").returncode == 2 and not (tmp_path / "elsewhere").exists()
